@@ -1,0 +1,222 @@
+// pybind11 module `multiscale_rnn._core`: converts and checks arrays, releases the GIL around
+// every computation, and holds no algorithms.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "msrnn/language_model.hpp"
+#include "msrnn/optim.hpp"
+
+#include <cstring>
+
+namespace py = pybind11;
+using namespace msrnn;
+
+namespace {
+
+template <class S> using Arr = py::array_t<S, py::array::c_style>;
+using IntArr = py::array_t<std::int32_t, py::array::c_style>;
+
+// (B, T) batch-major tokens -> step-major (T*B) vector, n = t*B + b.
+std::vector<std::int32_t> step_major(const IntArr& a, const char* what, Index* T, Index* B) {
+  if (a.ndim() != 2) throw py::value_error(cat(what, " must have shape (batch, steps), got ", a.ndim(), " dimensions"));
+  *B = a.shape(0);
+  *T = a.shape(1);
+  if (*B < 1 || *T < 1) throw py::value_error(cat(what, " is empty: shape (", *B, ", ", *T, ")"));
+  std::vector<std::int32_t> out(static_cast<size_t>(*T * *B));
+  auto r = a.unchecked<2>();
+  for (Index b = 0; b < *B; ++b)
+    for (Index t = 0; t < *T; ++t) out[t * *B + b] = r(b, t);
+  return out;
+}
+
+// (T*B) step-major -> (B, T)
+py::array_t<double> batch_major(const std::vector<double>& v, Index T, Index B) {
+  py::array_t<double> out({B, T});
+  auto w = out.mutable_unchecked<2>();
+  for (Index b = 0; b < B; ++b)
+    for (Index t = 0; t < T; ++t) w(b, t) = v[t * B + b];
+  return out;
+}
+
+template <class S> py::dict state_to_dict(const std::vector<NamedState<S>>& state) {
+  py::dict d;
+  for (const auto& s : state) {
+    Arr<S> a({s.value.cols(), s.value.rows()});  // (B, rows): the same memory as (rows, B) column-major
+    std::memcpy(a.mutable_data(), s.value.data(), sizeof(S) * s.value.size());
+    d[py::str(s.name)] = a;
+  }
+  return d;
+}
+
+template <class S> std::vector<NamedState<S>> state_from_dict(const py::dict& d) {
+  std::vector<NamedState<S>> out;
+  for (auto item : d) {
+    const auto name = py::cast<std::string>(item.first);
+    auto a = py::cast<Arr<S>>(item.second);
+    if (a.ndim() != 2) throw py::value_error(cat("state '", name, "' must have shape (batch, size), got ", a.ndim(), " dimensions"));
+    Mat<S> m(a.shape(1), a.shape(0));
+    std::memcpy(m.data(), a.data(), sizeof(S) * m.size());
+    if (!m.allFinite()) throw py::value_error(cat("state '", name, "' holds NaN or infinity"));
+    out.push_back({name, std::move(m)});
+  }
+  return out;
+}
+
+template <class S> py::array_t<S> view_of(Vec<S>& v, py::handle owner) {
+  return py::array_t<S>({v.size()}, {sizeof(S)}, v.data(), owner);
+}
+
+ModelConfig make_config(const std::string& core, Index vocab, Index embed, const std::vector<Index>& hidden, double dropout,
+                        std::uint64_t seed, const py::dict& options) {
+  ModelConfig c;
+  c.core = core;
+  c.vocab_size = vocab;
+  c.embed_size = embed;
+  c.hidden_sizes = hidden;
+  c.dropout = dropout;
+  c.seed = seed;
+  for (auto item : options) {
+    const auto key = py::cast<std::string>(item.first);
+    if (py::isinstance<py::str>(item.second))
+      c.text_options[key] = py::cast<std::string>(item.second);
+    else if (py::isinstance<py::bool_>(item.second) || py::isinstance<py::int_>(item.second) ||
+             py::isinstance<py::float_>(item.second))
+      c.num_options[key] = py::cast<double>(item.second);
+    else
+      throw py::type_error(cat("option '", key, "' must be a number, a bool or a string"));
+  }
+  return c;
+}
+
+template <class S> void bind_model(py::module_& m, const char* name) {
+  using M = LanguageModel<S>;
+  py::class_<M>(m, name)
+      .def(py::init([](const std::string& core, Index vocab, Index embed, const std::vector<Index>& hidden,
+                       double dropout, std::uint64_t seed, const py::dict& options) {
+             return std::make_unique<M>(make_config(core, vocab, embed, hidden, dropout, seed, options));
+           }),
+           py::arg("core"), py::arg("vocab_size"), py::arg("embed_size"), py::arg("hidden_sizes"),
+           py::arg("dropout") = 0.0, py::arg("seed") = 0, py::arg("options") = py::dict())
+      .def("param_info",
+           [](M& self) {
+             py::list out;
+             for (const auto& p : self.params().info())
+               out.append(py::make_tuple(p.name, p.offset, p.rows, p.cols, p.numpy_transposed));
+             return out;
+           })
+      .def("flat_params", [](py::object self) { return view_of(self.cast<M&>().params().data(), self); })
+      .def("flat_grads", [](py::object self) { return view_of(self.cast<M&>().params().grad_data(), self); })
+      .def("zero_grad", [](M& self) { self.params().zero_grad(); })
+      .def("forward",
+           [](M& self, const IntArr& tokens, bool train) {
+             Index T, B;
+             auto tok = step_major(tokens, "tokens", &T, &B);
+             const Index V = self.vocab_size();
+             Mat<S> logits(V, T * B);
+             {
+               py::gil_scoped_release release;
+               self.forward(logits, tok.data(), T, B, train);
+             }
+             Arr<S> out({B, T, V});
+             auto w = out.template mutable_unchecked<3>();
+             for (Index b = 0; b < B; ++b)
+               for (Index t = 0; t < T; ++t)
+                 for (Index v = 0; v < V; ++v) w(b, t, v) = logits(v, t * B + b);
+             return out;
+           },
+           py::arg("tokens"), py::arg("train") = false)
+      .def("loss_and_grad",
+           [](M& self, const IntArr& tokens, const IntArr& targets) {
+             Index T, B, T2, B2;
+             auto tok = step_major(tokens, "tokens", &T, &B);
+             auto tgt = step_major(targets, "targets", &T2, &B2);
+             if (T != T2 || B != B2)
+               throw py::value_error(cat("targets have shape (", B2, ", ", T2, "), tokens (", B, ", ", T, ")"));
+             py::gil_scoped_release release;
+             return self.loss_and_grad(tok.data(), tgt.data(), T, B);
+           })
+      .def("loss",
+           [](M& self, const IntArr& tokens, const IntArr& targets, bool per_token) -> py::object {
+             Index T, B, T2, B2;
+             auto tok = step_major(tokens, "tokens", &T, &B);
+             auto tgt = step_major(targets, "targets", &T2, &B2);
+             if (T != T2 || B != B2)
+               throw py::value_error(cat("targets have shape (", B2, ", ", T2, "), tokens (", B, ", ", T, ")"));
+             std::vector<double> nll(per_token ? T * B : 0);
+             double loss;
+             {
+               py::gil_scoped_release release;
+               loss = self.loss(tok.data(), tgt.data(), T, B, per_token ? nll.data() : nullptr);
+             }
+             if (!per_token) return py::float_(loss);
+             return py::make_tuple(loss, batch_major(nll, T, B));
+           },
+           py::arg("tokens"), py::arg("targets"), py::arg("per_token") = false)
+      .def("get_state", [](M& self) { return state_to_dict<S>(self.get_state()); })
+      .def("set_state", [](M& self, const py::dict& d) { self.set_state(state_from_dict<S>(d)); })
+      .def("reset_state", [](M& self, Index B) {
+        if (B < 1) throw py::value_error(cat("batch size must be at least 1, got ", B));
+        self.reset_state(B);
+      })
+      .def("set_option", &M::set_option, py::arg("name"), py::arg("value"))
+      .def("records", [](M& self) { return state_to_dict<S>(self.records()); })
+      .def("get_rng_state",
+           [](M& self) {
+             auto s = self.rng().state();
+             py::array_t<std::uint64_t> a(4);
+             std::memcpy(a.mutable_data(), s.data(), sizeof(s));
+             return a;
+           })
+      .def("set_rng_state", [](M& self, const py::array_t<std::uint64_t, py::array::c_style>& a) {
+        if (a.size() != 4) throw py::value_error(cat("random state must have 4 words, got ", a.size()));
+        std::array<std::uint64_t, 4> s;
+        std::memcpy(s.data(), a.data(), sizeof(s));
+        self.rng().set_state(s);
+      });
+}
+
+template <class S> void bind_optim(py::module_& m) {
+  auto same = [](const Arr<S>& a, const Arr<S>& b, const char* what) {
+    if (a.size() != b.size()) throw py::value_error(cat(what, " has ", b.size(), " elements, parameters have ", a.size()));
+  };
+  m.def("adam_step",
+        [same](Arr<S> w, const Arr<S>& g, Arr<S> mo, Arr<S> v, long long step, double lr, double b1, double b2,
+               double eps, double wd) {
+          same(w, g, "gradient");
+          same(w, mo, "first moment");
+          same(w, v, "second moment");
+          py::gil_scoped_release release;
+          adam_step<S>(w.mutable_data(), g.data(), mo.mutable_data(), v.mutable_data(), w.size(), step, lr, b1, b2, eps, wd);
+        },
+        py::arg("w").noconvert(), py::arg("g").noconvert(), py::arg("m").noconvert(), py::arg("v").noconvert(),
+        py::arg("step"), py::arg("lr"), py::arg("beta1"), py::arg("beta2"), py::arg("eps"), py::arg("weight_decay"));
+  m.def("sgd_step",
+        [same](Arr<S> w, const Arr<S>& g, Arr<S> buf, long long step, double lr, double momentum, double wd) {
+          same(w, g, "gradient");
+          same(w, buf, "momentum buffer");
+          py::gil_scoped_release release;
+          sgd_step<S>(w.mutable_data(), g.data(), buf.mutable_data(), w.size(), step, lr, momentum, wd);
+        },
+        py::arg("w").noconvert(), py::arg("g").noconvert(), py::arg("buf").noconvert(), py::arg("step"),
+        py::arg("lr"), py::arg("momentum"), py::arg("weight_decay"));
+  m.def("global_norm", [](const Arr<S>& g) { return global_norm<S>(g.data(), g.size()); }, py::arg("g").noconvert());
+  m.def("clip_by_norm", [](Arr<S> g, double mx) { return clip_by_norm<S>(g.mutable_data(), g.size(), mx); },
+        py::arg("g").noconvert(), py::arg("max_norm"));
+  m.def("clip_by_value", [](Arr<S> g, double c) { clip_by_value<S>(g.mutable_data(), g.size(), c); },
+        py::arg("g").noconvert(), py::arg("clip"));
+  m.def("all_finite", [](const Arr<S>& x) { return all_finite<S>(x.data(), x.size()); }, py::arg("x").noconvert());
+}
+
+}  // namespace
+
+PYBIND11_MODULE(MSRNN_MODULE_NAME, m) {
+  m.doc() = "multiscale-rnn C++ core";
+  // pybind11 turns std::invalid_argument into ValueError and std::out_of_range into IndexError.
+  m.def("set_num_threads", &set_num_threads, py::arg("n"));
+  m.def("get_num_threads", &get_num_threads);
+  bind_model<float>(m, "LanguageModelF32");
+  bind_model<double>(m, "LanguageModelF64");
+  bind_optim<float>(m);
+  bind_optim<double>(m);
+}

@@ -1,0 +1,52 @@
+// The recurrent core interface. A core maps an input sequence X (E, N = T*B) to outputs Y (O, N),
+// carrying its state (h, c, z, ...) from chunk to chunk for truncated BPTT. A single recurrent layer
+// and a whole stack of layers are both cores, so models compose them freely.
+#pragma once
+
+#include "msrnn/blocks.hpp"
+#include "msrnn/params.hpp"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace msrnn {
+
+template <class S> class Core {
+ public:
+  virtual ~Core() = default;
+  virtual Index input_size() const = 0;   // E
+  virtual Index output_size() const = 0;  // O
+  // Take views of the parameters once the flat buffer exists.
+  virtual void bind(ParamSet<S>& ps) = 0;
+  // Y (O, N) out, X (E, N) in. Starts from the carried state and leaves the state after step T-1.
+  // With train = true, keeps in its cache what backward needs (and applies dropout/zoneout, if any).
+  virtual void forward(MRef<S> Y, CRef<S> X, Index T, Index B, bool train) = 0;
+  // dX (E, N) out (overwritten; pass a 0-column matrix to skip), dY (O, N) in, X the forward input.
+  // Accumulates parameter gradients. Gradients do not flow into the state before the chunk.
+  virtual void backward(MRef<S> dX, CRef<S> dY, CRef<S> X) = 0;
+  // Carried state: named (rows, B) matrices. reset_state sets zeros for batch size B.
+  virtual std::vector<NamedState<S>> get_state() const = 0;
+  virtual void set_state(const std::vector<NamedState<S>>& state) = 0;
+  virtual void reset_state(Index B) = 0;
+  // Change an option between chunks (e.g. a slope being annealed). Cores without options refuse.
+  virtual void set_option(const std::string& name, double /*value*/) {
+    throw std::invalid_argument(cat("this core has no option '", name, "'"));
+  }
+  // Named matrices the last forward recorded for introspection, each (rows, N); none by default.
+  virtual std::vector<NamedState<S>> records() const { return {}; }
+};
+
+// Look up `name` in a state list and check its shape; used by set_state implementations.
+template <class S>
+const Mat<S>& find_state(const std::vector<NamedState<S>>& state, const std::string& name, Index rows, Index B) {
+  for (const auto& s : state)
+    if (s.name == name) {
+      MSRNN_CHECK(s.value.rows() == rows && s.value.cols() == B, "state '", name, "' has shape (batch ", s.value.cols(),
+                  ", ", s.value.rows(), "), expected (batch ", B, ", ", rows, ")");
+      return s.value;
+    }
+  throw std::invalid_argument(cat("state entry '", name, "' is missing"));
+}
+
+}  // namespace msrnn

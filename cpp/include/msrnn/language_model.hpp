@@ -1,0 +1,73 @@
+// A language model: token embedding -> recurrent core -> head -> softmax cross-entropy.
+//   x_t = E[:, token_t]                    embedding.weight, NumPy (V, E)
+//   y_t = core(m_x * x_t)                  the core's parameters and state
+//   z_t = head(m_y * y_t)                  logits (V, B)
+//   loss = mean over B*T of -log softmax(z_t)[target_t]
+// m_x, m_y: inverted-dropout masks on the embedding and on the core's output (training only).
+// Tokens are step-major: n = t*B + b.
+#pragma once
+
+#include "msrnn/core.hpp"
+#include "msrnn/head.hpp"
+
+#include <map>
+#include <memory>
+
+namespace msrnn {
+
+struct ModelConfig {
+  std::string core = "lstm";          // "lstm", "gru", "rnn_tanh"
+  Index vocab_size = 0;               // V
+  Index embed_size = 0;               // E
+  std::vector<Index> hidden_sizes;    // H of each layer
+  double dropout = 0.0;               // on every non-recurrent connection
+  std::uint64_t seed = 0;             // the model's random generator (dropout, sampling)
+  // Core-specific options by name (numbers and words); each core reads its own and rejects others.
+  std::map<std::string, double> num_options;
+  std::map<std::string, std::string> text_options;
+};
+
+// Throws std::out_of_range naming the first id outside [0, V) with its stream and step.
+void check_tokens(const std::int32_t* tokens, Index T, Index B, Index V, const char* what);
+
+template <class S> class LanguageModel {
+ public:
+  explicit LanguageModel(const ModelConfig& cfg);
+  const ModelConfig& config() const { return cfg_; }
+  ParamSet<S>& params() { return ps_; }
+  Rng& rng() { return rng_; }
+  Core<S>& core() { return *core_; }
+  Index vocab_size() const { return cfg_.vocab_size; }
+
+  // logits (V, T*B) out. tokens (T*B) in.
+  void forward(MRef<S> logits, const std::int32_t* tokens, Index T, Index B, bool train);
+  // Training-mode forward, cross-entropy and backward; accumulates gradients; returns the mean loss (nats).
+  double loss_and_grad(const std::int32_t* tokens, const std::int32_t* targets, Index T, Index B);
+  // Evaluation-mode mean loss, no gradients. If `per_token` is given (T*B), it receives each -log p.
+  double loss(const std::int32_t* tokens, const std::int32_t* targets, Index T, Index B, double* per_token = nullptr);
+
+  std::vector<NamedState<S>> get_state() const { return core_->get_state(); }
+  void set_state(const std::vector<NamedState<S>>& s) { core_->set_state(s); }
+  void reset_state(Index B) { core_->reset_state(B); }
+  // Change a core option between chunks (e.g. the HM-LSTM slope); unknown names throw.
+  void set_option(const std::string& name, double value) { core_->set_option(name, value); }
+  // What the last forward recorded for introspection (boundaries, norms, gates), by name.
+  std::vector<NamedState<S>> records() const;
+
+ private:
+  void run_forward(const std::int32_t* tokens, Index T, Index B, bool train);  // fills logits_
+
+  ModelConfig cfg_;
+  ParamSet<S> ps_;
+  Rng rng_;
+  int emb_id_ = -1;
+  std::unique_ptr<Core<S>> core_;
+  std::unique_ptr<Head<S>> head_;
+  bool dropped_ = false;
+  Mat<S> x_, xin_, mx_;   // (E, N) embeddings, masked embeddings, mask
+  Mat<S> y_, yin_, my_;   // (O, N) core output, masked output, mask
+  Mat<S> logits_;         // (V, N) logits, then probabilities
+  Mat<S> dy_, dx_;        // (O, N), (E, N) backward
+};
+
+}  // namespace msrnn

@@ -1,0 +1,46 @@
+// LSTM, with PyTorch's gate order (i, f, g, o) and parameter names, so weights copy across:
+//   a_t = W_ih x_t + b_ih + W_hh h_{t-1} + b_hh                      (4H, B)
+//   i = sigm(a_i)  f = sigm(a_f)  g = tanh(a_g)  o = sigm(a_o)
+//   c_t = f * c_{t-1} + i * g
+//   h_t = o * tanh(c_t)
+#pragma once
+
+#include "msrnn/core.hpp"
+
+namespace msrnn {
+
+// Gate nonlinearities and cell update of one step. act (4H, B): in, the pre-activations a_t;
+// out, [i; f; g; o]. c, tanh_c, h (H, B) out; c_prev (H, B) in.
+template <class S> void lstm_pointwise_forward(MRef<S> act, MRef<S> c, MRef<S> tanh_c, MRef<S> h, CRef<S> c_prev);
+// da (4H, B) out: gradient of the pre-activations. dc_prev (H, B) out. dh, dc (H, B) in: gradients
+// arriving at h_t and (from step t+1) at c_t. act, tanh_c, c_prev as stored by forward.
+template <class S>
+void lstm_pointwise_backward(MRef<S> da, MRef<S> dc_prev, CRef<S> dh, CRef<S> dc, CRef<S> act, CRef<S> tanh_c,
+                             CRef<S> c_prev);
+
+// One LSTM layer over a chunk. Parameters (suffix e.g. "_l0"): weight_ih (4H, E), weight_hh (4H, H),
+// bias_ih (4H), bias_hh (4H). State: h, c (H, B).
+template <class S> class LSTMLayer : public Core<S> {
+ public:
+  LSTMLayer(ParamSet<S>& ps, const std::string& suffix, Index E, Index H);
+  Index input_size() const override { return E_; }
+  Index output_size() const override { return H_; }
+  void bind(ParamSet<S>& ps) override;
+  void forward(MRef<S> Y, CRef<S> X, Index T, Index B, bool train) override;
+  void backward(MRef<S> dX, CRef<S> dY, CRef<S> X) override;
+  std::vector<NamedState<S>> get_state() const override;
+  void set_state(const std::vector<NamedState<S>>& state) override;
+  void reset_state(Index B) override;
+
+ private:
+  Index E_, H_, T_ = 0, B_ = 0;
+  std::string suffix_;
+  Param<S> W_ih_, W_hh_, b_ih_, b_hh_;
+  Mat<S> h_, c_;       // (H, B) carried state
+  Mat<S> act_;         // (4H, N) gate activations [i; f; g; o]
+  Mat<S> hs_, cs_;     // (H, N + B) h and c; block 0 is the state before the chunk
+  Mat<S> tanh_c_;      // (H, N)
+  Mat<S> da_;          // (4H, N) backward: gradient of the pre-activations
+};
+
+}  // namespace msrnn

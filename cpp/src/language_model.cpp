@@ -1,0 +1,103 @@
+#include "msrnn/language_model.hpp"
+
+#include "msrnn/rnn_stack.hpp"
+
+namespace msrnn {
+
+void check_tokens(const std::int32_t* tokens, Index T, Index B, Index V, const char* what) {
+  for (Index t = 0; t < T; ++t)
+    for (Index b = 0; b < B; ++b) {
+      const std::int32_t id = tokens[t * B + b];
+      if (id < 0 || id >= V)
+        throw std::out_of_range(cat(what, " id ", id, " at (stream ", b, ", step ", t, ") is outside the vocabulary [0, ",
+                                    V, ")"));
+    }
+}
+
+// The core named by cfg.core. A new family adds its line here.
+template <class S> static std::unique_ptr<Core<S>> make_core(const ModelConfig& cfg, ParamSet<S>& ps, Rng* rng) {
+  const bool stack = cfg.core == "lstm" || cfg.core == "gru" || cfg.core == "rnn_tanh";
+  MSRNN_CHECK(stack, "unknown core '", cfg.core, "'");
+  MSRNN_CHECK(cfg.num_options.empty() && cfg.text_options.empty(), "the ", cfg.core, " core takes no options");
+  return std::make_unique<RNNStack<S>>(ps, cell_type_from_name(cfg.core), cfg.embed_size, cfg.hidden_sizes,
+                                       cfg.dropout, rng);
+}
+
+template <class S> LanguageModel<S>::LanguageModel(const ModelConfig& cfg) : cfg_(cfg), rng_(cfg.seed) {
+  MSRNN_CHECK(cfg.vocab_size > 0, "vocab_size must be positive, got ", cfg.vocab_size);
+  MSRNN_CHECK(cfg.embed_size > 0, "embed_size must be positive, got ", cfg.embed_size);
+  MSRNN_CHECK(!cfg.hidden_sizes.empty(), "hidden_sizes must name at least one layer");
+  for (Index h : cfg.hidden_sizes) MSRNN_CHECK(h > 0, "hidden sizes must be positive, got ", h);
+  MSRNN_CHECK(cfg.dropout >= 0.0 && cfg.dropout < 1.0, "dropout must be in [0, 1), got ", cfg.dropout);
+  emb_id_ = ps_.add("embedding.weight", cfg.embed_size, cfg.vocab_size, /*numpy_transposed=*/true);
+  core_ = make_core<S>(cfg, ps_, &rng_);
+  head_ = std::make_unique<LinearHead<S>>(ps_, core_->output_size(), cfg.vocab_size);
+  ps_.finalize();
+  core_->bind(ps_);
+  head_->bind(ps_);
+  core_->reset_state(1);
+}
+
+template <class S> void LanguageModel<S>::run_forward(const std::int32_t* tokens, Index T, Index B, bool train) {
+  MSRNN_CHECK(T > 0 && B > 0, "a chunk needs at least one step and one stream, got T=", T, " B=", B);
+  check_tokens(tokens, T, B, cfg_.vocab_size, "token");
+  const Index N = T * B;
+  dropped_ = train && cfg_.dropout > 0.0;
+  x_.resize(cfg_.embed_size, N);
+  embedding_forward<S>(x_, ps_.value(emb_id_), tokens);
+  if (dropped_) {
+    mx_.resize(x_.rows(), N);
+    dropout_mask<S>(mx_, cfg_.dropout, rng_);
+    xin_ = x_.cwiseProduct(mx_);
+  }
+  y_.resize(core_->output_size(), N);
+  core_->forward(y_, dropped_ ? xin_ : x_, T, B, train);
+  if (dropped_) {
+    my_.resize(y_.rows(), N);
+    dropout_mask<S>(my_, cfg_.dropout, rng_);
+    yin_ = y_.cwiseProduct(my_);
+  }
+  logits_.resize(cfg_.vocab_size, N);
+  head_->forward(logits_, dropped_ ? yin_ : y_, T, B, train);
+}
+
+template <class S> void LanguageModel<S>::forward(MRef<S> logits, const std::int32_t* tokens, Index T, Index B, bool train) {
+  run_forward(tokens, T, B, train);
+  logits = logits_;
+}
+
+template <class S>
+double LanguageModel<S>::loss_and_grad(const std::int32_t* tokens, const std::int32_t* targets, Index T, Index B) {
+  check_tokens(targets, T, B, cfg_.vocab_size, "target");
+  run_forward(tokens, T, B, /*train=*/true);
+  const Index N = T * B;
+  const double loss = softmax_xent_forward<S>(logits_, logits_, targets) / double(N);
+  softmax_xent_backward<S>(logits_, logits_, targets, S(1.0 / double(N)));  // logits_ now holds dZ
+  dy_.resize(y_.rows(), N);
+  head_->backward(dy_, logits_, dropped_ ? yin_ : y_);
+  if (dropped_) dy_.array() *= my_.array();
+  dx_.resize(x_.rows(), N);
+  core_->backward(dx_, dy_, dropped_ ? xin_ : x_);
+  if (dropped_) dx_.array() *= mx_.array();
+  embedding_backward<S>(ps_.grad(emb_id_), dx_, tokens);
+  return loss;
+}
+
+template <class S>
+double LanguageModel<S>::loss(const std::int32_t* tokens, const std::int32_t* targets, Index T, Index B,
+                              double* per_token) {
+  check_tokens(targets, T, B, cfg_.vocab_size, "target");
+  run_forward(tokens, T, B, /*train=*/false);
+  return softmax_xent_forward<S>(logits_, logits_, targets, per_token) / double(T * B);
+}
+
+template <class S> std::vector<NamedState<S>> LanguageModel<S>::records() const {
+  auto all = core_->records();
+  for (auto& r : head_->records()) all.push_back(std::move(r));
+  return all;
+}
+
+template class LanguageModel<float>;
+template class LanguageModel<double>;
+
+}  // namespace msrnn

@@ -1,0 +1,104 @@
+#include "msrnn/rnn_stack.hpp"
+
+#include "msrnn/elman.hpp"
+#include "msrnn/gru.hpp"
+#include "msrnn/lstm.hpp"
+
+namespace msrnn {
+
+CellType cell_type_from_name(const std::string& name) {
+  if (name == "lstm") return CellType::LSTM;
+  if (name == "gru") return CellType::GRU;
+  if (name == "rnn_tanh" || name == "elman") return CellType::Elman;
+  throw std::invalid_argument(cat("unknown cell type '", name, "'; expected 'lstm', 'gru' or 'rnn_tanh'"));
+}
+
+template <class S>
+std::unique_ptr<Core<S>> make_cell_layer(CellType cell, ParamSet<S>& ps, const std::string& suffix, Index E, Index H) {
+  switch (cell) {
+    case CellType::LSTM: return std::make_unique<LSTMLayer<S>>(ps, suffix, E, H);
+    case CellType::GRU: return std::make_unique<GRULayer<S>>(ps, suffix, E, H);
+    case CellType::Elman: return std::make_unique<ElmanLayer<S>>(ps, suffix, E, H);
+  }
+  throw std::invalid_argument("unknown cell type");
+}
+
+template <class S>
+RNNStack<S>::RNNStack(ParamSet<S>& ps, CellType cell, Index E, const std::vector<Index>& hidden, double dropout,
+                      Rng* rng)
+    : E_(E), p_(dropout), rng_(rng) {
+  MSRNN_CHECK(!hidden.empty(), "a recurrent stack needs at least one layer");
+  MSRNN_CHECK(dropout >= 0.0 && dropout < 1.0, "dropout must be in [0, 1), got ", dropout);
+  Index in = E;
+  for (size_t l = 0; l < hidden.size(); ++l) {
+    layers_.push_back(make_cell_layer<S>(cell, ps, cat("_l", l), in, hidden[l]));
+    in = hidden[l];
+  }
+  const size_t L = layers_.size();
+  out_.resize(L);
+  in_.resize(L);
+  mask_.resize(L);
+  grad_.resize(L);
+}
+
+template <class S> void RNNStack<S>::bind(ParamSet<S>& ps) {
+  for (auto& l : layers_) l->bind(ps);
+}
+
+template <class S> void RNNStack<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index B, bool train) {
+  const size_t L = layers_.size();
+  const Index N = T * B;
+  dropped_ = train && p_ > 0.0;
+  for (size_t l = 0; l < L; ++l) {
+    auto& layer = *layers_[l];
+    if (l + 1 < L) out_[l].resize(layer.output_size(), N);
+    MRef<S> y = (l + 1 < L) ? MRef<S>(out_[l]) : Y;
+    if (l == 0) {
+      layer.forward(y, X, T, B, train);
+    } else if (dropped_) {
+      mask_[l].resize(out_[l - 1].rows(), N);
+      dropout_mask<S>(mask_[l], p_, *rng_);
+      in_[l] = out_[l - 1].cwiseProduct(mask_[l]);
+      layer.forward(y, in_[l], T, B, train);
+    } else {
+      layer.forward(y, out_[l - 1], T, B, train);
+    }
+  }
+}
+
+template <class S> void RNNStack<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X) {
+  const size_t L = layers_.size();
+  for (size_t l = L; l-- > 0;) {
+    const CRefV<S> dy = (l + 1 < L) ? CRefV<S>(grad_[l]) : CRefV<S>(dY);
+    if (l == 0) {
+      layers_[0]->backward(dX, dy, X);
+    } else {
+      grad_[l - 1].resize(layers_[l - 1]->output_size(), dy.cols());
+      layers_[l]->backward(grad_[l - 1], dy, dropped_ ? in_[l] : out_[l - 1]);
+      if (dropped_) grad_[l - 1].array() *= mask_[l].array();
+    }
+  }
+}
+
+template <class S> std::vector<NamedState<S>> RNNStack<S>::get_state() const {
+  std::vector<NamedState<S>> all;
+  for (const auto& l : layers_)
+    for (auto& s : l->get_state()) all.push_back(std::move(s));
+  return all;
+}
+
+template <class S> void RNNStack<S>::set_state(const std::vector<NamedState<S>>& state) {
+  for (auto& l : layers_) l->set_state(state);
+}
+
+template <class S> void RNNStack<S>::reset_state(Index B) {
+  for (auto& l : layers_) l->reset_state(B);
+}
+
+template std::unique_ptr<Core<float>> make_cell_layer<float>(CellType, ParamSet<float>&, const std::string&, Index, Index);
+template std::unique_ptr<Core<double>> make_cell_layer<double>(CellType, ParamSet<double>&, const std::string&, Index,
+                                                               Index);
+template class RNNStack<float>;
+template class RNNStack<double>;
+
+}  // namespace msrnn

@@ -1,0 +1,19 @@
+"""multiscale-rnn: multiscale recurrent neural networks with a fast C++ core."""
+from ._native import ISA, core as _core
+from . import init
+from .models import GRU, LSTM, MODELS, ElmanRNN, LanguageModel
+
+__version__ = "0.1.0"
+
+
+def set_num_threads(n: int) -> None:
+    """Threads for the core's matrix products and loops (Eigen + OpenMP)."""
+    _core.set_num_threads(int(n))
+
+
+def get_num_threads() -> int:
+    return int(_core.get_num_threads())
+
+
+__all__ = ["LSTM", "GRU", "ElmanRNN", "LanguageModel", "MODELS", "init", "set_num_threads", "get_num_threads",
+           "ISA", "__version__"]

@@ -1,0 +1,106 @@
+"""Parameter initialisers. Each takes a model, acts on the parameters whose names match, and
+draws from a NumPy ``Generator`` so results follow the user's seed.
+
+    uniform(model, scale)        U(-scale, scale)
+    gaussian(model, std)         N(0, std^2)
+    orthogonal(model)            each gate block of every recurrent matrix orthogonal
+    forget_bias(model, value)    LSTM forget-gate biases (bias_ih + bias_hh) sum to `value`
+    default(model)               PyTorch's rule: U(-1/sqrt(H), 1/sqrt(H)) for recurrent layers and
+                                 the decoder, N(0, 1) for the embedding
+"""
+from __future__ import annotations
+
+import fnmatch
+import re
+from typing import Optional
+
+import numpy as np
+
+
+def _select(model, pattern: str):
+    params = model.parameters()
+    names = [n for n in params if fnmatch.fnmatch(n, pattern)]
+    if not names:
+        raise ValueError(f"no parameter matches {pattern!r}; parameters are {sorted(params)}")
+    return [(n, params[n]) for n in names]
+
+
+def _rng(rng) -> np.random.Generator:
+    return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+
+
+def uniform(model, scale: float, pattern: str = "*", rng=0) -> None:
+    """Every matching parameter from U(-scale, scale)."""
+    g = _rng(rng)
+    for _, p in _select(model, pattern):
+        p[...] = g.uniform(-scale, scale, p.shape)
+
+
+def gaussian(model, std: float, pattern: str = "*", rng=0) -> None:
+    """Every matching parameter from N(0, std^2)."""
+    g = _rng(rng)
+    for _, p in _select(model, pattern):
+        p[...] = g.normal(0.0, std, p.shape)
+
+
+def _orthogonal(g: np.random.Generator, rows: int, cols: int) -> np.ndarray:
+    a = g.normal(size=(max(rows, cols), min(rows, cols)))
+    q, r = np.linalg.qr(a)
+    q *= np.sign(np.diag(r))
+    return q if rows >= cols else q.T
+
+
+def orthogonal(model, pattern: str = "weight_hh*", gain: float = 1.0, rng=0) -> None:
+    """Each square gate block of the matching matrices orthogonal (times ``gain``).
+
+    A (G*H, H) recurrent matrix is G blocks of (H, H), each drawn orthogonal; other shapes get a
+    semi-orthogonal matrix of their own shape.
+    """
+    g = _rng(rng)
+    for _, p in _select(model, pattern):
+        if p.ndim != 2:
+            continue
+        rows, cols = p.shape
+        if rows % cols == 0:
+            for k in range(rows // cols):
+                p[k * cols:(k + 1) * cols] = gain * _orthogonal(g, cols, cols)
+        else:
+            p[...] = gain * _orthogonal(g, rows, cols)
+
+
+def forget_bias(model, value: float = 1.0, pattern: str = "bias_ih*") -> None:
+    """Set LSTM forget-gate biases so that bias_ih + bias_hh = ``value`` on the forget gate
+    (gate block 1 of 4, PyTorch's order i, f, g, o)."""
+    params = model.parameters()
+    found = False
+    for name, p in _select(model, pattern):
+        other = params.get(name.replace("bias_ih", "bias_hh"))
+        if p.shape[0] % 4:
+            continue
+        h = p.shape[0] // 4
+        p[h:2 * h] = value
+        if other is not None and other is not p:
+            other[h:2 * h] = 0.0
+        found = True
+    if not found:
+        raise ValueError("no LSTM bias (4H entries) matches the pattern")
+
+
+def default(model, rng: Optional[np.random.Generator] = None) -> None:
+    """PyTorch's defaults: U(-1/sqrt(H), 1/sqrt(H)) for recurrent weights and biases (H the layer's
+    hidden size) and for the decoder (H its input size); N(0, 1) for embeddings."""
+    g = _rng(rng if rng is not None else 0)
+    params = model.parameters()
+    for name, p in params.items():
+        if name.startswith("embedding"):
+            p[...] = g.normal(0.0, 1.0, p.shape)
+            continue
+        m = re.search(r"_l(\d+)$", name)
+        if m and "weight_hh" + m.group(0) in params:
+            hidden = params["weight_hh" + m.group(0)].shape[1]
+        elif name.startswith("decoder"):
+            hidden = params["decoder.weight"].shape[1]
+        else:
+            hidden = p.shape[-1] if p.ndim == 2 else p.shape[0]
+        bound = 1.0 / np.sqrt(hidden)
+        p[...] = g.uniform(-bound, bound, p.shape)

@@ -1,0 +1,7 @@
+"""Models by name. ``MODELS`` maps a class name to the class, for checkpoints and the command line."""
+from .base import LanguageModel, as_tokens
+from .rnn import GRU, LSTM, ElmanRNN
+
+MODELS = {cls.__name__: cls for cls in (LSTM, GRU, ElmanRNN)}
+
+__all__ = ["LanguageModel", "LSTM", "GRU", "ElmanRNN", "MODELS", "as_tokens"]

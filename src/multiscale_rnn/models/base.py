@@ -1,0 +1,208 @@
+"""The base of every model: token embedding -> recurrent core -> head -> softmax cross-entropy.
+
+Every model offers the same low-level API (NumPy in and out):
+
+- ``parameters()``: dict name -> writable NumPy view into the model's one flat parameter buffer,
+  with PyTorch's names and layouts where PyTorch has the same layer (``weight_ih_l0`` (4H, E), ...).
+- ``forward(tokens, state=None)`` -> ``(logits (B, T, V), new_state)``.
+- ``loss_and_grad(tokens, targets, state=None)`` -> ``(mean cross-entropy in nats, grads, new_state)``.
+- ``dtype="float64"`` on every model, for gradient checks.
+
+State is a dict name -> array (B, size), e.g. ``{"h_l0": ..., "c_l0": ...}``; ``None`` means zeros.
+"""
+from __future__ import annotations
+
+import json
+from typing import Dict, Optional, Tuple
+
+import numpy as np
+
+from .._native import core as _core
+
+State = Dict[str, np.ndarray]
+
+_DTYPES = {"float32": np.float32, "float64": np.float64}
+
+
+def as_tokens(x, name: str, vocab_size: int) -> np.ndarray:
+    """Check a (batch, steps) array of token ids and return it as C-contiguous int32.
+
+    Raises TypeError for a non-integer dtype, ValueError for a wrong shape and IndexError naming
+    the first id outside [0, vocab_size) with its (stream, step) position.
+    """
+    a = np.asarray(x)
+    if a.dtype == bool or not np.issubdtype(a.dtype, np.integer):
+        raise TypeError(f"{name} must be an integer array of token ids, got dtype {a.dtype}")
+    if a.ndim != 2:
+        raise ValueError(f"{name} must have shape (batch, steps), got shape {a.shape}")
+    if a.shape[0] < 1 or a.shape[1] < 1:
+        raise ValueError(f"{name} is empty: shape {a.shape}")
+    bad = (a < 0) | (a >= vocab_size)
+    if bad.any():
+        b, t = np.argwhere(bad)[0]
+        raise IndexError(
+            f"{name} id {int(a[b, t])} at (stream {b}, step {t}) is outside the vocabulary [0, {vocab_size})")
+    return np.ascontiguousarray(a, dtype=np.int32)
+
+
+class LanguageModel:
+    """A language model over a vocabulary of ``vocab_size`` symbols.
+
+    Subclasses set ``core_name`` and pass their core-specific ``options``.
+    """
+
+    core_name = ""
+
+    def __init__(self, vocab_size: int, embed_size: int, hidden_sizes, *, dropout: float = 0.0,
+                 dtype: str = "float32", seed: int = 0, options: Optional[dict] = None, **config):
+        if dtype not in _DTYPES:
+            raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}")
+        hidden = (hidden_sizes,) if np.isscalar(hidden_sizes) else tuple(hidden_sizes)
+        for what, v in (("vocab_size", vocab_size), ("embed_size", embed_size)):
+            if not isinstance(v, (int, np.integer)) or v < 1:
+                raise ValueError(f"{what} must be a positive integer, got {v!r}")
+        if not hidden or any(not isinstance(h, (int, np.integer)) or h < 1 for h in hidden):
+            raise ValueError(f"hidden_sizes must be positive integers, got {hidden_sizes!r}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        self.dtype = np.dtype(_DTYPES[dtype])
+        self.vocab_size = int(vocab_size)
+        self.options = dict(options or {})
+        # Everything needed to rebuild the model (checkpoints store it as JSON).
+        self.config = dict(model=type(self).__name__, vocab_size=int(vocab_size), embed_size=int(embed_size),
+                           hidden_sizes=[int(h) for h in hidden], dropout=float(dropout), dtype=dtype,
+                           seed=int(seed), **config)
+        cls = _core.LanguageModelF32 if dtype == "float32" else _core.LanguageModelF64
+        self._impl = cls(self.core_name, int(vocab_size), int(embed_size), [int(h) for h in hidden],
+                         float(dropout), int(seed) % (1 << 64), self.options)
+        self._flat = self._impl.flat_params()
+        self._flat_grad = self._impl.flat_grads()
+        self._info = self._impl.param_info()
+        self._params = self._views(self._flat)
+        self._grads = self._views(self._flat_grad)
+        self.reset_parameters(seed)
+
+    # ---- parameters -------------------------------------------------------------------------
+    def _views(self, flat: np.ndarray) -> Dict[str, np.ndarray]:
+        out = {}
+        for name, offset, rows, cols, transposed in self._info:
+            v = flat[offset:offset + rows * cols]
+            if cols == 1:
+                out[name] = v                                   # (rows,)
+            elif transposed:
+                out[name] = v.reshape(cols, rows)               # (cols, rows), C order
+            else:
+                out[name] = v.reshape(cols, rows).T             # (rows, cols), Fortran order
+        return out
+
+    def parameters(self) -> Dict[str, np.ndarray]:
+        """Dict name -> writable NumPy view into the flat parameter buffer."""
+        return dict(self._params)
+
+    def gradients(self) -> Dict[str, np.ndarray]:
+        """Dict name -> view into the flat gradient buffer (what backward accumulated)."""
+        return dict(self._grads)
+
+    def flat_parameters(self) -> np.ndarray:
+        """The whole parameter buffer, 1-D (padding between tensors included)."""
+        return self._flat
+
+    def flat_gradients(self) -> np.ndarray:
+        return self._flat_grad
+
+    @property
+    def num_parameters(self) -> int:
+        return int(sum(rows * cols for _, _, rows, cols, _ in self._info))
+
+    def zero_grad(self) -> None:
+        self._impl.zero_grad()
+
+    def reset_parameters(self, seed: int = 0) -> None:
+        """The default initialisation (see ``multiscale_rnn.init.default``)."""
+        from .. import init
+        init.default(self, np.random.default_rng(seed))
+
+    def load_parameters(self, params: Dict[str, np.ndarray]) -> None:
+        """Copy arrays into the parameters, checking names and shapes."""
+        own = self._params
+        missing = sorted(set(own) - set(params))
+        extra = sorted(set(params) - set(own))
+        if missing or extra:
+            raise ValueError(f"parameter names do not match: missing {missing}, unexpected {extra}")
+        for name, value in params.items():
+            value = np.asarray(value)
+            if value.shape != own[name].shape:
+                raise ValueError(f"parameter '{name}' has shape {value.shape}, expected {own[name].shape}")
+            own[name][...] = value
+
+    # ---- state ------------------------------------------------------------------------------
+    def _set_state(self, state: Optional[State], batch: int) -> None:
+        if state is None:
+            self._impl.reset_state(batch)
+            return
+        if not isinstance(state, dict):
+            raise TypeError(f"state must be a dict name -> array or None, got {type(state).__name__}")
+        conv = {}
+        for k, v in state.items():
+            a = np.asarray(v)
+            if not np.issubdtype(a.dtype, np.floating):
+                raise TypeError(f"state '{k}' must be a float array, got dtype {a.dtype}")
+            if a.ndim != 2 or a.shape[0] != batch:
+                raise ValueError(f"state '{k}' has shape {a.shape}, expected (batch {batch}, size)")
+            conv[k] = np.ascontiguousarray(a, dtype=self.dtype)
+        self._impl.set_state(conv)
+
+    def initial_state(self, batch_size: int) -> State:
+        """Zero state for ``batch_size`` streams."""
+        self._impl.reset_state(int(batch_size))
+        return self._impl.get_state()
+
+    # ---- computation ------------------------------------------------------------------------
+    def forward(self, tokens, state: Optional[State] = None, *, train: bool = False) -> Tuple[np.ndarray, State]:
+        """Logits (B, T, V) for int tokens (B, T), and the state after the last step."""
+        tok = as_tokens(tokens, "token", self.vocab_size)
+        self._set_state(state, tok.shape[0])
+        logits = self._impl.forward(tok, train)
+        return logits, self._impl.get_state()
+
+    def loss_and_grad(self, tokens, targets, state: Optional[State] = None):
+        """Mean cross-entropy (nats) over all B*T targets, dict name -> gradient, new state.
+
+        Runs in training mode (dropout on, if any). Gradients are of this loss alone (copies).
+        """
+        tok = as_tokens(tokens, "token", self.vocab_size)
+        tgt = as_tokens(targets, "target", self.vocab_size)
+        if tgt.shape != tok.shape:
+            raise ValueError(f"targets have shape {tgt.shape}, tokens {tok.shape}")
+        self._set_state(state, tok.shape[0])
+        self._impl.zero_grad()
+        loss = self._impl.loss_and_grad(tok, tgt)
+        grads = {k: v.copy() for k, v in self._grads.items()}
+        return float(loss), grads, self._impl.get_state()
+
+    def loss(self, tokens, targets, state: Optional[State] = None, *, per_token: bool = False):
+        """Evaluation-mode mean cross-entropy (nats) and the new state; with ``per_token=True``
+        also the (B, T) array of each -log p(target)."""
+        tok = as_tokens(tokens, "token", self.vocab_size)
+        tgt = as_tokens(targets, "target", self.vocab_size)
+        if tgt.shape != tok.shape:
+            raise ValueError(f"targets have shape {tgt.shape}, tokens {tok.shape}")
+        self._set_state(state, tok.shape[0])
+        out = self._impl.loss(tok, tgt, per_token)
+        if per_token:
+            return float(out[0]), out[1], self._impl.get_state()
+        return float(out), self._impl.get_state()
+
+    # ---- random generator (dropout, sampling) ------------------------------------------------
+    def get_rng_state(self) -> np.ndarray:
+        return self._impl.get_rng_state()
+
+    def set_rng_state(self, state) -> None:
+        self._impl.set_rng_state(np.ascontiguousarray(state, dtype=np.uint64))
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.config.items() if k != "model")
+        return f"{type(self).__name__}({args})"
+
+    def config_json(self) -> str:
+        return json.dumps(self.config, sort_keys=True)
