@@ -119,6 +119,7 @@ def test_other_parameters_shape_the_text():
         ({"seed": -1}, ValueError, "seed must be at least 0"),
         ({"word_len": (5, 2)}, ValueError, "word_len must satisfy"),
         ({"phrase_len": 3}, TypeError, "phrase_len must be a pair"),
+        ({"word_len": "28"}, TypeError, "word_len must be a pair"),
         ({"n_classes": 60}, ValueError, "exceeds n_words"),
         ({"n_words": 20, "alphabet": "ab", "word_len": (1, 2)}, ValueError, "too many"),
         ({"alphabet": "abc.", "punctuation": "."}, ValueError, "share"),

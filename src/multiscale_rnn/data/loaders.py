@@ -107,12 +107,9 @@ def load(
 def embedded_text() -> str:
     """The real English text shipped with the package: Ambrose Bierce's *The
     Devil's Dictionary* (1911, public domain), 383,157 ASCII characters."""
-    try:
-        from importlib.resources import files
+    from importlib.resources import files
 
-        blob = files(__package__).joinpath("resources", _EMBEDDED_FILE).read_bytes()
-    except (ImportError, TypeError):  # pragma: no cover - very old importlib.resources
-        blob = (Path(__file__).parent / "resources" / _EMBEDDED_FILE).read_bytes()
+    blob = files(__package__).joinpath("resources").joinpath(_EMBEDDED_FILE).read_bytes()
     return gzip.decompress(blob).decode("utf-8")
 
 

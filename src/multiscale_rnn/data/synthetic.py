@@ -77,6 +77,8 @@ class HierarchicalText:
 
 def _range_arg(value: Any, name: str, minimum: int) -> Tuple[int, int]:
     try:
+        if isinstance(value, str):
+            raise TypeError
         lo, hi = (int(v) for v in value)
     except (TypeError, ValueError):
         raise TypeError(f"{name} must be a pair (min, max) of integers, got {value!r}") from None
