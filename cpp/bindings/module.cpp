@@ -127,15 +127,26 @@ template <class S> void bind_model(py::module_& m, const char* name) {
            },
            py::arg("tokens"), py::arg("train") = false)
       .def("loss_and_grad",
-           [](M& self, const IntArr& tokens, const IntArr& targets) {
+           [](M& self, const IntArr& tokens, const IntArr& targets, py::object weights) {
              Index T, B, T2, B2;
              auto tok = step_major(tokens, "tokens", &T, &B);
              auto tgt = step_major(targets, "targets", &T2, &B2);
              if (T != T2 || B != B2)
                throw py::value_error(cat("targets have shape (", B2, ", ", T2, "), tokens (", B, ", ", T, ")"));
+             std::vector<double> w;
+             if (!weights.is_none()) {
+               auto a = py::cast<py::array_t<double, py::array::c_style | py::array::forcecast>>(weights);
+               if (a.ndim() != 2 || a.shape(0) != B || a.shape(1) != T)
+                 throw py::value_error(cat("weights must have the tokens' shape (", B, ", ", T, ")"));
+               w.resize(static_cast<size_t>(T * B));
+               auto r = a.unchecked<2>();
+               for (Index b = 0; b < B; ++b)
+                 for (Index t = 0; t < T; ++t) w[t * B + b] = r(b, t);
+             }
              py::gil_scoped_release release;
-             return self.loss_and_grad(tok.data(), tgt.data(), T, B);
-           })
+             return self.loss_and_grad(tok.data(), tgt.data(), T, B, w.empty() ? nullptr : w.data());
+           },
+           py::arg("tokens"), py::arg("targets"), py::arg("weights") = py::none())
       .def("loss",
            [](M& self, const IntArr& tokens, const IntArr& targets, bool per_token) -> py::object {
              Index T, B, T2, B2;
@@ -161,6 +172,7 @@ template <class S> void bind_model(py::module_& m, const char* name) {
       })
       .def("set_option", &M::set_option, py::arg("name"), py::arg("value"))
       .def("records", [](M& self) { return state_to_dict<S>(self.records()); })
+      .def("record_grads", [](M& self) { return state_to_dict<S>(self.record_grads()); })
       .def("get_rng_state",
            [](M& self) {
              auto s = self.rng().state();

@@ -1,6 +1,9 @@
 #include "msrnn/language_model.hpp"
 
+#include "msrnn/fs_rnn.hpp"
 #include "msrnn/rnn_stack.hpp"
+
+#include <cmath>
 
 namespace msrnn {
 
@@ -16,6 +19,7 @@ void check_tokens(const std::int32_t* tokens, Index T, Index B, Index V, const c
 
 // The core named by cfg.core. A new family adds its line here.
 template <class S> static std::unique_ptr<Core<S>> make_core(const ModelConfig& cfg, ParamSet<S>& ps, Rng* rng) {
+  if (auto core = make_fs_family_core<S>(cfg, ps, rng)) return core;  // fs_rnn, sequential_lstm, stacked_lstm
   const bool stack = cfg.core == "lstm" || cfg.core == "gru" || cfg.core == "rnn_tanh";
   MSRNN_CHECK(stack, "unknown core '", cfg.core, "'");
   MSRNN_CHECK(cfg.num_options.empty() && cfg.text_options.empty(), "the ", cfg.core, " core takes no options");
@@ -67,12 +71,34 @@ template <class S> void LanguageModel<S>::forward(MRef<S> logits, const std::int
 }
 
 template <class S>
-double LanguageModel<S>::loss_and_grad(const std::int32_t* tokens, const std::int32_t* targets, Index T, Index B) {
+double LanguageModel<S>::loss_and_grad(const std::int32_t* tokens, const std::int32_t* targets, Index T, Index B,
+                                       const double* weights) {
   check_tokens(targets, T, B, cfg_.vocab_size, "target");
-  run_forward(tokens, T, B, /*train=*/true);
   const Index N = T * B;
-  const double loss = softmax_xent_forward<S>(logits_, logits_, targets) / double(N);
-  softmax_xent_backward<S>(logits_, logits_, targets, S(1.0 / double(N)));  // logits_ now holds dZ
+  double wsum = double(N);
+  if (weights) {
+    wsum = 0.0;
+    for (Index n = 0; n < N; ++n) {
+      MSRNN_CHECK(std::isfinite(weights[n]) && weights[n] >= 0.0, "loss weight ", weights[n], " at (stream ", n % B,
+                  ", step ", n / B, ") must be finite and non-negative");
+      wsum += weights[n];
+    }
+    MSRNN_CHECK(wsum > 0.0, "loss weights must not all be zero");
+  }
+  run_forward(tokens, T, B, /*train=*/true);
+  double loss;
+  if (!weights) {
+    loss = softmax_xent_forward<S>(logits_, logits_, targets) / double(N);
+    softmax_xent_backward<S>(logits_, logits_, targets, S(1.0 / double(N)));  // logits_ now holds dZ
+  } else {
+    std::vector<double> nll(N);
+    softmax_xent_forward<S>(logits_, logits_, targets, nll.data());
+    loss = 0.0;
+    for (Index n = 0; n < N; ++n) loss += weights[n] * nll[n];
+    loss /= wsum;
+    softmax_xent_backward<S>(logits_, logits_, targets, S(1));
+    for (Index n = 0; n < N; ++n) logits_.col(n) *= S(weights[n] / wsum);
+  }
   dy_.resize(y_.rows(), N);
   head_->backward(dy_, logits_, dropped_ ? yin_ : y_);
   if (dropped_) dy_.array() *= my_.array();
@@ -90,6 +116,8 @@ double LanguageModel<S>::loss(const std::int32_t* tokens, const std::int32_t* ta
   run_forward(tokens, T, B, /*train=*/false);
   return softmax_xent_forward<S>(logits_, logits_, targets, per_token) / double(T * B);
 }
+
+template <class S> std::vector<NamedState<S>> LanguageModel<S>::record_grads() const { return core_->record_grads(); }
 
 template <class S> std::vector<NamedState<S>> LanguageModel<S>::records() const {
   auto all = core_->records();

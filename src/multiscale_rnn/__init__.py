@@ -1,7 +1,7 @@
 """multiscale-rnn: multiscale recurrent neural networks with a fast C++ core."""
 from ._native import ISA, core as _core
 from . import data, init, testing
-from .models import GRU, LSTM, MODELS, ElmanRNN, LanguageModel
+from .models import FSRNN, GRU, LSTM, MODELS, ElmanRNN, LanguageModel, SequentialLSTM, StackedLSTM
 
 __version__ = "0.1.0"
 
@@ -15,5 +15,5 @@ def get_num_threads() -> int:
     return int(_core.get_num_threads())
 
 
-__all__ = ["data", "testing", "LSTM", "GRU", "ElmanRNN", "LanguageModel", "MODELS", "init", "set_num_threads", "get_num_threads",
+__all__ = ["data", "testing", "LSTM", "GRU", "ElmanRNN", "FSRNN", "StackedLSTM", "SequentialLSTM", "LanguageModel", "MODELS", "init", "set_num_threads", "get_num_threads",
            "ISA", "__version__"]

@@ -35,6 +35,10 @@ template <class S> class Core {
   }
   // Named matrices the last forward recorded for introspection, each (rows, N); none by default.
   virtual std::vector<NamedState<S>> records() const { return {}; }
+  // After backward: the gradient of the loss with respect to each recorded state, by the names
+  // records() uses, each (rows, N): column block t is the whole gradient that reached that state
+  // at step t from the rest of the chunk. Cores that record no states return none.
+  virtual std::vector<NamedState<S>> record_grads() const { return {}; }
 };
 
 // Look up `name` in a state list and check its shape; used by set_state implementations.

@@ -42,7 +42,10 @@ template <class S> class LanguageModel {
   // logits (V, T*B) out. tokens (T*B) in.
   void forward(MRef<S> logits, const std::int32_t* tokens, Index T, Index B, bool train);
   // Training-mode forward, cross-entropy and backward; accumulates gradients; returns the mean loss (nats).
-  double loss_and_grad(const std::int32_t* tokens, const std::int32_t* targets, Index T, Index B);
+  // With weights (T*B, step-major, finite, >= 0, not all 0) the loss is sum_n w_n nll_n / sum_n w_n,
+  // e.g. the loss of the last step alone for the gradient analyses.
+  double loss_and_grad(const std::int32_t* tokens, const std::int32_t* targets, Index T, Index B,
+                       const double* weights = nullptr);
   // Evaluation-mode mean loss, no gradients. If `per_token` is given (T*B), it receives each -log p.
   double loss(const std::int32_t* tokens, const std::int32_t* targets, Index T, Index B, double* per_token = nullptr);
 
@@ -53,6 +56,8 @@ template <class S> class LanguageModel {
   void set_option(const std::string& name, double value) { core_->set_option(name, value); }
   // What the last forward recorded for introspection (boundaries, norms, gates), by name.
   std::vector<NamedState<S>> records() const;
+  // After loss_and_grad: the gradient w.r.t. each recorded state (Core::record_grads).
+  std::vector<NamedState<S>> record_grads() const;
 
  private:
   void run_forward(const std::int32_t* tokens, Index T, Index B, bool train);  // fills logits_

@@ -163,20 +163,28 @@ class LanguageModel:
         tok = as_tokens(tokens, "token", self.vocab_size)
         self._set_state(state, tok.shape[0])
         logits = self._impl.forward(tok, train)
+        self._last_shape = tok.shape
         return logits, self._impl.get_state()
 
-    def loss_and_grad(self, tokens, targets, state: Optional[State] = None):
+    def loss_and_grad(self, tokens, targets, state: Optional[State] = None, *, weights=None):
         """Mean cross-entropy (nats) over all B*T targets, dict name -> gradient, new state.
 
         Runs in training mode (dropout on, if any). Gradients are of this loss alone (copies).
+        ``weights`` (B, T), finite and non-negative, makes the loss the weighted mean
+        ``sum w * nll / sum w`` (e.g. ones on the last step only: the loss of that step alone).
         """
         tok = as_tokens(tokens, "token", self.vocab_size)
         tgt = as_tokens(targets, "target", self.vocab_size)
         if tgt.shape != tok.shape:
             raise ValueError(f"targets have shape {tgt.shape}, tokens {tok.shape}")
+        if weights is not None:
+            weights = np.asarray(weights, dtype=np.float64)
+            if weights.shape != tok.shape:
+                raise ValueError(f"weights have shape {weights.shape}, tokens {tok.shape}")
         self._set_state(state, tok.shape[0])
         self._impl.zero_grad()
-        loss = self._impl.loss_and_grad(tok, tgt)
+        loss = self._impl.loss_and_grad(tok, tgt, weights)
+        self._last_shape = tok.shape
         grads = {k: v.copy() for k, v in self._grads.items()}
         return float(loss), grads, self._impl.get_state()
 
@@ -189,9 +197,30 @@ class LanguageModel:
             raise ValueError(f"targets have shape {tgt.shape}, tokens {tok.shape}")
         self._set_state(state, tok.shape[0])
         out = self._impl.loss(tok, tgt, per_token)
+        self._last_shape = tok.shape
         if per_token:
             return float(out[0]), out[1], self._impl.get_state()
         return float(out), self._impl.get_state()
+
+    # ---- introspection -----------------------------------------------------------------------
+    def _by_step(self, flat: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+        shape = getattr(self, "_last_shape", None)
+        if shape is None:
+            raise RuntimeError("nothing recorded yet: run forward, loss or loss_and_grad first")
+        B, T = shape
+        # Each entry arrives as (T*B, rows) with row n = t*B + b.
+        return {k: v.reshape(T, B, -1).transpose(1, 0, 2).copy() for k, v in flat.items()}
+
+    def records(self) -> Dict[str, np.ndarray]:
+        """What the last forward recorded, dict name -> (B, T, rows): for the FS-RNN family every
+        cell's state after each step (``c_f1``, ``h_s``, ``c_l0``, ...); empty for cores that
+        record nothing."""
+        return self._by_step(self._impl.records())
+
+    def record_gradients(self) -> Dict[str, np.ndarray]:
+        """After ``loss_and_grad``: the gradient of its loss with respect to every recorded state,
+        by the names of ``records()``, each (B, T, rows)."""
+        return self._by_step(self._impl.record_grads())
 
     # ---- random generator (dropout, sampling) ------------------------------------------------
     def get_rng_state(self) -> np.ndarray:

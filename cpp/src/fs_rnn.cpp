@@ -1,0 +1,436 @@
+#include "msrnn/fs_rnn.hpp"
+
+#include "msrnn/language_model.hpp"
+
+#include <cmath>
+#include <set>
+
+namespace msrnn {
+
+namespace {
+
+template <class S> void check_batch(const Mat<S>& h, Index B, const char* what) {
+  MSRNN_CHECK(h.cols() == B, what, " state has batch size ", h.cols(), ", input has ", B);
+}
+
+template <class S> void add_state(std::vector<NamedState<S>>& out, const std::string& name, const Mat<S>& m) {
+  if (m.rows() > 0) out.push_back({name, m});
+}
+
+}  // namespace
+
+// ---- FSRNN ------------------------------------------------------------------------------------
+
+template <class S>
+FSRNN<S>::FSRNN(ParamSet<S>& ps, Index E, Index K, const CellSpec& fast, const CellSpec& slow, double dropout, Rng* rng)
+    : E_(E), p_(dropout), rng_(rng), fast_name_("_fast"), slow_name_("_slow") {
+  MSRNN_CHECK(E > 0, "FS-RNN input size must be positive, got ", E);
+  MSRNN_CHECK(K >= 2, "an FS-RNN needs at least 2 fast cells, got ", K);
+  MSRNN_CHECK(dropout >= 0.0 && dropout < 1.0, "dropout must be in [0, 1), got ", dropout);
+  MSRNN_CHECK(rng != nullptr, "FS-RNN needs a random generator");
+  for (Index i = 0; i < K; ++i) {
+    CellSpec c = fast;
+    c.E = i == 0 ? E : (i == 1 ? slow.H : 0);
+    fast_suffix_.push_back(cat("_f", i + 1));
+    fast_.push_back(std::make_unique<StepCell<S>>(ps, fast_suffix_.back(), c));
+  }
+  CellSpec s = slow;
+  s.E = fast.H;
+  slow_ = std::make_unique<StepCell<S>>(ps, "_s", s);
+}
+
+template <class S>
+FSRNN<S>::FSRNN(ParamSet<S>& ps, Index E, Index K, const CellSpec& cell, Chain) : E_(E), fast_name_(""), slow_name_("") {
+  MSRNN_CHECK(E > 0, "sequential RNN input size must be positive, got ", E);
+  MSRNN_CHECK(K >= 1, "a sequential RNN needs at least 1 cell, got ", K);
+  for (Index i = 0; i < K; ++i) {
+    CellSpec c = cell;
+    c.E = i == 0 ? E : 0;
+    fast_suffix_.push_back(cat("_l", i));
+    fast_.push_back(std::make_unique<StepCell<S>>(ps, fast_suffix_.back(), c));
+  }
+}
+
+template <class S> std::vector<StepCell<S>*> FSRNN<S>::cells() const {
+  std::vector<StepCell<S>*> all;
+  for (const auto& c : fast_) all.push_back(c.get());
+  if (has_slow()) all.push_back(slow_.get());
+  return all;
+}
+
+template <class S> void FSRNN<S>::bind(ParamSet<S>& ps) {
+  for (auto* c : cells()) c->bind(ps);
+}
+
+template <class S> void FSRNN<S>::reset_state(Index B) {
+  const auto& f = *fast_.front();
+  hf_.setZero(f.hidden_size(), B);
+  cf_.setZero(f.has_c() ? f.hidden_size() : 0, B);
+  if (has_slow()) {
+    hs_.setZero(slow_->hidden_size(), B);
+    cs_.setZero(slow_->has_c() ? slow_->hidden_size() : 0, B);
+  }
+}
+
+template <class S> std::vector<NamedState<S>> FSRNN<S>::get_state() const {
+  std::vector<NamedState<S>> out;
+  add_state(out, "h" + fast_name_, hf_);
+  add_state(out, "c" + fast_name_, cf_);
+  if (has_slow()) {
+    add_state(out, "h" + slow_name_, hs_);
+    add_state(out, "c" + slow_name_, cs_);
+  }
+  return out;
+}
+
+template <class S> void FSRNN<S>::set_state(const std::vector<NamedState<S>>& state) {
+  const Index B = state.empty() ? 0 : state.front().value.cols();
+  const auto& f = *fast_.front();
+  hf_ = find_state(state, "h" + fast_name_, f.hidden_size(), B);
+  cf_ = f.has_c() ? find_state(state, "c" + fast_name_, f.hidden_size(), B) : Mat<S>(0, B);
+  if (has_slow()) {
+    hs_ = find_state(state, "h" + slow_name_, slow_->hidden_size(), B);
+    cs_ = slow_->has_c() ? find_state(state, "c" + slow_name_, slow_->hidden_size(), B) : Mat<S>(0, B);
+  }
+}
+
+template <class S> void FSRNN<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index B, bool train) {
+  check_batch(hf_, B, has_slow() ? "FS-RNN" : "sequential RNN");
+  const Index N = T * B, K = static_cast<Index>(fast_.size());
+  T_ = T;
+  B_ = B;
+  dropped_ = train && has_slow() && p_ > 0.0;
+  if (dropped_) {
+    m1_.resize(hf_.rows(), N);
+    m2_.resize(hs_.rows(), N);
+    dropout_mask<S>(m1_, p_, *rng_);
+    dropout_mask<S>(m2_, p_, *rng_);
+  }
+  Rng unused(0);
+  for (auto* c : cells()) c->begin(T, B, train, rng_ ? *rng_ : unused);
+  fast_[0]->project_inputs(X);
+  const Mat<S> none;
+  for (Index t = 0; t < T; ++t) {
+    fast_[0]->step(t, hf_, cf_, none);
+    Index i = 1;
+    if (has_slow()) {
+      xs_ = hf_;
+      if (dropped_) xs_.array() *= step_block(m1_, t, B).array();
+      slow_->step(t, hs_, cs_, xs_);
+      xf2_ = hs_;
+      if (dropped_) xf2_.array() *= step_block(m2_, t, B).array();
+      fast_[1]->step(t, hf_, cf_, xf2_);
+      i = 2;
+    }
+    for (; i < K; ++i) fast_[i]->step(t, hf_, cf_, none);
+    step_block(Y, t, B) = hf_;
+  }
+}
+
+template <class S> void FSRNN<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X) {
+  const Index T = T_, B = B_, N = T * B, K = static_cast<Index>(fast_.size());
+  const Index HF = hf_.rows();
+  MSRNN_CHECK(dY.rows() == HF && dY.cols() == N, "FS-RNN backward: dY has shape (", dY.rows(), ", ", dY.cols(),
+              "), expected (", HF, ", ", N, ")");
+  Mat<S> dhf = Mat<S>::Zero(HF, B);          // (H_F, B) gradient reaching the fast state after step t
+  Mat<S> dcf = Mat<S>::Zero(cf_.rows(), B);  // (H_F or 0, B)
+  Mat<S> dhs, dcs, dxs, dxf2;                // (H_S, B), (H_S or 0, B), (H_F, B), (H_S, B)
+  if (has_slow()) {
+    dhs.setZero(hs_.rows(), B);
+    dcs.setZero(cs_.rows(), B);
+    dxs.resize(HF, B);
+    dxf2.resize(hs_.rows(), B);
+  }
+  Mat<S> none;
+  const Index first_plain = has_slow() ? 2 : 1;  // fast cells without a slow input
+  for (Index t = T - 1; t >= 0; --t) {
+    dhf += step_block(dY, t, B);
+    for (Index i = K - 1; i >= first_plain; --i) fast_[i]->backward_step(t, dhf, dcf, none);
+    if (has_slow()) {
+      fast_[1]->backward_step(t, dhf, dcf, dxf2);
+      if (dropped_) dxf2.array() *= step_block(m2_, t, B).array();
+      dhs += dxf2;
+      slow_->backward_step(t, dhs, dcs, dxs);
+      if (dropped_) dxs.array() *= step_block(m1_, t, B).array();
+      dhf += dxs;
+    }
+    fast_[0]->backward_step(t, dhf, dcf, none);
+  }
+  fast_[0]->finish_backward(dX, X);
+  const Mat<S> noX;
+  for (auto* c : cells())
+    if (c != fast_[0].get()) c->finish_backward(none, noX);
+}
+
+template <class S> std::vector<NamedState<S>> FSRNN<S>::records() const {
+  std::vector<NamedState<S>> out;
+  auto add = [&](const StepCell<S>& c, const std::string& suffix) {
+    add_state(out, "h" + suffix, c.h_out());
+    add_state(out, "c" + suffix, c.c_out());
+  };
+  for (size_t i = 0; i < fast_.size(); ++i) add(*fast_[i], fast_suffix_[i]);
+  if (has_slow()) add(*slow_, "_s");
+  return out;
+}
+
+template <class S> std::vector<NamedState<S>> FSRNN<S>::record_grads() const {
+  std::vector<NamedState<S>> out;
+  auto add = [&](const StepCell<S>& c, const std::string& suffix) {
+    MSRNN_CHECK(c.dh_out().cols() == c.h_out().cols(), "record gradients need a backward after the last forward");
+    add_state(out, "h" + suffix, c.dh_out());
+    add_state(out, "c" + suffix, c.dc_out());
+  };
+  for (size_t i = 0; i < fast_.size(); ++i) add(*fast_[i], fast_suffix_[i]);
+  if (has_slow()) add(*slow_, "_s");
+  return out;
+}
+
+// ---- StackedRNN -------------------------------------------------------------------------------
+
+template <class S>
+StackedRNN<S>::StackedRNN(ParamSet<S>& ps, Index E, const std::vector<Index>& hidden, const CellSpec& cell,
+                          double dropout, Rng* rng)
+    : E_(E), p_(dropout), rng_(rng) {
+  MSRNN_CHECK(!hidden.empty(), "a stacked RNN needs at least one layer");
+  MSRNN_CHECK(dropout >= 0.0 && dropout < 1.0, "dropout must be in [0, 1), got ", dropout);
+  MSRNN_CHECK(rng != nullptr, "stacked RNN needs a random generator");
+  Index in = E;
+  for (size_t l = 0; l < hidden.size(); ++l) {
+    CellSpec c = cell;
+    c.E = in;
+    c.H = hidden[l];
+    cells_.push_back(std::make_unique<StepCell<S>>(ps, cat("_l", l), c));
+    in = hidden[l];
+  }
+  const size_t L = cells_.size();
+  h_.resize(L);
+  c_.resize(L);
+  in_.resize(L);
+  mask_.resize(L);
+  grad_.resize(L);
+}
+
+template <class S> void StackedRNN<S>::bind(ParamSet<S>& ps) {
+  for (auto& c : cells_) c->bind(ps);
+}
+
+template <class S> void StackedRNN<S>::reset_state(Index B) {
+  for (size_t l = 0; l < cells_.size(); ++l) {
+    h_[l].setZero(cells_[l]->hidden_size(), B);
+    c_[l].setZero(cells_[l]->has_c() ? cells_[l]->hidden_size() : 0, B);
+  }
+}
+
+template <class S> std::vector<NamedState<S>> StackedRNN<S>::get_state() const {
+  std::vector<NamedState<S>> out;
+  for (size_t l = 0; l < cells_.size(); ++l) {
+    add_state(out, cat("h_l", l), h_[l]);
+    add_state(out, cat("c_l", l), c_[l]);
+  }
+  return out;
+}
+
+template <class S> void StackedRNN<S>::set_state(const std::vector<NamedState<S>>& state) {
+  const Index B = state.empty() ? 0 : state.front().value.cols();
+  for (size_t l = 0; l < cells_.size(); ++l) {
+    const Index H = cells_[l]->hidden_size();
+    h_[l] = find_state(state, cat("h_l", l), H, B);
+    c_[l] = cells_[l]->has_c() ? find_state(state, cat("c_l", l), H, B) : Mat<S>(0, B);
+  }
+}
+
+template <class S> void StackedRNN<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index B, bool train) {
+  check_batch(h_[0], B, "stacked RNN");
+  const Index N = T * B;
+  T_ = T;
+  B_ = B;
+  dropped_ = train && p_ > 0.0;
+  const Mat<S> none;
+  for (size_t l = 0; l < cells_.size(); ++l) {
+    auto& cell = *cells_[l];
+    if (l > 0 && dropped_) {
+      mask_[l].resize(cells_[l - 1]->hidden_size(), N);
+      dropout_mask<S>(mask_[l], p_, *rng_);
+      in_[l] = cells_[l - 1]->h_out().cwiseProduct(mask_[l]);
+    }
+    cell.begin(T, B, train, *rng_);
+    if (l == 0)
+      cell.project_inputs(X);
+    else
+      cell.project_inputs(dropped_ ? in_[l] : cells_[l - 1]->h_out());
+    for (Index t = 0; t < T; ++t) cell.step(t, h_[l], c_[l], none);
+  }
+  Y = cells_.back()->h_out();
+}
+
+template <class S> void StackedRNN<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X) {
+  const Index T = T_, B = B_, L = static_cast<Index>(cells_.size());
+  Mat<S> none;
+  for (Index l = L - 1; l >= 0; --l) {
+    auto& cell = *cells_[l];
+    const CRefV<S> dy = (l == L - 1) ? CRefV<S>(dY) : CRefV<S>(grad_[l]);
+    MSRNN_CHECK(dy.rows() == cell.hidden_size() && dy.cols() == T * B, "stacked RNN backward: dY has shape (",
+                dy.rows(), ", ", dy.cols(), "), expected (", cell.hidden_size(), ", ", T * B, ")");
+    Mat<S> dh = Mat<S>::Zero(cell.hidden_size(), B);                  // (H, B)
+    Mat<S> dc = Mat<S>::Zero(cell.has_c() ? cell.hidden_size() : 0, B);  // (H or 0, B)
+    for (Index t = T - 1; t >= 0; --t) {
+      dh += step_block(dy, t, B);
+      cell.backward_step(t, dh, dc, none);
+    }
+    if (l == 0) {
+      cell.finish_backward(dX, X);
+    } else {
+      grad_[l - 1].resize(cells_[l - 1]->hidden_size(), T * B);
+      cell.finish_backward(grad_[l - 1], dropped_ ? in_[l] : cells_[l - 1]->h_out());
+      if (dropped_) grad_[l - 1].array() *= mask_[l].array();
+    }
+  }
+}
+
+template <class S> std::vector<NamedState<S>> StackedRNN<S>::records() const {
+  std::vector<NamedState<S>> out;
+  for (size_t l = 0; l < cells_.size(); ++l) {
+    add_state(out, cat("h_l", l), cells_[l]->h_out());
+    add_state(out, cat("c_l", l), cells_[l]->c_out());
+  }
+  return out;
+}
+
+template <class S> std::vector<NamedState<S>> StackedRNN<S>::record_grads() const {
+  std::vector<NamedState<S>> out;
+  for (size_t l = 0; l < cells_.size(); ++l) {
+    const auto& c = *cells_[l];
+    MSRNN_CHECK(c.dh_out().cols() == c.h_out().cols(), "record gradients need a backward after the last forward");
+    add_state(out, cat("h_l", l), c.dh_out());
+    add_state(out, cat("c_l", l), c.dc_out());
+  }
+  return out;
+}
+
+// ---- construction from a ModelConfig ------------------------------------------------------------
+
+namespace {
+
+// Reads a core's options by name with defaults and refuses names it did not read.
+class Options {
+ public:
+  explicit Options(const ModelConfig& cfg) : cfg_(cfg) {}
+  double num(const std::string& name, double dflt) {
+    used_.insert(name);
+    auto it = cfg_.num_options.find(name);
+    return it == cfg_.num_options.end() ? dflt : it->second;
+  }
+  bool flag(const std::string& name, bool dflt) {
+    const double v = num(name, dflt ? 1.0 : 0.0);
+    MSRNN_CHECK(v == 0.0 || v == 1.0, "option '", name, "' must be true or false, got ", v);
+    return v == 1.0;
+  }
+  Index count(const std::string& name, Index dflt) {
+    const double v = num(name, double(dflt));
+    MSRNN_CHECK(v == std::floor(v) && v >= 0, "option '", name, "' must be a whole number, got ", v);
+    return static_cast<Index>(v);
+  }
+  std::string text(const std::string& name, const std::string& dflt) {
+    used_.insert(name);
+    auto it = cfg_.text_options.find(name);
+    return it == cfg_.text_options.end() ? dflt : it->second;
+  }
+  void done() const {
+    for (const auto& kv : cfg_.num_options)
+      MSRNN_CHECK(used_.count(kv.first), "the ", cfg_.core, " core has no option '", kv.first, "'");
+    for (const auto& kv : cfg_.text_options)
+      MSRNN_CHECK(used_.count(kv.first), "the ", cfg_.core, " core has no option '", kv.first, "'");
+  }
+  // True when the user gave the option a non-zero value.
+  bool set(const std::string& name) const {
+    auto it = cfg_.num_options.find(name);
+    return it != cfg_.num_options.end() && it->second != 0.0;
+  }
+
+ private:
+  const ModelConfig& cfg_;
+  std::set<std::string> used_;
+};
+
+CellType fs_cell_type(const std::string& name, const char* option) {
+  MSRNN_CHECK(name == "lstm" || name == "gru", "option '", option, "' must be 'lstm' or 'gru', got '", name, "'");
+  return cell_type_from_name(name);
+}
+
+// The options every cell of these cores shares. layer_norm_cell and zoneout_c act on LSTM cells
+// (a GRU has no cell state); giving them to a model without LSTM cells is an error.
+struct SharedCellOptions {
+  bool ln_gates, ln_cell;
+  double zoneout_c, zoneout_h;
+};
+
+SharedCellOptions read_cell_options(Options& o, bool ln_gates_default) {
+  SharedCellOptions r;
+  r.ln_gates = o.flag("layer_norm_gates", ln_gates_default);
+  r.ln_cell = o.flag("layer_norm_cell", true);
+  r.zoneout_c = o.num("zoneout_c", 0.0);
+  r.zoneout_h = o.num("zoneout_h", 0.0);
+  return r;
+}
+
+CellSpec cell_spec(const SharedCellOptions& r, CellType type, Index H) {
+  CellSpec s;
+  s.type = type;
+  s.H = H;
+  const bool lstm = type == CellType::LSTM;
+  s.ln_gates = r.ln_gates;
+  s.ln_cell = r.ln_cell && lstm;
+  s.zoneout_c = lstm ? r.zoneout_c : 0.0;
+  s.zoneout_h = r.zoneout_h;
+  return s;
+}
+
+void check_lstm_only_options(const Options& o, bool any_lstm, const std::string& core) {
+  for (const char* name : {"layer_norm_cell", "zoneout_c"})
+    MSRNN_CHECK(any_lstm || !o.set(name), "option '", name, "' acts on LSTM cell states; this ", core,
+                " has GRU cells only");
+}
+
+}  // namespace
+
+template <class S> std::unique_ptr<Core<S>> make_fs_family_core(const ModelConfig& cfg, ParamSet<S>& ps, Rng* rng) {
+  const auto& H = cfg.hidden_sizes;
+  const bool fs = cfg.core == "fs_rnn", seq = cfg.core == "sequential_lstm", stacked = cfg.core == "stacked_lstm";
+  if (!fs && !seq && !stacked) return nullptr;
+  Options o(cfg);
+  if (fs) {
+    MSRNN_CHECK(H.size() == 2, "fs_rnn takes hidden_sizes = (fast size, slow size), got ", H.size(), " sizes");
+    const Index K = o.count("fast_cells", 2);
+    const std::string fast_name = o.text("fast_cell", "lstm");
+    const CellType ft = fs_cell_type(fast_name, "fast_cell");
+    const CellType st = fs_cell_type(o.text("slow_cell", fast_name), "slow_cell");
+    const SharedCellOptions r = read_cell_options(o, /*ln_gates_default=*/true);
+    o.done();
+    check_lstm_only_options(o, ft == CellType::LSTM || st == CellType::LSTM, "FS-RNN");
+    return std::make_unique<FSRNN<S>>(ps, cfg.embed_size, K, cell_spec(r, ft, H[0]), cell_spec(r, st, H[1]),
+                                      cfg.dropout, rng);
+  }
+  const CellType type = fs_cell_type(o.text("cell", "lstm"), "cell");
+  const SharedCellOptions r = read_cell_options(o, /*ln_gates_default=*/false);
+  o.done();
+  check_lstm_only_options(o, type == CellType::LSTM, cfg.core);
+  const CellSpec cell = cell_spec(r, type, H.front());
+  if (seq) {
+    for (Index h : H)
+      MSRNN_CHECK(h == H.front(), "the cells of a sequential RNN share one state, so hidden sizes must be equal, got ",
+                  H.front(), " and ", h);
+    return std::make_unique<SequentialRNN<S>>(ps, cfg.embed_size, static_cast<Index>(H.size()), cell);
+  }
+  return std::make_unique<StackedRNN<S>>(ps, cfg.embed_size, H, cell, cfg.dropout, rng);
+}
+
+template class FSRNN<float>;
+template class FSRNN<double>;
+template class SequentialRNN<float>;
+template class SequentialRNN<double>;
+template class StackedRNN<float>;
+template class StackedRNN<double>;
+template std::unique_ptr<Core<float>> make_fs_family_core<float>(const ModelConfig&, ParamSet<float>&, Rng*);
+template std::unique_ptr<Core<double>> make_fs_family_core<double>(const ModelConfig&, ParamSet<double>&, Rng*);
+
+}  // namespace msrnn
