@@ -1,0 +1,369 @@
+"""FS-RNN, sequential- and stacked-LSTM: finite-difference gradients (float64, every option that
+changes the math), parity with a PyTorch reference FS-LSTM, zoneout's evaluation-time expectation,
+state across chunks, loss weights, record gradients, bad options."""
+import numpy as np
+import pytest
+
+import multiscale_rnn as msr
+from multiscale_rnn.models.base import _core
+from multiscale_rnn.testing import check_model_gradients, numeric_gradient, relative_error
+
+V, E, HF, HS = 11, 5, 6, 4
+
+
+def batch(rng, B=2, T=4):
+    return rng.integers(0, V, (B, T)), rng.integers(0, V, (B, T))
+
+
+def random_state(model, rng, B=2):
+    return {k: rng.normal(scale=0.5, size=v.shape) for k, v in model.initial_state(B).items()}
+
+
+def perturb(model, rng, scale=0.3):
+    """Move every parameter off its initial value (gains 1, shifts 0), so every term is exercised."""
+    for p in model.parameters().values():
+        p += rng.normal(scale=scale, size=p.shape)
+
+
+def assert_gradients(model, seed=0, T=4):
+    rng = np.random.default_rng(seed)
+    perturb(model, rng)
+    tok, tgt = batch(rng, T=T)
+    errors = check_model_gradients(model, tok, tgt, random_state(model, rng))
+    assert set(errors) == set(model.parameters())
+    worst = max(errors, key=errors.get)
+    assert errors[worst] < 1e-6, (worst, errors[worst])
+
+
+# ---- gradients -------------------------------------------------------------------------------
+
+# layer_norm="cell" on GRU cells alone would be the model without layer norm, so it is not listed.
+FS_CASES = [(c, s, ln) for c, s in (("lstm", "lstm"), ("gru", "gru"), ("gru", "lstm"))
+            for ln in (True, False, "cell", "gates") if not (c == s == "gru" and ln == "cell")]
+
+
+@pytest.mark.parametrize("cell,slow_cell,layer_norm", FS_CASES)
+def test_fs_rnn_gradients(cell, slow_cell, layer_norm):
+    model = msr.FSRNN(V, E, HF, HS, cell=cell, slow_cell=slow_cell, layer_norm=layer_norm, dtype="float64", seed=1)
+    assert_gradients(model)
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+@pytest.mark.parametrize("fast_cells", [2, 3])
+def test_fs_rnn_gradients_with_zoneout_and_dropout(cell, fast_cells):
+    zc = 0.4 if cell == "lstm" else 0.0
+    model = msr.FSRNN(V, E, HF, HS, fast_cells=fast_cells, cell=cell, zoneout_c=zc, zoneout_h=0.3, dropout=0.25,
+                      dtype="float64", seed=2)
+    assert_gradients(model, seed=fast_cells)
+
+
+@pytest.mark.parametrize("cls", [msr.StackedLSTM, msr.SequentialLSTM])
+@pytest.mark.parametrize("cell,layer_norm", [("lstm", "cell"), ("lstm", True), ("lstm", False), ("gru", "gates")])
+def test_stacked_and_sequential_gradients(cls, cell, layer_norm):
+    model = cls(V, E, (HF, HF, HF), cell=cell, layer_norm=layer_norm, dtype="float64", seed=3)
+    assert_gradients(model)
+
+
+@pytest.mark.parametrize("cls", [msr.StackedLSTM, msr.SequentialLSTM])
+def test_stacked_and_sequential_gradients_with_zoneout_and_dropout(cls):
+    model = cls(V, E, (HF, HF), zoneout_c=0.5, zoneout_h=0.2, dropout=0.3, dtype="float64", seed=4)
+    assert_gradients(model, seed=5)
+
+
+def test_stacked_with_unequal_layers_gradients():
+    model = msr.StackedLSTM(V, E, (7, 3), layer_norm=True, dropout=0.2, dtype="float64", seed=5)
+    assert_gradients(model, seed=6)
+
+
+# ---- the stepped stack equals the plain stack -------------------------------------------------
+
+@pytest.mark.parametrize("cell,plain", [("lstm", msr.LSTM), ("gru", msr.GRU)])
+def test_stacked_without_layer_norm_equals_plain_stack(cell, plain):
+    rng = np.random.default_rng(7)
+    ours = msr.StackedLSTM(V, E, (HF, HS), cell=cell, layer_norm=False, dtype="float64", seed=1)
+    ref = plain(V, E, (HF, HS), dtype="float64", seed=2)
+    assert set(ours.parameters()) == set(ref.parameters())
+    ref.load_parameters(ours.parameters())
+    tok, tgt = batch(rng, B=3, T=6)
+    state = random_state(ref, rng, B=3)
+    l1, g1, s1 = ours.loss_and_grad(tok, tgt, state)
+    l2, g2, s2 = ref.loss_and_grad(tok, tgt, state)
+    assert l1 == pytest.approx(l2, rel=1e-13)
+    for k in g1:
+        np.testing.assert_allclose(g1[k], g2[k], rtol=1e-11, atol=1e-13, err_msg=k)
+    for k in s1:
+        np.testing.assert_allclose(s1[k], s2[k], rtol=1e-12, atol=1e-14)
+
+
+# ---- state, weights, record gradients ---------------------------------------------------------
+
+@pytest.mark.parametrize("cls,kw", [(msr.FSRNN, dict(fast_size=HF, slow_size=HS, fast_cells=3, zoneout_c=0.3,
+                                                       zoneout_h=0.1)),
+                                    (msr.SequentialLSTM, dict(hidden_sizes=(HF, HF))),
+                                    (msr.StackedLSTM, dict(hidden_sizes=(HF, HS), cell="gru"))])
+def test_state_carries_across_chunks(cls, kw):
+    rng = np.random.default_rng(8)
+    model = cls(V, E, dtype="float64", seed=1, **kw)
+    perturb(model, rng)
+    tok, _ = batch(rng, B=3, T=9)
+    full, s_full = model.forward(tok)
+    a, s = model.forward(tok[:, :4])
+    b, s2 = model.forward(tok[:, 4:], s)
+    np.testing.assert_allclose(np.concatenate([a, b], axis=1), full, rtol=1e-12, atol=1e-13)
+    assert set(s2) == set(s_full)
+    for k in s_full:
+        np.testing.assert_allclose(s2[k], s_full[k], rtol=1e-12, atol=1e-13)
+
+
+def test_state_names():
+    assert set(msr.FSRNN(V, E, HF, HS).initial_state(2)) == {"h_fast", "c_fast", "h_slow", "c_slow"}
+    assert set(msr.FSRNN(V, E, HF, HS, slow_cell="gru").initial_state(2)) == {"h_fast", "c_fast", "h_slow"}
+    assert set(msr.SequentialLSTM(V, E, (HF, HF)).initial_state(2)) == {"h", "c"}
+    assert set(msr.StackedLSTM(V, E, (HF, HS)).initial_state(2)) == {"h_l0", "c_l0", "h_l1", "c_l1"}
+
+
+def test_f3_and_later_have_no_input_term():
+    p = msr.FSRNN(V, E, HF, HS, fast_cells=4).parameters()
+    assert p["weight_ih_f1"].shape == (4 * HF, E)
+    assert p["weight_ih_f2"].shape == (4 * HF, HS)
+    assert p["weight_ih_s"].shape == (4 * HS, HF)
+    assert "weight_ih_f3" not in p and "weight_ih_f4" not in p
+    assert "bias_ih_f1" not in p and p["ln_gates_weight_f1"].shape == (4 * HF,)
+
+
+def test_paper_initialisation():
+    model = msr.FSRNN(V, E, 8, 4, seed=3, dtype="float64")
+    p = model.parameters()
+    for name in ("weight_hh_f1", "weight_hh_s"):
+        w = p[name]
+        H = w.shape[1]
+        for k in range(4):
+            block = w[k * H:(k + 1) * H]
+            np.testing.assert_allclose(block @ block.T, np.eye(H), atol=1e-12)
+    np.testing.assert_array_equal(p["ln_gates_bias_f1"][8:16], 1.0)       # forget gate
+    np.testing.assert_array_equal(p["ln_gates_bias_f1"][:8], 0.0)
+    np.testing.assert_array_equal(p["ln_gates_weight_s"], 1.0)
+    plain = msr.StackedLSTM(V, E, (8,), layer_norm=False, seed=3).parameters()
+    np.testing.assert_array_equal(plain["bias_ih_l0"][8:16], 1.0)
+    np.testing.assert_array_equal(plain["bias_hh_l0"], 0.0)
+
+
+def test_loss_weights():
+    rng = np.random.default_rng(9)
+    model = msr.FSRNN(V, E, HF, HS, dtype="float64", seed=1)
+    perturb(model, rng)
+    tok, tgt = batch(rng, B=3, T=5)
+    w = rng.uniform(0.0, 2.0, tok.shape)
+    _, per_token, _ = model.loss(tok, tgt, per_token=True)
+    loss, grads, _ = model.loss_and_grad(tok, tgt, weights=w)
+    assert loss == pytest.approx((w * per_token).sum() / w.sum(), rel=1e-12)
+    p = model.parameters()["weight_hh_s"]
+    num = numeric_gradient(lambda: model.loss_and_grad(tok, tgt, weights=w)[0], p)
+    assert relative_error(grads["weight_hh_s"], num) < 1e-7
+    with pytest.raises(ValueError, match="weights"):
+        model.loss_and_grad(tok, tgt, weights=w[:, :2])
+    with pytest.raises(ValueError, match="non-negative"):
+        model.loss_and_grad(tok, tgt, weights=-w)
+    with pytest.raises(ValueError, match="all be zero"):
+        model.loss_and_grad(tok, tgt, weights=0 * w)
+
+
+@pytest.mark.parametrize("name,state", [("c_s", "c_slow"), ("c_f2", "c_fast"), ("h_f2", "h_fast")])
+def test_record_gradients_are_state_gradients(name, state):
+    """The gradient w.r.t. the state recorded after step 1 equals the finite-difference gradient
+    of the same loss with respect to that state given as the carried state of a later chunk (for
+    states that nothing else in the same step reads: h_s also feeds F2 at the same step)."""
+    rng = np.random.default_rng(10)
+    model = msr.FSRNN(V, E, HF, HS, dtype="float64", seed=1)
+    perturb(model, rng)
+    tok, tgt = batch(rng, B=2, T=5)
+    w = np.zeros(tok.shape)
+    w[:, -1] = 1.0                                  # the loss of the last step alone
+    model.loss_and_grad(tok, tgt, weights=w)
+    g = model.record_gradients()[name][:, 1]        # (B, H): after step 1
+    _, s1 = model.forward(tok[:, :2])
+    x = s1[state]
+
+    def later_loss():
+        return model.loss_and_grad(tok[:, 2:], tgt[:, 2:], {**s1, state: x}, weights=w[:, 2:])[0]
+    assert relative_error(g, numeric_gradient(later_loss, x)) < 1e-7
+
+
+def test_records_shapes_and_staleness():
+    rng = np.random.default_rng(11)
+    model = msr.SequentialLSTM(V, E, (HF, HF, HF), dtype="float64")
+    tok, tgt = batch(rng, B=2, T=3)
+    model.forward(tok)
+    rec = model.records()
+    assert set(rec) == {f"{s}_l{i}" for s in "hc" for i in range(3)}
+    assert rec["c_l0"].shape == (2, 3, HF)
+    logits, state = model.forward(tok)
+    np.testing.assert_array_equal(model.records()["h_l2"][:, -1], state["h"])
+    with pytest.raises(ValueError, match="backward"):
+        model.record_gradients()                     # the last forward had no backward
+    model.loss_and_grad(tok, tgt)
+    assert model.record_gradients()["c_l1"].shape == (2, 3, HF)
+
+
+# ---- zoneout ----------------------------------------------------------------------------------
+
+def _one_step(model, tok, state, train):
+    logits, new = model.forward(tok, state, train=train)
+    return new
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_zoneout_training_keeps_or_updates_and_evaluation_takes_the_expectation(cell):
+    rng = np.random.default_rng(12)
+    zc, zh = (0.4, 0.25) if cell == "lstm" else (0.0, 0.25)
+    kw = dict(cell=cell, layer_norm="gates", dtype="float64", seed=1)
+    zoned = msr.StackedLSTM(V, E, (64,), zoneout_c=zc, zoneout_h=zh, **kw)
+    plain = msr.StackedLSTM(V, E, (64,), **kw)
+    perturb(zoned, rng)
+    plain.load_parameters(zoned.parameters())
+    B = 200
+    tok = np.full((B, 1), 3)
+    state = {k: np.repeat(rng.normal(size=(1, v.shape[1])), B, 0) for k, v in plain.initial_state(B).items()}
+    new = _one_step(plain, tok, state, train=False)           # the update without zoneout
+    ev = _one_step(zoned, tok, state, train=False)
+    tr = _one_step(zoned, tok, state, train=True)
+    for key, z in (("h_l0", zh), ("c_l0", zc)):
+        if key not in new:
+            continue
+        # Evaluation: exactly the expected value (1 - z) * new + z * old.
+        np.testing.assert_allclose(ev[key], (1 - z) * new[key] + z * state[key], rtol=1e-12, atol=1e-14)
+        # Training: each unit either updated or kept, kept with probability z.
+        updated = np.isclose(tr[key], new[key], rtol=0, atol=1e-13)
+        kept = np.isclose(tr[key], state[key], rtol=0, atol=1e-13)
+        assert np.all(updated | kept)
+        frac = kept.mean()
+        assert abs(frac - z) < 4 * np.sqrt(z * (1 - z) / kept.size) + 1e-12, (key, frac, z)
+
+
+def test_training_masks_follow_the_seed():
+    rng = np.random.default_rng(13)
+    tok, tgt = batch(rng, B=3, T=6)
+    runs = []
+    for _ in range(2):
+        m = msr.FSRNN(V, E, HF, HS, zoneout_c=0.5, zoneout_h=0.1, dropout=0.3, seed=42)
+        runs.append(m.loss_and_grad(tok, tgt)[0])
+    assert runs[0] == runs[1]
+    m = msr.FSRNN(V, E, HF, HS, zoneout_c=0.5, zoneout_h=0.1, dropout=0.3, seed=43)
+    assert m.loss_and_grad(tok, tgt)[0] != runs[0]
+
+
+# ---- bad input --------------------------------------------------------------------------------
+
+def test_bad_options():
+    with pytest.raises(ValueError, match="fast_cells"):
+        msr.FSRNN(V, E, HF, HS, fast_cells=1)
+    with pytest.raises(ValueError, match="zoneout_h"):
+        msr.FSRNN(V, E, HF, HS, zoneout_h=1.0)
+    with pytest.raises(ValueError, match="zoneout_c"):
+        msr.FSRNN(V, E, HF, HS, cell="gru", zoneout_c=0.2)
+    with pytest.raises(ValueError, match="cell"):
+        msr.FSRNN(V, E, HF, HS, cell="elman")
+    with pytest.raises(ValueError, match="layer_norm"):
+        msr.StackedLSTM(V, E, (HF,), layer_norm="both")
+    with pytest.raises(ValueError, match="equal"):
+        msr.SequentialLSTM(V, E, (HF, HS))
+    with pytest.raises(ValueError, match="fast size, slow size"):
+        _core.LanguageModelF32("fs_rnn", V, E, [HF, HS, 3])
+    with pytest.raises(ValueError, match="no option 'bogus'"):
+        _core.LanguageModelF32("fs_rnn", V, E, [HF, HS], options={"bogus": 1.0})
+    with pytest.raises(ValueError, match="layer_norm_cell"):
+        _core.LanguageModelF32("stacked_lstm", V, E, [HF], options={"cell": "gru", "layer_norm_cell": True})
+    with pytest.raises(ValueError, match="true or false"):
+        _core.LanguageModelF32("fs_rnn", V, E, [HF, HS], options={"layer_norm_gates": 0.5})
+
+
+def test_rebuild_from_config():
+    model = msr.FSRNN(V, E, HF, HS, fast_cells=3, slow_cell="gru", zoneout_h=0.1, seed=4)
+    cfg = dict(model.config)
+    again = msr.MODELS[cfg.pop("model")](**cfg)
+    assert again.config == model.config
+    for k, v in model.parameters().items():
+        np.testing.assert_array_equal(again.parameters()[k], v)
+
+
+# ---- parity with a PyTorch reference FS-LSTM ----------------------------------------------------
+
+def _torch_reference(torch, P, tok, state, K, ln_gates, ln_cell, zc, zh, eps=1e-5):
+    """An independent FS-LSTM in PyTorch (evaluation-mode zoneout), from the parameter dict P."""
+    F = torch.nn.functional
+
+    def cell(sfx, x, h, c):
+        a = h @ P["weight_hh" + sfx].T
+        if x is not None:
+            a = a + x @ P["weight_ih" + sfx].T
+        H = h.shape[1]
+        if ln_gates:
+            g, b = P["ln_gates_weight" + sfx], P["ln_gates_bias" + sfx]
+            a = torch.cat([F.layer_norm(a[:, k * H:(k + 1) * H], (H,), g[k * H:(k + 1) * H], b[k * H:(k + 1) * H], eps)
+                           for k in range(4)], 1)
+        else:
+            a = a + P["bias_ih" + sfx] + P["bias_hh" + sfx]
+        i, f, g, o = torch.sigmoid(a[:, :H]), torch.sigmoid(a[:, H:2 * H]), torch.tanh(a[:, 2 * H:3 * H]), \
+            torch.sigmoid(a[:, 3 * H:])
+        ct = f * c + i * g
+        cn = F.layer_norm(ct, (H,), P["ln_cell_weight" + sfx], P["ln_cell_bias" + sfx], eps) if ln_cell else ct
+        ht = o * torch.tanh(cn)
+        return (1 - zh) * ht + zh * h, (1 - zc) * ct + zc * c
+
+    x = P["embedding.weight"][tok]                           # (B, T, E)
+    hf, cf, hs, cs = (state[k] for k in ("h_fast", "c_fast", "h_slow", "c_slow"))
+    out = []
+    for t in range(tok.shape[1]):
+        hf, cf = cell("_f1", x[:, t], hf, cf)
+        hs, cs = cell("_s", hf, hs, cs)
+        hf, cf = cell("_f2", hs, hf, cf)
+        for i in range(3, K + 1):
+            hf, cf = cell(f"_f{i}", None, hf, cf)
+        out.append(hf)
+    y = torch.stack(out, 1)
+    logits = y @ P["decoder.weight"].T + P["decoder.bias"]
+    return logits, dict(h_fast=hf, c_fast=cf, h_slow=hs, c_slow=cs)
+
+
+@pytest.mark.parametrize("K,layer_norm", [(2, True), (4, True), (2, False), (3, "cell")])
+def test_matches_torch_reference(K, layer_norm):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(14)
+    ln_gates, ln_cell = {True: (True, True), False: (False, False), "cell": (False, True)}[layer_norm]
+    ours = msr.FSRNN(V, E, HF, HS, fast_cells=K, layer_norm=layer_norm, dtype="float64", seed=1)
+    perturb(ours, rng)
+    tok, tgt = batch(rng, B=3, T=7)
+    s_ours = None
+    s_torch = {k: torch.zeros(v.shape, dtype=torch.float64) for k, v in ours.initial_state(3).items()}
+    for chunk in (slice(0, 4), slice(4, 7)):
+        P = {k: torch.tensor(np.array(v), requires_grad=True) for k, v in ours.parameters().items()}
+        logits_t, s_new = _torch_reference(torch, P, torch.from_numpy(tok[:, chunk]), s_torch, K, ln_gates, ln_cell,
+                                           0.0, 0.0)
+        loss_t = torch.nn.functional.cross_entropy(logits_t.reshape(-1, V), torch.from_numpy(tgt[:, chunk]).reshape(-1))
+        loss_t.backward()
+        logits, _ = ours.forward(tok[:, chunk], s_ours)
+        loss, grads, s_ours = ours.loss_and_grad(tok[:, chunk], tgt[:, chunk], s_ours)
+        np.testing.assert_allclose(logits, logits_t.detach().numpy(), rtol=1e-10, atol=1e-12)
+        assert loss == pytest.approx(loss_t.item(), rel=1e-12)
+        for k, g in grads.items():
+            np.testing.assert_allclose(g, P[k].grad.numpy(), rtol=1e-9, atol=1e-12, err_msg=k)
+        s_torch = {k: v.detach() for k, v in s_new.items()}
+        for k in s_ours:
+            np.testing.assert_allclose(s_ours[k], s_torch[k].numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_matches_torch_reference_with_evaluation_zoneout():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(15)
+    ours = msr.FSRNN(V, E, HF, HS, fast_cells=3, zoneout_c=0.5, zoneout_h=0.1, dropout=0.35, dtype="float64", seed=1)
+    perturb(ours, rng)
+    tok, tgt = batch(rng, B=3, T=6)
+    state = random_state(ours, rng, B=3)
+    P = {k: torch.tensor(np.array(v)) for k, v in ours.parameters().items()}
+    with torch.no_grad():
+        logits_t, s_t = _torch_reference(torch, P, torch.from_numpy(tok), {k: torch.tensor(v) for k, v in state.items()},
+                                         3, True, True, 0.5, 0.1)
+    logits, s = ours.forward(tok, state)                    # evaluation: no dropout, expected zoneout
+    np.testing.assert_allclose(logits, logits_t.numpy(), rtol=1e-10, atol=1e-12)
+    for k in s:
+        np.testing.assert_allclose(s[k], s_t[k].numpy(), rtol=1e-10, atol=1e-12)
