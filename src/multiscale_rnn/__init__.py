@@ -2,6 +2,9 @@
 from ._native import ISA, core as _core
 from . import init
 from .models import GRU, LSTM, MODELS, ElmanRNN, LanguageModel
+from . import checkpoint, optim, schedules
+from .models.registry import build_model, register_model
+from .trainer import History, Trainer, evaluate, sample
 
 __version__ = "0.1.0"
 
@@ -16,4 +19,5 @@ def get_num_threads() -> int:
 
 
 __all__ = ["LSTM", "GRU", "ElmanRNN", "LanguageModel", "MODELS", "init", "set_num_threads", "get_num_threads",
-           "ISA", "__version__"]
+           "ISA", "__version__", "optim", "schedules", "checkpoint", "Trainer", "History", "evaluate", "sample",
+           "build_model", "register_model"]
