@@ -1,0 +1,64 @@
+"""Data for multiscale language models: vocabularies, corpora, batching for
+truncated BPTT, loaders of the papers' corpora (download once, checksum, cache,
+or a local path), a shipped real text and a generator of hierarchical text
+with ground-truth boundaries.
+
+>>> from multiscale_rnn import data
+>>> corpus = data.load("embedded")
+>>> streams = data.batchify(corpus.train, batch_size=32)
+>>> inputs, targets = next(data.chunks(streams, bptt=100))
+>>> inputs.shape, targets.shape
+((32, 100), (32, 100))
+
+See ``docs/data.md`` for the corpora, the unseen-symbol rule and the caching.
+"""
+
+from .batching import batchify, check_length, chunks, num_chunks
+from .corpus import SPLITS, Corpus, char_corpus, split_contiguous, word_boundaries, word_corpus
+from .download import (
+    ENV_CACHE,
+    SOURCES,
+    ChecksumError,
+    DownloadError,
+    FileCheck,
+    Remote,
+    default_cache_dir,
+    download_file,
+    fetch,
+)
+from .loaders import LOADERS, embedded_text, load, ptb_char_text
+from .synthetic import HierarchicalText, synthetic_hierarchy
+from .vocab import EOS, UNK_CHAR, UNK_WORD, Vocab, tokenize_words
+
+__all__ = [
+    "Vocab",
+    "Corpus",
+    "char_corpus",
+    "word_corpus",
+    "tokenize_words",
+    "word_boundaries",
+    "split_contiguous",
+    "load",
+    "LOADERS",
+    "embedded_text",
+    "ptb_char_text",
+    "batchify",
+    "chunks",
+    "num_chunks",
+    "check_length",
+    "synthetic_hierarchy",
+    "HierarchicalText",
+    "fetch",
+    "download_file",
+    "default_cache_dir",
+    "SOURCES",
+    "Remote",
+    "FileCheck",
+    "ChecksumError",
+    "DownloadError",
+    "ENV_CACHE",
+    "EOS",
+    "UNK_WORD",
+    "UNK_CHAR",
+    "SPLITS",
+]

@@ -1,0 +1,199 @@
+"""Named corpora: ``load(name)``.
+
+=============  ======================================================================
+name           corpus
+=============  ======================================================================
+ptb-char       Penn Treebank, characters: 50 symbols (49 + end of line), Mikolov's split
+ptb-word       Penn Treebank, words: 10,000 words with ``<eos>``, Mikolov's split
+text8          text8: 27 symbols, 90M / 5M / 5M characters
+enwik8         enwik8: UTF-8 bytes, 90M / 5M / 5M bytes
+shakespeare    Tiny Shakespeare: code points, 90 % / 5 % / 5 % contiguous split
+embedded       the text shipped with the package (public domain), 90 % / 5 % / 5 %
+synthetic      the hierarchical generator (characters, words, phrases) with boundaries
+=============  ======================================================================
+"""
+
+import difflib
+import gzip
+import tarfile
+import zipfile
+from contextlib import closing
+from pathlib import Path
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
+
+from .corpus import Corpus, char_corpus, split_contiguous, word_corpus
+from .download import fetch, open_archive_members
+from .synthetic import synthetic_hierarchy
+
+__all__ = ["load", "LOADERS", "embedded_text", "ptb_char_text", "EMBEDDED_SHA256"]
+
+LOADERS = ("ptb-char", "ptb-word", "text8", "enwik8", "shakespeare", "embedded", "synthetic")
+
+#: SHA-256 of the shipped text (after decompression).
+EMBEDDED_SHA256 = "87b6540b0e4066751c769117775bfde3d77c1f274e02064cb49ec7e9317c3019"
+_EMBEDDED_FILE = "devils_dictionary.txt.gz"
+
+#: Source of each downloadable loader (a key of ``download.SOURCES``).
+_SOURCE = {"ptb-char": "ptb", "ptb-word": "ptb", "text8": "text8", "enwik8": "enwik8", "shakespeare": "shakespeare"}
+
+#: Files each loader reads: one tuple of accepted names per file, the first of
+#: which is the name in the cache folder.
+_FILES: Dict[str, Tuple[Tuple[str, ...], ...]] = {
+    "ptb-char": (("ptb.char.train.txt",), ("ptb.char.valid.txt",), ("ptb.char.test.txt",)),
+    "ptb-word": (("ptb.train.txt",), ("ptb.valid.txt",), ("ptb.test.txt",)),
+    "text8": (("text8", "text8.txt", "text8_prefix.txt"),),
+    "enwik8": (("enwik8", "enwik8.txt"),),
+    "shakespeare": (("input.txt", "tinyshakespeare.txt", "shakespeare.txt"),),
+}
+
+#: Length of the full text8 and enwik8; files of this length get the 90M/5M/5M split.
+FULL_LENGTH = 100_000_000
+
+
+def load(
+    name: str,
+    path: Union[str, Path, None] = None,
+    cache_dir: Union[str, Path, None] = None,
+    download: bool = True,
+    *,
+    url: Optional[str] = None,
+    sha256: Optional[str] = None,
+    progress: bool = True,
+    **options: Any,
+) -> Corpus:
+    """Load a named corpus (see :data:`LOADERS`).
+
+    ``path``: read a local copy and use no network: a folder (the layout of the
+    download or of ``shared/data/ptb`` etc., files directly inside it or in a
+    ``data/`` or ``simple-examples/data/`` sub-folder), the archive
+    (``simple-examples.tgz``, ``text8.zip``, ``enwik8.zip``) or, for the
+    single-file corpora, the file itself.
+
+    Otherwise the files are taken from the cache folder (``cache_dir``, else
+    ``$MULTISCALE_RNN_CACHE``, else ``~/.cache/multiscale_rnn``), downloaded
+    there once from the canonical address (``url`` overrides it, ``sha256`` the
+    expected checksum) unless ``download=False``.
+
+    ``options`` are accepted by ``"synthetic"`` only: the arguments of
+    :func:`synthetic_hierarchy` and ``valid_fraction`` / ``test_fraction``.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, got {type(name).__name__}")
+    key = name.strip().lower().replace("_", "-")
+    if key not in LOADERS:
+        close = difflib.get_close_matches(key, LOADERS, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(f"unknown corpus {name!r}{hint}; valid names: {', '.join(LOADERS)}")
+    if key in ("embedded", "synthetic"):
+        given = [k for k, v in (("path", path), ("url", url), ("sha256", sha256)) if v is not None]
+        if given:
+            raise ValueError(f"the {key!r} corpus is built in and takes no {', '.join(given)}")
+        if key == "synthetic":
+            split = {k: options.pop(k) for k in ("valid_fraction", "test_fraction") if k in options}
+            return synthetic_hierarchy(**options).corpus(**split)
+    if options:
+        raise TypeError(f"load({key!r}) got unexpected option(s): {', '.join(sorted(options))}")
+    if key == "embedded":
+        train, valid, test = split_contiguous(embedded_text())
+        return char_corpus(train, valid, test, name="embedded")
+    if path is not None:
+        raw = _read_local(Path(path).expanduser(), _FILES[key], key)
+    else:
+        folder = fetch(_SOURCE[key], cache_dir=cache_dir, download=download, url=url, sha256=sha256, progress=progress)
+        raw = _read_local(folder, _FILES[key], key)
+    return _BUILDERS[key](raw)
+
+
+def embedded_text() -> str:
+    """The real English text shipped with the package: Ambrose Bierce's *The
+    Devil's Dictionary* (1911, public domain), 383,157 ASCII characters."""
+    from importlib.resources import files
+
+    blob = files(__package__).joinpath("resources").joinpath(_EMBEDDED_FILE).read_bytes()
+    return gzip.decompress(blob).decode("utf-8")
+
+
+def ptb_char_text(raw: str) -> str:
+    """Decode a Penn Treebank character file: characters are separated by
+    spaces and word boundaries written ``_``. The result has the word boundaries
+    as spaces and one ``"\\n"`` at the end of each non-empty line, so its
+    alphabet is the papers' 50 symbols (49 + end of line)."""
+    lines = raw.replace(" ", "").replace("_", " ").split("\n")
+    return "".join(line + "\n" for line in lines if line)
+
+
+def _read_local(path: Path, files: Sequence[Tuple[str, ...]], key: str) -> Dict[str, bytes]:
+    """The bytes of each wanted file (keyed by its first accepted name)."""
+    if not path.exists():
+        raise FileNotFoundError(f"{key}: path {path} does not exist")
+    wanted = [names[0] for names in files]
+    if path.is_dir():
+        for base in (path, path / "data", path / "simple-examples" / "data"):
+            found = {}
+            for names in files:
+                hit = next((base / n for n in names if (base / n).is_file()), None)
+                if hit is not None:
+                    found[names[0]] = hit
+            if len(found) == len(files):
+                return {n: p.read_bytes() for n, p in found.items()}
+        accepted = " and ".join(" or ".join(names) for names in files)
+        raise FileNotFoundError(f"{key}: folder {path} (or its data/ sub-folder) lacks {accepted}")
+    suffixes = "".join(path.suffixes[-2:]).lower()
+    kind = "tgz" if suffixes.endswith((".tgz", ".tar.gz", ".tar")) else "zip" if suffixes.endswith(".zip") else None
+    if kind is not None:
+        try:
+            with closing(open_archive_members(path, kind, files)) as members:
+                return {name: stream.read() for name, stream in members}
+        except (tarfile.TarError, zipfile.BadZipFile, EOFError) as e:
+            raise ValueError(f"{key}: {path} is not a valid {kind} archive: {e}") from None
+    if len(files) == 1:
+        return {wanted[0]: path.read_bytes()}
+    raise ValueError(f"{key}: {path} is a single file; expected a folder or an archive holding {', '.join(wanted)}")
+
+
+def _fixed_or_proportional(n: int) -> Tuple[int, int]:
+    """Cut points of text8 / enwik8: 90M / 5M / 5M for the full 100M, else the
+    same proportions (90 % / 5 % / 5 %)."""
+    if n == FULL_LENGTH:
+        return 90_000_000, 95_000_000
+    n_valid = n_test = round(n * 0.05)
+    return n - n_valid - n_test, n - n_test
+
+
+def _ptb_char(raw: Dict[str, bytes]) -> Corpus:
+    texts = [ptb_char_text(raw[f"ptb.char.{s}.txt"].decode("utf-8")) for s in ("train", "valid", "test")]
+    return char_corpus(*texts, name="ptb-char")
+
+
+def _ptb_word(raw: Dict[str, bytes]) -> Corpus:
+    texts = [raw[f"ptb.{s}.txt"].decode("utf-8") for s in ("train", "valid", "test")]
+    return word_corpus(*texts, name="ptb-word")
+
+
+def _text8(raw: Dict[str, bytes]) -> Corpus:
+    text = raw["text8"].decode("utf-8")
+    if len(text) != FULL_LENGTH and not text.endswith(" "):
+        cut = text.rfind(" ")  # a prefix of text8 ends mid-word: drop that partial word
+        text = text[:cut] if cut > 0 else text
+    a, b = _fixed_or_proportional(len(text))
+    return char_corpus(text[:a], text[a:b], text[b:], name="text8")
+
+
+def _enwik8(raw: Dict[str, bytes]) -> Corpus:
+    data = raw["enwik8"]
+    a, b = _fixed_or_proportional(len(data))
+    return char_corpus(data[:a], data[a:b], data[b:], name="enwik8", level="byte")
+
+
+def _shakespeare(raw: Dict[str, bytes]) -> Corpus:
+    train, valid, test = split_contiguous(raw["input.txt"].decode("utf-8"))
+    return char_corpus(train, valid, test, name="shakespeare")
+
+
+_BUILDERS = {
+    "ptb-char": _ptb_char,
+    "ptb-word": _ptb_word,
+    "text8": _text8,
+    "enwik8": _enwik8,
+    "shakespeare": _shakespeare,
+}

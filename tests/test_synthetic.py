@@ -1,0 +1,132 @@
+"""The hierarchical text generator and its ground-truth boundaries."""
+
+import time
+
+import numpy as np
+import pytest
+
+from multiscale_rnn import data
+
+
+@pytest.fixture(scope="module")
+def h():
+    return data.synthetic_hierarchy(n_chars=20000, seed=0)
+
+
+def test_same_seed_same_output_other_seed_other_output(h):
+    again = data.synthetic_hierarchy(n_chars=20000, seed=0)
+    assert again.text == h.text and again.lexicon == h.lexicon and again.templates == h.templates
+    assert np.array_equal(again.word_boundaries, h.word_boundaries)
+    assert np.array_equal(again.phrase_boundaries, h.phrase_boundaries)
+    other = data.synthetic_hierarchy(n_chars=20000, seed=1)
+    assert other.text != h.text and other.lexicon != h.lexicon
+
+
+def test_shorter_text_is_a_prefix(h):
+    short = data.synthetic_hierarchy(n_chars=1234, seed=0)
+    assert short.text == h.text[:1234]
+    assert np.array_equal(short.word_boundaries, h.word_boundaries[:1234])
+    assert np.array_equal(short.phrase_boundaries, h.phrase_boundaries[:1234])
+
+
+def test_shapes_and_alphabet(h):
+    assert len(h.text) == len(h) == 20000
+    for b in (h.word_boundaries, h.phrase_boundaries):
+        assert b.dtype == bool and b.shape == (20000,)
+    assert set(h.text) <= set("abcdefghijklmnopqrstuvwxyz" + ".!?;" + " ")
+    assert len(h.lexicon) == len(set(h.lexicon)) == 48
+    assert all(2 <= len(w) <= 8 for w in h.lexicon)
+    assert sorted(i for c in h.classes for i in c) == list(range(48))
+    assert all(2 <= len(slots) <= 5 for slots, _ in h.templates)
+
+
+def test_boundaries_agree_with_the_text(h):
+    text = np.array(list(h.text))
+    assert np.array_equal(h.word_boundaries[:-1], data.word_boundaries(h.text)[:-1])
+    assert np.array_equal(np.flatnonzero(h.phrase_boundaries), np.flatnonzero(np.isin(text, list(".!?;"))))
+    assert not (h.phrase_boundaries & ~h.word_boundaries).any()  # phrases end where words end
+    assert not (h.word_boundaries & (text == " ")).any()
+    inside = np.flatnonzero(h.word_boundaries)[:-1]
+    assert (text[inside + 1] == " ").all()
+    assert 0.1 < h.word_boundaries.mean() < 0.3 and 0.02 < h.phrase_boundaries.mean() < 0.1
+
+
+def test_cut_word_is_not_marked_as_ended():
+    for n in range(200, 260):
+        h = data.synthetic_hierarchy(n_chars=n, seed=3)
+        full = data.synthetic_hierarchy(n_chars=n + 20, seed=3)
+        assert h.word_boundaries[-1] == (full.text[n] == " " and full.text[n - 1] != " ")
+
+
+def test_every_phrase_follows_a_template(h):
+    class_of = {h.lexicon[i]: c for c, members in enumerate(h.classes) for i in members}
+    templates = set(h.templates)
+    phrases = h.text[: h.text.rindex(" ")].split(" ")
+    current, complete = [], 0
+    for token in phrases:
+        if token[-1] in ".!?;":
+            current.append(token[:-1])
+            assert (tuple(class_of[w] for w in current), token[-1]) in templates
+            current, complete = [], complete + 1
+        else:
+            assert token in class_of
+            current.append(token)
+    assert complete == h.phrase_boundaries[: h.text.rindex(" ")].sum() > 500
+
+
+def test_twenty_thousand_characters_well_under_a_second():
+    start = time.perf_counter()
+    data.synthetic_hierarchy(n_chars=20000, seed=5)
+    assert time.perf_counter() - start < 0.5
+
+
+def test_corpus_splits_and_aligned_boundaries(h):
+    c = h.corpus()
+    assert (len(c.train), len(c.valid), len(c.test)) == (16000, 2000, 2000)
+    assert c.unit == "char" and c.name == "synthetic"
+    pieces = [c.vocab.decode(c.train), c.vocab.decode(c.valid), c.vocab.decode(c.test)]
+    assert "".join(pieces) == h.text
+    for split, ids in c.splits.items():
+        b = c.boundaries[split]
+        assert b["word"].shape == b["phrase"].shape == ids.shape
+    assert np.array_equal(np.concatenate([c.boundaries[s]["word"] for s in data.SPLITS]), h.word_boundaries)
+    assert np.array_equal(np.concatenate([c.boundaries[s]["phrase"] for s in data.SPLITS]), h.phrase_boundaries)
+    only_train = h.corpus(valid_fraction=0.0, test_fraction=0.0)
+    assert only_train.valid is None and only_train.test is None and list(only_train.boundaries) == ["train"]
+
+
+def test_load_synthetic_passes_options():
+    c = data.load("synthetic", n_chars=5000, seed=3, valid_fraction=0.2)
+    ref = data.synthetic_hierarchy(n_chars=5000, seed=3).corpus(valid_fraction=0.2)
+    assert np.array_equal(c.train, ref.train) and np.array_equal(c.valid, ref.valid)
+    assert len(c.valid) == 1000
+    assert len(data.load("synthetic").train) == 16000
+
+
+def test_other_parameters_shape_the_text():
+    h = data.synthetic_hierarchy(n_chars=3000, seed=2, n_words=10, word_len=(3, 3), phrase_len=(1, 1),
+                                 n_classes=2, n_templates=3, alphabet="xyz", punctuation="|")
+    words = h.text.replace("|", "").split()
+    assert all(len(w) == 3 and set(w) <= set("xyz") for w in words[:-1])
+    assert h.word_boundaries.sum() == h.phrase_boundaries.sum()  # one word per phrase
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        ({"n_chars": 0}, ValueError, "n_chars must be at least 1"),
+        ({"n_chars": 10.5}, TypeError, "n_chars must be an integer"),
+        ({"seed": -1}, ValueError, "seed must be at least 0"),
+        ({"word_len": (5, 2)}, ValueError, "word_len must satisfy"),
+        ({"phrase_len": 3}, TypeError, "phrase_len must be a pair"),
+        ({"word_len": "28"}, TypeError, "word_len must be a pair"),
+        ({"n_classes": 60}, ValueError, "exceeds n_words"),
+        ({"n_words": 20, "alphabet": "ab", "word_len": (1, 2)}, ValueError, "too many"),
+        ({"alphabet": "abc.", "punctuation": "."}, ValueError, "share"),
+        ({"alphabet": "a b"}, ValueError, "distinct non-space"),
+        ({"punctuation": ""}, ValueError, "non-empty"),
+    ],
+)
+def test_bad_parameters(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        data.synthetic_hierarchy(**kwargs)
