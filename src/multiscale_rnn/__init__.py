@@ -2,6 +2,9 @@
 from ._native import ISA, core as _core
 from . import data, init, testing
 from .models import FSRNN, GRU, LSTM, MODELS, ElmanRNN, LanguageModel, SequentialLSTM, StackedLSTM
+from . import checkpoint, optim, schedules
+from .models.registry import build_model, register_model
+from .trainer import History, Trainer, evaluate, sample
 
 __version__ = "0.1.0"
 
@@ -15,5 +18,6 @@ def get_num_threads() -> int:
     return int(_core.get_num_threads())
 
 
-__all__ = ["data", "testing", "LSTM", "GRU", "ElmanRNN", "FSRNN", "StackedLSTM", "SequentialLSTM", "LanguageModel", "MODELS", "init", "set_num_threads", "get_num_threads",
-           "ISA", "__version__"]
+__all__ = ["data", "testing", "LSTM", "GRU", "ElmanRNN", "FSRNN", "StackedLSTM", "SequentialLSTM", "LanguageModel",
+           "MODELS", "init", "set_num_threads", "get_num_threads", "ISA", "__version__", "optim", "schedules",
+           "checkpoint", "Trainer", "History", "evaluate", "sample", "build_model", "register_model"]

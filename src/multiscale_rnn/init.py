@@ -50,34 +50,45 @@ def _orthogonal(g: np.random.Generator, rows: int, cols: int) -> np.ndarray:
     return q if rows >= cols else q.T
 
 
-def orthogonal(model, pattern: str = "weight_hh*", gain: float = 1.0, rng=0) -> None:
-    """Each square gate block of the matching matrices orthogonal (times ``gain``).
+def _layer_hidden(params, name: str) -> Optional[int]:
+    """H of the layer a parameter belongs to (from its ``weight_hh_l<k>``), or None."""
+    m = re.search(r"_l(\d+)$", name)
+    hh = params.get("weight_hh" + m.group(0)) if m else None
+    return None if hh is None else int(hh.shape[1])
 
-    A (G*H, H) recurrent matrix is G blocks of (H, H), each drawn orthogonal; other shapes get a
-    semi-orthogonal matrix of their own shape.
+
+def orthogonal(model, pattern: str = "weight_hh*", gain: float = 1.0, rng=0) -> None:
+    """Each gate block of the matching matrices (semi-)orthogonal (times ``gain``).
+
+    A (G*H, cols) matrix of a recurrent layer with hidden size H is G gate blocks of (H, cols):
+    square recurrent blocks (H, H) are orthogonal, input blocks (H, E) semi-orthogonal (orthonormal
+    rows or columns, whichever are fewer). Other matrices get a semi-orthogonal matrix of their shape.
     """
     g = _rng(rng)
-    for _, p in _select(model, pattern):
+    params = model.parameters()
+    for name, p in _select(model, pattern):
         if p.ndim != 2:
             continue
         rows, cols = p.shape
-        if rows % cols == 0:
-            for k in range(rows // cols):
-                p[k * cols:(k + 1) * cols] = gain * _orthogonal(g, cols, cols)
+        h = _layer_hidden(params, name)
+        if h is not None and rows % h == 0:
+            for k in range(rows // h):
+                p[k * h:(k + 1) * h] = gain * _orthogonal(g, h, cols)
         else:
             p[...] = gain * _orthogonal(g, rows, cols)
 
 
 def forget_bias(model, value: float = 1.0, pattern: str = "bias_ih*") -> None:
     """Set LSTM forget-gate biases so that bias_ih + bias_hh = ``value`` on the forget gate
-    (gate block 1 of 4, PyTorch's order i, f, g, o)."""
+    (gate block 1 of 4, PyTorch's order i, f, g, o). Only biases of 4H entries (H the layer's hidden
+    size) are LSTM biases; a model without any is refused."""
     params = model.parameters()
     found = False
     for name, p in _select(model, pattern):
-        other = params.get(name.replace("bias_ih", "bias_hh"))
-        if p.shape[0] % 4:
+        h = _layer_hidden(params, name)
+        if h is None or p.shape[0] != 4 * h:
             continue
-        h = p.shape[0] // 4
+        other = params.get(name.replace("bias_ih", "bias_hh"))
         p[h:2 * h] = value
         if other is not None and other is not p:
             other[h:2 * h] = 0.0
