@@ -367,3 +367,61 @@ def test_matches_torch_reference_with_evaluation_zoneout():
     np.testing.assert_allclose(logits, logits_t.numpy(), rtol=1e-10, atol=1e-12)
     for k in s:
         np.testing.assert_allclose(s[k], s_t[k].numpy(), rtol=1e-10, atol=1e-12)
+
+
+# ---- presets, learning-rate rules, checkpoints ---------------------------------------------------
+
+TABLE3 = {  # name: (fast, slow, K, dropout, zoneout_c, zoneout_h, embed, bptt, lr, epochs)
+    "ptb-char-fs-lstm-2": (700, 400, 2, 0.35, 0.5, 0.1, 128, 150, 2e-3, 200),
+    "ptb-char-fs-lstm-4": (500, 400, 4, 0.35, 0.5, 0.1, 128, 150, 2e-3, 200),
+    "enwik8-fs-lstm-2": (900, 1500, 2, 0.2, 0.3, 0.05, 256, 150, 1e-3, 35),
+    "enwik8-fs-lstm-4": (730, 1500, 4, 0.2, 0.3, 0.05, 256, 150, 1e-3, 35),
+    "enwik8-large-fs-lstm-4": (1200, 1500, 4, 0.25, 0.3, 0.05, 256, 100, 1e-3, 50),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TABLE3))
+def test_table3_presets_build_the_paper_models(name):
+    from multiscale_rnn.cli import _lr_schedule, model_from_settings, resolve_settings
+    fast, slow, K, p, zc, zh, embed, bptt, lr, epochs = TABLE3[name]
+    s = resolve_settings(flags={"preset": name})
+    assert (s["hidden_sizes"], s["options"]["fast_cells"], s["dropout"], s["embed_size"], s["bptt"], s["lr"],
+            s["epochs"], s["batch_size"], s["clip_norm"]) == ([fast, slow], K, p, embed, bptt, lr, epochs, 128, 1.0)
+    assert (s["options"]["zoneout_c"], s["options"]["zoneout_h"], s["options"]["layer_norm"]) == (zc, zh, True)
+    sched = _lr_schedule(s)
+    sched.start(lr)
+    if name.startswith("ptb"):                 # lr / 10 for the last 20 epochs
+        lrs = [sched.next_lr(e, lr, 1.0) for e in range(epochs)]
+        assert lrs[:epochs - 21] == [lr] * (epochs - 21) and lrs[epochs - 20:] == [lr / 10] * 20
+    else:                                      # lr / 10 after two epochs without improvement
+        assert [sched.next_lr(e, lr, m) for e, m in enumerate([3.0, 2.0, 2.5, 2.1])][-1] == pytest.approx(lr / 10)
+    small = dict(s, hidden_sizes=[12, 8], embed_size=6)   # the paper's sizes take long to initialise
+    model = model_from_settings(small, vocab_size=20)
+    assert isinstance(model, msr.FSRNN)
+    assert model.config["fast_cells"] == K and model.config["zoneout_c"] == zc
+
+
+def test_multistep_schedule():
+    from multiscale_rnn.schedules import MultiStep, make_lr_schedule
+    s = make_lr_schedule("multistep", milestones=[3, 5], factor=10)
+    assert isinstance(s, MultiStep)
+    s.start(1.0)
+    assert [s.next_lr(e, None, None) for e in range(7)] == pytest.approx([1, 1, 1, 0.1, 0.1, 0.01, 0.01])
+    again = MultiStep([3, 5], 10)
+    again.load_state_dict(s.state_dict())
+    assert again.next_lr(4, None, None) == pytest.approx(0.1)
+    with pytest.raises(ValueError, match="milestones"):
+        MultiStep([0])
+
+
+def test_command_line_trains_a_preset(tmp_path):
+    from multiscale_rnn.cli import main
+    out = tmp_path / "fs.npz"
+    rc = main(["train", "--preset", "ptb-char-fs-lstm-4", "--data", "embedded", "--hidden-sizes", "12,8",
+               "--embed-size", "6", "--batch-size", "4", "--bptt", "10", "--max-chunks", "2", "--out", str(out),
+               "--no-progress"])
+    assert rc == 0 and out.exists()
+    ck = msr.checkpoint.load(out)
+    model = msr.build_model(ck.config["model"], **{k: v for k, v in ck.config.items() if k != "model"})
+    assert isinstance(model, msr.FSRNN) and model.config["fast_cells"] == 4
+    assert msr.build_model("fs-lstm", vocab_size=V, embed_size=E, hidden_sizes=(HF, HS)).config["model"] == "FSRNN"

@@ -127,6 +127,8 @@ def _lr_schedule(settings):
         return None
     if name in ("halve", "halveafter", "halve-after"):
         return make_lr_schedule("halve", epoch_n=settings["halve_after"], factor=settings["lr_factor"])
+    if name in ("multistep", "multi-step"):
+        return make_lr_schedule("multistep", milestones=settings["lr_milestones"], factor=settings["lr_factor"])
     return make_lr_schedule(name, factor=settings["lr_factor"], patience=settings["patience"])
 
 
@@ -282,10 +284,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--weight-decay", type=float)
     g.add_argument("--clip-norm", type=_parse_value, help="max global gradient norm ('none' to switch off)")
     g.add_argument("--clip-value", type=_parse_value, help="clamp gradient elements ('none' to switch off)")
-    g.add_argument("--lr-schedule", choices=["constant", "halve", "plateau"])
-    g.add_argument("--lr-factor", type=float, help="divide the learning rate by this (halve, plateau)")
+    g.add_argument("--lr-schedule", choices=["constant", "halve", "plateau", "multistep"])
+    g.add_argument("--lr-factor", type=float, help="divide the learning rate by this (halve, plateau, multistep)")
     g.add_argument("--patience", type=int, help="plateau: epochs without improvement before dividing")
     g.add_argument("--halve-after", type=int, help="halve: epochs at the initial learning rate")
+    g.add_argument("--lr-milestones", type=_sizes, help="multistep: comma-separated epoch counts, e.g. 180")
     g.add_argument("--anneal", action="append", metavar="NAME=START,END,PER_EPOCH",
                    help="anneal a model option linearly per epoch (repeatable), e.g. slope=1,5,0.04")
     g.add_argument("--max-chunks", type=int, help="stop after this many chunks (resume later)")

@@ -50,11 +50,19 @@ def _orthogonal(g: np.random.Generator, rows: int, cols: int) -> np.ndarray:
     return q if rows >= cols else q.T
 
 
+# Names of a recurrent layer's or cell's tensors: <kind><suffix>, e.g. weight_hh_l0, bias_ih_f1,
+# ln_gates_bias_s; the suffix names the layer or cell.
+_CELL_TENSORS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "ln_gates_weight", "ln_gates_bias")
+
+
 def _layer_hidden(params, name: str) -> Optional[int]:
-    """H of the layer a parameter belongs to (from its ``weight_hh_l<k>``), or None."""
-    m = re.search(r"_l(\d+)$", name)
-    hh = params.get("weight_hh" + m.group(0)) if m else None
-    return None if hh is None else int(hh.shape[1])
+    """H of the layer or cell a parameter belongs to (from the ``weight_hh<suffix>`` of the same
+    suffix: _l0, _f1, _s, ...), or None."""
+    for kind in _CELL_TENSORS:
+        if name.startswith(kind + "_"):
+            hh = params.get("weight_hh" + name[len(kind):])
+            return None if hh is None else int(hh.shape[1])
+    return None
 
 
 def orthogonal(model, pattern: str = "weight_hh*", gain: float = 1.0, rng=0) -> None:

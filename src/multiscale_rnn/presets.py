@@ -37,6 +37,7 @@ DEFAULTS: Dict[str, Any] = {
     "lr_factor": 2.0,            # halve / plateau: divide by this
     "patience": 0,               # plateau
     "halve_after": 4,            # halve: epochs at the initial rate
+    "lr_milestones": [],         # multistep: completed-epoch counts after which lr is divided by lr_factor
     "anneal": {},                # option -> [start, end, per_epoch], e.g. {"slope": [1.0, 5.0, 0.04]}
     "max_chunks": None,
     "checkpoint_every": None,
@@ -71,6 +72,49 @@ PRESETS: Dict[str, Dict[str, Any]] = {
         "lr_schedule": "plateau", "lr_factor": 2.0, "patience": 0, "out": "runs/ptb-char-lstm.npz",
     },
 }
+
+
+def _fs_lstm(data, fast, slow, k, dropout, zoneout_c, zoneout_h, embed, bptt, lr, epochs, schedule, about):
+    """One column of the FS-RNN paper's Table 3: Adam, gradient norm clipped to 1, batch 128."""
+    return {
+        "about": about,
+        "model": "fsrnn", "embed_size": embed, "hidden_sizes": [fast, slow], "dropout": dropout,
+        "options": {"fast_cells": k, "cell": "lstm", "layer_norm": True, "zoneout_c": zoneout_c,
+                    "zoneout_h": zoneout_h},
+        "data": data, "epochs": epochs, "batch_size": 128, "bptt": bptt, "optimizer": "adam", "lr": lr,
+        "clip_norm": 1.0, **schedule,
+    }
+
+
+# Penn Treebank: lr / 10 for the last 20 of 200 epochs. enwik8: lr / 10 whenever the validation
+# loss has not improved for two epochs in a row.
+_PTB_RULE = {"lr_schedule": "multistep", "lr_milestones": [180], "lr_factor": 10.0}
+_ENWIK8_RULE = {"lr_schedule": "plateau", "lr_factor": 10.0, "patience": 1}
+_FS_SOURCE = "Mujika et al. 2017, Table 3 (needs --data-path). "
+
+PRESETS.update({
+    "ptb-char-fs-lstm-2": _fs_lstm(
+        "ptb-char", 700, 400, 2, 0.35, 0.5, 0.1, 128, 150, 2e-3, 200, _PTB_RULE,
+        _FS_SOURCE + "FS-LSTM-2 on Penn Treebank characters: fast cells 700, slow cell 400, layer norm, "
+        "zoneout 0.5 (cells) / 0.1 (hidden), dropout 0.35; 1.19 BPC in the paper."),
+    "ptb-char-fs-lstm-4": _fs_lstm(
+        "ptb-char", 500, 400, 4, 0.35, 0.5, 0.1, 128, 150, 2e-3, 200, _PTB_RULE,
+        _FS_SOURCE + "FS-LSTM-4 on Penn Treebank characters: four fast cells of 500, slow cell 400; "
+        "1.193 BPC in the paper."),
+    "enwik8-fs-lstm-2": _fs_lstm(
+        "enwik8", 900, 1500, 2, 0.2, 0.3, 0.05, 256, 150, 1e-3, 35, _ENWIK8_RULE,
+        _FS_SOURCE + "FS-LSTM-2 on enwik8: fast cells 900, slow cell 1500, dropout 0.2, zoneout 0.3 / "
+        "0.05; 1.290 BPC in the paper."),
+    "enwik8-fs-lstm-4": _fs_lstm(
+        "enwik8", 730, 1500, 4, 0.2, 0.3, 0.05, 256, 150, 1e-3, 35, _ENWIK8_RULE,
+        _FS_SOURCE + "FS-LSTM-4 on enwik8: four fast cells of 730, slow cell 1500; 1.277 BPC in the paper."),
+    "enwik8-large-fs-lstm-4": _fs_lstm(
+        "enwik8", 1200, 1500, 4, 0.25, 0.3, 0.05, 256, 100, 1e-3, 50, _ENWIK8_RULE,
+        _FS_SOURCE + "Large FS-LSTM-4 on enwik8: four fast cells of 1200, slow cell 1500, dropout 0.25, "
+        "100 steps; 1.245 BPC in the paper."),
+})
+for _name in ("ptb-char-fs-lstm-2", "ptb-char-fs-lstm-4", "enwik8-fs-lstm-2", "enwik8-fs-lstm-4", "enwik8-large-fs-lstm-4"):
+    PRESETS[_name]["out"] = f"runs/{_name}.npz"
 
 DEFAULT_PRESET = "quick"
 

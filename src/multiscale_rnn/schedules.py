@@ -11,6 +11,8 @@ validation set). ``epoch`` always counts *completed* epochs: 0 before training, 
     ReduceOnPlateau(factor, patience) lr /= factor once the validation loss has not improved on its
                                       best for more than ``patience`` epochs in a row
     LambdaLR(fn)                      lr = base_lr * fn(epoch)  (``fn`` any callable of the epoch)
+    MultiStep(milestones, factor=10)  lr = base_lr / factor^(milestones reached): [180] with 200
+                                      epochs divides by 10 for the last 20 (FS-RNN on Penn Treebank)
 
 Model-option schedules (``Trainer(model_options={"slope": linear(1.0, 5.0, per_epoch=0.04)})``) are
 any callable of ``(epoch, step)`` (completed epochs, optimiser steps so far) returning a number; the
@@ -26,7 +28,7 @@ from __future__ import annotations
 import math
 from typing import Callable, Optional
 
-__all__ = ["LRSchedule", "Constant", "HalveAfter", "ReduceOnPlateau", "LambdaLR", "Linear", "linear",
+__all__ = ["LRSchedule", "Constant", "HalveAfter", "ReduceOnPlateau", "LambdaLR", "MultiStep", "Linear", "linear",
            "LR_SCHEDULES", "make_lr_schedule"]
 
 
@@ -164,16 +166,40 @@ class LambdaLR(LRSchedule):
         return self.base_lr * float(self.fn(epoch))
 
 
-LR_SCHEDULES = {cls.__name__: cls for cls in (Constant, HalveAfter, ReduceOnPlateau)}
+class MultiStep(LRSchedule):
+    """``base_lr / factor^k``, k the number of ``milestones`` (completed-epoch counts) reached.
+
+    ``MultiStep([180], factor=10)`` trains epochs 1-180 at ``base_lr`` and epochs 181-200 at
+    ``base_lr / 10``: the FS-RNN paper's "divide by 10 for the last 20 epochs" on Penn Treebank.
+    """
+
+    def __init__(self, milestones, factor: float = 10.0):
+        super().__init__()
+        ms = list(milestones) if not isinstance(milestones, (int, float)) else [milestones]
+        for m in ms:
+            if isinstance(m, bool) or int(m) != m or m < 1:
+                raise ValueError(f"milestones must be whole numbers of epochs >= 1, got {milestones!r}")
+        self.milestones = sorted(int(m) for m in ms)
+        self.factor = _positive(factor, "factor")
+
+    def params(self):
+        return {"milestones": list(self.milestones), "factor": self.factor}
+
+    def next_lr(self, epoch, lr, metric):
+        return self.base_lr / self.factor ** sum(1 for m in self.milestones if epoch >= m)
+
+
+LR_SCHEDULES = {cls.__name__: cls for cls in (Constant, HalveAfter, ReduceOnPlateau, MultiStep)}
 
 
 def make_lr_schedule(name: str, **params) -> LRSchedule:
-    """Build a schedule by name: ``constant``, ``halve`` / ``halveafter``, ``plateau`` / ``reduceonplateau``."""
+    """Build a schedule by name: ``constant``, ``halve`` / ``halveafter``, ``plateau`` /
+    ``reduceonplateau``, ``multistep``."""
     key = name.strip().lower().replace("_", "").replace("-", "")
     aliases = {"constant": Constant, "none": Constant, "halve": HalveAfter, "halveafter": HalveAfter,
-               "plateau": ReduceOnPlateau, "reduceonplateau": ReduceOnPlateau}
+               "plateau": ReduceOnPlateau, "reduceonplateau": ReduceOnPlateau, "multistep": MultiStep}
     if key not in aliases:
-        raise ValueError(f"unknown learning-rate schedule {name!r}; choose one of constant, halve, plateau")
+        raise ValueError(f"unknown learning-rate schedule {name!r}; choose one of constant, halve, plateau, multistep")
     return aliases[key](**params)
 
 

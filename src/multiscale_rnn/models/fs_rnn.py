@@ -165,3 +165,12 @@ class SequentialLSTM(_ChainOrStack):
     ``hidden_sizes``: K equal sizes (the cells share one state). Layer norm on the cell states by
     default, as in the paper's Section 4.2."""
     core_name = "sequential_lstm"
+
+
+def _register_names() -> None:
+    from .registry import register_model
+    register_model("fs-lstm", FSRNN)
+    register_model("fs-rnn", FSRNN)
+
+
+_register_names()
