@@ -202,7 +202,6 @@ template <class S> void StepCell<S>::backward_step(Index t, MRef<S> dh, MRef<S> 
     tmp_.resize(H, B);
   }
   step_block(dh_out_, t, B) = dh;
-  if (has_c()) step_block(dc_out_, t, B) = dc;
   // Zoneout: split the gradient between the new value and the kept previous one.
   const bool zh = spec_.zoneout_h > 0.0, zc = has_c() && spec_.zoneout_c > 0.0;
   if (zh) {
@@ -230,6 +229,8 @@ template <class S> void StepCell<S>::backward_step(Index t, MRef<S> dh, MRef<S> 
     const auto cp = step_block(c_prev_, t, B);
     const auto tc = step_block(tanh_c_, t, B);
     if (!spec_.ln_cell) {
+      step_block(dc_out_, t, B).array() =
+          dct_.array() + dht_.array() * a.bottomRows(H).array() * (S(1) - tc.array().square());
       lstm_pointwise_backward<S>(da, tmp_, dht_, dct_, a, tc, cp);
     } else {
       const auto o = a.bottomRows(H).array();
@@ -238,6 +239,7 @@ template <class S> void StepCell<S>::backward_step(Index t, MRef<S> dh, MRef<S> 
       layer_norm_backward<S>(tmp_, g_cell_.g, b_cell_.g, tmp_, step_block(chat_, t, B), crstd_.middleCols(t * B, B),
                              g_cell_.w);
       tmp_ += dct_;  // the whole gradient reaching c~_t
+      step_block(dc_out_, t, B) = tmp_;
       lstm_gates_backward<S>(da, tmp_, tmp_, a, cp);
     }
     dc += tmp_;

@@ -1,6 +1,6 @@
 """multiscale-rnn: multiscale recurrent neural networks with a fast C++ core."""
 from ._native import ISA, core as _core
-from . import data, init, testing
+from . import analysis, data, init, plot, testing
 from .models import FSRNN, GRU, LSTM, MODELS, ElmanRNN, LanguageModel, SequentialLSTM, StackedLSTM
 from . import checkpoint, optim, schedules
 from .models.registry import build_model, register_model
@@ -18,6 +18,6 @@ def get_num_threads() -> int:
     return int(_core.get_num_threads())
 
 
-__all__ = ["data", "testing", "LSTM", "GRU", "ElmanRNN", "FSRNN", "StackedLSTM", "SequentialLSTM", "LanguageModel",
+__all__ = ["analysis", "plot", "data", "testing", "LSTM", "GRU", "ElmanRNN", "FSRNN", "StackedLSTM", "SequentialLSTM", "LanguageModel",
            "MODELS", "init", "set_num_threads", "get_num_threads", "ISA", "__version__", "optim", "schedules",
            "checkpoint", "Trainer", "History", "evaluate", "sample", "build_model", "register_model"]

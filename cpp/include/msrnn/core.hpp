@@ -37,7 +37,8 @@ template <class S> class Core {
   virtual std::vector<NamedState<S>> records() const { return {}; }
   // After backward: the gradient of the loss with respect to each recorded state, by the names
   // records() uses, each (rows, N): column block t is the whole gradient that reached that state
-  // at step t from the rest of the chunk. Cores that record no states return none.
+  // at step t through every use of it in the chunk (the core documents its exact variables).
+  // Cores that record no states return none.
   virtual std::vector<NamedState<S>> record_grads() const { return {}; }
 };
 

@@ -14,7 +14,8 @@
 // (the embedding and the output are dropped by the language model).
 // State: h_fast, c_fast (H_F, B), h_slow, c_slow (H_S, B) (no c_* for GRU cells).
 // Parameters: the cells' tensors with suffixes _f1 .. _fK and _s.
-// Records: h_f1, c_f1, ..., h_s, c_s, each (H, N): every cell's state after each step.
+// Records: h_f1, c_f1, ..., h_s, c_s, each (H, N): every cell's state after each step; their
+// record_grads are the whole gradients w.r.t. h_t and c_t (StepCell::dh_out, dc_out).
 //
 // SequentialRNN, K >= 1 cells of one size H connected one after another within a step:
 //   h^1_t = f^1(h^K_{t-1}, x_t),   h^i_t = f^i(h^{i-1}_t) for 2 <= i <= K,   y_t = h^K_t

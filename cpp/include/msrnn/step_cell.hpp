@@ -75,8 +75,11 @@ template <class S> class StepCell {
   // projected and dX has columns.
   void finish_backward(MRef<S> dX, CRef<S> X);
 
-  // The state after each step of the last forward, (H, N), and (after backward) the whole gradient
-  // that reached it, (H, N). c and dc have 0 rows for GRU.
+  // The state after each step of the last forward, (H, N), and after backward the whole gradient
+  // of the loss with respect to it, (H, N): dh_out w.r.t. h_t from all its uses; dc_out w.r.t. the
+  // cell state computed at step t, c~_t, from all its uses (the output h~_t and the next step),
+  // which is the gradient w.r.t. c_t of h_t = o * tanh(c_t) when zoneout is off (with zoneout the
+  // recorded c_t mixes c~_t and c_{t-1}). c and dc have 0 rows for GRU.
   const Mat<S>& h_out() const { return h_out_; }
   const Mat<S>& c_out() const { return c_out_; }
   const Mat<S>& dh_out() const { return dh_out_; }
