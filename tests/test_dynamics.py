@@ -47,8 +47,11 @@ def test_per_token_loss_aligns_with_targets():
     ids = rng.integers(0, V, 61)
     losses = analysis.per_token_loss(model, ids, batch_size=1, bptt=7)
     _, direct, _ = model.loss(ids[None, :-1], ids[None, 1:], per_token=True)
-    np.testing.assert_allclose(losses[:-1], direct[0], rtol=1e-12)
-    assert np.isnan(losses[-1])
+    np.testing.assert_allclose(losses, direct[0], rtol=1e-12)
+    losses = analysis.per_token_loss(model, ids[:60], batch_size=3, bptt=7)   # streams of 20
+    assert losses.shape == (59,) and np.flatnonzero(np.isnan(losses)).tolist() == [19, 39]
+    _, direct, _ = model.loss(ids[None, 20:39], ids[None, 21:40], per_token=True)
+    np.testing.assert_allclose(losses[20:39], direct[0], rtol=1e-12)
     # several streams: the mean equals the evaluation loss over the same streams
     losses = analysis.per_token_loss(model, ids, batch_size=3, bptt=5)
     assert np.nanmean(losses) == pytest.approx(msr.evaluate(model, ids, batch_size=3, bptt=5)["loss"], rel=1e-12)
@@ -115,6 +118,7 @@ def test_plots_return_axes():
     ax = msr.plot.gradient_decay({"FS-Slow": rng.random((3, 11)), "FS-Fast": rng.random((3, 11))}, ax=axes[0])
     assert ax is axes[0] and len(ax.lines) == 2
     assert max(np.nanmax(l.get_ydata()) for l in ax.lines) == pytest.approx(1.0)
+    assert msr.plot.gradient_decay({"a": rng.random((3, 5)) + 0.1}, log=True).get_yscale() == "log"
     ax = msr.plot.state_change({"a": rng.random(50), "b": rng.random(50)}, ax=axes[1])
     assert ax is axes[1] and len(ax.patches) == 2
     curves = {"Fast-Slow": rng.random((2, 10)), "Stacked": rng.random(10) + 1}

@@ -2,7 +2,7 @@
 
 namespace msrnn {
 
-template <class S> void lstm_gates_forward(MRef<S> act, MRef<S> c, CRef<S> c_prev) {
+template <class S> void lstm_pointwise_forward(MRef<S> act, MRef<S> c, MRef<S> tanh_c, MRef<S> h, CRef<S> c_prev) {
   const Index H = c.rows();
   auto i = act.topRows(H).array();
   auto f = act.middleRows(H, H).array();
@@ -13,36 +13,25 @@ template <class S> void lstm_gates_forward(MRef<S> act, MRef<S> c, CRef<S> c_pre
   g = g.tanh();
   o = o.logistic();
   c.array() = f * c_prev.array() + i * g;
-}
-
-template <class S> void lstm_pointwise_forward(MRef<S> act, MRef<S> c, MRef<S> tanh_c, MRef<S> h, CRef<S> c_prev) {
-  const Index H = c.rows();
-  lstm_gates_forward<S>(act, c, c_prev);
   tanh_c.array() = c.array().tanh();
-  h.array() = act.bottomRows(H).array() * tanh_c.array();
-}
-
-template <class S> void lstm_gates_backward(MRef<S> da, MRef<S> dc_prev, CRef<S> dc_total, CRef<S> act, CRef<S> c_prev) {
-  const Index H = dc_total.rows();
-  const auto i = act.topRows(H).array();
-  const auto f = act.middleRows(H, H).array();
-  const auto g = act.middleRows(2 * H, H).array();
-  const auto dc = dc_total.array();
-  da.topRows(H).array() = dc * g * i * (S(1) - i);
-  da.middleRows(H, H).array() = dc * c_prev.array() * f * (S(1) - f);
-  da.middleRows(2 * H, H).array() = dc * i * (S(1) - g.square());
-  dc_prev.array() = dc * f;  // elementwise, so dc_prev may alias dc_total
+  h.array() = o * tanh_c.array();
 }
 
 template <class S>
 void lstm_pointwise_backward(MRef<S> da, MRef<S> dc_prev, CRef<S> dh, CRef<S> dc, CRef<S> act, CRef<S> tanh_c,
                              CRef<S> c_prev) {
   const Index H = dh.rows();
+  const auto i = act.topRows(H).array();
+  const auto f = act.middleRows(H, H).array();
+  const auto g = act.middleRows(2 * H, H).array();
   const auto o = act.bottomRows(H).array();
   // dc_t in total: from step t+1 and through h_t = o * tanh(c_t). Kept in dc_prev's memory.
   dc_prev.array() = dc.array() + dh.array() * o * (S(1) - tanh_c.array().square());
+  da.topRows(H).array() = dc_prev.array() * g * i * (S(1) - i);
+  da.middleRows(H, H).array() = dc_prev.array() * c_prev.array() * f * (S(1) - f);
+  da.middleRows(2 * H, H).array() = dc_prev.array() * i * (S(1) - g.square());
   da.bottomRows(H).array() = dh.array() * tanh_c.array() * o * (S(1) - o);
-  lstm_gates_backward<S>(da, dc_prev, dc_prev, act, c_prev);
+  dc_prev.array() *= f;
 }
 
 template <class S>
@@ -126,8 +115,6 @@ template <class S> void LSTMLayer<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X
 #define MSRNN_INSTANTIATE(S)                                                                                \
   template void lstm_pointwise_forward<S>(MRef<S>, MRef<S>, MRef<S>, MRef<S>, CRef<S>);                    \
   template void lstm_pointwise_backward<S>(MRef<S>, MRef<S>, CRef<S>, CRef<S>, CRef<S>, CRef<S>, CRef<S>); \
-  template void lstm_gates_forward<S>(MRef<S>, MRef<S>, CRef<S>);                                         \
-  template void lstm_gates_backward<S>(MRef<S>, MRef<S>, CRef<S>, CRef<S>, CRef<S>);                      \
   template class LSTMLayer<S>;
 MSRNN_INSTANTIATE(float)
 MSRNN_INSTANTIATE(double)

@@ -132,7 +132,8 @@ template <class S> void StepCell<S>::step(Index t, MRef<S> h, MRef<S> c, CRef<S>
     if (!spec_.ln_cell) {
       lstm_pointwise_forward<S>(a, ct_, tc, ht_, cp);
     } else {
-      lstm_gates_forward<S>(a, ct_, cp);
+      // The gates and c~_t as in the plain cell; its tanh(c~_t) and h~_t are then replaced.
+      lstm_pointwise_forward<S>(a, ct_, tc, ht_, cp);
       tmp_.resize(H, B);
       layer_norm_forward<S>(tmp_, step_block(chat_, t, B), crstd_.middleCols(t * B, B), ct_, g_cell_.w, b_cell_.w, eps);
       tc.array() = tmp_.array().tanh();
@@ -234,13 +235,16 @@ template <class S> void StepCell<S>::backward_step(Index t, MRef<S> dh, MRef<S> 
       lstm_pointwise_backward<S>(da, tmp_, dht_, dct_, a, tc, cp);
     } else {
       const auto o = a.bottomRows(H).array();
-      da.bottomRows(H).array() = dht_.array() * tc.array() * o * (S(1) - o);
       tmp_.array() = dht_.array() * o * (S(1) - tc.array().square());  // gradient of LN(c~_t)
       layer_norm_backward<S>(tmp_, g_cell_.g, b_cell_.g, tmp_, step_block(chat_, t, B), crstd_.middleCols(t * B, B),
                              g_cell_.w);
       tmp_ += dct_;  // the whole gradient reaching c~_t
       step_block(dc_out_, t, B) = tmp_;
-      lstm_gates_backward<S>(da, tmp_, tmp_, a, cp);
+      // The plain cell's backward with no gradient at its own output o * tanh(c~_t): the i, f, g
+      // rows and f * dc~_t; the o rows follow from h~_t = o * tanh(LN(c~_t)).
+      zero_.setZero(H, B);
+      lstm_pointwise_backward<S>(da, tmp_, zero_, tmp_, a, tc, cp);
+      da.bottomRows(H).array() = dht_.array() * tc.array() * o * (S(1) - o);
     }
     dc += tmp_;
     if (spec_.ln_gates) {

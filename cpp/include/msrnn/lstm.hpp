@@ -18,14 +18,6 @@ template <class S>
 void lstm_pointwise_backward(MRef<S> da, MRef<S> dc_prev, CRef<S> dh, CRef<S> dc, CRef<S> act, CRef<S> tanh_c,
                              CRef<S> c_prev);
 
-// The two halves of the step above, for cells that transform c_t before the output (layer-normalised
-// cell state, fs_rnn.hpp). Forward: act (4H, B) in pre-activations, out [i; f; g; o]; c (H, B) out,
-// c_t = f * c_{t-1} + i * g; c_prev (H, B) in.
-template <class S> void lstm_gates_forward(MRef<S> act, MRef<S> c, CRef<S> c_prev);
-// Backward, given dc_total (H, B), the whole gradient reaching c_t: writes the i, f, g rows of
-// da (4H, B) (the o rows are the caller's) and dc_prev = f * dc_total (H, B; may alias dc_total).
-template <class S> void lstm_gates_backward(MRef<S> da, MRef<S> dc_prev, CRef<S> dc_total, CRef<S> act, CRef<S> c_prev);
-
 // One LSTM layer over a chunk. Parameters (suffix e.g. "_l0"): weight_ih (4H, E), weight_hh (4H, H),
 // bias_ih (4H), bias_hh (4H). State: h, c (H, B).
 template <class S> class LSTMLayer : public Core<S> {

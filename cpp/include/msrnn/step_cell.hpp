@@ -106,7 +106,7 @@ template <class S> class StepCell {
   Mat<S> da_;            // (G*H, N) backward: gradient of the pre-activations (GRU: of ax)
   Mat<S> dah_;           // (3H, N) GRU backward: gradient of ah
   Mat<S> dh_out_, dc_out_;  // (H, N) gradient reaching the state after each step
-  Mat<S> ct_, ht_, tmp_, dht_, dct_;  // (H, B) step temporaries
+  Mat<S> ct_, ht_, tmp_, dht_, dct_, zero_;  // (H, B) step temporaries
 };
 
 }  // namespace msrnn

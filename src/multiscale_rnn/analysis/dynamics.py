@@ -138,10 +138,10 @@ def state_change(model, ids, batch_size: int = 16, bptt: int = 100, state: Optio
 
 def per_token_loss(model, ids, batch_size: int = 16, bptt: int = 100) -> np.ndarray:
     """-log p(ids[i+1] | ids[..i]) in nats for every i that ``batch_size`` contiguous streams
-    cover (evaluation mode, state carried along each stream from zero). Returns an (n,) array
-    aligned with the targets ids[1:n+1]: stream b covers targets [b*L + 1, (b+1)*L) of
-    L = len(ids) // B, so the loss at the last target of each stream is NaN (it has no target
-    inside the stream)."""
+    cover (evaluation mode, state carried along each stream from zero). Returns an (n,) array,
+    n = B * (len(ids) // B) - 1, aligned with the targets ids[1:n+1]. Stream b reads
+    ids[b*L : (b+1)*L] (L = len(ids) // B), so the first target of each later stream,
+    ids[b*L], is predicted by no stream: its entry is NaN."""
     from ..data import batchify, chunks
     ids = _ids(ids)
     B = _positive(batch_size, "batch_size")
@@ -155,7 +155,7 @@ def per_token_loss(model, ids, batch_size: int = 16, bptt: int = 100) -> np.ndar
         _, nll, state_ = model.loss(x, y, state_, per_token=True)
         losses[:, pos:pos + x.shape[1]] = nll
         pos += x.shape[1]
-    return losses.ravel()
+    return losses.ravel()[:-1]
 
 
 def word_positions(text, space: str = " ", min_length: int = 2) -> np.ndarray:

@@ -33,14 +33,20 @@ def _mean_band(ax, x, rows, label):
     line, = ax.plot(x, mean, label=label)
     if rows.shape[0] > 1:
         std = np.nanstd(rows, axis=0)
-        ax.fill_between(x, mean - std, mean + std, color=line.get_color(), alpha=0.2, linewidth=0)
+        low = mean - std
+        if ax.get_yscale() == "log":                # keep the band on the positive axis
+            low = np.where(low > 0, low, mean / 10)
+        ax.fill_between(x, low, mean + std, color=line.get_color(), alpha=0.2, linewidth=0)
 
 
-def gradient_decay(curves: Dict[str, np.ndarray], ax=None, normalize: bool = True):
+def gradient_decay(curves: Dict[str, np.ndarray], ax=None, normalize: bool = True, log: bool = False):
     """Figure 3: ||dL_t / dc_{t-k}|| against k, the mean over samples with a band of one standard
     deviation. ``curves``: label -> (samples, K+1) from ``analysis.gradient_decay``. With
-    ``normalize`` every value is divided by the largest mean over all curves."""
+    ``normalize`` every value is divided by the largest mean over all curves; ``log`` draws the
+    y axis logarithmic (the long-lag differences span orders of magnitude)."""
     ax = _axes(ax)
+    if log:
+        ax.set_yscale("log")
     rows = {k: _rows(v) for k, v in curves.items()}
     scale = 1.0
     if normalize and rows:
