@@ -210,6 +210,8 @@ template <class S> void bind_optim(py::module_& m) {
 
 }  // namespace
 
+void bind_blocks(py::module_& parent);  // blocks.cpp
+
 PYBIND11_MODULE(MSRNN_MODULE_NAME, m) {
   m.doc() = "multiscale-rnn C++ core";
   // pybind11 turns std::invalid_argument into ValueError and std::out_of_range into IndexError.
@@ -219,4 +221,5 @@ PYBIND11_MODULE(MSRNN_MODULE_NAME, m) {
   bind_model<double>(m, "LanguageModelF64");
   bind_optim<float>(m);
   bind_optim<double>(m);
+  bind_blocks(m);
 }

@@ -1,6 +1,6 @@
 """multiscale-rnn: multiscale recurrent neural networks with a fast C++ core."""
 from ._native import ISA, core as _core
-from . import init
+from . import data, init, testing
 from .models import GRU, LSTM, MODELS, ElmanRNN, LanguageModel
 from . import checkpoint, optim, schedules
 from .models.registry import build_model, register_model
@@ -18,6 +18,6 @@ def get_num_threads() -> int:
     return int(_core.get_num_threads())
 
 
-__all__ = ["LSTM", "GRU", "ElmanRNN", "LanguageModel", "MODELS", "init", "set_num_threads", "get_num_threads",
+__all__ = ["data", "testing", "LSTM", "GRU", "ElmanRNN", "LanguageModel", "MODELS", "init", "set_num_threads", "get_num_threads",
            "ISA", "__version__", "optim", "schedules", "checkpoint", "Trainer", "History", "evaluate", "sample",
            "build_model", "register_model"]

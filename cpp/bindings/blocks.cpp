@@ -1,0 +1,130 @@
+// Float64 bindings of the building blocks, one forward/backward pair each, for gradient checks
+// and reference comparisons from Python (module `_core.blocks`). Arrays are copied in and out.
+#include <pybind11/eigen.h>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "msrnn/blocks.hpp"
+#include "msrnn/gru.hpp"
+#include "msrnn/lstm.hpp"
+
+namespace py = pybind11;
+using namespace msrnn;
+using M = Mat<double>;
+using Ids = py::array_t<std::int32_t, py::array::c_style | py::array::forcecast>;
+
+namespace {
+
+void same_shape(const M& a, const M& b, const char* what_a, const char* what_b) {
+  if (a.rows() != b.rows() || a.cols() != b.cols())
+    throw py::value_error(cat(what_a, " has shape (", a.rows(), ", ", a.cols(), "), ", what_b, " (", b.rows(), ", ",
+                              b.cols(), ")"));
+}
+
+void check_ids(const Ids& ids, Index n, Index V, const char* what) {
+  if (ids.size() != n) throw py::value_error(cat(what, " has ", ids.size(), " entries, expected ", n));
+  for (Index i = 0; i < n; ++i)
+    if (ids.data()[i] < 0 || ids.data()[i] >= V)
+      throw py::index_error(cat(what, " id ", ids.data()[i], " at position ", i, " is outside [0, ", V, ")"));
+}
+
+void check_rows(const M& a, Index rows, const char* what) {
+  if (a.rows() != rows) throw py::value_error(cat(what, " has ", a.rows(), " rows, expected ", rows));
+}
+
+}  // namespace
+
+void bind_blocks(py::module_& parent) {
+  auto m = parent.def_submodule("blocks", "float64 building blocks (forward/backward pairs) for checks");
+
+  m.def("embedding_forward", [](const M& W, const Ids& ids) {
+    check_ids(ids, ids.size(), W.cols(), "token");
+    M X(W.rows(), ids.size());
+    embedding_forward<double>(X, W, ids.data());
+    return X;
+  });
+  m.def("embedding_backward", [](const M& dX, const Ids& ids, Index V) {
+    check_ids(ids, dX.cols(), V, "token");
+    M dW = M::Zero(dX.rows(), V);
+    embedding_backward<double>(dW, dX, ids.data());
+    return dW;
+  });
+
+  m.def("linear_forward", [](const M& W, const M& b, const M& X) {
+    check_rows(X, W.cols(), "X");
+    check_rows(b, W.rows(), "b");
+    M Y(W.rows(), X.cols());
+    linear_forward<double>(Y, W, b, X);
+    return Y;
+  });
+  m.def("linear_backward", [](const M& dY, const M& W, const M& X) {
+    check_rows(dY, W.rows(), "dY");
+    M dW = M::Zero(W.rows(), W.cols()), db = M::Zero(W.rows(), 1), dX(W.cols(), dY.cols());
+    linear_backward_params<double>(dW, db, dY, X);
+    linear_backward_input<double>(dX, W, dY);
+    return py::make_tuple(dX, dW, db);
+  });
+
+  m.def("layer_norm_forward", [](const M& X, const M& g, const M& b, double eps) {
+    check_rows(g, X.rows(), "gain");
+    check_rows(b, X.rows(), "bias");
+    M Y(X.rows(), X.cols()), xhat(X.rows(), X.cols()), rstd(1, X.cols());
+    layer_norm_forward<double>(Y, xhat, rstd, X, g, b, eps);
+    return py::make_tuple(Y, xhat, rstd);
+  });
+  m.def("layer_norm_backward", [](const M& dY, const M& xhat, const M& rstd, const M& g) {
+    same_shape(dY, xhat, "dY", "xhat");
+    M dX(dY.rows(), dY.cols()), dg = M::Zero(dY.rows(), 1), db = M::Zero(dY.rows(), 1);
+    layer_norm_backward<double>(dX, dg, db, dY, xhat, rstd, g);
+    return py::make_tuple(dX, dg, db);
+  });
+
+  m.def("dropout_mask", [](Index rows, Index cols, double p, std::uint64_t seed) {
+    Rng rng(seed);
+    M mask(rows, cols);
+    dropout_mask<double>(mask, p, rng);
+    return mask;
+  });
+
+  m.def("softmax_xent_forward", [](const M& Z, const Ids& targets) {
+    check_ids(targets, Z.cols(), Z.rows(), "target");
+    M P(Z.rows(), Z.cols());
+    const double loss = softmax_xent_forward<double>(P, Z, targets.data());
+    return py::make_tuple(loss, P);
+  });
+  m.def("softmax_xent_backward", [](const M& P, const Ids& targets, double scale) {
+    check_ids(targets, P.cols(), P.rows(), "target");
+    M dZ(P.rows(), P.cols());
+    softmax_xent_backward<double>(dZ, P, targets.data(), scale);
+    return dZ;
+  });
+
+  // One step of the cells' pointwise parts (gates given as pre-activations).
+  m.def("lstm_pointwise_forward", [](M a, const M& c_prev) {
+    check_rows(a, 4 * c_prev.rows(), "pre-activations");
+    const Index H = c_prev.rows(), B = c_prev.cols();
+    M c(H, B), tanh_c(H, B), h(H, B);
+    lstm_pointwise_forward<double>(a, c, tanh_c, h, c_prev);
+    return py::make_tuple(a, c, tanh_c, h);
+  });
+  m.def("lstm_pointwise_backward", [](const M& dh, const M& dc, const M& act, const M& tanh_c, const M& c_prev) {
+    same_shape(dh, c_prev, "dh", "c_prev");
+    M da(act.rows(), act.cols()), dc_prev(dh.rows(), dh.cols());
+    lstm_pointwise_backward<double>(da, dc_prev, dh, dc, act, tanh_c, c_prev);
+    return py::make_tuple(da, dc_prev);
+  });
+  m.def("gru_pointwise_forward", [](M ax, const M& ah, const M& h_prev) {
+    check_rows(ax, 3 * h_prev.rows(), "input pre-activations");
+    same_shape(ax, ah, "ax", "ah");
+    M h(h_prev.rows(), h_prev.cols());
+    gru_pointwise_forward<double>(ax, h, ah, h_prev);
+    return py::make_tuple(ax, h);
+  });
+  m.def("gru_pointwise_backward", [](const M& dh, const M& act, const M& ah, const M& h_prev) {
+    same_shape(dh, h_prev, "dh", "h_prev");
+    M dax(act.rows(), act.cols()), dah(act.rows(), act.cols()), dh_prev(dh.rows(), dh.cols());
+    gru_pointwise_backward<double>(dax, dah, dh_prev, dh, act, ah, h_prev);
+    return py::make_tuple(dax, dah, dh_prev);
+  });
+}

@@ -1,0 +1,77 @@
+"""Bad input to the model API raises clear exceptions naming the problem."""
+import numpy as np
+import pytest
+
+import multiscale_rnn as msr
+
+
+@pytest.fixture
+def model():
+    return msr.LSTM(vocab_size=10, embed_size=4, hidden_sizes=(5,), seed=0)
+
+
+def test_token_out_of_vocabulary_names_id_and_position(model):
+    tok = np.zeros((2, 4), int)
+    tok[1, 2] = 10
+    with pytest.raises(IndexError, match=r"token id 10 at \(stream 1, step 2\).*\[0, 10\)"):
+        model.forward(tok)
+    tok[1, 2] = -1
+    with pytest.raises(IndexError, match=r"id -1 at \(stream 1, step 2\)"):
+        model.loss_and_grad(tok, np.zeros((2, 4), int))
+    with pytest.raises(IndexError, match=r"target id 12 at \(stream 0, step 3\)"):
+        model.loss(np.zeros((2, 4), int), np.array([[0, 0, 0, 12], [0, 0, 0, 0]]))
+
+
+def test_core_checks_ids_too(model):
+    # The C++ core refuses bad ids itself, for callers that bypass the Python checks.
+    with pytest.raises(IndexError, match=r"id 99 at \(stream 0, step 1\)"):
+        model._impl.forward(np.array([[1, 99, 2]], np.int32), False)
+
+
+def test_wrong_dtype_and_shape(model):
+    with pytest.raises(TypeError, match="integer.*float64"):
+        model.forward(np.zeros((2, 3)))
+    with pytest.raises(ValueError, match=r"shape \(batch, steps\), got shape \(6,\)"):
+        model.forward(np.zeros(6, int))
+    with pytest.raises(ValueError, match="empty"):
+        model.forward(np.zeros((2, 0), int))
+    with pytest.raises(ValueError, match=r"targets have shape \(2, 2\), tokens \(2, 3\)"):
+        model.loss_and_grad(np.zeros((2, 3), int), np.zeros((2, 2), int))
+
+
+def test_bad_state(model):
+    tok = np.zeros((2, 3), int)
+    state = model.initial_state(2)
+    with pytest.raises(ValueError, match=r"state 'h_l0' has shape \(3, 5\), expected \(batch 2"):
+        model.forward(tok, {"h_l0": np.zeros((3, 5)), "c_l0": np.zeros((3, 5))})
+    with pytest.raises(ValueError, match="state 'c_l0' has shape"):
+        model.forward(tok, {"h_l0": np.zeros((2, 5)), "c_l0": np.zeros((2, 7))})
+    with pytest.raises(ValueError, match="'c_l0' is missing"):
+        model.forward(tok, {"h_l0": state["h_l0"]})
+    bad = dict(state, h_l0=np.full((2, 5), np.nan))
+    with pytest.raises(ValueError, match="NaN"):
+        model.forward(tok, bad)
+    with pytest.raises(TypeError, match="dict"):
+        model.forward(tok, [1, 2])
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(vocab_size=0, embed_size=4, hidden_sizes=(5,)), "vocab_size"),
+    (dict(vocab_size=5, embed_size=4, hidden_sizes=()), "hidden_sizes"),
+    (dict(vocab_size=5, embed_size=4, hidden_sizes=(5, -1)), "hidden_sizes"),
+    (dict(vocab_size=5, embed_size=4, hidden_sizes=(5,), dropout=1.0), "dropout"),
+    (dict(vocab_size=5, embed_size=4, hidden_sizes=(5,), dtype="float16"), "dtype"),
+])
+def test_bad_construction(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        msr.GRU(**kwargs)
+
+
+def test_load_parameters_checks_names_and_shapes(model):
+    p = {k: v.copy() for k, v in model.parameters().items()}
+    p["weight_hh_l0"] = np.zeros((3, 3))
+    with pytest.raises(ValueError, match=r"'weight_hh_l0' has shape \(3, 3\), expected \(20, 5\)"):
+        model.load_parameters(p)
+    del p["weight_hh_l0"]
+    with pytest.raises(ValueError, match="missing.*weight_hh_l0"):
+        model.load_parameters(p)
