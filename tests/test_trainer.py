@@ -212,3 +212,26 @@ class TestSample:
         with pytest.raises(ValueError, match="vocabulary has"):
             msr.sample(model, other)
         assert len(msr.sample(model, vocab, length=10)) == 10
+
+
+def test_progress_bar_and_word_units(capsys, monkeypatch):
+    import tqdm.auto
+
+    class Eager(tqdm.auto.tqdm):  # redraw on every update, so a run of a fraction of a second shows its figures
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **{**kwargs, "mininterval": 0, "miniters": 1})
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", Eager)
+    text = "the cat sat on the mat\nthe dog sat on the log\n" * 40
+    c = data.word_corpus(text, text[:400])
+    model = msr.GRU(c.vocab_size, 8, (16,), seed=0)
+    trainer = msr.Trainer(model, batch_size=4, bptt=10, progress=True, unit="word")
+    hist = trainer.fit(c.train, valid=c.valid, epochs=1)
+    out, err = capsys.readouterr()
+    assert f"epoch 1: train bpw {hist[0]['train_bpc']:.4f}, valid bpw {hist[0]['valid_bpc']:.4f}" in out
+    assert "epoch 1/1" in err and "bpw=" in err and "tok/s=" in err  # the tqdm bar
+    with pytest.raises(ValueError, match="unit"):
+        msr.Trainer(model, unit="byte")
+    # sampling words: tokens joined by spaces, starting from <eos> without a prompt
+    words = msr.sample(model, c.vocab, length=5, seed=0).split(" ")
+    assert len(words) == 5 and all(w in c.vocab.itos for w in words)
