@@ -1,0 +1,262 @@
+"""Corpora: train / valid / test id arrays sharing one vocabulary.
+
+The unseen-symbol rule
+----------------------
+The vocabulary is built from the **training split only**, its symbols sorted
+(code points, byte values, or words in Python string order). A symbol of the
+validation or test split that does not occur in training is replaced by the
+unknown symbol: ``"<unk>"`` for words, U+FFFD (``"\\ufffd"``) for characters.
+
+The unknown symbol is part of the vocabulary **only when needed**: when some
+validation/test symbol is unseen in training (it is then appended, so its id is
+``vocab_size - 1``), or when the training text itself contains it (Penn
+Treebank's ``<unk>``; it then keeps its sorted place). Otherwise the vocabulary
+has no unknown symbol, ``vocab.unk_id`` is ``None``, and the alphabet is exactly
+the training alphabet (50 symbols for PTB characters, 27 for text8).
+
+``Corpus.stats()["unknown"]`` counts the replacements per split and
+``stats()["unknown_symbols"]`` lists the replaced symbols.
+"""
+
+from collections import Counter
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from .vocab import UNK_CHAR, UNK_WORD, Vocab, text_codes, tokenize_words
+
+__all__ = ["Corpus", "char_corpus", "word_corpus", "word_boundaries", "split_contiguous", "SPLITS"]
+
+SPLITS = ("train", "valid", "test")
+
+# Every code point for which str.isspace() is true lies below U+3001.
+_SPACE_CODES = np.array([c for c in range(0x3001) if chr(c).isspace()], dtype=np.int64)
+
+
+def as_ids(ids: Any, what: str, vocab_size: Optional[int] = None) -> np.ndarray:
+    """Check and convert a 1-D integer id sequence to a contiguous ``int32`` array."""
+    arr = np.asarray(ids)
+    if arr.ndim != 1:
+        raise ValueError(f"{what} must be a 1-D sequence of ids, got shape {arr.shape}")
+    if arr.size == 0:
+        raise ValueError(f"{what} is empty")
+    if arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer):
+        raise TypeError(f"{what} must hold integer ids, got dtype {arr.dtype}")
+    if vocab_size is not None:
+        bad = np.flatnonzero((arr < 0) | (arr >= vocab_size))
+        if len(bad):
+            p = int(bad[0])
+            raise ValueError(f"{what}: id {int(arr[p])} at position {p} is out of range for vocab_size {vocab_size}")
+    return np.ascontiguousarray(arr, dtype=np.int32)
+
+
+class Corpus:
+    """Train / valid / test id arrays (1-D ``int32``) and their vocabulary.
+
+    ``valid`` and ``test`` may be ``None``. ``unknown`` (optional) maps a split
+    name to a :class:`collections.Counter` of the symbols replaced by the
+    unknown id when the split was encoded; ``boundaries`` (optional) holds
+    ground-truth boundary arrays per split, e.g.
+    ``{"train": {"word": bool_array, "phrase": bool_array}, ...}``.
+    """
+
+    def __init__(
+        self,
+        train: Any,
+        valid: Any,
+        test: Any,
+        vocab: Vocab,
+        name: str = "corpus",
+        unit: Optional[str] = None,
+        *,
+        unknown: Optional[Dict[str, Counter]] = None,
+        boundaries: Optional[Dict[str, Dict[str, np.ndarray]]] = None,
+    ):
+        if not isinstance(vocab, Vocab):
+            raise TypeError(f"vocab must be a Vocab, got {type(vocab).__name__}")
+        unit = vocab.unit if unit is None else unit
+        if unit != vocab.unit:
+            raise ValueError(f"unit {unit!r} does not match the vocabulary's unit {vocab.unit!r}")
+        if train is None:
+            raise ValueError("a corpus needs a training split")
+        self.vocab = vocab
+        self.name = str(name)
+        self.unit = unit
+        self.train = as_ids(train, f"{name} train split", vocab.size)
+        self.valid = None if valid is None else as_ids(valid, f"{name} valid split", vocab.size)
+        self.test = None if test is None else as_ids(test, f"{name} test split", vocab.size)
+        self.unknown: Dict[str, Counter] = {s: Counter((unknown or {}).get(s, ())) for s in self.splits}
+        self.boundaries = boundaries
+
+    @property
+    def vocab_size(self) -> int:
+        return self.vocab.size
+
+    @property
+    def level(self) -> Optional[str]:
+        """``"codepoint"`` or ``"byte"`` for character corpora, ``None`` for words."""
+        return self.vocab.level
+
+    @property
+    def splits(self) -> Dict[str, np.ndarray]:
+        """The splits that are present, by name."""
+        return {s: getattr(self, s) for s in SPLITS if getattr(self, s) is not None}
+
+    def stats(self) -> Dict[str, Any]:
+        """Sizes and unknown-symbol counts.
+
+        Keys: ``name``, ``unit``, ``level``, ``vocab_size``, ``unk_id``,
+        ``tokens`` (tokens per split), ``unknown`` (symbols replaced by the
+        unknown id per split), ``unknown_symbols`` (per split, the replaced
+        symbols and their counts, most frequent first, at most 20),
+        ``unk_tokens`` (occurrences of the unknown id per split, whether
+        replaced or already in the text, like PTB's ``<unk>``).
+        """
+        splits = self.splits
+        unk = self.vocab.unk_id
+        return {
+            "name": self.name,
+            "unit": self.unit,
+            "level": self.level,
+            "vocab_size": self.vocab_size,
+            "unk_id": unk,
+            "tokens": {s: int(len(a)) for s, a in splits.items()},
+            "unknown": {s: int(sum(self.unknown[s].values())) for s in splits},
+            "unknown_symbols": {s: dict(self.unknown[s].most_common(20)) for s in splits},
+            "unk_tokens": {s: (0 if unk is None else int(np.count_nonzero(a == unk))) for s, a in splits.items()},
+        }
+
+    def __repr__(self) -> str:
+        sizes = ", ".join(f"{s}={len(a):,}" for s, a in self.splits.items())
+        return f"Corpus({self.name!r}, unit={self.unit!r}, vocab_size={self.vocab_size}, {sizes})"
+
+
+def _check_text(text: Any, what: str, allow_bytes: bool) -> None:
+    kinds = (str, bytes, bytearray) if allow_bytes else (str,)
+    if not isinstance(text, kinds):
+        expected = "str or bytes" if allow_bytes else "str"
+        raise TypeError(f"{what} text must be {expected}, got {type(text).__name__}")
+    if len(text) == 0:
+        raise ValueError(f"{what} text is empty")
+
+
+def char_corpus(
+    train_text: Union[str, bytes],
+    valid_text: Union[str, bytes, None] = None,
+    test_text: Union[str, bytes, None] = None,
+    name: str = "text",
+    level: str = "codepoint",
+) -> Corpus:
+    """A character corpus.
+
+    ``level="codepoint"``: one symbol per Unicode code point (texts are
+    ``str``). ``level="byte"``: one symbol per UTF-8 byte (``str`` texts are
+    encoded as UTF-8, ``bytes`` taken as they are); ids go only to the byte
+    values seen in training.
+
+    The vocabulary holds the training symbols, sorted. Validation/test symbols
+    unseen in training map to the unknown symbol U+FFFD, which is added to the
+    vocabulary only when needed (see the module docstring);
+    ``stats()["unknown"]`` counts the replacements.
+    """
+    if level not in ("codepoint", "byte"):
+        raise ValueError(f"level must be 'codepoint' or 'byte', got {level!r}")
+    texts = {"train": train_text, "valid": valid_text, "test": test_text}
+    codes = {}
+    for split, text in texts.items():
+        if text is None and split != "train":
+            continue
+        _check_text(text, f"{name} {split}", allow_bytes=(level == "byte"))
+        codes[split] = text_codes(text, level)
+    train_codes = codes["train"]
+    if train_codes.dtype == np.uint8:
+        present = np.flatnonzero(np.bincount(train_codes, minlength=256))
+    else:
+        present = np.unique(train_codes)
+    symbols = [chr(c) for c in present.tolist()] if level == "codepoint" else present.tolist()
+    seen = set(present.tolist())
+    needs_unk = any(not np.isin(c, present).all() for s, c in codes.items() if s != "train")
+    unk = UNK_CHAR if needs_unk or (level == "codepoint" and ord(UNK_CHAR) in seen) else None
+    vocab = Vocab(symbols, unit="char", unk=unk, level=level)
+    ids, unknown = {}, {}
+    for split, c in codes.items():
+        mapped, found = vocab._map_codes(c)
+        if not found.all():
+            missing = np.flatnonzero(~found)
+            mapped[missing] = vocab.unk_id
+            values = c[missing].tolist()
+            unknown[split] = Counter(chr(v) for v in values) if level == "codepoint" else Counter(values)
+        ids[split] = mapped
+    return Corpus(ids["train"], ids.get("valid"), ids.get("test"), vocab, name, "char", unknown=unknown)
+
+
+def word_corpus(
+    train_text: str,
+    valid_text: Optional[str] = None,
+    test_text: Optional[str] = None,
+    name: str = "words",
+) -> Corpus:
+    """A word corpus: tokens split on whitespace, ``"<eos>"`` at each newline
+    (see :func:`multiscale_rnn.data.tokenize_words`).
+
+    The vocabulary holds the training tokens, sorted. Validation/test tokens
+    unseen in training map to ``"<unk>"``, which is in the vocabulary only when
+    needed or when the training text already contains it.
+    """
+    tokens = {}
+    for split, text in (("train", train_text), ("valid", valid_text), ("test", test_text)):
+        if text is None and split != "train":
+            continue
+        _check_text(text, f"{name} {split}", allow_bytes=False)
+        tokens[split] = tokenize_words(text)
+        if not tokens[split]:
+            raise ValueError(f"{name} {split} text has no tokens (only whitespace)")
+    known = set(tokens["train"])
+    needs_unk = UNK_WORD in known or any(t not in known for s, toks in tokens.items() if s != "train" for t in toks)
+    vocab = Vocab(sorted(known), unit="word", unk=UNK_WORD if needs_unk else None)
+    ids, unknown = {}, {}
+    for split, toks in tokens.items():
+        ids[split], unknown[split] = vocab.encode_counted(toks)
+    return Corpus(ids["train"], ids.get("valid"), ids.get("test"), vocab, name, "word", unknown=unknown)
+
+
+def word_boundaries(text: str) -> np.ndarray:
+    """Boolean array of ``len(text)``: ``True`` at the last character of every
+    word, a word being a maximal run of non-whitespace characters (so a
+    punctuation mark glued to a word ends that word).
+
+    >>> word_boundaries("ab c.").astype(int).tolist()
+    [0, 1, 0, 0, 1]
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    codes = text_codes(text, "codepoint")
+    space = np.isin(codes, _SPACE_CODES)
+    ends = ~space
+    ends[:-1] &= space[1:]
+    return ends
+
+
+def split_points(n: int, valid_fraction: float, test_fraction: float) -> Tuple[int, int]:
+    """Cut points ``(a, b)`` so that ``[0:a]``, ``[a:b]``, ``[b:n]`` are train,
+    valid and test; valid and test get ``round(n * fraction)`` items each."""
+    for what, f in (("valid_fraction", valid_fraction), ("test_fraction", test_fraction)):
+        if not 0 <= f < 1:
+            raise ValueError(f"{what} must be in [0, 1), got {f}")
+    n_valid, n_test = round(n * valid_fraction), round(n * test_fraction)
+    if n - n_valid - n_test < 1:
+        raise ValueError(
+            f"valid_fraction={valid_fraction} and test_fraction={test_fraction} leave no training data out of {n}"
+        )
+    return n - n_valid - n_test, n - n_test
+
+
+def split_contiguous(
+    seq: Sequence[Any], valid_fraction: float = 0.05, test_fraction: float = 0.05
+) -> Tuple[Any, Optional[Any], Optional[Any]]:
+    """Split a text (or any sequence) into contiguous train, valid and test
+    parts, in that order. Valid and test get ``round(len * fraction)`` items; a
+    part of size zero is returned as ``None``."""
+    a, b = split_points(len(seq), valid_fraction, test_fraction)
+    return seq[:a], (seq[a:b] if b > a else None), (seq[b:] if len(seq) > b else None)
+

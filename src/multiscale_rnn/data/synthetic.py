@@ -1,0 +1,197 @@
+"""A generator of hierarchical text (characters -> words -> phrases) whose true
+boundaries are known, so learned boundaries can be scored.
+
+The generative process, all drawn from one seeded ``numpy.random.Generator``:
+
+1. **Lexicon**: ``n_words`` distinct words, each of a length drawn uniformly
+   from ``word_len`` (inclusive) and letters drawn uniformly from ``alphabet``.
+2. **Word classes**: the words are shuffled and dealt into ``n_classes``
+   classes of (nearly) equal size.
+3. **Phrase templates**: ``n_templates`` templates, each a sequence of word
+   classes of a length drawn from ``phrase_len`` (inclusive) and one closing
+   punctuation mark drawn from ``punctuation``.
+4. **Text**: phrases one after another, separated by a space. A phrase picks a
+   template uniformly, fills each slot with a word drawn uniformly from the
+   slot's class, joins the words with spaces and ends with the template's
+   punctuation mark.
+
+So within a word the next character is nearly determined (the lexicon is
+small), the next word's class is determined by the template and the position in
+the phrase, and the closing mark depends on a choice made at the start of the
+phrase: structure at three time scales for a multiscale model to find.
+
+Boundaries: ``word_boundaries[i]`` is true when character ``i`` is the last
+character of a word, a word being a maximal run of non-space characters, so the
+last word of a phrase ends at the punctuation mark (as
+:func:`multiscale_rnn.data.word_boundaries` would say); ``phrase_boundaries[i]``
+is true at each punctuation mark. Every phrase boundary is also a word boundary.
+Spaces are never boundaries. Text cut at ``n_chars`` does not mark the cut
+word or phrase as ended.
+"""
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Tuple
+
+import numpy as np
+
+from .corpus import Corpus, char_corpus, split_points, word_boundaries
+from .vocab import text_codes
+
+__all__ = ["synthetic_hierarchy", "HierarchicalText"]
+
+_PHRASES_PER_BATCH = 256
+
+
+@dataclass
+class HierarchicalText:
+    """Output of :func:`synthetic_hierarchy`."""
+
+    text: str
+    word_boundaries: np.ndarray
+    phrase_boundaries: np.ndarray
+    lexicon: List[str]
+    classes: List[List[int]]  # indices into lexicon, one list per class
+    templates: List[Tuple[Tuple[int, ...], str]]  # (class sequence, closing mark)
+    params: Dict[str, Any] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.text)
+
+    def corpus(self, valid_fraction: float = 0.1, test_fraction: float = 0.1, name: str = "synthetic") -> Corpus:
+        """A code-point character corpus of the text, split contiguously into
+        train / valid / test (a fraction of 0 gives no such split), with
+        ``corpus.boundaries = {split: {"word": bool array, "phrase": bool
+        array}}`` aligned with each split's ids."""
+        n = len(self.text)
+        a, b = split_points(n, valid_fraction, test_fraction)
+        cuts = {"train": (0, a), "valid": (a, b), "test": (b, n)}
+        cuts = {s: c for s, c in cuts.items() if c[1] > c[0]}
+        parts = {s: self.text[i:j] for s, (i, j) in cuts.items()}
+        corpus = char_corpus(parts["train"], parts.get("valid"), parts.get("test"), name=name)
+        corpus.boundaries = {
+            s: {"word": self.word_boundaries[i:j].copy(), "phrase": self.phrase_boundaries[i:j].copy()}
+            for s, (i, j) in cuts.items()
+        }
+        return corpus
+
+
+def _range_arg(value: Any, name: str, minimum: int) -> Tuple[int, int]:
+    try:
+        lo, hi = (int(v) for v in value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a pair (min, max) of integers, got {value!r}") from None
+    if not minimum <= lo <= hi:
+        raise ValueError(f"{name} must satisfy {minimum} <= min <= max, got {value!r}")
+    return lo, hi
+
+
+def _int_arg(value: Any, name: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be at least {minimum}, got {value}")
+    return int(value)
+
+
+def synthetic_hierarchy(
+    n_chars: int = 20000,
+    seed: int = 0,
+    n_words: int = 48,
+    word_len: Tuple[int, int] = (2, 8),
+    phrase_len: Tuple[int, int] = (2, 5),
+    n_classes: int = 6,
+    n_templates: int = 12,
+    alphabet: str = "abcdefghijklmnopqrstuvwxyz",
+    punctuation: str = ".!?;",
+) -> HierarchicalText:
+    """Generate ``n_chars`` characters of hierarchical text (see the module
+    docstring for the process and the meaning of the boundary arrays).
+
+    The same arguments give the same text; with the same seed and other
+    arguments a shorter text is a prefix of a longer one.
+
+    >>> h = synthetic_hierarchy(n_chars=60, seed=1)
+    >>> len(h.text), h.word_boundaries.shape, h.phrase_boundaries.dtype
+    (60, (60,), dtype('bool'))
+    """
+    n_chars = _int_arg(n_chars, "n_chars", 1)
+    seed = _int_arg(seed, "seed", 0)
+    n_words = _int_arg(n_words, "n_words", 1)
+    n_classes = _int_arg(n_classes, "n_classes", 1)
+    n_templates = _int_arg(n_templates, "n_templates", 1)
+    word_lo, word_hi = _range_arg(word_len, "word_len", 1)
+    phrase_lo, phrase_hi = _range_arg(phrase_len, "phrase_len", 1)
+    for what, chars in (("alphabet", alphabet), ("punctuation", punctuation)):
+        if not isinstance(chars, str) or not chars:
+            raise ValueError(f"{what} must be a non-empty str, got {chars!r}")
+        if any(c.isspace() for c in chars) or len(set(chars)) != len(chars):
+            raise ValueError(f"{what} must hold distinct non-space characters, got {chars!r}")
+    if set(alphabet) & set(punctuation):
+        raise ValueError(f"alphabet and punctuation share {''.join(sorted(set(alphabet) & set(punctuation)))!r}")
+    if n_classes > n_words:
+        raise ValueError(f"n_classes={n_classes} exceeds n_words={n_words}: every class needs a word")
+    capacity = sum(len(alphabet) ** k for k in range(word_lo, word_hi + 1))
+    if n_words > capacity // 2:
+        raise ValueError(
+            f"n_words={n_words} is too many for an alphabet of {len(alphabet)} letters and word lengths "
+            f"{word_lo}..{word_hi} ({capacity} possible words; at most half of them may be used)"
+        )
+
+    rng = np.random.default_rng(seed)
+    letters = np.array(list(alphabet))
+    lexicon: List[str] = []
+    seen = set()
+    while len(lexicon) < n_words:
+        length = int(rng.integers(word_lo, word_hi + 1))
+        word = "".join(letters[rng.integers(0, len(letters), size=length)])
+        if word not in seen:
+            seen.add(word)
+            lexicon.append(word)
+    order = rng.permutation(n_words)
+    classes = [part.tolist() for part in np.array_split(order, n_classes)]
+    templates = []
+    for _ in range(n_templates):
+        length = int(rng.integers(phrase_lo, phrase_hi + 1))
+        slots = tuple(int(c) for c in rng.integers(0, n_classes, size=length))
+        templates.append((slots, punctuation[int(rng.integers(0, len(punctuation)))]))
+
+    # Phrases are drawn in fixed-size batches so that the text for a given seed
+    # does not depend on n_chars (a shorter text is a prefix of a longer one).
+    class_words = [[lexicon[i] for i in members] for members in classes]
+    class_sizes = np.array([len(members) for members in classes])
+    pieces: List[str] = []
+    total = 0
+    while total <= n_chars:  # one character beyond n_chars tells whether the last one ends a word
+        chosen = rng.integers(0, n_templates, size=_PHRASES_PER_BATCH)
+        slot_classes = np.concatenate([templates[t][0] for t in chosen])
+        picks = rng.integers(0, class_sizes[slot_classes]).tolist()
+        k = 0
+        for t in chosen.tolist():
+            slots, mark = templates[t]
+            words = [class_words[c][picks[k + j]] for j, c in enumerate(slots)]
+            k += len(slots)
+            phrase = " ".join(words) + mark + " "
+            pieces.append(phrase)
+            total += len(phrase)
+    full = "".join(pieces)
+    text = full[:n_chars]
+    is_mark = np.isin(text_codes(text, "codepoint"), [ord(c) for c in punctuation])
+    return HierarchicalText(
+        text=text,
+        word_boundaries=word_boundaries(full[: n_chars + 1])[:n_chars],
+        phrase_boundaries=is_mark,
+        lexicon=lexicon,
+        classes=classes,
+        templates=templates,
+        params={
+            "n_chars": n_chars,
+            "seed": seed,
+            "n_words": n_words,
+            "word_len": (word_lo, word_hi),
+            "phrase_len": (phrase_lo, phrase_hi),
+            "n_classes": n_classes,
+            "n_templates": n_templates,
+            "alphabet": alphabet,
+            "punctuation": punctuation,
+        },
+    )
