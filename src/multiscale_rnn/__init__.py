@@ -1,7 +1,8 @@
 """multiscale-rnn: multiscale recurrent neural networks with a fast C++ core."""
 from ._native import ISA, core as _core
 from . import init
-from .models import GRU, LSTM, MODELS, ElmanRNN, LanguageModel
+from . import data
+from .models import GRU, HMLSTM, LSTM, MODELS, ElmanRNN, LanguageModel
 
 __version__ = "0.1.0"
 
@@ -15,5 +16,5 @@ def get_num_threads() -> int:
     return int(_core.get_num_threads())
 
 
-__all__ = ["LSTM", "GRU", "ElmanRNN", "LanguageModel", "MODELS", "init", "set_num_threads", "get_num_threads",
+__all__ = ["HMLSTM", "data", "LSTM", "GRU", "ElmanRNN", "LanguageModel", "MODELS", "init", "set_num_threads", "get_num_threads",
            "ISA", "__version__"]
