@@ -3,6 +3,9 @@ from ._native import ISA, core as _core
 from . import init
 from . import data
 from .models import GRU, HMLSTM, LSTM, MODELS, ElmanRNN, LanguageModel
+from . import checkpoint, optim, schedules
+from .models.registry import build_model, register_model
+from .trainer import History, Trainer, evaluate, sample
 
 __version__ = "0.1.0"
 
@@ -16,5 +19,6 @@ def get_num_threads() -> int:
     return int(_core.get_num_threads())
 
 
-__all__ = ["HMLSTM", "data", "LSTM", "GRU", "ElmanRNN", "LanguageModel", "MODELS", "init", "set_num_threads", "get_num_threads",
-           "ISA", "__version__"]
+__all__ = ["HMLSTM", "data", "LSTM", "GRU", "ElmanRNN", "LanguageModel", "MODELS", "init", "set_num_threads",
+           "get_num_threads", "ISA", "__version__", "optim", "schedules", "checkpoint", "Trainer", "History",
+           "evaluate", "sample", "build_model", "register_model"]

@@ -1,0 +1,340 @@
+"""The command line: ``multiscale-rnn train | evaluate | sample | presets`` (or ``python -m multiscale_rnn``).
+
+    multiscale-rnn train                                   # the quick preset: ~1 minute, prints BPC
+    multiscale-rnn train --preset synthetic --epochs 3
+    multiscale-rnn train --config run.toml --lr 1e-3       # flags override the file
+    multiscale-rnn evaluate runs/quick.npz --split test
+    multiscale-rnn sample runs/quick.npz --prompt "LOVE, n." --temperature 0.7
+
+Settings are resolved as defaults < preset < TOML config < flags (see ``docs/cli.md``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from . import presets as _presets
+
+__all__ = ["main", "resolve_settings", "build_parser", "model_from_settings", "load_config"]
+
+
+# ---- settings ------------------------------------------------------------------------------------
+def _parse_value(text: str) -> Any:
+    """``3`` -> 3, ``0.5`` -> 0.5, ``true`` -> True, ``[1, 2]`` -> [1, 2], anything else a string."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def _key_values(items: List[str], what: str) -> Dict[str, Any]:
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise ValueError(f"{what} must look like NAME=VALUE, got {item!r}")
+        k, v = item.split("=", 1)
+        out[k.strip()] = _parse_value(v.strip())
+    return out
+
+
+def _sizes(text: str) -> List[int]:
+    try:
+        sizes = [int(s) for s in str(text).replace(" ", "").split(",") if s]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"hidden sizes must be comma-separated integers, got {text!r}") from None
+    if not sizes:
+        raise argparse.ArgumentTypeError("hidden sizes are empty")
+    return sizes
+
+
+def load_config(path) -> Dict[str, Any]:
+    """Read a TOML config file (tomllib, or tomli before Python 3.11); refuse unknown keys."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python < 3.11
+        import tomli as tomllib
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"config file not found: {path}")
+    try:
+        with open(path, "rb") as f:
+            cfg = tomllib.load(f)
+    except tomllib.TOMLDecodeError as e:
+        raise ValueError(f"{path} is not valid TOML: {e}") from e
+    unknown = sorted(set(cfg) - set(_presets.DEFAULTS) - {"preset"})
+    if unknown:
+        raise ValueError(f"{path}: unknown setting(s) {unknown}; known: {sorted(_presets.DEFAULTS)} and 'preset'")
+    return cfg
+
+
+def resolve_settings(preset: Optional[str] = None, config: Optional[Dict[str, Any]] = None,
+                     flags: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """defaults < preset (``flags["preset"]``, else the config's, else the default preset) < config < flags."""
+    config = dict(config or {})
+    flags = dict(flags or {})
+    name = flags.pop("preset", None) or config.pop("preset", None) or preset or _presets.DEFAULT_PRESET
+    config.pop("preset", None)
+    unknown = sorted(set(flags) - set(_presets.DEFAULTS))
+    if unknown:
+        raise ValueError(f"unknown setting(s) {unknown}")
+    settings = dict(_presets.DEFAULTS)
+    settings.update(_presets.get_preset(name))
+    settings.update(config)
+    settings.update(flags)
+    settings["preset"] = name
+    for key in ("clip_norm", "clip_value", "threads", "max_chunks", "checkpoint_every", "data_path"):
+        if isinstance(settings.get(key), str) and settings[key].lower() in ("none", "null", "off", ""):
+            settings[key] = None
+    for key in ("clip_norm", "clip_value"):
+        if settings.get(key) == 0:
+            settings[key] = None
+    if isinstance(settings["hidden_sizes"], int):
+        settings["hidden_sizes"] = [settings["hidden_sizes"]]
+    for key in ("options", "data_options", "anneal"):
+        if not isinstance(settings[key], dict):
+            raise ValueError(f"setting {key!r} must be a table (dict), got {settings[key]!r}")
+    for name_, spec in settings["anneal"].items():
+        if not (isinstance(spec, (list, tuple)) and len(spec) == 3):
+            raise ValueError(f"anneal.{name_} must be [start, end, per_epoch], got {spec!r}")
+    return settings
+
+
+def model_from_settings(settings: Dict[str, Any], vocab_size: int):
+    """Build the model named in ``settings`` through ``build_model``."""
+    from .models.registry import build_model
+    return build_model(settings["model"], vocab_size=int(vocab_size), embed_size=int(settings["embed_size"]),
+                       hidden_sizes=[int(h) for h in settings["hidden_sizes"]], dropout=float(settings["dropout"]),
+                       dtype=settings["dtype"], seed=int(settings["seed"]), **settings["options"])
+
+
+def _optimizer(settings):
+    from .optim import SGD, Adam
+    name = str(settings["optimizer"]).lower()
+    if name == "adam":
+        return Adam(lr=settings["lr"], weight_decay=settings["weight_decay"])
+    if name == "sgd":
+        return SGD(lr=settings["lr"], momentum=settings["momentum"], weight_decay=settings["weight_decay"])
+    raise ValueError(f"unknown optimizer {settings['optimizer']!r}; choose adam or sgd")
+
+
+def _lr_schedule(settings):
+    from .schedules import make_lr_schedule
+    name = str(settings["lr_schedule"]).lower()
+    if name in ("constant", "none"):
+        return None
+    if name in ("halve", "halveafter", "halve-after"):
+        return make_lr_schedule("halve", epoch_n=settings["halve_after"], factor=settings["lr_factor"])
+    return make_lr_schedule(name, factor=settings["lr_factor"], patience=settings["patience"])
+
+
+def _load_corpus(settings):
+    from . import data
+    return data.load(settings["data"], path=settings["data_path"], **settings["data_options"])
+
+
+def _label(unit: str) -> str:
+    return "bpw" if unit == "word" else "bpc"
+
+
+# ---- commands ------------------------------------------------------------------------------------
+def _set_threads(n):
+    if n is not None:
+        from . import set_num_threads
+        set_num_threads(int(n))
+
+
+def cmd_train(args) -> int:
+    from .schedules import linear
+    from .trainer import Trainer, evaluate
+
+    flags = {k: v for k, v in vars(args).items() if k in _presets.DEFAULTS or k == "preset"}
+    flags.pop("config", None)
+    if getattr(args, "option", None):
+        flags["options"] = _key_values(args.option, "--option")
+    if getattr(args, "anneal", None):
+        flags["anneal"] = {k: [float(x) for x in str(v).strip("[]").split(",")]
+                           for k, v in _key_values(args.anneal, "--anneal").items()}
+    config = load_config(args.config) if getattr(args, "config", None) else {}
+    if "options" in flags and "options" in config:
+        flags["options"] = {**config["options"], **flags["options"]}
+    s = resolve_settings(config=config, flags=flags)
+    _set_threads(s["threads"])
+    corpus = _load_corpus(s)
+    model = model_from_settings(s, corpus.vocab_size)
+    trainer = Trainer(model, optimizer=_optimizer(s), clip_norm=s["clip_norm"], clip_value=s["clip_value"],
+                      batch_size=int(s["batch_size"]), bptt=int(s["bptt"]), lr_schedule=_lr_schedule(s),
+                      model_options={k: linear(*v) for k, v in s["anneal"].items()}, seed=int(s["seed"]),
+                      progress=bool(s["progress"]), eval_batch_size=int(s["eval_batch_size"]), unit=corpus.unit)
+    label = _label(corpus.unit)
+    print(f"{s['model']} {model.num_parameters:,} parameters on {corpus.name} ({len(corpus.train):,} training "
+          f"tokens, vocabulary {corpus.vocab_size}); preset {s['preset']}", flush=True)
+
+    def log(event):
+        if event["event"] == "epoch" and not s["progress"]:
+            valid = f", valid {label} {event['valid_bpc']:.4f}" if event["valid_bpc"] is not None else ""
+            print(f"epoch {event['epoch']}: train {label} {event['train_bpc']:.4f}{valid}, "
+                  f"{event['tokens_per_s']:,.0f} tokens/s, {event['seconds']:.1f} s", flush=True)
+
+    out = Path(s["out"])
+    trainer.fit(corpus.train, valid=corpus.valid, epochs=int(s["epochs"]), checkpoint=out,
+                resume=bool(getattr(args, "resume", False)), max_chunks=s["max_chunks"],
+                checkpoint_every=s["checkpoint_every"], log=log, vocab=corpus.vocab,
+                extra={"settings": {k: v for k, v in s.items() if k not in ("progress",)}})
+    results = {}
+    for split in ("valid", "test"):
+        ids = getattr(corpus, split)
+        if ids is not None and len(ids) >= 2:
+            results[split] = evaluate(model, ids, batch_size=int(s["eval_batch_size"]), bptt=int(s["bptt"]))
+    parts = [f"{split} {label} {r['bpc']:.4f}" + (f" (perplexity {r['perplexity']:.1f})" if corpus.unit == "word" else "")
+             for split, r in results.items()]
+    print(f"done after {trainer.epoch} epoch(s), {trainer.step} steps: {', '.join(parts)}; checkpoint {out}", flush=True)
+    return 0
+
+
+def _load_checkpoint(path, best: bool):
+    from .checkpoint import load
+    ck = load(path)
+    if best:
+        state = ck.trainer_state or {}
+        if state.get("best_params") is None:
+            raise ValueError(f"{path} holds no best parameters (no epoch was completed)")
+        ck.model.flat_parameters()[...] = state["best_params"]
+    return ck
+
+
+def cmd_evaluate(args) -> int:
+    from .trainer import evaluate
+    _set_threads(args.threads)
+    ck = _load_checkpoint(args.checkpoint, args.best)
+    s = dict(_presets.DEFAULTS)
+    s.update(ck.extra.get("settings", {}))
+    if args.data is not None:
+        s["data"], s["data_path"], s["data_options"] = args.data, args.data_path, {}
+    elif args.data_path is not None:
+        s["data_path"] = args.data_path
+    corpus = _load_corpus(s)
+    if ck.vocab is not None and hasattr(ck.vocab, "itos") and list(ck.vocab.itos) != list(corpus.vocab.itos):
+        raise ValueError(f"the vocabulary of {args.checkpoint} ({ck.vocab.size} symbols) differs from that of "
+                         f"{corpus.name} ({corpus.vocab_size}): evaluate on the corpus the model was trained on")
+    ids = getattr(corpus, args.split)
+    if ids is None:
+        raise ValueError(f"{corpus.name} has no {args.split} split")
+    bptt = args.bptt or int(s["bptt"])
+    r = evaluate(ck.model, ids, batch_size=args.batch_size or int(s["eval_batch_size"]), bptt=bptt)
+    if args.json:
+        print(json.dumps({"split": args.split, "data": corpus.name, **r}))
+    else:
+        label = _label(corpus.unit)
+        print(f"{corpus.name} {args.split}: loss {r['loss']:.4f} nats, {label} {r['bpc']:.4f}, "
+              f"perplexity {r['perplexity']:.2f} ({r['tokens']:,} tokens)")
+    return 0
+
+
+def cmd_sample(args) -> int:
+    from .trainer import sample
+    _set_threads(args.threads)
+    ck = _load_checkpoint(args.checkpoint, args.best)
+    if ck.vocab is None or not hasattr(ck.vocab, "decode"):
+        raise ValueError(f"{args.checkpoint} holds no vocabulary; sampling needs one")
+    print(sample(ck.model, ck.vocab, prompt=args.prompt, length=args.length, temperature=args.temperature,
+                 seed=args.seed))
+    return 0
+
+
+def cmd_presets(args) -> int:
+    for name, p in sorted(_presets.PRESETS.items()):
+        default = " (default)" if name == _presets.DEFAULT_PRESET else ""
+        print(f"{name}{default}: {p.get('about', '')}")
+    return 0
+
+
+# ---- parser --------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="multiscale-rnn", description="Train, evaluate and sample multiscale "
+                                "recurrent language models.")
+    sub = p.add_subparsers(dest="command", required=True)
+    S = argparse.SUPPRESS  # flags not given stay out of the namespace, so presets and configs show through
+
+    t = sub.add_parser("train", help="train a model, write a checkpoint and its history",
+                       argument_default=S)
+    t.add_argument("--config", help="TOML file of settings (flags override it)")
+    t.add_argument("--preset", help=f"named settings (default {_presets.DEFAULT_PRESET}; see 'presets')")
+    g = t.add_argument_group("model")
+    g.add_argument("--model", help="lstm, gru, rnn, or any registered family")
+    g.add_argument("--embed-size", type=int)
+    g.add_argument("--hidden-sizes", type=_sizes, help="comma-separated, one per layer, e.g. 512,512")
+    g.add_argument("--dropout", type=float)
+    g.add_argument("--dtype", choices=["float32", "float64"])
+    g.add_argument("--option", action="append", metavar="NAME=VALUE", help="model option (repeatable)")
+    g = t.add_argument_group("data")
+    g.add_argument("--data", help="embedded, synthetic, ptb-char, ptb-word, text8, enwik8, shakespeare")
+    g.add_argument("--data-path", help="local copy of the corpus (no download)")
+    g = t.add_argument_group("training")
+    g.add_argument("--epochs", type=int)
+    g.add_argument("--batch-size", type=int)
+    g.add_argument("--bptt", type=int)
+    g.add_argument("--optimizer", choices=["adam", "sgd"])
+    g.add_argument("--lr", type=float)
+    g.add_argument("--momentum", type=float)
+    g.add_argument("--weight-decay", type=float)
+    g.add_argument("--clip-norm", type=_parse_value, help="max global gradient norm ('none' to switch off)")
+    g.add_argument("--clip-value", type=_parse_value, help="clamp gradient elements ('none' to switch off)")
+    g.add_argument("--lr-schedule", choices=["constant", "halve", "plateau"])
+    g.add_argument("--lr-factor", type=float, help="divide the learning rate by this (halve, plateau)")
+    g.add_argument("--patience", type=int, help="plateau: epochs without improvement before dividing")
+    g.add_argument("--halve-after", type=int, help="halve: epochs at the initial learning rate")
+    g.add_argument("--anneal", action="append", metavar="NAME=START,END,PER_EPOCH",
+                   help="anneal a model option linearly per epoch (repeatable), e.g. slope=1,5,0.04")
+    g.add_argument("--max-chunks", type=int, help="stop after this many chunks (resume later)")
+    g.add_argument("--checkpoint-every", type=int, help="also checkpoint every K chunks")
+    g.add_argument("--eval-batch-size", type=int)
+    g.add_argument("--resume", action="store_true", help="continue the run saved in --out")
+    g.add_argument("--seed", type=int)
+    g.add_argument("--threads", type=int)
+    g.add_argument("--out", help="checkpoint path (.npz); the history goes beside it (.history.json)")
+    g.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    t.set_defaults(func=cmd_train)
+
+    for name, helptext, func in (("evaluate", "loss and bits per token of a checkpoint on a split", cmd_evaluate),
+                                 ("sample", "generate text from a checkpoint", cmd_sample)):
+        c = sub.add_parser(name, help=helptext)
+        c.add_argument("checkpoint", help="a .npz checkpoint written by train")
+        c.add_argument("--best", action="store_true", help="use the best parameters (lowest validation loss)")
+        c.add_argument("--threads", type=int)
+        c.set_defaults(func=func)
+        if name == "evaluate":
+            c.add_argument("--data", help="corpus (default: the one the model was trained on)")
+            c.add_argument("--data-path")
+            c.add_argument("--split", choices=["train", "valid", "test"], default="test")
+            c.add_argument("--batch-size", type=int)
+            c.add_argument("--bptt", type=int)
+            c.add_argument("--json", action="store_true", help="print one JSON line")
+        else:
+            c.add_argument("--prompt", default="")
+            c.add_argument("--length", type=int, default=200)
+            c.add_argument("--temperature", type=float, default=1.0)
+            c.add_argument("--seed", type=int, default=0)
+    pr = sub.add_parser("presets", help="list the named presets")
+    pr.set_defaults(func=cmd_presets)
+    return p
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Entry point; returns the exit status (0 success, 1 a clear error message on stderr)."""
+    from .checkpoint import CheckpointError
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (ValueError, TypeError, IndexError, FileNotFoundError, CheckpointError, FloatingPointError) as e:
+        print(f"multiscale-rnn {args.command}: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"multiscale-rnn {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

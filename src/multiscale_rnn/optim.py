@@ -1,0 +1,183 @@
+"""Optimisers over a model's one flat parameter buffer.
+
+Each optimiser keeps its state (moments, step count) as NumPy arrays the size of the flat buffer
+and calls the C++ kernels (``_core.adam_step`` / ``_core.sgd_step``) on
+``model.flat_parameters()`` and ``model.flat_gradients()``:
+
+Adam (Kingma & Ba 2015), bias-corrected, L2 weight decay added to the gradient::
+
+    g' = g + wd * w
+    m  = b1 * m + (1 - b1) * g'          v = b2 * v + (1 - b2) * g'^2
+    w -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)          t = 1, 2, ...
+
+SGD with momentum (PyTorch's rule)::
+
+    g' = g + wd * w
+    buf = g' at t = 1, else momentum * buf + g'
+    w -= lr * buf                       (w -= lr * g' when momentum = 0)
+
+Both match ``torch.optim.Adam`` / ``torch.optim.SGD`` (tests hold them equal). ``opt.lr`` may be
+changed at any time (schedules do); ``state_dict()`` / ``load_state_dict()`` round-trip the state
+exactly (checkpoints store it).
+"""
+from __future__ import annotations
+
+from typing import Dict, Tuple
+
+import numpy as np
+
+from ._native import core as _core
+
+__all__ = ["Optimizer", "Adam", "SGD", "OPTIMIZERS", "optimizer_from_state"]
+
+
+def _nonneg(value, name: str) -> float:
+    v = float(value)
+    if not np.isfinite(v) or v < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    return v
+
+
+class Optimizer:
+    """Base class: hyper-parameters, the step count and state arrays sized on the first step."""
+
+    #: names of the state arrays (each the size of the flat parameter buffer)
+    buffers: Tuple[str, ...] = ()
+
+    def __init__(self, lr: float, weight_decay: float = 0.0):
+        self.lr = lr
+        self.weight_decay = _nonneg(weight_decay, "weight_decay")
+        self.step_count = 0
+        self.state: Dict[str, np.ndarray] = {}
+
+    @property
+    def lr(self) -> float:
+        return self._lr
+
+    @lr.setter
+    def lr(self, value: float) -> None:
+        v = float(value)
+        if not np.isfinite(v) or v <= 0:
+            raise ValueError(f"learning rate must be a finite number > 0, got {value!r}")
+        self._lr = v
+
+    def hyper(self) -> dict:
+        """The hyper-parameters (JSON-able), as accepted by the constructor."""
+        return {"lr": self.lr, "weight_decay": self.weight_decay}
+
+    def _buffers_for(self, w: np.ndarray) -> Dict[str, np.ndarray]:
+        if not self.state:
+            self.state = {name: np.zeros_like(w) for name in self.buffers}
+        for name, buf in self.state.items():
+            if buf.shape != w.shape or buf.dtype != w.dtype:
+                raise ValueError(
+                    f"{type(self).__name__} state '{name}' has shape {buf.shape} and dtype {buf.dtype}, but the "
+                    f"model's parameters have shape {w.shape} and dtype {w.dtype}: one optimiser per model")
+        return self.state
+
+    def step(self, model) -> None:
+        """One update of ``model.flat_parameters()`` from ``model.flat_gradients()``."""
+        w, g = model.flat_parameters(), model.flat_gradients()
+        if w.shape != g.shape or w.dtype != g.dtype:
+            raise ValueError(f"parameters {w.shape} {w.dtype} and gradients {g.shape} {g.dtype} differ")
+        bufs = self._buffers_for(w)
+        self.step_count += 1
+        self._update(w, g, bufs)
+
+    def _update(self, w: np.ndarray, g: np.ndarray, bufs: Dict[str, np.ndarray]) -> None:
+        raise NotImplementedError
+
+    # ---- state ---------------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """``{"name", "hyper", "step", "arrays"}``; arrays are copies."""
+        return {"name": type(self).__name__, "hyper": self.hyper(), "step": int(self.step_count),
+                "arrays": {k: v.copy() for k, v in self.state.items()}}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore hyper-parameters, step count and state arrays (checked against this optimiser)."""
+        name = state.get("name")
+        if name != type(self).__name__:
+            raise ValueError(f"optimiser state is for {name!r}, this optimiser is {type(self).__name__!r}")
+        for k, v in state.get("hyper", {}).items():
+            if k not in self.hyper():
+                raise ValueError(f"{name} has no hyper-parameter {k!r}")
+            setattr(self, k, tuple(float(b) for b in v) if k == "betas" else float(v))
+        arrays = dict(state.get("arrays", {}))
+        if arrays and set(arrays) != set(self.buffers):
+            raise ValueError(f"{name} state arrays are {sorted(arrays)}, expected {sorted(self.buffers)}")
+        step = int(state.get("step", 0))
+        if step < 0:
+            raise ValueError(f"optimiser step count must be >= 0, got {step}")
+        if step > 0 and self.buffers and not arrays:
+            raise ValueError(f"{name} state at step {step} has no moment arrays")
+        sizes = {np.asarray(a).shape for a in arrays.values()}
+        if len(sizes) > 1:
+            raise ValueError(f"{name} state arrays have different shapes {sorted(sizes)}")
+        self.step_count = step
+        self.state = {k: np.array(v, copy=True) for k, v in arrays.items()}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.hyper().items())
+        return f"{type(self).__name__}({args})"
+
+
+class Adam(Optimizer):
+    """Adam with bias correction; ``weight_decay`` is L2 added to the gradient (PyTorch's ``Adam``)."""
+
+    buffers = ("m", "v")
+
+    def __init__(self, lr: float = 2e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0):
+        super().__init__(lr, weight_decay)
+        b1, b2 = (float(b) for b in betas)
+        for i, b in enumerate((b1, b2)):
+            if not 0.0 <= b < 1.0:
+                raise ValueError(f"betas[{i}] must be in [0, 1), got {b}")
+        self.betas = (b1, b2)
+        self.eps = _nonneg(eps, "eps")
+
+    def hyper(self) -> dict:
+        return {"lr": self.lr, "betas": list(self.betas), "eps": self.eps, "weight_decay": self.weight_decay}
+
+    def _update(self, w, g, bufs) -> None:
+        _core.adam_step(w, g, bufs["m"], bufs["v"], self.step_count, self.lr, self.betas[0], self.betas[1],
+                        self.eps, self.weight_decay)
+
+
+class SGD(Optimizer):
+    """Stochastic gradient descent with optional momentum (PyTorch's ``SGD``, no dampening)."""
+
+    def __init__(self, lr: float, momentum: float = 0.0, weight_decay: float = 0.0):
+        super().__init__(lr, weight_decay)
+        self.momentum = _nonneg(momentum, "momentum")
+
+    @property
+    def buffers(self) -> Tuple[str, ...]:
+        return ("momentum_buffer",) if self.momentum else ()
+
+    def hyper(self) -> dict:
+        return {"lr": self.lr, "momentum": self.momentum, "weight_decay": self.weight_decay}
+
+    def _update(self, w, g, bufs) -> None:
+        # The kernel wants a buffer of the right size even when momentum = 0 (it is not touched then).
+        buf = bufs["momentum_buffer"] if "momentum_buffer" in bufs else self._empty_like(w)
+        _core.sgd_step(w, g, buf, self.step_count, self.lr, self.momentum, self.weight_decay)
+
+    def _empty_like(self, w: np.ndarray) -> np.ndarray:
+        # momentum = 0: a scratch buffer the kernel never reads or writes, kept across steps.
+        if getattr(self, "_scratch", None) is None or self._scratch.shape != w.shape or self._scratch.dtype != w.dtype:
+            self._scratch = np.zeros_like(w)
+        return self._scratch
+
+
+OPTIMIZERS = {cls.__name__: cls for cls in (Adam, SGD)}
+
+
+def optimizer_from_state(state: dict) -> Optimizer:
+    """Rebuild an optimiser from ``state_dict()`` output."""
+    name = state.get("name")
+    if name not in OPTIMIZERS:
+        raise ValueError(f"unknown optimiser {name!r}; known: {sorted(OPTIMIZERS)}")
+    hyper = dict(state.get("hyper", {}))
+    opt = OPTIMIZERS[name](**hyper)
+    opt.load_state_dict(state)
+    return opt

@@ -1,0 +1,209 @@
+"""Schedules: the learning rate from epoch to epoch, and annealed model options.
+
+Learning-rate schedules (``Trainer(lr_schedule=...)``) are asked for the learning rate of the next
+epoch at the end of each epoch, with the validation loss (the training loss when there is no
+validation set). ``epoch`` always counts *completed* epochs: 0 before training, 1 after the first.
+``base_lr`` is the optimiser's learning rate when training starts.
+
+    Constant()                        lr = base_lr
+    HalveAfter(n, factor=2)           lr = base_lr / factor^max(0, epoch - n + 1): the first n epochs
+                                      at base_lr, then divided by ``factor`` every epoch (Zaremba et al.)
+    ReduceOnPlateau(factor, patience) lr /= factor once the validation loss has not improved on its
+                                      best for more than ``patience`` epochs in a row
+    LambdaLR(fn)                      lr = base_lr * fn(epoch)  (``fn`` any callable of the epoch)
+
+Model-option schedules (``Trainer(model_options={"slope": linear(1.0, 5.0, per_epoch=0.04)})``) are
+any callable of ``(epoch, step)`` (completed epochs, optimiser steps so far) returning a number; the
+Trainer passes the value to ``model.set_option(name, value)`` before every chunk.
+
+    linear(start, end, per_epoch)     min(end, start + per_epoch * epoch)  (max(...) when end < start)
+
+Every schedule's state is a JSON-able dict (``state_dict()`` / ``load_state_dict()``) stored in
+checkpoints, so a resumed run continues the same schedule.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Optional
+
+__all__ = ["LRSchedule", "Constant", "HalveAfter", "ReduceOnPlateau", "LambdaLR", "Linear", "linear",
+           "LR_SCHEDULES", "make_lr_schedule"]
+
+
+def _positive(value, name: str) -> float:
+    v = float(value)
+    if not math.isfinite(v) or v <= 0:
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return v
+
+
+class LRSchedule:
+    """Base class. ``start(base_lr)`` once, then ``next_lr(epoch, lr, metric)`` after every epoch."""
+
+    def __init__(self):
+        self.base_lr: Optional[float] = None
+
+    def start(self, base_lr: float) -> None:
+        """Record the learning rate training starts from (kept across a resume)."""
+        if self.base_lr is None:
+            self.base_lr = _positive(base_lr, "base learning rate")
+
+    def next_lr(self, epoch: int, lr: float, metric: Optional[float]) -> float:
+        """The learning rate for the epoch after ``epoch`` completed epochs."""
+        raise NotImplementedError
+
+    def params(self) -> dict:
+        """Constructor arguments (JSON-able)."""
+        return {}
+
+    def state_dict(self) -> dict:
+        return {"name": type(self).__name__, "params": self.params(), "base_lr": self.base_lr}
+
+    def load_state_dict(self, state: dict) -> None:
+        if state.get("name") != type(self).__name__:
+            raise ValueError(f"schedule state is for {state.get('name')!r}, this schedule is {type(self).__name__!r}")
+        if state.get("params", {}) != self.params():
+            raise ValueError(f"{type(self).__name__} was saved with {state.get('params')}, this one has {self.params()}")
+        self.base_lr = state.get("base_lr")
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
+        return f"{type(self).__name__}({args})"
+
+
+class Constant(LRSchedule):
+    """The learning rate never changes."""
+
+    def next_lr(self, epoch, lr, metric):
+        return lr
+
+
+class HalveAfter(LRSchedule):
+    """``base_lr`` for the first ``epoch_n`` epochs, then divided by ``factor`` (2) after every epoch."""
+
+    def __init__(self, epoch_n: int, factor: float = 2.0):
+        super().__init__()
+        if isinstance(epoch_n, bool) or int(epoch_n) != epoch_n or epoch_n < 0:
+            raise ValueError(f"epoch_n must be an integer >= 0, got {epoch_n!r}")
+        self.epoch_n = int(epoch_n)
+        self.factor = _positive(factor, "factor")
+
+    def params(self):
+        return {"epoch_n": self.epoch_n, "factor": self.factor}
+
+    def next_lr(self, epoch, lr, metric):
+        return self.base_lr / self.factor ** max(0, epoch + 1 - self.epoch_n)
+
+
+class ReduceOnPlateau(LRSchedule):
+    """Divide the learning rate by ``factor`` when the monitored loss has not improved.
+
+    An epoch improves when its loss is below ``best * (1 - threshold)``. After more than
+    ``patience`` epochs in a row without improvement, lr becomes max(min_lr, lr / factor) and the
+    count starts again.
+    """
+
+    def __init__(self, factor: float = 2.0, patience: int = 0, threshold: float = 0.0, min_lr: float = 0.0):
+        super().__init__()
+        self.factor = float(factor)
+        if not math.isfinite(self.factor) or self.factor <= 1.0:
+            raise ValueError(f"factor must be > 1 (the learning rate is divided by it), got {factor!r}")
+        if isinstance(patience, bool) or int(patience) != patience or patience < 0:
+            raise ValueError(f"patience must be an integer >= 0, got {patience!r}")
+        self.patience = int(patience)
+        self.threshold = float(threshold)
+        if not 0.0 <= self.threshold < 1.0:
+            raise ValueError(f"threshold must be in [0, 1), got {threshold!r}")
+        self.min_lr = float(min_lr)
+        if self.min_lr < 0:
+            raise ValueError(f"min_lr must be >= 0, got {min_lr!r}")
+        self.best: Optional[float] = None
+        self.bad_epochs = 0
+
+    def params(self):
+        return {"factor": self.factor, "patience": self.patience, "threshold": self.threshold, "min_lr": self.min_lr}
+
+    def next_lr(self, epoch, lr, metric):
+        if metric is None or not math.isfinite(metric):
+            raise ValueError(f"ReduceOnPlateau needs a finite loss after epoch {epoch}, got {metric!r}")
+        if self.best is None or metric < self.best * (1.0 - self.threshold):
+            self.best = float(metric)
+            self.bad_epochs = 0
+            return lr
+        self.bad_epochs += 1
+        if self.bad_epochs > self.patience:
+            self.bad_epochs = 0
+            return max(self.min_lr, lr / self.factor)
+        return lr
+
+    def state_dict(self):
+        return {**super().state_dict(), "best": self.best, "bad_epochs": self.bad_epochs}
+
+    def load_state_dict(self, state):
+        super().load_state_dict(state)
+        self.best = state.get("best")
+        self.bad_epochs = int(state.get("bad_epochs", 0))
+
+
+class LambdaLR(LRSchedule):
+    """``lr = base_lr * fn(epoch)`` for any callable ``fn`` of the completed epochs (PyTorch's rule).
+
+    The callable itself is not saved in checkpoints: pass the same one when resuming.
+    """
+
+    def __init__(self, fn: Callable[[int], float]):
+        super().__init__()
+        if not callable(fn):
+            raise TypeError(f"LambdaLR needs a callable of the epoch, got {type(fn).__name__}")
+        self.fn = fn
+
+    def params(self):
+        return {"fn": getattr(self.fn, "__name__", type(self.fn).__name__)}
+
+    def next_lr(self, epoch, lr, metric):
+        return self.base_lr * float(self.fn(epoch))
+
+
+LR_SCHEDULES = {cls.__name__: cls for cls in (Constant, HalveAfter, ReduceOnPlateau)}
+
+
+def make_lr_schedule(name: str, **params) -> LRSchedule:
+    """Build a schedule by name: ``constant``, ``halve`` / ``halveafter``, ``plateau`` / ``reduceonplateau``."""
+    key = name.strip().lower().replace("_", "").replace("-", "")
+    aliases = {"constant": Constant, "none": Constant, "halve": HalveAfter, "halveafter": HalveAfter,
+               "plateau": ReduceOnPlateau, "reduceonplateau": ReduceOnPlateau}
+    if key not in aliases:
+        raise ValueError(f"unknown learning-rate schedule {name!r}; choose one of constant, halve, plateau")
+    return aliases[key](**params)
+
+
+class Linear:
+    """``min(end, start + per_epoch * epoch)`` (``max`` when ``end < start``); a callable of
+    ``(epoch, step=0)``. ``epoch`` may be fractional."""
+
+    def __init__(self, start: float, end: float, per_epoch: float):
+        self.start, self.end, self.per_epoch = float(start), float(end), float(per_epoch)
+        for k, v in self.params().items():
+            if not math.isfinite(v):
+                raise ValueError(f"linear schedule {k} must be finite, got {v!r}")
+        if (self.end - self.start) * self.per_epoch < 0:
+            raise ValueError(f"linear schedule from {start} to {end} cannot get there with per_epoch={per_epoch}")
+
+    def __call__(self, epoch: float, step: int = 0) -> float:
+        value = self.start + self.per_epoch * epoch
+        return min(self.end, value) if self.end >= self.start else max(self.end, value)
+
+    def params(self) -> dict:
+        return {"start": self.start, "end": self.end, "per_epoch": self.per_epoch}
+
+    def state_dict(self) -> dict:
+        return {"name": "Linear", "params": self.params()}
+
+    def __repr__(self) -> str:
+        return f"linear(start={self.start}, end={self.end}, per_epoch={self.per_epoch})"
+
+
+def linear(start: float, end: float, per_epoch: float) -> Linear:
+    """A model-option schedule: ``min(end, start + per_epoch * epoch)`` (e.g. the HM-LSTM slope,
+    ``linear(1.0, 5.0, per_epoch=0.04)``)."""
+    return Linear(start, end, per_epoch)

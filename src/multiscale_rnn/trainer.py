@@ -1,0 +1,497 @@
+"""Training by truncated back-propagation through time (TBPTT), evaluation and sampling.
+
+The training text (1-D token ids) is cut into B contiguous streams (``data.batchify``); each epoch
+walks them T = ``bptt`` steps at a time (``data.chunks``). The recurrent state after one chunk is
+the starting state of the next (gradients stop at chunk boundaries); it is zero at the start of
+every epoch. One optimiser step per chunk::
+
+    zero_grad; loss = mean over B*T targets of -ln p(target); backward (accumulates into the flat
+    gradient buffer); check loss and gradient are finite; clip (norm, then value); optimiser step
+
+Reported figures: ``loss`` in nats per token, ``bpc`` = loss / ln 2 in bits per token (bits per
+character on character corpora, bits per word on word corpora), ``perplexity`` = exp(loss).
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+import zlib
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Union
+
+import numpy as np
+
+from ._native import core as _core
+from .optim import Adam, Optimizer
+
+__all__ = ["Trainer", "History", "evaluate", "sample", "history_path"]
+
+LN2 = math.log(2.0)
+
+
+def _bits(loss: float) -> float:
+    return loss / LN2
+
+
+def _perplexity(loss: float) -> float:
+    try:
+        return math.exp(loss)
+    except OverflowError:
+        return math.inf
+
+
+def _data():
+    from . import data
+    return data
+
+
+def history_path(checkpoint: Union[str, Path]) -> Path:
+    """Where the history JSON of a checkpoint goes: ``runs/x.npz`` -> ``runs/x.history.json``."""
+    p = Path(checkpoint)
+    return p.with_name(p.stem + ".history.json") if p.suffix else p.with_name(p.name + ".history.json")
+
+
+class History(list):
+    """One dict per completed epoch: ``epoch``, ``train_loss``, ``train_bpc``, ``valid_loss``,
+    ``valid_bpc``, ``valid_perplexity`` (None without validation data), ``lr``, ``seconds``,
+    ``tokens_per_s``, ``steps``."""
+
+    def save(self, path: Union[str, Path]) -> Path:
+        from .checkpoint import atomic_write
+        text = json.dumps(list(self), indent=1)
+        return atomic_write(path, lambda f: f.write(text.encode()))
+
+    @classmethod
+    def load(cls, path: Union[str, Path]) -> "History":
+        path = Path(path)
+        if not path.exists():
+            raise FileNotFoundError(f"history file not found: {path}")
+        return cls(json.loads(path.read_text()))
+
+    def best(self, key: str = "valid_loss") -> Optional[dict]:
+        """The epoch with the lowest ``key`` (None if no epoch has it)."""
+        rows = [r for r in self if r.get(key) is not None]
+        return min(rows, key=lambda r: r[key]) if rows else None
+
+
+# ---- evaluation ----------------------------------------------------------------------------------
+def evaluate(model, ids, batch_size: int = 16, bptt: int = 100) -> Dict[str, float]:
+    """Evaluation-mode loss of ``model`` on 1-D token ids.
+
+    The ids are cut into ``B = min(batch_size, len(ids) // (bptt + 1))`` (at least 1) contiguous
+    streams, each read from a zero state with the state carried from chunk to chunk; the
+    ``len(ids) % B`` tokens at the end are left out. Returns ``loss`` (nats per token), ``bpc``
+    (bits per token), ``perplexity``, ``tokens`` (targets scored) and ``streams`` (B). The model's
+    carried state is left at the end of the streams.
+    """
+    data = _data()
+    ids = np.asarray(ids)
+    if ids.ndim != 1:
+        raise ValueError(f"evaluation ids must be 1-D, got shape {ids.shape}")
+    if isinstance(batch_size, bool) or int(batch_size) != batch_size or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    if isinstance(bptt, bool) or int(bptt) != bptt or bptt < 1:
+        raise ValueError(f"bptt must be a positive integer, got {bptt!r}")
+    if len(ids) < 2:
+        raise ValueError(f"evaluation needs at least 2 tokens (an input and its target), got {len(ids)}")
+    B = max(1, min(int(batch_size), len(ids) // (int(bptt) + 1)))
+    streams = data.batchify(ids, B)
+    if ids.size and (streams.min() < 0 or streams.max() >= model.vocab_size):
+        bad = int(np.flatnonzero((ids < 0) | (ids >= model.vocab_size))[0])
+        raise IndexError(f"token id {int(ids[bad])} at position {bad} is outside the model's vocabulary "
+                         f"[0, {model.vocab_size})")
+    impl = model._impl
+    impl.reset_state(B)
+    total, count = 0.0, 0
+    for x, y in data.chunks(streams, int(bptt)):
+        n = x.size
+        total += float(impl.loss(x, y, False)) * n
+        count += n
+    loss = total / count
+    return {"loss": loss, "bpc": _bits(loss), "perplexity": _perplexity(loss), "tokens": count, "streams": B}
+
+
+# ---- sampling ------------------------------------------------------------------------------------
+def _start_id(vocab) -> int:
+    stoi = getattr(vocab, "stoi", {})
+    for symbol in ("\n", "<eos>", " "):
+        if symbol in stoi:
+            return int(stoi[symbol])
+    return 0
+
+
+def sample(model, vocab, prompt: str = "", length: int = 200, temperature: float = 1.0, seed: int = 0) -> str:
+    """Generate ``length`` symbols after ``prompt`` and return the prompt and the generated text.
+
+    The prompt is encoded with ``vocab`` and read in one pass; then each step draws the next symbol
+    from softmax(logits / temperature) with a NumPy generator seeded by ``seed`` and feeds it back
+    (``model.forward`` one step at a time, state carried). Lower temperatures sharpen the
+    distribution (towards the argmax); higher ones flatten it. Without a prompt the model starts
+    from a newline (``<eos>`` for word vocabularies; else id 0), which is not part of the output.
+    """
+    t = float(temperature)
+    if not (t > 0 and math.isfinite(t)):
+        raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
+    if isinstance(length, bool) or int(length) != length or length < 0:
+        raise ValueError(f"length must be an integer >= 0, got {length!r}")
+    if not isinstance(prompt, str):
+        raise TypeError(f"prompt must be a str, got {type(prompt).__name__}")
+    if vocab.size != model.vocab_size:
+        raise ValueError(f"the vocabulary has {vocab.size} symbols, the model {model.vocab_size}")
+    rng = np.random.default_rng(seed)
+    prompt_ids = [int(i) for i in vocab.encode(prompt)] if prompt else []
+    feed = np.array([prompt_ids or [_start_id(vocab)]], dtype=np.int32)  # (1, T)
+    logits, state = model.forward(feed)
+    out: List[int] = []
+    for i in range(int(length)):
+        z = logits[0, -1].astype(np.float64) / t
+        z -= z.max()
+        p = np.exp(z)
+        cdf = np.cumsum(p)
+        tok = int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"))
+        tok = min(tok, model.vocab_size - 1)
+        out.append(tok)
+        if i + 1 < length:
+            logits, state = model.forward(np.array([[tok]], dtype=np.int32), state)
+    return vocab.decode(prompt_ids + out)
+
+
+# ---- the trainer ---------------------------------------------------------------------------------
+def _positive_int(value, name: str, allow_none: bool = False):
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def _ids_fingerprint(ids: np.ndarray) -> dict:
+    a = np.ascontiguousarray(ids, dtype=np.int32)
+    return {"tokens": int(a.size), "crc32": int(zlib.crc32(a.tobytes()))}
+
+
+class Trainer:
+    """Truncated-BPTT training of a language model.
+
+    Parameters
+    ----------
+    model : a ``LanguageModel``.
+    optimizer : an ``optim.Optimizer`` (default ``Adam(lr=2e-3)``).
+    clip_norm : scale the gradient so its global L2 norm is at most this (None: off).
+    clip_value : then clamp every gradient element to [-clip_value, clip_value] (None: off).
+    batch_size, bptt : B streams, T steps per chunk.
+    lr_schedule : a ``schedules.LRSchedule`` asked for the learning rate after every epoch.
+    model_options : dict option name -> number or callable of (epoch, step), applied with
+        ``model.set_option`` before every chunk (e.g. ``{"slope": schedules.linear(1, 5, 0.04)}``).
+    seed : the model's random generator (dropout and any other noise) is seeded from it when a new
+        training run starts, so the same model, data, seed and thread count give identical runs.
+    progress : show a tqdm bar (loss, bits per token, tokens per second).
+    eval_batch_size : streams for validation (default: ``batch_size``; see ``evaluate``).
+    unit : "char" or "word": only the label of the bits figure in the progress bar (bpc / bpw).
+    """
+
+    def __init__(self, model, optimizer: Optional[Optimizer] = None, clip_norm: Optional[float] = None,
+                 clip_value: Optional[float] = None, batch_size: int = 64, bptt: int = 100, lr_schedule=None,
+                 model_options: Optional[Dict[str, Union[float, Callable]]] = None, seed: int = 0,
+                 progress: bool = True, eval_batch_size: Optional[int] = None, unit: str = "char"):
+        self.model = model
+        self.optimizer = optimizer if optimizer is not None else Adam()
+        if not isinstance(self.optimizer, Optimizer):
+            raise TypeError(f"optimizer must be a multiscale_rnn.optim.Optimizer, got {type(optimizer).__name__}")
+        for name, v in (("clip_norm", clip_norm), ("clip_value", clip_value)):
+            if v is not None and not (float(v) > 0 and math.isfinite(float(v))):
+                raise ValueError(f"{name} must be a finite number > 0 or None, got {v!r}")
+        self.clip_norm = None if clip_norm is None else float(clip_norm)
+        self.clip_value = None if clip_value is None else float(clip_value)
+        self.batch_size = _positive_int(batch_size, "batch_size")
+        self.bptt = _positive_int(bptt, "bptt")
+        self.eval_batch_size = _positive_int(eval_batch_size, "eval_batch_size", allow_none=True) or self.batch_size
+        self.lr_schedule = lr_schedule
+        self.model_options = dict(model_options or {})
+        for name, sched in self.model_options.items():
+            if not (callable(sched) or isinstance(sched, (int, float))):
+                raise TypeError(f"model option {name!r} must be a number or a callable of (epoch, step)")
+        self.seed = int(seed)
+        self.progress = bool(progress)
+        if unit not in ("char", "word"):
+            raise ValueError(f"unit must be 'char' or 'word', got {unit!r}")
+        self.unit = unit
+        self.history = History()
+        # progress
+        self.epoch = 0          # completed epochs
+        self.chunk = 0          # chunks done in the current epoch
+        self.step = 0           # optimiser steps so far
+        self._sum_loss = 0.0    # sum of loss * tokens in the current epoch
+        self._tokens = 0        # targets in the current epoch
+        self._seconds = 0.0     # training time of the current epoch
+        self._carried: Optional[Dict[str, np.ndarray]] = None  # TBPTT state at the current position
+        self.best_loss: Optional[float] = None
+        self.best_epoch: Optional[int] = None
+        self.best_params: Optional[np.ndarray] = None
+        self._data_id: Optional[dict] = None
+        self._applied: Dict[str, float] = {}
+        self.option_values: Dict[str, float] = {}
+
+    # ---- model options --------------------------------------------------------------------------
+    def _set_option(self, name: str, value: float) -> None:
+        setter = getattr(self.model, "set_option", None)
+        (setter or self.model._impl.set_option)(name, float(value))
+
+    def _apply_options(self, force: bool = False) -> None:
+        for name, sched in self.model_options.items():
+            value = float(sched(self.epoch, self.step) if callable(sched) else sched)
+            if force or self._applied.get(name) != value:
+                self._set_option(name, value)
+                self._applied[name] = value
+        self.option_values = dict(self._applied)
+
+    # ---- state for checkpoints ------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """Progress, schedules and best parameters (JSON-able values and NumPy arrays)."""
+        return {
+            "epoch": self.epoch, "chunk": self.chunk, "step": self.step,
+            "sum_loss": self._sum_loss, "tokens": self._tokens, "seconds": self._seconds,
+            "carried": {k: np.array(v, copy=True) for k, v in self._carried.items()} if self._carried else None,
+            "batch_size": self.batch_size, "bptt": self.bptt, "clip_norm": self.clip_norm,
+            "clip_value": self.clip_value, "seed": self.seed, "eval_batch_size": self.eval_batch_size,
+            "best_loss": self.best_loss, "best_epoch": self.best_epoch, "best_params": self.best_params,
+            "lr_schedule": self.lr_schedule.state_dict() if self.lr_schedule is not None else None,
+            "model_options": {k: {"value": self._applied.get(k),
+                                  "schedule": repr(s)} for k, s in self.model_options.items()},
+            "data": self._data_id,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore progress saved by ``state_dict`` (checked against this trainer's settings)."""
+        for key in ("batch_size", "bptt"):
+            if state.get(key) != getattr(self, key):
+                raise ValueError(f"the checkpoint was trained with {key}={state.get(key)}, this trainer has "
+                                 f"{key}={getattr(self, key)}: resuming would not continue the same run")
+        saved_sched = state.get("lr_schedule")
+        if (saved_sched is None) != (self.lr_schedule is None):
+            raise ValueError(f"the checkpoint has learning-rate schedule {saved_sched and saved_sched.get('name')}, "
+                             f"this trainer has {self.lr_schedule!r}")
+        if saved_sched is not None:
+            self.lr_schedule.load_state_dict(saved_sched)
+        saved_opts = set((state.get("model_options") or {}))
+        if saved_opts != set(self.model_options):
+            raise ValueError(f"the checkpoint anneals model options {sorted(saved_opts)}, this trainer "
+                             f"{sorted(self.model_options)}")
+        self.epoch, self.chunk, self.step = int(state["epoch"]), int(state["chunk"]), int(state["step"])
+        self._sum_loss, self._tokens = float(state["sum_loss"]), int(state["tokens"])
+        self._seconds = float(state.get("seconds", 0.0))
+        carried = state.get("carried")
+        self._carried = {k: np.array(v, copy=True) for k, v in carried.items()} if carried else None
+        self.best_loss, self.best_epoch = state.get("best_loss"), state.get("best_epoch")
+        bp = state.get("best_params")
+        self.best_params = None if bp is None else np.array(bp, copy=True)
+        self._data_id = state.get("data")
+
+    def save_checkpoint(self, path: Union[str, Path], vocab=None, extra: Optional[dict] = None) -> Path:
+        """Write model, optimiser, progress and history to ``path`` and the history to its JSON."""
+        from . import checkpoint
+        out = checkpoint.save(path, self.model, self.optimizer, self.state_dict(), vocab=vocab,
+                              history=self.history, extra=extra)
+        self.history.save(history_path(out))
+        return out
+
+    def resume_from(self, path: Union[str, Path]):
+        """Load a checkpoint written by this kind of run into the trainer's model and optimiser."""
+        from . import checkpoint
+        ck = checkpoint.load(path, model=self.model)
+        if ck.trainer_state is None:
+            raise checkpoint.CheckpointError(f"{path} holds no training progress (saved without a trainer)")
+        if ck.optimizer is None:
+            raise checkpoint.CheckpointError(f"{path} holds no optimiser state")
+        if type(ck.optimizer) is not type(self.optimizer):
+            raise checkpoint.CheckpointError(f"{path} was trained with {type(ck.optimizer).__name__}, this trainer "
+                                             f"uses {type(self.optimizer).__name__}")
+        self.optimizer.load_state_dict(ck.optimizer_state)
+        self.load_state_dict(ck.trainer_state)
+        self.history = ck.history if ck.history is not None else History()
+        return ck
+
+    def restore_best(self) -> bool:
+        """Copy the best parameters seen (lowest validation loss) into the model; False if none."""
+        if self.best_params is None:
+            return False
+        self.model.flat_parameters()[...] = self.best_params
+        return True
+
+    # ---- training -------------------------------------------------------------------------------
+    def fit(self, train_ids, valid=None, epochs: int = 1, checkpoint: Union[str, Path, None] = None,
+            resume: Union[bool, str] = False, max_chunks: Optional[int] = None, log: Optional[Callable] = None,
+            checkpoint_every: Optional[int] = None, vocab=None, restore_best: bool = False,
+            extra: Optional[dict] = None) -> History:
+        """Train until ``epochs`` epochs are complete (counting any done before: call again with a
+        larger ``epochs`` to go on); returns the history of all epochs.
+
+        ``valid``: ids evaluated after each epoch (best parameters and ``ReduceOnPlateau`` follow
+        its loss; the training loss without it). ``checkpoint``: a path written at the end of every
+        epoch, every ``checkpoint_every`` chunks, and when ``max_chunks`` stops the run, with the
+        history beside it (``x.history.json``). ``resume``: True continues from ``checkpoint``
+        (which must exist), "auto" when it exists; the continuation gives the same losses, bit for
+        bit, as an uninterrupted run. ``max_chunks``: stop after this many chunks in this call.
+        ``log``: a callable receiving a dict after every chunk (``event="chunk"``) and epoch
+        (``event="epoch"``). ``restore_best``: load the best parameters at the end. ``vocab`` and
+        ``extra`` are stored in the checkpoint.
+
+        Raises ``FloatingPointError`` (naming epoch and chunk) when the loss or gradient is not
+        finite; parameters are then not updated and the last checkpoint is left as it was.
+        """
+        data = _data()
+        epochs = _positive_int(epochs, "epochs")
+        max_chunks = _positive_int(max_chunks, "max_chunks", allow_none=True)
+        checkpoint_every = _positive_int(checkpoint_every, "checkpoint_every", allow_none=True)
+        if resume not in (False, True, "auto"):
+            raise ValueError(f"resume must be False, True or 'auto', got {resume!r}")
+        if resume and checkpoint is None:
+            raise ValueError("resume needs the checkpoint path")
+        train_ids = np.asarray(train_ids)
+        data.check_length(train_ids, self.batch_size, self.bptt, "train")
+        if valid is not None:
+            valid = np.asarray(valid)
+            if len(valid) < 2:
+                raise ValueError(f"the valid split has {len(valid)} tokens; evaluation needs at least 2")
+        streams = data.batchify(train_ids, self.batch_size)
+        if streams.min() < 0 or streams.max() >= self.model.vocab_size:
+            bad = int(np.flatnonzero((train_ids < 0) | (train_ids >= self.model.vocab_size))[0])
+            raise IndexError(f"train token id {int(train_ids[bad])} at position {bad} is outside the model's "
+                             f"vocabulary [0, {self.model.vocab_size})")
+        n_chunks = data.num_chunks(streams, self.bptt)
+        fingerprint = _ids_fingerprint(train_ids)
+
+        if resume is True or (resume == "auto" and Path(checkpoint).exists()):
+            self.resume_from(checkpoint)
+            if self._data_id is not None and self._data_id != fingerprint:
+                raise ValueError(f"the training data differ from the checkpoint's ({self._data_id['tokens']:,} tokens, "
+                                 f"crc32 {self._data_id['crc32']}) : got {fingerprint['tokens']:,} tokens, crc32 "
+                                 f"{fingerprint['crc32']}")
+        elif self.epoch == 0 and self.chunk == 0 and self.step == 0:
+            seq = np.random.SeedSequence(self.seed)
+            self.model.set_rng_state(seq.generate_state(4, dtype=np.uint64) | np.uint64(1))
+        self._data_id = fingerprint
+        if self.lr_schedule is not None:
+            self.lr_schedule.start(self.optimizer.lr)
+
+        impl, opt, model = self.model._impl, self.optimizer, self.model
+        flat_g = model.flat_gradients()
+        done = 0
+        last_ckpt: Optional[Path] = Path(checkpoint) if checkpoint is not None and Path(checkpoint).exists() else None
+        bar = None
+        try:
+            from tqdm.auto import tqdm
+        except ImportError:  # pragma: no cover - tqdm is a dependency
+            tqdm = None
+        label = "bpw" if self.unit == "word" else "bpc"
+
+        def save():
+            nonlocal last_ckpt
+            if checkpoint is not None:
+                last_ckpt = self.save_checkpoint(checkpoint, vocab=vocab, extra=extra)
+
+        while self.epoch < epochs:
+            if max_chunks is not None and done >= max_chunks:
+                break
+            epoch_no = self.epoch + 1
+            if self.chunk == 0:
+                impl.reset_state(self.batch_size)
+                self._sum_loss, self._tokens, self._seconds = 0.0, 0, 0.0
+            else:
+                impl.set_state(self._carried)
+            if self.progress and tqdm is not None:
+                bar = tqdm(total=n_chunks, initial=self.chunk, desc=f"epoch {epoch_no}/{epochs}", unit="chunk",
+                           leave=False, dynamic_ncols=True)
+            t_epoch = time.perf_counter() - self._seconds
+            stopped = False
+            try:
+                for k, (x, y) in enumerate(data.chunks(streams, self.bptt)):
+                    if k < self.chunk:
+                        continue
+                    if max_chunks is not None and done >= max_chunks:
+                        stopped = True
+                        break
+                    t0 = time.perf_counter()
+                    self._apply_options(force=(done == 0))
+                    impl.zero_grad()
+                    loss = float(impl.loss_and_grad(x, y))
+                    if self.clip_norm is not None:
+                        norm = float(_core.clip_by_norm(flat_g, self.clip_norm))
+                        finite = math.isfinite(norm)
+                    else:
+                        norm = None
+                        finite = bool(_core.all_finite(flat_g))
+                    if not (math.isfinite(loss) and finite):
+                        what = f"loss is {loss}" if not math.isfinite(loss) else "the gradient holds NaN or infinity"
+                        kept = f"; the last checkpoint {last_ckpt} is left as it was" if last_ckpt else ""
+                        raise FloatingPointError(
+                            f"{what} at chunk {k + 1}/{n_chunks} of epoch {epoch_no} (step {self.step + 1}); "
+                            f"training stopped before updating the parameters{kept}")
+                    if self.clip_value is not None:
+                        _core.clip_by_value(flat_g, self.clip_value)
+                    opt.step(model)
+                    self.step += 1
+                    self.chunk = k + 1
+                    done += 1
+                    self._sum_loss += loss * x.size
+                    self._tokens += x.size
+                    dt = time.perf_counter() - t0
+                    if bar is not None:
+                        bar.update(1)
+                        bar.set_postfix({"loss": f"{loss:.3f}", label: f"{_bits(loss):.3f}",
+                                         "tok/s": f"{x.size / max(dt, 1e-9):,.0f}"}, refresh=False)
+                    if log is not None:
+                        log({"event": "chunk", "epoch": epoch_no, "chunk": k + 1, "chunks": n_chunks, "step": self.step,
+                             "loss": loss, "bpc": _bits(loss), "grad_norm": norm, "lr": opt.lr,
+                             "tokens_per_s": x.size / max(dt, 1e-9)})
+                    if checkpoint_every is not None and self.chunk % checkpoint_every == 0 and self.chunk < n_chunks:
+                        self._seconds = time.perf_counter() - t_epoch
+                        self._carried = impl.get_state()
+                        save()
+            finally:
+                if bar is not None:
+                    bar.close()
+                    bar = None
+            self._seconds = time.perf_counter() - t_epoch
+            if stopped or self.chunk < n_chunks:
+                self._carried = impl.get_state()
+                save()
+                break
+            self._end_epoch(epoch_no, valid, log)
+            save()
+        if restore_best:
+            self.restore_best()
+        return self.history
+
+    def _end_epoch(self, epoch_no: int, valid, log) -> None:
+        train_loss = self._sum_loss / max(self._tokens, 1)
+        row = {"epoch": epoch_no, "train_loss": train_loss, "train_bpc": _bits(train_loss),
+               "valid_loss": None, "valid_bpc": None, "valid_perplexity": None,
+               "lr": self.optimizer.lr, "seconds": self._seconds,
+               "tokens_per_s": self._tokens / max(self._seconds, 1e-9), "steps": self.step}
+        if self.model_options:
+            row["options"] = dict(self._applied)
+        metric = train_loss
+        if valid is not None:
+            ev = evaluate(self.model, valid, batch_size=self.eval_batch_size, bptt=self.bptt)
+            row.update(valid_loss=ev["loss"], valid_bpc=ev["bpc"], valid_perplexity=ev["perplexity"])
+            metric = ev["loss"]
+        if math.isfinite(metric) and (self.best_loss is None or metric < self.best_loss):
+            self.best_loss, self.best_epoch = float(metric), epoch_no
+            self.best_params = np.array(self.model.flat_parameters(), copy=True)
+        self.epoch, self.chunk = epoch_no, 0
+        self._carried = None
+        self._sum_loss, self._tokens = 0.0, 0
+        if self.lr_schedule is not None:
+            self.optimizer.lr = self.lr_schedule.next_lr(self.epoch, self.optimizer.lr, metric)
+        row["next_lr"] = self.optimizer.lr
+        self.history.append(row)
+        if self.progress:
+            from tqdm.auto import tqdm
+            label = "bpw" if self.unit == "word" else "bpc"
+            valid_txt = f", valid {label} {row['valid_bpc']:.4f}" if row["valid_bpc"] is not None else ""
+            tqdm.write(f"epoch {epoch_no}: train {label} {row['train_bpc']:.4f}{valid_txt}, "
+                       f"{row['tokens_per_s']:,.0f} tokens/s, {row['seconds']:.1f} s")
+        if log is not None:
+            log({"event": "epoch", **row})
