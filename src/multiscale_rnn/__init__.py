@@ -3,7 +3,7 @@ from ._native import ISA, core as _core
 from . import init
 from . import data
 from .models import GRU, HMLSTM, LSTM, MODELS, ElmanRNN, LanguageModel
-from . import checkpoint, optim, schedules
+from . import checkpoint, optim, plot, schedules
 from .models.registry import build_model, register_model
 from .trainer import History, Trainer, evaluate, sample
 
@@ -21,4 +21,4 @@ def get_num_threads() -> int:
 
 __all__ = ["HMLSTM", "data", "LSTM", "GRU", "ElmanRNN", "LanguageModel", "MODELS", "init", "set_num_threads",
            "get_num_threads", "ISA", "__version__", "optim", "schedules", "checkpoint", "Trainer", "History",
-           "evaluate", "sample", "build_model", "register_model"]
+           "evaluate", "sample", "build_model", "register_model", "plot"]
