@@ -452,6 +452,8 @@ def test_plots(tmp_path):
     fig.savefig(tmp_path / "hm.png")
     assert (tmp_path / "hm.png").stat().st_size > 1000
     assert msr.plot.boundaries(tr) is not None
+    w = tr.window(10, 50)
+    assert w.z.shape == (3, 40) and w.text == tr.text[10:50] and w.updates[0] == 40
     with pytest.raises(ValueError, match="width"):
         msr.plot.boundaries(tr, width=0)
     with pytest.raises(TypeError, match="trace"):

@@ -60,6 +60,21 @@ class HMTrace:
     def __len__(self) -> int:
         return int(self.z.shape[1])
 
+    def window(self, start: int, stop: int) -> "HMTrace":
+        """The steps [start, stop) as a trace (for plotting part of a long read); counts and scores
+        are recomputed over the window."""
+        sl = slice(start, stop)
+        z = self.z[:, sl]
+        ops = self.ops[:, sl]
+        updates = (ops != 0).sum(axis=1)
+        ref = None if self.reference is None else self.reference[sl]
+        scores = None if ref is None else [boundary_scores(z[l] > 0.5, ref, self.tolerance) for l in range(len(z))]
+        return HMTrace(tokens=self.tokens[sl], z=z, zhat=self.zhat[:, sl], ops=ops, h_norms=self.h_norms[:, sl],
+                       gates=None if self.gates is None else self.gates[:, sl], updates=updates,
+                       reduction=float(1.0 - updates.sum() / max(1, z.size)),
+                       text=None if self.text is None else self.text[sl], reference=ref, scores=scores,
+                       tolerance=self.tolerance)
+
 
 def boundary_scores(predicted, reference, tolerance: int = 0) -> Dict[str, float]:
     """Precision, recall and F1 of predicted boundary positions against reference ones.
