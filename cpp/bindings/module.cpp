@@ -68,9 +68,11 @@ template <class S> py::array_t<S> view_of(Vec<S>& v, py::handle owner) {
 }
 
 ModelConfig make_config(const std::string& core, Index vocab, Index embed, const std::vector<Index>& hidden, double dropout,
-                        std::uint64_t seed, const py::dict& options) {
+                        std::uint64_t seed, const py::dict& options, const std::string& head, Index head_size) {
   ModelConfig c;
   c.core = core;
+  c.head = head;
+  c.head_size = head_size;
   c.vocab_size = vocab;
   c.embed_size = embed;
   c.hidden_sizes = hidden;
@@ -93,11 +95,13 @@ template <class S> void bind_model(py::module_& m, const char* name) {
   using M = LanguageModel<S>;
   py::class_<M>(m, name)
       .def(py::init([](const std::string& core, Index vocab, Index embed, const std::vector<Index>& hidden,
-                       double dropout, std::uint64_t seed, const py::dict& options) {
-             return std::make_unique<M>(make_config(core, vocab, embed, hidden, dropout, seed, options));
+                       double dropout, std::uint64_t seed, const py::dict& options, const std::string& head,
+                       Index head_size) {
+             return std::make_unique<M>(make_config(core, vocab, embed, hidden, dropout, seed, options, head, head_size));
            }),
            py::arg("core"), py::arg("vocab_size"), py::arg("embed_size"), py::arg("hidden_sizes"),
-           py::arg("dropout") = 0.0, py::arg("seed") = 0, py::arg("options") = py::dict())
+           py::arg("dropout") = 0.0, py::arg("seed") = 0, py::arg("options") = py::dict(), py::arg("head") = "linear",
+           py::arg("head_size") = 0)
       .def("param_info",
            [](M& self) {
              py::list out;

@@ -1,5 +1,7 @@
 #include "msrnn/language_model.hpp"
 
+#include "msrnn/hm_lstm.hpp"
+#include "msrnn/output_module.hpp"
 #include "msrnn/rnn_stack.hpp"
 
 namespace msrnn {
@@ -16,11 +18,24 @@ void check_tokens(const std::int32_t* tokens, Index T, Index B, Index V, const c
 
 // The core named by cfg.core. A new family adds its line here.
 template <class S> static std::unique_ptr<Core<S>> make_core(const ModelConfig& cfg, ParamSet<S>& ps, Rng* rng) {
+  if (cfg.core == "hm_lstm")
+    return std::make_unique<HMLSTM<S>>(ps, cfg.embed_size, cfg.hidden_sizes,
+                                       hm_lstm_options(cfg.num_options, cfg.text_options), rng);
   const bool stack = cfg.core == "lstm" || cfg.core == "gru" || cfg.core == "rnn_tanh";
   MSRNN_CHECK(stack, "unknown core '", cfg.core, "'");
   MSRNN_CHECK(cfg.num_options.empty() && cfg.text_options.empty(), "the ", cfg.core, " core takes no options");
   return std::make_unique<RNNStack<S>>(ps, cell_type_from_name(cfg.core), cfg.embed_size, cfg.hidden_sizes,
                                        cfg.dropout, rng);
+}
+
+// The head named by cfg.head, reading the core's output parts.
+template <class S> static std::unique_ptr<Head<S>> make_head(const ModelConfig& cfg, ParamSet<S>& ps, const Core<S>& core) {
+  if (cfg.head == "linear") {
+    MSRNN_CHECK(cfg.head_size == 0, "the linear head has no hidden size; got head_size ", cfg.head_size);
+    return std::make_unique<LinearHead<S>>(ps, core.output_size(), cfg.vocab_size);
+  }
+  if (cfg.head == "gated") return std::make_unique<GatedOutputHead<S>>(ps, core.output_parts(), cfg.head_size, cfg.vocab_size);
+  throw std::invalid_argument(cat("unknown head '", cfg.head, "'; expected 'linear' or 'gated'"));
 }
 
 template <class S> LanguageModel<S>::LanguageModel(const ModelConfig& cfg) : cfg_(cfg), rng_(cfg.seed) {
@@ -31,7 +46,7 @@ template <class S> LanguageModel<S>::LanguageModel(const ModelConfig& cfg) : cfg
   MSRNN_CHECK(cfg.dropout >= 0.0 && cfg.dropout < 1.0, "dropout must be in [0, 1), got ", cfg.dropout);
   emb_id_ = ps_.add("embedding.weight", cfg.embed_size, cfg.vocab_size, /*numpy_transposed=*/true);
   core_ = make_core<S>(cfg, ps_, &rng_);
-  head_ = std::make_unique<LinearHead<S>>(ps_, core_->output_size(), cfg.vocab_size);
+  head_ = make_head<S>(cfg, ps_, *core_);
   ps_.finalize();
   core_->bind(ps_);
   head_->bind(ps_);

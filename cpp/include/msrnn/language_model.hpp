@@ -1,4 +1,5 @@
 // A language model: token embedding -> recurrent core -> head -> softmax cross-entropy.
+// The head is chosen by name (ModelConfig::head) and reads the core's output parts.
 //   x_t = E[:, token_t]                    embedding.weight, NumPy (V, E)
 //   y_t = core(m_x * x_t)                  the core's parameters and state
 //   z_t = head(m_y * y_t)                  logits (V, B)
@@ -16,7 +17,9 @@
 namespace msrnn {
 
 struct ModelConfig {
-  std::string core = "lstm";          // "lstm", "gru", "rnn_tanh"
+  std::string core = "lstm";          // "lstm", "gru", "rnn_tanh", "hm_lstm"
+  std::string head = "linear";        // "linear" (LinearHead) or "gated" (GatedOutputHead, eq. 11-12)
+  Index head_size = 0;                // the head's hidden size (gated: output embedding He); 0 for linear
   Index vocab_size = 0;               // V
   Index embed_size = 0;               // E
   std::vector<Index> hidden_sizes;    // H of each layer

@@ -1,7 +1,8 @@
 """Models by name. ``MODELS`` maps a class name to the class, for checkpoints and the command line."""
 from .base import LanguageModel, as_tokens
+from .hm_lstm import HMLSTM, HMTrace, boundary_scores
 from .rnn import GRU, LSTM, ElmanRNN
 
-MODELS = {cls.__name__: cls for cls in (LSTM, GRU, ElmanRNN)}
+MODELS = {cls.__name__: cls for cls in (LSTM, GRU, ElmanRNN, HMLSTM)}
 
-__all__ = ["LanguageModel", "LSTM", "GRU", "ElmanRNN", "MODELS", "as_tokens"]
+__all__ = ["LanguageModel", "LSTM", "GRU", "ElmanRNN", "MODELS", "as_tokens", "HMLSTM", "HMTrace", "boundary_scores"]

@@ -54,7 +54,8 @@ class LanguageModel:
     core_name = ""
 
     def __init__(self, vocab_size: int, embed_size: int, hidden_sizes, *, dropout: float = 0.0,
-                 dtype: str = "float32", seed: int = 0, options: Optional[dict] = None, **config):
+                 dtype: str = "float32", seed: int = 0, options: Optional[dict] = None, head: str = "linear",
+                 head_size: int = 0, **config):
         if dtype not in _DTYPES:
             raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}")
         hidden = (hidden_sizes,) if np.isscalar(hidden_sizes) else tuple(hidden_sizes)
@@ -65,16 +66,20 @@ class LanguageModel:
             raise ValueError(f"hidden_sizes must be positive integers, got {hidden_sizes!r}")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        if head not in ("linear", "gated"):
+            raise ValueError(f"head must be 'linear' or 'gated', got {head!r}")
+        if not isinstance(head_size, (int, np.integer)) or head_size < 0:
+            raise ValueError(f"head_size must be a non-negative integer, got {head_size!r}")
         self.dtype = np.dtype(_DTYPES[dtype])
         self.vocab_size = int(vocab_size)
         self.options = dict(options or {})
         # Everything needed to rebuild the model (checkpoints store it as JSON).
         self.config = dict(model=type(self).__name__, vocab_size=int(vocab_size), embed_size=int(embed_size),
                            hidden_sizes=[int(h) for h in hidden], dropout=float(dropout), dtype=dtype,
-                           seed=int(seed), **config)
+                           seed=int(seed), head=head, head_size=int(head_size), **config)
         cls = _core.LanguageModelF32 if dtype == "float32" else _core.LanguageModelF64
         self._impl = cls(self.core_name, int(vocab_size), int(embed_size), [int(h) for h in hidden],
-                         float(dropout), int(seed) % (1 << 64), self.options)
+                         float(dropout), int(seed) % (1 << 64), self.options, head, int(head_size))
         self._flat = self._impl.flat_params()
         self._flat_grad = self._impl.flat_grads()
         self._info = self._impl.param_info()
@@ -192,6 +197,16 @@ class LanguageModel:
         if per_token:
             return float(out[0]), out[1], self._impl.get_state()
         return float(out), self._impl.get_state()
+
+    def set_option(self, name: str, value: float) -> None:
+        """Change a core option between chunks (e.g. the HM-LSTM ``slope`` being annealed)."""
+        self._impl.set_option(str(name), float(value))
+        self.options[name] = value
+
+    def records(self) -> Dict[str, np.ndarray]:
+        """What the last forward recorded for introspection: dict name -> (rows, B*T) array whose
+        column t*B + b is step t of stream b (empty for cores that record nothing)."""
+        return {k: np.ascontiguousarray(v.T) for k, v in self._impl.records().items()}
 
     # ---- random generator (dropout, sampling) ------------------------------------------------
     def get_rng_state(self) -> np.ndarray:

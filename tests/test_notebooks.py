@@ -1,0 +1,34 @@
+"""Notebooks run top to bottom in a quick setting."""
+import os
+from pathlib import Path
+
+import pytest
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+
+
+def run_notebook(name, timeout=300):
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("ipykernel")
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    os.environ["MSRNN_QUICK"] = "1"
+    os.environ.pop("MPLBACKEND", None)  # the kernel's inline backend (Agg underneath) keeps figures as PNG
+    nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+    return nb
+
+
+def outputs(nb):
+    text = []
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            text.append(out.get("text", "") or str(out.get("data", {}).get("text/plain", "")))
+    return "\n".join(text)
+
+
+def test_hm_lstm_notebook():
+    nb = run_notebook("hm_lstm_boundaries.ipynb")
+    text = outputs(nb)
+    assert "layer-1 boundary F1" in text and "updates per layer" in text
+    images = [o for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
+    assert len(images) == 2
