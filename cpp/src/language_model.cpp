@@ -4,6 +4,8 @@
 #include "msrnn/output_module.hpp"
 #include "msrnn/rnn_stack.hpp"
 
+#include <cmath>
+
 namespace msrnn {
 
 void check_tokens(const std::int32_t* tokens, Index T, Index B, Index V, const char* what) {
@@ -38,13 +40,31 @@ template <class S> static std::unique_ptr<Head<S>> make_head(const ModelConfig& 
   throw std::invalid_argument(cat("unknown head '", cfg.head, "'; expected 'linear' or 'gated'"));
 }
 
+// Throws std::invalid_argument naming the first NaN or infinity in values (D, T*B) by stream, step, feature.
+template <class S> static void check_values(const S* values, Index D, Index T, Index B) {
+  for (Index t = 0; t < T; ++t)
+    for (Index b = 0; b < B; ++b)
+      for (Index d = 0; d < D; ++d) {
+        const S v = values[(t * B + b) * D + d];
+        if (!std::isfinite(v))
+          throw std::invalid_argument(cat("input value ", v, " at (stream ", b, ", step ", t, ", feature ", d,
+                                          ") is not finite"));
+      }
+}
+
 template <class S> LanguageModel<S>::LanguageModel(const ModelConfig& cfg) : cfg_(cfg), rng_(cfg.seed) {
   MSRNN_CHECK(cfg.vocab_size > 0, "vocab_size must be positive, got ", cfg.vocab_size);
   MSRNN_CHECK(cfg.embed_size > 0, "embed_size must be positive, got ", cfg.embed_size);
   MSRNN_CHECK(!cfg.hidden_sizes.empty(), "hidden_sizes must name at least one layer");
   for (Index h : cfg.hidden_sizes) MSRNN_CHECK(h > 0, "hidden sizes must be positive, got ", h);
   MSRNN_CHECK(cfg.dropout >= 0.0 && cfg.dropout < 1.0, "dropout must be in [0, 1), got ", cfg.dropout);
-  emb_id_ = ps_.add("embedding.weight", cfg.embed_size, cfg.vocab_size, /*numpy_transposed=*/true);
+  MSRNN_CHECK(cfg.input_size >= 0, "input_size must be 0 (tokens) or positive, got ", cfg.input_size);
+  if (cfg.input_size == 0) {
+    emb_id_ = ps_.add("embedding.weight", cfg.embed_size, cfg.vocab_size, /*numpy_transposed=*/true);
+  } else {
+    enc_w_id_ = ps_.add("encoder.weight", cfg.embed_size, cfg.input_size);
+    enc_b_id_ = ps_.add("encoder.bias", cfg.embed_size, 1);
+  }
   core_ = make_core<S>(cfg, ps_, &rng_);
   head_ = make_head<S>(cfg, ps_, *core_);
   ps_.finalize();
@@ -53,13 +73,20 @@ template <class S> LanguageModel<S>::LanguageModel(const ModelConfig& cfg) : cfg
   core_->reset_state(1);
 }
 
-template <class S> void LanguageModel<S>::run_forward(const std::int32_t* tokens, Index T, Index B, bool train) {
+template <class S> void LanguageModel<S>::run_forward(const Inputs<S>& in, Index T, Index B, bool train) {
   MSRNN_CHECK(T > 0 && B > 0, "a chunk needs at least one step and one stream, got T=", T, " B=", B);
-  check_tokens(tokens, T, B, cfg_.vocab_size, "token");
   const Index N = T * B;
-  dropped_ = train && cfg_.dropout > 0.0;
   x_.resize(cfg_.embed_size, N);
-  embedding_forward<S>(x_, ps_.value(emb_id_), tokens);
+  if (cfg_.input_size == 0) {
+    MSRNN_CHECK(in.tokens && !in.values, "this model reads token ids, not real vectors");
+    check_tokens(in.tokens, T, B, cfg_.vocab_size, "token");
+    embedding_forward<S>(x_, ps_.value(emb_id_), in.tokens);
+  } else {
+    MSRNN_CHECK(in.values && !in.tokens, "this model reads real vectors of size ", cfg_.input_size, ", not token ids");
+    check_values(in.values, cfg_.input_size, T, B);
+    linear_forward<S>(x_, ps_.value(enc_w_id_), ps_.value(enc_b_id_), CMatMap<S>(in.values, cfg_.input_size, N));
+  }
+  dropped_ = train && cfg_.dropout > 0.0;
   if (dropped_) {
     mx_.resize(x_.rows(), N);
     dropout_mask<S>(mx_, cfg_.dropout, rng_);
@@ -76,15 +103,15 @@ template <class S> void LanguageModel<S>::run_forward(const std::int32_t* tokens
   head_->forward(logits_, dropped_ ? yin_ : y_, T, B, train);
 }
 
-template <class S> void LanguageModel<S>::forward(MRef<S> logits, const std::int32_t* tokens, Index T, Index B, bool train) {
-  run_forward(tokens, T, B, train);
+template <class S> void LanguageModel<S>::forward(MRef<S> logits, const Inputs<S>& in, Index T, Index B, bool train) {
+  run_forward(in, T, B, train);
   logits = logits_;
 }
 
 template <class S>
-double LanguageModel<S>::loss_and_grad(const std::int32_t* tokens, const std::int32_t* targets, Index T, Index B) {
+double LanguageModel<S>::loss_and_grad(const Inputs<S>& in, const std::int32_t* targets, Index T, Index B) {
   check_tokens(targets, T, B, cfg_.vocab_size, "target");
-  run_forward(tokens, T, B, /*train=*/true);
+  run_forward(in, T, B, /*train=*/true);
   const Index N = T * B;
   const double loss = softmax_xent_forward<S>(logits_, logits_, targets) / double(N);
   softmax_xent_backward<S>(logits_, logits_, targets, S(1.0 / double(N)));  // logits_ now holds dZ
@@ -94,15 +121,18 @@ double LanguageModel<S>::loss_and_grad(const std::int32_t* tokens, const std::in
   dx_.resize(x_.rows(), N);
   core_->backward(dx_, dy_, dropped_ ? xin_ : x_);
   if (dropped_) dx_.array() *= mx_.array();
-  embedding_backward<S>(ps_.grad(emb_id_), dx_, tokens);
+  if (cfg_.input_size == 0)
+    embedding_backward<S>(ps_.grad(emb_id_), dx_, in.tokens);
+  else
+    linear_backward_params<S>(ps_.grad(enc_w_id_), ps_.grad(enc_b_id_), dx_, CMatMap<S>(in.values, cfg_.input_size, N));
   return loss;
 }
 
 template <class S>
-double LanguageModel<S>::loss(const std::int32_t* tokens, const std::int32_t* targets, Index T, Index B,
+double LanguageModel<S>::loss(const Inputs<S>& in, const std::int32_t* targets, Index T, Index B,
                               double* per_token) {
   check_tokens(targets, T, B, cfg_.vocab_size, "target");
-  run_forward(tokens, T, B, /*train=*/false);
+  run_forward(in, T, B, /*train=*/false);
   return softmax_xent_forward<S>(logits_, logits_, targets, per_token) / double(T * B);
 }
 
