@@ -6,6 +6,7 @@ import pytest
 
 import multiscale_rnn as msr
 from multiscale_rnn.models.base import _core
+from multiscale_rnn.analysis import by_step
 from multiscale_rnn.testing import check_model_gradients, numeric_gradient, relative_error
 
 V, E, HF, HS = 11, 5, 6, 4
@@ -178,7 +179,7 @@ def test_record_gradient_of_the_output_state_is_the_carried_state_gradient():
     w = np.zeros(tok.shape)
     w[:, -1] = 1.0                                  # the loss of the last step alone
     model.loss_and_grad(tok, tgt, weights=w)
-    g = model.record_gradients()["h_f2"][:, 1]      # (B, H): after step 1
+    g = by_step(model.record_gradients(), 2)["h_f2"][:, 1]      # (B, H): after step 1
     _, s1 = model.forward(tok[:, :2])
     x = s1["h_fast"]
 
@@ -194,13 +195,13 @@ def test_records_shapes_and_staleness():
     model.forward(tok)
     rec = model.records()
     assert set(rec) == {f"{s}_l{i}" for s in "hc" for i in range(3)}
-    assert rec["c_l0"].shape == (2, 3, HF)
+    assert rec["c_l0"].shape == (HF, 2 * 3)                  # (rows, B*T), column t*B + b
     logits, state = model.forward(tok)
-    np.testing.assert_array_equal(model.records()["h_l2"][:, -1], state["h"])
+    np.testing.assert_array_equal(by_step(model.records(), 2)["h_l2"][:, -1], state["h"])
     with pytest.raises(ValueError, match="backward"):
         model.record_gradients()                     # the last forward had no backward
     model.loss_and_grad(tok, tgt)
-    assert model.record_gradients()["c_l1"].shape == (2, 3, HF)
+    assert model.record_gradients()["c_l1"].shape == (HF, 2 * 3)
 
 
 # ---- zoneout ----------------------------------------------------------------------------------
@@ -442,7 +443,7 @@ def test_record_gradients_match_torch():
     w = np.zeros(tok.shape)
     w[:, -1] = 1.0
     ours.loss_and_grad(tok, tgt, weights=w)
-    got = ours.record_gradients()
+    got = by_step(ours.record_gradients(), 2)
     P = {k: torch.tensor(np.array(v), requires_grad=True) for k, v in ours.parameters().items()}
     keep = {}
     zero = {k: torch.zeros(v.shape, dtype=torch.float64) for k, v in ours.initial_state(2).items()}
@@ -452,3 +453,15 @@ def test_record_gradients_match_torch():
     for name, steps in keep.items():
         want = np.stack([v.grad.numpy() for v in steps], axis=1)     # (B, T, H)
         np.testing.assert_allclose(got[name], want, rtol=1e-9, atol=1e-13, err_msg=name)
+
+
+def test_other_heads_and_encoders_gradients():
+    """The FS cores under the gated output head and the linear encoder of real-valued inputs."""
+    rng = np.random.default_rng(17)
+    model = msr.FSRNN(V, E, HF, HS, head="gated", head_size=7, zoneout_h=0.2, dropout=0.1, dtype="float64", seed=3)
+    assert_gradients(model, seed=18)
+    model = msr.SequentialLSTM(V, E, (HF, HF), input_size=3, dtype="float64", seed=3)
+    perturb(model, rng)
+    x, tgt = rng.normal(size=(2, 4, 3)), rng.integers(0, V, (2, 4))
+    errors = check_model_gradients(model, x, tgt)
+    assert max(errors.values()) < 1e-6, errors

@@ -35,7 +35,7 @@ def test_wrong_dtype_and_shape(model):
         model.forward(np.zeros(6, int))
     with pytest.raises(ValueError, match="empty"):
         model.forward(np.zeros((2, 0), int))
-    with pytest.raises(ValueError, match=r"targets have shape \(2, 2\), tokens \(2, 3\)"):
+    with pytest.raises(ValueError, match=r"targets have shape \(2, 2\), inputs \(2, 3\)"):
         model.loss_and_grad(np.zeros((2, 3), int), np.zeros((2, 2), int))
 
 

@@ -26,6 +26,14 @@ def outputs(nb):
     return "\n".join(text)
 
 
+def test_hm_lstm_notebook():
+    nb = run_notebook("hm_lstm_boundaries.ipynb")
+    text = outputs(nb)
+    assert "layer-1 boundary F1" in text and "updates per layer" in text
+    images = [o for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
+    assert len(images) == 2
+
+
 def test_fs_rnn_notebook():
     nb = run_notebook("fs_rnn_dynamics.ipynb")
     text = outputs(nb)

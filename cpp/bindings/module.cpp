@@ -30,6 +30,50 @@ std::vector<std::int32_t> step_major(const IntArr& a, const char* what, Index* T
   return out;
 }
 
+// What a model reads over a chunk, converted to step-major order: int32 token ids (B, T) for
+// models with an embedding, or real vectors (B, T, D) of the model's dtype for a linear encoder.
+template <class S> struct ChunkInput {
+  Index T = 0, B = 0;
+  std::vector<std::int32_t> tokens;  // (T*B)
+  std::vector<S> values;             // (D, T*B)
+  Inputs<S> view() const {
+    return tokens.empty() ? Inputs<S>{nullptr, values.data()} : Inputs<S>{tokens.data(), nullptr};
+  }
+};
+
+template <class S> ChunkInput<S> read_inputs(const LanguageModel<S>& model, const py::array& a) {
+  ChunkInput<S> in;
+  const Index D = model.input_size();
+  if (D == 0) {
+    if (!py::isinstance<IntArr>(a) || !(a.flags() & py::array::c_style))
+      throw py::type_error(cat("tokens must be a C-contiguous int32 array, got dtype ", py::str(a.dtype()).cast<std::string>()));
+    in.tokens = step_major(a.cast<IntArr>(), "tokens", &in.T, &in.B);
+    return in;
+  }
+  if (!py::isinstance<Arr<S>>(a) || !(a.flags() & py::array::c_style))
+    throw py::type_error(cat("inputs must be a C-contiguous array of the model's float dtype, got dtype ",
+                             py::str(a.dtype()).cast<std::string>()));
+  if (a.ndim() != 3 || a.shape(2) != D || a.shape(0) < 1 || a.shape(1) < 1)
+    throw py::value_error(cat("inputs must have shape (batch, steps, ", D, "), got ", a.ndim(), " dimensions"));
+  in.B = a.shape(0);
+  in.T = a.shape(1);
+  in.values.resize(static_cast<size_t>(D * in.T * in.B));
+  auto r = a.cast<Arr<S>>().template unchecked<3>();
+  for (Index b = 0; b < in.B; ++b)
+    for (Index t = 0; t < in.T; ++t)
+      for (Index d = 0; d < D; ++d) in.values[(t * in.B + b) * D + d] = r(b, t, d);
+  return in;
+}
+
+// The targets of a chunk, step-major, checked against the inputs' shape.
+template <class S> std::vector<std::int32_t> read_targets(const ChunkInput<S>& in, const IntArr& targets) {
+  Index T, B;
+  auto tgt = step_major(targets, "targets", &T, &B);
+  if (T != in.T || B != in.B)
+    throw py::value_error(cat("targets have shape (", B, ", ", T, "), inputs (", in.B, ", ", in.T, ")"));
+  return tgt;
+}
+
 // (T*B) step-major -> (B, T)
 py::array_t<double> batch_major(const std::vector<double>& v, Index T, Index B) {
   py::array_t<double> out({B, T});
@@ -68,9 +112,13 @@ template <class S> py::array_t<S> view_of(Vec<S>& v, py::handle owner) {
 }
 
 ModelConfig make_config(const std::string& core, Index vocab, Index embed, const std::vector<Index>& hidden, double dropout,
-                        std::uint64_t seed, const py::dict& options) {
+                        std::uint64_t seed, const py::dict& options, const std::string& head, Index head_size,
+                        Index input_size) {
   ModelConfig c;
+  c.input_size = input_size;
   c.core = core;
+  c.head = head;
+  c.head_size = head_size;
   c.vocab_size = vocab;
   c.embed_size = embed;
   c.hidden_sizes = hidden;
@@ -93,11 +141,14 @@ template <class S> void bind_model(py::module_& m, const char* name) {
   using M = LanguageModel<S>;
   py::class_<M>(m, name)
       .def(py::init([](const std::string& core, Index vocab, Index embed, const std::vector<Index>& hidden,
-                       double dropout, std::uint64_t seed, const py::dict& options) {
-             return std::make_unique<M>(make_config(core, vocab, embed, hidden, dropout, seed, options));
+                       double dropout, std::uint64_t seed, const py::dict& options, const std::string& head,
+                       Index head_size, Index input_size) {
+             return std::make_unique<M>(
+                 make_config(core, vocab, embed, hidden, dropout, seed, options, head, head_size, input_size));
            }),
            py::arg("core"), py::arg("vocab_size"), py::arg("embed_size"), py::arg("hidden_sizes"),
-           py::arg("dropout") = 0.0, py::arg("seed") = 0, py::arg("options") = py::dict())
+           py::arg("dropout") = 0.0, py::arg("seed") = 0, py::arg("options") = py::dict(), py::arg("head") = "linear",
+           py::arg("head_size") = 0, py::arg("input_size") = 0)
       .def("param_info",
            [](M& self) {
              py::list out;
@@ -108,15 +159,15 @@ template <class S> void bind_model(py::module_& m, const char* name) {
       .def("flat_params", [](py::object self) { return view_of(self.cast<M&>().params().data(), self); })
       .def("flat_grads", [](py::object self) { return view_of(self.cast<M&>().params().grad_data(), self); })
       .def("zero_grad", [](M& self) { self.params().zero_grad(); })
+      .def_property_readonly("input_size", &M::input_size)
       .def("forward",
-           [](M& self, const IntArr& tokens, bool train) {
-             Index T, B;
-             auto tok = step_major(tokens, "tokens", &T, &B);
-             const Index V = self.vocab_size();
+           [](M& self, const py::array& inputs, bool train) {
+             const auto in = read_inputs(self, inputs);
+             const Index T = in.T, B = in.B, V = self.vocab_size();
              Mat<S> logits(V, T * B);
              {
                py::gil_scoped_release release;
-               self.forward(logits, tok.data(), T, B, train);
+               self.forward(logits, in.view(), T, B, train);
              }
              Arr<S> out({B, T, V});
              auto w = out.template mutable_unchecked<3>();
@@ -125,45 +176,39 @@ template <class S> void bind_model(py::module_& m, const char* name) {
                  for (Index v = 0; v < V; ++v) w(b, t, v) = logits(v, t * B + b);
              return out;
            },
-           py::arg("tokens"), py::arg("train") = false)
+           py::arg("inputs"), py::arg("train") = false)
       .def("loss_and_grad",
-           [](M& self, const IntArr& tokens, const IntArr& targets, py::object weights) {
-             Index T, B, T2, B2;
-             auto tok = step_major(tokens, "tokens", &T, &B);
-             auto tgt = step_major(targets, "targets", &T2, &B2);
-             if (T != T2 || B != B2)
-               throw py::value_error(cat("targets have shape (", B2, ", ", T2, "), tokens (", B, ", ", T, ")"));
+           [](M& self, const py::array& inputs, const IntArr& targets, py::object weights) {
+             const auto in = read_inputs(self, inputs);
+             const auto tgt = read_targets(in, targets);
              std::vector<double> w;
              if (!weights.is_none()) {
                auto a = py::cast<py::array_t<double, py::array::c_style | py::array::forcecast>>(weights);
-               if (a.ndim() != 2 || a.shape(0) != B || a.shape(1) != T)
-                 throw py::value_error(cat("weights must have the tokens' shape (", B, ", ", T, ")"));
-               w.resize(static_cast<size_t>(T * B));
+               if (a.ndim() != 2 || a.shape(0) != in.B || a.shape(1) != in.T)
+                 throw py::value_error(cat("weights must have the targets' shape (", in.B, ", ", in.T, ")"));
+               w.resize(static_cast<size_t>(in.T * in.B));
                auto r = a.unchecked<2>();
-               for (Index b = 0; b < B; ++b)
-                 for (Index t = 0; t < T; ++t) w[t * B + b] = r(b, t);
+               for (Index b = 0; b < in.B; ++b)
+                 for (Index t = 0; t < in.T; ++t) w[t * in.B + b] = r(b, t);
              }
              py::gil_scoped_release release;
-             return self.loss_and_grad(tok.data(), tgt.data(), T, B, w.empty() ? nullptr : w.data());
+             return self.loss_and_grad(in.view(), tgt.data(), in.T, in.B, w.empty() ? nullptr : w.data());
            },
-           py::arg("tokens"), py::arg("targets"), py::arg("weights") = py::none())
+           py::arg("inputs"), py::arg("targets"), py::arg("weights") = py::none())
       .def("loss",
-           [](M& self, const IntArr& tokens, const IntArr& targets, bool per_token) -> py::object {
-             Index T, B, T2, B2;
-             auto tok = step_major(tokens, "tokens", &T, &B);
-             auto tgt = step_major(targets, "targets", &T2, &B2);
-             if (T != T2 || B != B2)
-               throw py::value_error(cat("targets have shape (", B2, ", ", T2, "), tokens (", B, ", ", T, ")"));
-             std::vector<double> nll(per_token ? T * B : 0);
+           [](M& self, const py::array& inputs, const IntArr& targets, bool per_token) -> py::object {
+             const auto in = read_inputs(self, inputs);
+             const auto tgt = read_targets(in, targets);
+             std::vector<double> nll(per_token ? in.T * in.B : 0);
              double loss;
              {
                py::gil_scoped_release release;
-               loss = self.loss(tok.data(), tgt.data(), T, B, per_token ? nll.data() : nullptr);
+               loss = self.loss(in.view(), tgt.data(), in.T, in.B, per_token ? nll.data() : nullptr);
              }
              if (!per_token) return py::float_(loss);
-             return py::make_tuple(loss, batch_major(nll, T, B));
+             return py::make_tuple(loss, batch_major(nll, in.T, in.B));
            },
-           py::arg("tokens"), py::arg("targets"), py::arg("per_token") = false)
+           py::arg("inputs"), py::arg("targets"), py::arg("per_token") = false)
       .def("get_state", [](M& self) { return state_to_dict<S>(self.get_state()); })
       .def("set_state", [](M& self, const py::dict& d) { self.set_state(state_from_dict<S>(d)); })
       .def("reset_state", [](M& self, Index B) {

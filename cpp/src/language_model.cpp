@@ -1,6 +1,8 @@
 #include "msrnn/language_model.hpp"
 
 #include "msrnn/fs_rnn.hpp"
+#include "msrnn/hm_lstm.hpp"
+#include "msrnn/output_module.hpp"
 #include "msrnn/rnn_stack.hpp"
 
 #include <cmath>
@@ -20,11 +22,36 @@ void check_tokens(const std::int32_t* tokens, Index T, Index B, Index V, const c
 // The core named by cfg.core. A new family adds its line here.
 template <class S> static std::unique_ptr<Core<S>> make_core(const ModelConfig& cfg, ParamSet<S>& ps, Rng* rng) {
   if (auto core = make_fs_family_core<S>(cfg, ps, rng)) return core;  // fs_rnn, sequential_lstm, stacked_lstm
+  if (cfg.core == "hm_lstm")
+    return std::make_unique<HMLSTM<S>>(ps, cfg.embed_size, cfg.hidden_sizes,
+                                       hm_lstm_options(cfg.num_options, cfg.text_options), rng);
   const bool stack = cfg.core == "lstm" || cfg.core == "gru" || cfg.core == "rnn_tanh";
   MSRNN_CHECK(stack, "unknown core '", cfg.core, "'");
   MSRNN_CHECK(cfg.num_options.empty() && cfg.text_options.empty(), "the ", cfg.core, " core takes no options");
   return std::make_unique<RNNStack<S>>(ps, cell_type_from_name(cfg.core), cfg.embed_size, cfg.hidden_sizes,
                                        cfg.dropout, rng);
+}
+
+// The head named by cfg.head, reading the core's output parts.
+template <class S> static std::unique_ptr<Head<S>> make_head(const ModelConfig& cfg, ParamSet<S>& ps, const Core<S>& core) {
+  if (cfg.head == "linear") {
+    MSRNN_CHECK(cfg.head_size == 0, "the linear head has no hidden size; got head_size ", cfg.head_size);
+    return std::make_unique<LinearHead<S>>(ps, core.output_size(), cfg.vocab_size);
+  }
+  if (cfg.head == "gated") return std::make_unique<GatedOutputHead<S>>(ps, core.output_parts(), cfg.head_size, cfg.vocab_size);
+  throw std::invalid_argument(cat("unknown head '", cfg.head, "'; expected 'linear' or 'gated'"));
+}
+
+// Throws std::invalid_argument naming the first NaN or infinity in values (D, T*B) by stream, step, feature.
+template <class S> static void check_values(const S* values, Index D, Index T, Index B) {
+  for (Index t = 0; t < T; ++t)
+    for (Index b = 0; b < B; ++b)
+      for (Index d = 0; d < D; ++d) {
+        const S v = values[(t * B + b) * D + d];
+        if (!std::isfinite(v))
+          throw std::invalid_argument(cat("input value ", v, " at (stream ", b, ", step ", t, ", feature ", d,
+                                          ") is not finite"));
+      }
 }
 
 template <class S> LanguageModel<S>::LanguageModel(const ModelConfig& cfg) : cfg_(cfg), rng_(cfg.seed) {
@@ -33,22 +60,35 @@ template <class S> LanguageModel<S>::LanguageModel(const ModelConfig& cfg) : cfg
   MSRNN_CHECK(!cfg.hidden_sizes.empty(), "hidden_sizes must name at least one layer");
   for (Index h : cfg.hidden_sizes) MSRNN_CHECK(h > 0, "hidden sizes must be positive, got ", h);
   MSRNN_CHECK(cfg.dropout >= 0.0 && cfg.dropout < 1.0, "dropout must be in [0, 1), got ", cfg.dropout);
-  emb_id_ = ps_.add("embedding.weight", cfg.embed_size, cfg.vocab_size, /*numpy_transposed=*/true);
+  MSRNN_CHECK(cfg.input_size >= 0, "input_size must be 0 (tokens) or positive, got ", cfg.input_size);
+  if (cfg.input_size == 0) {
+    emb_id_ = ps_.add("embedding.weight", cfg.embed_size, cfg.vocab_size, /*numpy_transposed=*/true);
+  } else {
+    enc_w_id_ = ps_.add("encoder.weight", cfg.embed_size, cfg.input_size);
+    enc_b_id_ = ps_.add("encoder.bias", cfg.embed_size, 1);
+  }
   core_ = make_core<S>(cfg, ps_, &rng_);
-  head_ = std::make_unique<LinearHead<S>>(ps_, core_->output_size(), cfg.vocab_size);
+  head_ = make_head<S>(cfg, ps_, *core_);
   ps_.finalize();
   core_->bind(ps_);
   head_->bind(ps_);
   core_->reset_state(1);
 }
 
-template <class S> void LanguageModel<S>::run_forward(const std::int32_t* tokens, Index T, Index B, bool train) {
+template <class S> void LanguageModel<S>::run_forward(const Inputs<S>& in, Index T, Index B, bool train) {
   MSRNN_CHECK(T > 0 && B > 0, "a chunk needs at least one step and one stream, got T=", T, " B=", B);
-  check_tokens(tokens, T, B, cfg_.vocab_size, "token");
   const Index N = T * B;
-  dropped_ = train && cfg_.dropout > 0.0;
   x_.resize(cfg_.embed_size, N);
-  embedding_forward<S>(x_, ps_.value(emb_id_), tokens);
+  if (cfg_.input_size == 0) {
+    MSRNN_CHECK(in.tokens && !in.values, "this model reads token ids, not real vectors");
+    check_tokens(in.tokens, T, B, cfg_.vocab_size, "token");
+    embedding_forward<S>(x_, ps_.value(emb_id_), in.tokens);
+  } else {
+    MSRNN_CHECK(in.values && !in.tokens, "this model reads real vectors of size ", cfg_.input_size, ", not token ids");
+    check_values(in.values, cfg_.input_size, T, B);
+    linear_forward<S>(x_, ps_.value(enc_w_id_), ps_.value(enc_b_id_), CMatMap<S>(in.values, cfg_.input_size, N));
+  }
+  dropped_ = train && cfg_.dropout > 0.0;
   if (dropped_) {
     mx_.resize(x_.rows(), N);
     dropout_mask<S>(mx_, cfg_.dropout, rng_);
@@ -65,13 +105,13 @@ template <class S> void LanguageModel<S>::run_forward(const std::int32_t* tokens
   head_->forward(logits_, dropped_ ? yin_ : y_, T, B, train);
 }
 
-template <class S> void LanguageModel<S>::forward(MRef<S> logits, const std::int32_t* tokens, Index T, Index B, bool train) {
-  run_forward(tokens, T, B, train);
+template <class S> void LanguageModel<S>::forward(MRef<S> logits, const Inputs<S>& in, Index T, Index B, bool train) {
+  run_forward(in, T, B, train);
   logits = logits_;
 }
 
 template <class S>
-double LanguageModel<S>::loss_and_grad(const std::int32_t* tokens, const std::int32_t* targets, Index T, Index B,
+double LanguageModel<S>::loss_and_grad(const Inputs<S>& in, const std::int32_t* targets, Index T, Index B,
                                        const double* weights) {
   check_tokens(targets, T, B, cfg_.vocab_size, "target");
   const Index N = T * B;
@@ -85,7 +125,7 @@ double LanguageModel<S>::loss_and_grad(const std::int32_t* tokens, const std::in
     }
     MSRNN_CHECK(wsum > 0.0, "loss weights must not all be zero");
   }
-  run_forward(tokens, T, B, /*train=*/true);
+  run_forward(in, T, B, /*train=*/true);
   double loss;
   if (!weights) {
     loss = softmax_xent_forward<S>(logits_, logits_, targets) / double(N);
@@ -105,15 +145,18 @@ double LanguageModel<S>::loss_and_grad(const std::int32_t* tokens, const std::in
   dx_.resize(x_.rows(), N);
   core_->backward(dx_, dy_, dropped_ ? xin_ : x_);
   if (dropped_) dx_.array() *= mx_.array();
-  embedding_backward<S>(ps_.grad(emb_id_), dx_, tokens);
+  if (cfg_.input_size == 0)
+    embedding_backward<S>(ps_.grad(emb_id_), dx_, in.tokens);
+  else
+    linear_backward_params<S>(ps_.grad(enc_w_id_), ps_.grad(enc_b_id_), dx_, CMatMap<S>(in.values, cfg_.input_size, N));
   return loss;
 }
 
 template <class S>
-double LanguageModel<S>::loss(const std::int32_t* tokens, const std::int32_t* targets, Index T, Index B,
+double LanguageModel<S>::loss(const Inputs<S>& in, const std::int32_t* targets, Index T, Index B,
                               double* per_token) {
   check_tokens(targets, T, B, cfg_.vocab_size, "target");
-  run_forward(tokens, T, B, /*train=*/false);
+  run_forward(in, T, B, /*train=*/false);
   return softmax_xent_forward<S>(logits_, logits_, targets, per_token) / double(T * B);
 }
 

@@ -1,8 +1,7 @@
 """multiscale-rnn: multiscale recurrent neural networks with a fast C++ core."""
 from ._native import ISA, core as _core
-from . import analysis, data, init, plot, testing
-from .models import FSRNN, GRU, LSTM, MODELS, ElmanRNN, LanguageModel, SequentialLSTM, StackedLSTM
-from . import checkpoint, optim, schedules
+from . import analysis, checkpoint, data, init, optim, plot, schedules, testing
+from .models import FSRNN, GRU, HMLSTM, LSTM, MODELS, ElmanRNN, LanguageModel, SequentialLSTM, StackedLSTM
 from .models.registry import build_model, register_model
 from .trainer import History, Trainer, evaluate, sample
 
@@ -18,6 +17,7 @@ def get_num_threads() -> int:
     return int(_core.get_num_threads())
 
 
-__all__ = ["analysis", "plot", "data", "testing", "LSTM", "GRU", "ElmanRNN", "FSRNN", "StackedLSTM", "SequentialLSTM", "LanguageModel",
-           "MODELS", "init", "set_num_threads", "get_num_threads", "ISA", "__version__", "optim", "schedules",
-           "checkpoint", "Trainer", "History", "evaluate", "sample", "build_model", "register_model"]
+__all__ = ["LSTM", "GRU", "ElmanRNN", "HMLSTM", "FSRNN", "StackedLSTM", "SequentialLSTM", "LanguageModel", "MODELS",
+           "build_model", "register_model", "Trainer", "History", "evaluate", "sample", "data", "init", "optim",
+           "schedules", "checkpoint", "plot", "analysis", "testing", "set_num_threads", "get_num_threads", "ISA",
+           "__version__"]

@@ -102,6 +102,12 @@ def _text(s: str) -> np.ndarray:
 
 
 # ---- save ----------------------------------------------------------------------------------------
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(path: Union[str, Path], write) -> Path:
     """Call ``write(fileobj)`` on a temporary file beside ``path``, fsync it, then rename it over
     ``path``. On any error the temporary file is removed and ``path`` is untouched."""
@@ -114,6 +120,7 @@ def atomic_write(path: Union[str, Path], write) -> Path:
             write(f)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual permissions
         os.replace(tmp, path)
     except BaseException:
         try:

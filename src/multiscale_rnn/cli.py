@@ -105,6 +105,11 @@ def resolve_settings(preset: Optional[str] = None, config: Optional[Dict[str, An
 def model_from_settings(settings: Dict[str, Any], vocab_size: int):
     """Build the model named in ``settings`` through ``build_model``."""
     from .models.registry import build_model
+    own = ("vocab_size", "embed_size", "hidden_sizes", "dropout", "dtype", "seed")
+    clash = sorted(set(settings["options"]) & set(own))
+    if clash:
+        raise ValueError(f"model option(s) {clash} are settings of their own: use --{clash[0].replace('_', '-')} "
+                         f"(or the top-level key in a config file)")
     return build_model(settings["model"], vocab_size=int(vocab_size), embed_size=int(settings["embed_size"]),
                        hidden_sizes=[int(h) for h in settings["hidden_sizes"]], dropout=float(settings["dropout"]),
                        dtype=settings["dtype"], seed=int(settings["seed"]), **settings["options"])

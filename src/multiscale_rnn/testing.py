@@ -7,21 +7,23 @@ from typing import Callable, Dict, Optional
 import numpy as np
 
 
-def numeric_gradient(f: Callable[[], float], x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
-    """Central differences of the scalar ``f()`` with respect to every element of the array ``x``,
-    which ``f`` reads (``x`` is perturbed in place and restored)."""
-    g = np.zeros(x.shape)
-    it = np.nditer(x, flags=["multi_index"])
-    for _ in it:
-        i = it.multi_index
+def numeric_gradient(f: Callable[[], float], x: np.ndarray, eps: float = 1e-6,
+                     indices: Optional[np.ndarray] = None) -> np.ndarray:
+    """Central differences of the scalar ``f()`` with respect to the array ``x``, which ``f`` reads
+    (``x`` is perturbed in place and restored). With ``indices`` (flat, C order), only those
+    entries: returns a 1-D array of their derivatives; otherwise an array shaped like ``x``."""
+    flat = np.arange(x.size) if indices is None else np.asarray(indices)
+    g = np.empty(len(flat))
+    for k, j in enumerate(flat):
+        i = np.unravel_index(j, x.shape)
         old = x[i].copy()
         x[i] = old + eps
         fp = f()
         x[i] = old - eps
         fm = f()
         x[i] = old
-        g[i] = (fp - fm) / (2 * eps)
-    return g
+        g[k] = (fp - fm) / (2 * eps)
+    return g.reshape(x.shape) if indices is None else g
 
 
 def relative_error(a: np.ndarray, b: np.ndarray) -> float:
@@ -51,19 +53,10 @@ def check_model_gradients(model, tokens, targets, state=None, eps: float = 1e-6,
     for name, p in model.parameters().items():
         if names is not None and name not in names:
             continue
-        flat_idx = np.arange(p.size)
+        idx = np.arange(p.size)
         if max_entries is not None and p.size > max_entries:
-            flat_idx = np.sort(pick.choice(p.size, max_entries, replace=False))
-        num = np.empty(len(flat_idx))
-        for k, j in enumerate(flat_idx):
-            i = np.unravel_index(j, p.shape)
-            old = p[i]
-            p[i] = old + eps
-            fp = loss()
-            p[i] = old - eps
-            fm = loss()
-            p[i] = old
-            num[k] = (fp - fm) / (2 * eps)
-        ana = np.array([grads[name][np.unravel_index(j, p.shape)] for j in flat_idx])
+            idx = np.sort(pick.choice(p.size, max_entries, replace=False))
+        num = numeric_gradient(loss, p, eps, idx)
+        ana = grads[name][np.unravel_index(idx, p.shape)]
         errors[name] = relative_error(ana, num)
     return errors

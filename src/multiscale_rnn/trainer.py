@@ -79,9 +79,9 @@ class History(list):
 def evaluate(model, ids, batch_size: int = 16, bptt: int = 100) -> Dict[str, float]:
     """Evaluation-mode loss of ``model`` on 1-D token ids.
 
-    The ids are cut into ``B = min(batch_size, len(ids) // (bptt + 1))`` (at least 1) contiguous
-    streams, each read from a zero state with the state carried from chunk to chunk; the
-    ``len(ids) % B`` tokens at the end are left out. Returns ``loss`` (nats per token), ``bpc``
+    The ids are cut into ``B = min(batch_size, len(ids) // 2)`` contiguous streams, each read from
+    a zero state with the state carried from chunk to chunk (so the result does not depend on
+    ``bptt``, which only bounds the memory used); the ``len(ids) % B`` tokens at the end are left out. Returns ``loss`` (nats per token), ``bpc``
     (bits per token), ``perplexity``, ``tokens`` (targets scored) and ``streams`` (B). The model's
     carried state is left at the end of the streams.
     """
@@ -95,7 +95,7 @@ def evaluate(model, ids, batch_size: int = 16, bptt: int = 100) -> Dict[str, flo
         raise ValueError(f"bptt must be a positive integer, got {bptt!r}")
     if len(ids) < 2:
         raise ValueError(f"evaluation needs at least 2 tokens (an input and its target), got {len(ids)}")
-    B = max(1, min(int(batch_size), len(ids) // (int(bptt) + 1)))
+    B = min(int(batch_size), len(ids) // 2)
     streams = data.batchify(ids, B)
     if ids.size and (streams.min() < 0 or streams.max() >= model.vocab_size):
         bad = int(np.flatnonzero((ids < 0) | (ids >= model.vocab_size))[0])

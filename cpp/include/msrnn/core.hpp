@@ -17,6 +17,9 @@ template <class S> class Core {
   virtual ~Core() = default;
   virtual Index input_size() const = 0;   // E
   virtual Index output_size() const = 0;  // O
+  // How the O output rows split into layers (e.g. [H_1, ..., H_L] when Y stacks every layer's h), so a
+  // head can read each layer; one part by default.
+  virtual std::vector<Index> output_parts() const { return {output_size()}; }
   // Take views of the parameters once the flat buffer exists.
   virtual void bind(ParamSet<S>& ps) = 0;
   // Y (O, N) out, X (E, N) in. Starts from the carried state and leaves the state after step T-1.

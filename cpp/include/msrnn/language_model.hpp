@@ -1,5 +1,8 @@
-// A language model: token embedding -> recurrent core -> head -> softmax cross-entropy.
-//   x_t = E[:, token_t]                    embedding.weight, NumPy (V, E)
+// A language model: encoder -> recurrent core -> head -> softmax cross-entropy.
+// The head is chosen by name (ModelConfig::head) and reads the core's output parts.
+//   x_t = E[:, token_t]                    token embedding: embedding.weight, NumPy (V, E)
+//   x_t = W_enc u_t + b_enc                or, for real-valued inputs u_t (D,) (input_size D > 0),
+//                                          a linear encoder: encoder.weight (E, D), encoder.bias (E)
 //   y_t = core(m_x * x_t)                  the core's parameters and state
 //   z_t = head(m_y * y_t)                  logits (V, B)
 //   loss = mean over B*T of -log softmax(z_t)[target_t]
@@ -16,8 +19,11 @@
 namespace msrnn {
 
 struct ModelConfig {
-  std::string core = "lstm";          // "lstm", "gru", "rnn_tanh"
-  Index vocab_size = 0;               // V
+  std::string core = "lstm";          // "lstm", "gru", "rnn_tanh", "hm_lstm"
+  std::string head = "linear";        // "linear" (LinearHead) or "gated" (GatedOutputHead, eq. 11-12)
+  Index head_size = 0;                // the head's hidden size (gated: output embedding He); 0 for linear
+  Index vocab_size = 0;               // V (output classes)
+  Index input_size = 0;               // D: 0 reads token ids; D > 0 reads real vectors (linear encoder)
   Index embed_size = 0;               // E
   std::vector<Index> hidden_sizes;    // H of each layer
   double dropout = 0.0;               // on every non-recurrent connection
@@ -30,6 +36,12 @@ struct ModelConfig {
 // Throws std::out_of_range naming the first id outside [0, V) with its stream and step.
 void check_tokens(const std::int32_t* tokens, Index T, Index B, Index V, const char* what);
 
+// What a model reads over a chunk: token ids or real vectors, both step-major (n = t*B + b).
+template <class S> struct Inputs {
+  const std::int32_t* tokens = nullptr;  // (N) ids, for the embedding encoder
+  const S* values = nullptr;             // (D, N) real vectors, for the linear encoder
+};
+
 template <class S> class LanguageModel {
  public:
   explicit LanguageModel(const ModelConfig& cfg);
@@ -39,15 +51,28 @@ template <class S> class LanguageModel {
   Core<S>& core() { return *core_; }
   Index vocab_size() const { return cfg_.vocab_size; }
 
-  // logits (V, T*B) out. tokens (T*B) in.
-  void forward(MRef<S> logits, const std::int32_t* tokens, Index T, Index B, bool train);
+  Index input_size() const { return cfg_.input_size; }
+
+  // logits (V, T*B) out.
+  void forward(MRef<S> logits, const Inputs<S>& in, Index T, Index B, bool train);
   // Training-mode forward, cross-entropy and backward; accumulates gradients; returns the mean loss (nats).
   // With weights (T*B, step-major, finite, >= 0, not all 0) the loss is sum_n w_n nll_n / sum_n w_n,
   // e.g. the loss of the last step alone for the gradient analyses.
-  double loss_and_grad(const std::int32_t* tokens, const std::int32_t* targets, Index T, Index B,
+  double loss_and_grad(const Inputs<S>& in, const std::int32_t* targets, Index T, Index B,
                        const double* weights = nullptr);
   // Evaluation-mode mean loss, no gradients. If `per_token` is given (T*B), it receives each -log p.
-  double loss(const std::int32_t* tokens, const std::int32_t* targets, Index T, Index B, double* per_token = nullptr);
+  double loss(const Inputs<S>& in, const std::int32_t* targets, Index T, Index B, double* per_token = nullptr);
+  // The same for token ids (T*B).
+  void forward(MRef<S> logits, const std::int32_t* tokens, Index T, Index B, bool train) {
+    forward(logits, Inputs<S>{tokens, nullptr}, T, B, train);
+  }
+  double loss_and_grad(const std::int32_t* tokens, const std::int32_t* targets, Index T, Index B,
+                       const double* weights = nullptr) {
+    return loss_and_grad(Inputs<S>{tokens, nullptr}, targets, T, B, weights);
+  }
+  double loss(const std::int32_t* tokens, const std::int32_t* targets, Index T, Index B, double* per_token = nullptr) {
+    return loss(Inputs<S>{tokens, nullptr}, targets, T, B, per_token);
+  }
 
   std::vector<NamedState<S>> get_state() const { return core_->get_state(); }
   void set_state(const std::vector<NamedState<S>>& s) { core_->set_state(s); }
@@ -60,16 +85,17 @@ template <class S> class LanguageModel {
   std::vector<NamedState<S>> record_grads() const;
 
  private:
-  void run_forward(const std::int32_t* tokens, Index T, Index B, bool train);  // fills logits_
+  void run_forward(const Inputs<S>& in, Index T, Index B, bool train);  // fills logits_
 
   ModelConfig cfg_;
   ParamSet<S> ps_;
   Rng rng_;
-  int emb_id_ = -1;
+  int emb_id_ = -1;                 // embedding.weight (E, V), when reading tokens
+  int enc_w_id_ = -1, enc_b_id_ = -1;  // encoder.weight (E, D), encoder.bias (E, 1), when reading vectors
   std::unique_ptr<Core<S>> core_;
   std::unique_ptr<Head<S>> head_;
   bool dropped_ = false;
-  Mat<S> x_, xin_, mx_;   // (E, N) embeddings, masked embeddings, mask
+  Mat<S> x_, xin_, mx_;   // (E, N) encoded inputs, masked, mask
   Mat<S> y_, yin_, my_;   // (O, N) core output, masked output, mask
   Mat<S> logits_;         // (V, N) logits, then probabilities
   Mat<S> dy_, dx_;        // (O, N), (E, N) backward

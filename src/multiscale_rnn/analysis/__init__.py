@@ -1,6 +1,6 @@
 """Analyses of trained models that return NumPy arrays (plots in ``multiscale_rnn.plot``)."""
-from .dynamics import (bpc_by_position, cell_names, gradient_decay, per_token_loss, relative_loss, state_change,
+from .dynamics import (bpc_by_position, by_step, cell_names, gradient_decay, per_token_loss, relative_loss, state_change,
                        word_positions)
 
 __all__ = ["gradient_decay", "state_change", "per_token_loss", "word_positions", "bpc_by_position", "relative_loss",
-           "cell_names"]
+           "cell_names", "by_step"]

@@ -21,7 +21,7 @@ from typing import Dict, Optional, Sequence
 import numpy as np
 
 __all__ = ["gradient_decay", "state_change", "per_token_loss", "word_positions", "bpc_by_position",
-           "relative_loss", "cell_names"]
+           "relative_loss", "cell_names", "by_step"]
 
 _LN2 = np.log(2.0)
 
@@ -33,6 +33,19 @@ def _ids(ids, what: str = "ids") -> np.ndarray:
     if a.size and (a.dtype == bool or not np.issubdtype(a.dtype, np.integer)):
         raise TypeError(f"{what} must be integers, got dtype {a.dtype}")
     return a.astype(np.int32)
+
+
+def by_step(arrays: Dict[str, np.ndarray], batch_size: int) -> Dict[str, np.ndarray]:
+    """``model.records()`` or ``model.record_gradients()`` (name -> (rows, B*T), column t*B + b)
+    as name -> (B, T, rows)."""
+    B = int(batch_size)
+    out = {}
+    for k, v in arrays.items():
+        rows, n = v.shape
+        if n % B:
+            raise ValueError(f"{k} has {n} columns, not a multiple of the batch size {B}")
+        out[k] = v.T.reshape(n // B, B, rows).transpose(1, 0, 2)
+    return out
 
 
 def _positive(v, name: str) -> int:
@@ -97,7 +110,7 @@ def gradient_decay(model, ids, max_lag: int = 100, num_samples: int = 32, warmup
     weights = np.zeros(window.shape)
     weights[:, -1] = 1.0
     model.loss_and_grad(window, target, state0, weights=weights)
-    grads = model.record_gradients()
+    grads = by_step(model.record_gradients(), n)           # (n, W, H) each
     model.zero_grad()
     # The loss is the mean of the n last-step losses, so each stream's gradient is 1/n of its own.
     return {name: n * np.linalg.norm(grads[name][:, ::-1], axis=2) for name in names}
@@ -123,7 +136,7 @@ def state_change(model, ids, batch_size: int = 16, bptt: int = 100, state: Optio
     state_ = None
     for x, y in chunks(streams, bptt):
         _, state_ = model.loss(x, y, state_)
-        rec = model.records()
+        rec = by_step(model.records(), B)
         for k in names:
             c = rec[k]                                       # (B, T, H)
             full = c if prev is None else np.concatenate([prev[k], c], axis=1)

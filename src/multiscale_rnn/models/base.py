@@ -1,4 +1,4 @@
-"""The base of every model: token embedding -> recurrent core -> head -> softmax cross-entropy.
+"""The base of every model: encoder (token embedding or linear map) -> recurrent core -> head -> softmax cross-entropy.
 
 Every model offers the same low-level API (NumPy in and out):
 
@@ -45,8 +45,33 @@ def as_tokens(x, name: str, vocab_size: int) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.int32)
 
 
+def as_values(x, input_size: int, dtype) -> np.ndarray:
+    """Check a (batch, steps, input_size) array of real inputs and return it C-contiguous in ``dtype``.
+
+    Raises TypeError for a non-float dtype, ValueError for a wrong shape and ValueError naming the
+    first NaN or infinity with its (stream, step, feature) position.
+    """
+    a = np.asarray(x)
+    if not (np.issubdtype(a.dtype, np.floating) or np.issubdtype(a.dtype, np.integer)) or a.dtype == bool:
+        raise TypeError(f"inputs must be a real-valued array, got dtype {a.dtype}")
+    if a.ndim != 3 or a.shape[2] != input_size:
+        raise ValueError(f"inputs must have shape (batch, steps, {input_size}), got shape {a.shape}")
+    if a.shape[0] < 1 or a.shape[1] < 1:
+        raise ValueError(f"inputs are empty: shape {a.shape}")
+    a = np.ascontiguousarray(a, dtype=dtype)
+    bad = ~np.isfinite(a)
+    if bad.any():
+        b, t, d = np.argwhere(bad)[0]
+        raise ValueError(f"input value {a[b, t, d]} at (stream {b}, step {t}, feature {d}) is not finite")
+    return a
+
+
 class LanguageModel:
     """A language model over a vocabulary of ``vocab_size`` symbols.
+
+    With ``input_size=D`` the model reads real vectors (B, T, D) through a linear encoder
+    (``encoder.weight`` (E, D), ``encoder.bias``) instead of token ids, and still predicts one of
+    ``vocab_size`` classes per step.
 
     Subclasses set ``core_name`` and pass their core-specific ``options``.
     """
@@ -54,7 +79,8 @@ class LanguageModel:
     core_name = ""
 
     def __init__(self, vocab_size: int, embed_size: int, hidden_sizes, *, dropout: float = 0.0,
-                 dtype: str = "float32", seed: int = 0, options: Optional[dict] = None, **config):
+                 dtype: str = "float32", seed: int = 0, options: Optional[dict] = None, head: str = "linear",
+                 head_size: int = 0, input_size: Optional[int] = None, **config):
         if dtype not in _DTYPES:
             raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}")
         hidden = (hidden_sizes,) if np.isscalar(hidden_sizes) else tuple(hidden_sizes)
@@ -65,16 +91,26 @@ class LanguageModel:
             raise ValueError(f"hidden_sizes must be positive integers, got {hidden_sizes!r}")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        if head not in ("linear", "gated"):
+            raise ValueError(f"head must be 'linear' or 'gated', got {head!r}")
+        if not isinstance(head_size, (int, np.integer)) or head_size < 0:
+            raise ValueError(f"head_size must be a non-negative integer, got {head_size!r}")
+        if input_size is not None and (not isinstance(input_size, (int, np.integer)) or input_size < 1):
+            raise ValueError(f"input_size must be a positive integer or None (token inputs), got {input_size!r}")
         self.dtype = np.dtype(_DTYPES[dtype])
         self.vocab_size = int(vocab_size)
+        self.input_size = None if input_size is None else int(input_size)
         self.options = dict(options or {})
         # Everything needed to rebuild the model (checkpoints store it as JSON).
         self.config = dict(model=type(self).__name__, vocab_size=int(vocab_size), embed_size=int(embed_size),
                            hidden_sizes=[int(h) for h in hidden], dropout=float(dropout), dtype=dtype,
-                           seed=int(seed), **config)
+                           seed=int(seed), head=head, head_size=int(head_size), **config)
+        if input_size is not None:
+            self.config["input_size"] = int(input_size)
         cls = _core.LanguageModelF32 if dtype == "float32" else _core.LanguageModelF64
         self._impl = cls(self.core_name, int(vocab_size), int(embed_size), [int(h) for h in hidden],
-                         float(dropout), int(seed) % (1 << 64), self.options)
+                         float(dropout), int(seed) % (1 << 64), self.options, head, int(head_size),
+                         self.input_size or 0)
         self._flat = self._impl.flat_params()
         self._flat_grad = self._impl.flat_grads()
         self._info = self._impl.param_info()
@@ -135,6 +171,12 @@ class LanguageModel:
                 raise ValueError(f"parameter '{name}' has shape {value.shape}, expected {own[name].shape}")
             own[name][...] = value
 
+    def _inputs(self, x) -> np.ndarray:
+        """Token ids (B, T) for an embedding model; real vectors (B, T, D) with ``input_size=D``."""
+        if self.input_size is None:
+            return as_tokens(x, "token", self.vocab_size)
+        return as_values(x, self.input_size, self.dtype)
+
     # ---- state ------------------------------------------------------------------------------
     def _set_state(self, state: Optional[State], batch: int) -> None:
         if state is None:
@@ -160,10 +202,9 @@ class LanguageModel:
     # ---- computation ------------------------------------------------------------------------
     def forward(self, tokens, state: Optional[State] = None, *, train: bool = False) -> Tuple[np.ndarray, State]:
         """Logits (B, T, V) for int tokens (B, T), and the state after the last step."""
-        tok = as_tokens(tokens, "token", self.vocab_size)
+        tok = self._inputs(tokens)
         self._set_state(state, tok.shape[0])
         logits = self._impl.forward(tok, train)
-        self._last_shape = tok.shape
         return logits, self._impl.get_state()
 
     def loss_and_grad(self, tokens, targets, state: Optional[State] = None, *, weights=None):
@@ -173,54 +214,48 @@ class LanguageModel:
         ``weights`` (B, T), finite and non-negative, makes the loss the weighted mean
         ``sum w * nll / sum w`` (e.g. ones on the last step only: the loss of that step alone).
         """
-        tok = as_tokens(tokens, "token", self.vocab_size)
+        tok = self._inputs(tokens)
         tgt = as_tokens(targets, "target", self.vocab_size)
-        if tgt.shape != tok.shape:
-            raise ValueError(f"targets have shape {tgt.shape}, tokens {tok.shape}")
+        if tgt.shape != tok.shape[:2]:
+            raise ValueError(f"targets have shape {tgt.shape}, inputs {tok.shape[:2]}")
         if weights is not None:
             weights = np.asarray(weights, dtype=np.float64)
-            if weights.shape != tok.shape:
-                raise ValueError(f"weights have shape {weights.shape}, tokens {tok.shape}")
+            if weights.shape != tgt.shape:
+                raise ValueError(f"weights have shape {weights.shape}, targets {tgt.shape}")
         self._set_state(state, tok.shape[0])
         self._impl.zero_grad()
         loss = self._impl.loss_and_grad(tok, tgt, weights)
-        self._last_shape = tok.shape
         grads = {k: v.copy() for k, v in self._grads.items()}
         return float(loss), grads, self._impl.get_state()
 
     def loss(self, tokens, targets, state: Optional[State] = None, *, per_token: bool = False):
         """Evaluation-mode mean cross-entropy (nats) and the new state; with ``per_token=True``
         also the (B, T) array of each -log p(target)."""
-        tok = as_tokens(tokens, "token", self.vocab_size)
+        tok = self._inputs(tokens)
         tgt = as_tokens(targets, "target", self.vocab_size)
-        if tgt.shape != tok.shape:
-            raise ValueError(f"targets have shape {tgt.shape}, tokens {tok.shape}")
+        if tgt.shape != tok.shape[:2]:
+            raise ValueError(f"targets have shape {tgt.shape}, inputs {tok.shape[:2]}")
         self._set_state(state, tok.shape[0])
         out = self._impl.loss(tok, tgt, per_token)
-        self._last_shape = tok.shape
         if per_token:
             return float(out[0]), out[1], self._impl.get_state()
         return float(out), self._impl.get_state()
 
-    # ---- introspection -----------------------------------------------------------------------
-    def _by_step(self, flat: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
-        shape = getattr(self, "_last_shape", None)
-        if shape is None:
-            raise RuntimeError("nothing recorded yet: run forward, loss or loss_and_grad first")
-        B, T = shape
-        # Each entry arrives as (T*B, rows) with row n = t*B + b.
-        return {k: v.reshape(T, B, -1).transpose(1, 0, 2).copy() for k, v in flat.items()}
+    def set_option(self, name: str, value: float) -> None:
+        """Change a core option between chunks (e.g. the HM-LSTM ``slope`` being annealed)."""
+        self._impl.set_option(str(name), float(value))
+        self.options[name] = value
 
     def records(self) -> Dict[str, np.ndarray]:
-        """What the last forward recorded, dict name -> (B, T, rows): for the FS-RNN family every
-        cell's state after each step (``c_f1``, ``h_s``, ``c_l0``, ...); empty for cores that
-        record nothing."""
-        return self._by_step(self._impl.records())
+        """What the last forward recorded for introspection: dict name -> (rows, B*T) array whose
+        column t*B + b is step t of stream b (empty for cores that record nothing)."""
+        return {k: np.ascontiguousarray(v.T) for k, v in self._impl.records().items()}
 
     def record_gradients(self) -> Dict[str, np.ndarray]:
-        """After ``loss_and_grad``: the gradient of its loss with respect to every recorded state,
-        by the names of ``records()``, each (B, T, rows)."""
-        return self._by_step(self._impl.record_grads())
+        """After ``loss_and_grad``: the gradient of its loss with respect to every recorded state
+        (for the FS-RNN family every cell's ``h_*`` and ``c_*``), by the names and in the layout of
+        ``records()``: (rows, B*T), column t*B + b for step t of stream b."""
+        return {k: np.ascontiguousarray(v.T) for k, v in self._impl.record_grads().items()}
 
     # ---- random generator (dropout, sampling) ------------------------------------------------
     def get_rng_state(self) -> np.ndarray:

@@ -76,17 +76,18 @@ def _cell_options(cells, layer_norm: LayerNorm, zoneout_c: float, zoneout_h: flo
 
 
 def paper_init(model: LanguageModel, seed: int = 0) -> None:
-    """The FS-RNN paper's initialisation: orthogonal weight matrices (embedding, every cell's
-    ``weight_ih``/``weight_hh`` by gate block, decoder), zero biases and layer-norm shifts, unit
+    """The FS-RNN paper's initialisation: orthogonal weight matrices (embedding or encoder, every
+    cell's ``weight_ih``/``weight_hh`` by gate block, decoder), zero biases and layer-norm shifts, unit
     layer-norm gains, and forget-gate bias 1 in every LSTM cell (on ``bias_ih``, or on the
     forget block of ``ln_gates_bias`` when the gates are layer-normalised)."""
     from .. import init
     rng = np.random.default_rng(seed)
     init.default(model, rng)                    # the decoder bias
-    init.orthogonal(model, "weight_*", rng=rng)
-    init.orthogonal(model, "decoder.weight", rng=rng)
-    init.orthogonal(model, "embedding.weight", rng=rng)
     params = model.parameters()
+    init.orthogonal(model, "weight_*", rng=rng)
+    for name in ("embedding.weight", "encoder.weight", "decoder.weight"):   # whichever the model has
+        if name in params:
+            init.orthogonal(model, name, rng=rng)
     for name, p in params.items():
         if name.startswith(("bias_", "ln_gates_bias", "ln_cell_bias")):
             p[...] = 0.0
@@ -114,7 +115,8 @@ class FSRNN(LanguageModel):
                  slow_size: Optional[int] = None, *, fast_cells: int = 2, cell: str = "lstm",
                  slow_cell: Optional[str] = None, layer_norm: LayerNorm = True, zoneout_c: float = 0.0,
                  zoneout_h: float = 0.0, dropout: float = 0.0, dtype: str = "float32", seed: int = 0,
-                 hidden_sizes: Optional[Sequence[int]] = None):
+                 hidden_sizes: Optional[Sequence[int]] = None, head: str = "linear", head_size: int = 0,
+                 input_size: Optional[int] = None):
         if hidden_sizes is not None:
             if fast_size is not None or slow_size is not None:
                 raise ValueError("give either fast_size and slow_size or hidden_sizes, not both")
@@ -130,7 +132,8 @@ class FSRNN(LanguageModel):
         options = dict(fast_cells=int(fast_cells), fast_cell=cell, slow_cell=slow_cell,
                        **_cell_options((cell, slow_cell), layer_norm, zoneout_c, zoneout_h))
         super().__init__(vocab_size, embed_size, (fast_size, slow_size), dropout=dropout, dtype=dtype, seed=seed,
-                         options=options, fast_cells=int(fast_cells), cell=cell, slow_cell=slow_cell,
+                         options=options, head=head, head_size=head_size, input_size=input_size,
+                         fast_cells=int(fast_cells), cell=cell, slow_cell=slow_cell,
                          layer_norm=layer_norm, zoneout_c=float(zoneout_c), zoneout_h=float(zoneout_h))
 
     def reset_parameters(self, seed: int = 0) -> None:
@@ -140,11 +143,12 @@ class FSRNN(LanguageModel):
 class _ChainOrStack(LanguageModel):
     def __init__(self, vocab_size: int, embed_size: int, hidden_sizes, *, cell: str = "lstm",
                  layer_norm: LayerNorm = "cell", zoneout_c: float = 0.0, zoneout_h: float = 0.0,
-                 dropout: float = 0.0, dtype: str = "float32", seed: int = 0):
+                 dropout: float = 0.0, dtype: str = "float32", seed: int = 0, head: str = "linear",
+                 head_size: int = 0, input_size: Optional[int] = None):
         cell = _check_cell(cell, "cell")
         options = dict(cell=cell, **_cell_options((cell,), layer_norm, zoneout_c, zoneout_h))
         super().__init__(vocab_size, embed_size, hidden_sizes, dropout=dropout, dtype=dtype, seed=seed,
-                         options=options, cell=cell, layer_norm=layer_norm, zoneout_c=float(zoneout_c),
+                         options=options, head=head, head_size=head_size, input_size=input_size, cell=cell, layer_norm=layer_norm, zoneout_c=float(zoneout_c),
                          zoneout_h=float(zoneout_h))
 
     def reset_parameters(self, seed: int = 0) -> None:

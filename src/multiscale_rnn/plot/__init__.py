@@ -1,4 +1,5 @@
-"""Matplotlib plots of models and analyses; each takes ``ax=`` and returns the Axes."""
+"""Plots (Matplotlib). Every function takes ``ax=`` (a new figure when None) and returns the Axes."""
+from .boundaries import boundaries, hidden_norms
 from .dynamics import bpc_by_position, gradient_decay, relative_loss, state_change
 
-__all__ = ["gradient_decay", "state_change", "bpc_by_position", "relative_loss"]
+__all__ = ["boundaries", "hidden_norms", "gradient_decay", "state_change", "bpc_by_position", "relative_loss"]

@@ -1,0 +1,140 @@
+// Hierarchical multiscale LSTM (Chung, Ahn & Bengio, ICLR 2017, eq. 1-9).
+//
+// Layers l = 1..L (suffix _l0 .. _l{L-1} in names), sizes H_l; h^0_t = x_t (E rows), z^0_t = 1.
+// Each layer keeps h^l, c^l (H_l, B) and its boundary state z^l (1, B). At step t, bottom to top:
+//
+//   s^l_t = r * U^l_l h^l_{t-1} + z^l_{t-1} U^l_{l+1} h^{l+1}_{t-1} + z^{l-1}_t W^l_{l-1} h^{l-1}_t + b^l   (eq. 4-7)
+//           r = 1 (paper, eq. 5) or r = 1 - z^l_{t-1} (option flush_cut: the hard reset of the slides);
+//           no top-down term in the top layer.
+//   a = s with each gate block (i, f, g, o) layer-normalised when layer_norm is on (LN(x) = gamma*xhat + beta,
+//       per block of H rows, after the bias; the boundary row is never normalised).
+//   i, f, o = sigm(a_i, a_f, a_o),  g = tanh(a_g),  zhat = hard_sigm(a_z) = clamp((slope * a_z + 1) / 2, 0, 1)
+//   Gate order (i, f, g, o, z) as PyTorch's LSTM, then the boundary row: G_l = 4 H_l + 1 rows
+//   (4 H_L in the top layer unless top_boundary is on; its z^L is then always 0).
+//
+//   The operation (eq. 2-3) from zp = z^l_{t-1} and zb = z^{l-1}_t, written as weights
+//     w_F = zp, w_U = (1 - zp) zb, w_C = (1 - zp)(1 - zb)          (FLUSH, UPDATE, COPY; they sum to 1)
+//   c^l_t = (1 - w_C) i*g + w_U f*c^l_{t-1} + w_C c^l_{t-1}
+//   h^l_t = (1 - w_C) o*tanh(c^l_t) + w_C h^l_{t-1}
+//   which for binary z is exactly the three cases: FLUSH c = i*g, UPDATE c = f*c + i*g, COPY (c, h) unchanged.
+//
+//   Boundary (eq. 8-9): znew = [zhat > 1/2] (boundary "step"), ~ Bernoulli(zhat) ("sample"), or zhat ("soft").
+//   z^l_t = (1 - w_C) znew + w_C z^l_{t-1}  (copy_z "carry": COPY keeps z, paper) or znew (copy_z "recompute").
+//
+// Gradients. dznew/dzhat = 1 (straight-through in step and sample modes, exact in soft), dzhat/da_z = slope/2
+// inside (0, 1) and 0 outside. The choice of operation:
+//   gradient "switch" (default in step/sample): w_F, w_U, w_C are a switch with no gradient; z is reached only
+//     through the z-gated terms (top-down, bottom-up, the flush cut) and the carried z. COPY columns then need
+//     no gate values in forward or backward, so they do no matrix work at all.
+//   gradient "blend" (the only reading in soft mode): the weights are differentiated as written above, which
+//     needs the gates of every column (COPY ones too) during training.
+//
+// Skipped work (option skip = 1, default): in step/sample modes, in inference always and in training under
+// "switch", the active (UPDATE/FLUSH) columns of each layer and step are gathered, multiplied and scattered
+// back; COPY columns only copy. skip = 0 forces the plain masked path, which computes every column and lets
+// the weights select; tests hold the two equal.
+//
+// Output Y (sum_l H_l, N) = [h^1_t; ...; h^L_t], so a head can read every layer (output_parts()).
+// State: h_l{l}, c_l{l} (H_l, B), z_l{l} (1, B). Records (each (1, N)): z_l{l}, zhat_l{l} (NaN where not
+// computed), znew_l{l} (the boundary before the COPY carry), op_l{l} (0 COPY, 1 UPDATE, 2 FLUSH; in soft mode the operation of z rounded at 1/2), hnorm_l{l}.
+#pragma once
+
+#include "msrnn/core.hpp"
+
+#include <map>
+
+namespace msrnn {
+
+enum class HMBoundary { Step, Sample, Soft };
+enum HMOp : int { kCopy = 0, kUpdate = 1, kFlush = 2 };
+
+struct HMLSTMOptions {
+  HMBoundary boundary = HMBoundary::Step;  // "boundary": "step" | "sample" | "soft"
+  bool top_boundary = false;               // "top_boundary": the top layer gets a boundary detector
+  bool copy_recompute = false;             // "copy_z": "carry" (false) | "recompute" (true)
+  bool flush_cut = false;                  // "flush_cut": r = 1 - z^l_{t-1} on the recurrent term
+  bool blend = false;                      // "gradient": "switch" (false) | "blend" (true); soft forces blend
+  double slope = 1.0;                      // "slope": a of the hard sigmoid
+  bool layer_norm = false;                 // "layer_norm"
+  bool skip = true;                        // "skip": gather active columns (1) or the masked path (0)
+  double ln_eps = 1e-5;                    // "ln_eps"
+};
+// Read the options from a model config's maps; unknown names and bad values throw.
+HMLSTMOptions hm_lstm_options(const std::map<std::string, double>& num, const std::map<std::string, std::string>& text);
+
+// The pointwise part of one step for k columns, in the weighted form above.
+// act (G, k): in, pre-activations a; out, [i; f; g; o] (and zhat in row 4H when G = 4H+1).
+// c, tanh_c, h (H, k) out. cp, hp (H, k) in: c^l_{t-1}, h^l_{t-1}. zp, zb (1, k) in.
+template <class S>
+void hm_pointwise_forward(MRef<S> act, MRef<S> c, MRef<S> tanh_c, MRef<S> h, CRef<S> cp, CRef<S> hp, CRef<S> zp,
+                          CRef<S> zb, S slope);
+// da (4H, k) out: gradient of the gate pre-activations. dcp, dhp (H, k) out (overwritten): gradients reaching
+// c^l_{t-1}, h^l_{t-1} directly through eq. 2-3. dwU, dwC (1, k) out: gradients of the weights w_U, w_C.
+// dh, dc (H, k) in. act, tanh_c, c (the step's c^l_t), cp, hp, zp, zb as in forward.
+template <class S>
+void hm_pointwise_backward(MRef<S> da, MRef<S> dcp, MRef<S> dhp, MRef<S> dwU, MRef<S> dwC, CRef<S> dh, CRef<S> dc,
+                           CRef<S> act, CRef<S> tanh_c, CRef<S> c, CRef<S> cp, CRef<S> hp, CRef<S> zp, CRef<S> zb);
+
+template <class S> class HMLSTM : public Core<S> {
+ public:
+  HMLSTM(ParamSet<S>& ps, Index E, const std::vector<Index>& hidden, const HMLSTMOptions& opt, Rng* rng);
+  Index input_size() const override { return E_; }
+  Index output_size() const override { return out_size_; }
+  std::vector<Index> output_parts() const override { return H_; }
+  void bind(ParamSet<S>& ps) override;
+  void forward(MRef<S> Y, CRef<S> X, Index T, Index B, bool train) override;
+  void backward(MRef<S> dX, CRef<S> dY, CRef<S> X) override;
+  std::vector<NamedState<S>> get_state() const override;
+  void set_state(const std::vector<NamedState<S>>& state) override;
+  void reset_state(Index B) override;
+  void set_option(const std::string& name, double value) override;  // "slope" (> 0), "skip" (0 or 1)
+  std::vector<NamedState<S>> records() const override;
+  const HMLSTMOptions& options() const { return opt_; }
+
+ private:
+  struct Layer {
+    Index H = 0, Hb = 0, Ht = 0, G = 0;  // own size, size below (E or H_{l-1}), size above (0 on top), rows of s
+    bool detector = false;               // has a boundary row
+    Param<S> W, U, Utd, b, ln_g, ln_b;   // W (G, Hb), U (G, H), Utd (G, Ht), b (G, 1), ln_g/ln_b (4H, 1)
+    Mat<S> h, c, z;                      // (H, B), (H, B), (1, B) carried state
+    // Cache of the last forward.
+    Mat<S> hs, cs, zs;                   // (H, N + B), (H, N + B), (1, N + B); block 0 is the state before the chunk
+    Mat<S> act;                          // (G, N) [i; f; g; o; zhat] of computed columns
+    Mat<S> tanh_c;                       // (H, N)
+    Mat<S> xhat, rstd;                   // (4H, N), (1, 4N) layer norm; rstd entry q*N + n for gate block q
+    Mat<S> znew;                         // (1, N) boundary before the COPY carry
+    std::vector<std::int8_t> op;         // (N) HMOp of each column
+    std::vector<std::int8_t> computed;   // (N) 1 where the gates were computed
+    // Backward buffers.
+    Mat<S> dA;                           // (G, N) gradient of the pre-activations s
+    Mat<S> dh_cur, dc_cur, dz_cur;       // (H, B), (H, B), (1, B) gradients at step t
+    Mat<S> dh_prev, dc_prev, dz_prev;    // the same at step t-1, being accumulated
+  };
+
+  // Columns (of a step) whose gates are computed: all in the masked path, UPDATE/FLUSH when skipping.
+  bool skipping(bool train) const;
+  void layer_step_forward(size_t l, Index t, bool train, bool skip);
+  void layer_step_backward(size_t l, Index t);
+
+  Index E_, out_size_, T_ = 0, B_ = 0;
+  std::vector<Index> H_;
+  HMLSTMOptions opt_;
+  Rng* rng_;
+  std::vector<Layer> layers_;
+  bool train_ = false, skip_ = false;    // mode of the last forward
+  Mat<S> P0_;                            // (G_1, N) W^1_0 x_t + b^1 for all steps (layer 1's input term)
+  Mat<S> ones_;                          // (1, B) z^0_t
+  // Step scratch (k <= B columns).
+  std::vector<Index> idx_, cidx_;        // computed / COPY column ids within the step
+  Mat<S> gb_, gp_, gt_;                  // (Hb, k), (H, k), (Ht, k) gathered, gated inputs
+  Mat<S> gs_;                            // (G, k) pre-activations
+  Mat<S> gc_, gtc_, gh_, gcp_, ghp_;     // (H, k)
+  Mat<S> gzp_, gzb_, gzn_;               // (1, k)
+  Mat<S> gx_, grs_;                      // (4H, k), (1, 4k) layer norm
+  Mat<S> gdh_, gdc_, gdcp_, gdhp_;       // (H, k)
+  Mat<S> gdwU_, gdwC_, gdz_;             // (1, k)
+  Mat<S> gda_;                           // (G, k)
+  Mat<S> gprod_;                         // (max(Hb, H, Ht), k)
+};
+
+}  // namespace msrnn

@@ -1,0 +1,222 @@
+"""Hierarchical multiscale LSTM (Chung, Ahn & Bengio, ICLR 2017), with learned boundaries.
+
+Layers l = 1..L of sizes H_l; h^0_t = x_t (the embedding), z^0_t = 1. At each step, bottom to top::
+
+    s^l_t = r U^l_l h^l_{t-1} + z^l_{t-1} U^l_{l+1} h^{l+1}_{t-1} + z^{l-1}_t W^l_{l-1} h^{l-1}_t + b^l   (eq. 4-7)
+            r = 1 (eq. 5, the paper) or 1 - z^l_{t-1} (flush_cut=True, the hard reset of the slides)
+    i, f, o = sigm(.), g = tanh(.), zhat = hard_sigm(a s_z) = clamp((a s_z + 1) / 2, 0, 1)
+    w_F = z^l_{t-1},  w_U = (1 - z^l_{t-1}) z^{l-1}_t,  w_C = (1 - z^l_{t-1})(1 - z^{l-1}_t)
+    c^l_t = (1 - w_C) i*g + w_U f*c^l_{t-1} + w_C c^l_{t-1}            (eq. 2: FLUSH / UPDATE / COPY)
+    h^l_t = (1 - w_C) o*tanh(c^l_t) + w_C h^l_{t-1}                    (eq. 3)
+    z^l_t = step(zhat) | Bernoulli(zhat) | zhat,  kept from t-1 on COPY (copy_z="carry")   (eq. 8-9)
+
+The top layer has no boundary detector (z^L = 0) unless ``top_boundary=True``. With ``layer_norm=True``
+each gate block (i, f, g, o) of s^l_t is layer-normalised after the bias (the boundary row is not).
+The head is the gated output module of eq. 11-12 (``head="gated"``): g^l_t = sigm(w^l [h^1_t; ...; h^L_t]),
+h^e_t = ReLU(sum_l g^l_t W^e_l h^l_t), then the softmax. See docs/models/hm_lstm.md for every option.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, Optional, Sequence
+
+import numpy as np
+
+from .base import LanguageModel
+
+OPS = ("COPY", "UPDATE", "FLUSH")  # op codes 0, 1, 2 in traces
+
+
+@dataclass
+class HMTrace:
+    """What one HM-LSTM read of a sequence of T symbols did (arrays over layers x steps).
+
+    ``z`` (L, T) boundary states z^l_t; ``zhat`` (L, T) hard-sigmoid values (NaN where not computed:
+    COPY steps that carry z); ``ops`` (L, T) int, 0 COPY / 1 UPDATE / 2 FLUSH; ``h_norms`` (L, T)
+    ||h^l_t||; ``gates`` (L, T) output gates g^l_t (None without the gated head); ``updates`` (L,)
+    UPDATE + FLUSH counts per layer; ``reduction`` the fraction of layer updates saved against a
+    stacked LSTM (L*T updates); ``scores`` per layer a dict precision / recall / f1 against
+    ``reference`` boundaries (when given); ``text`` the symbols (for plots) or None.
+    """
+
+    tokens: np.ndarray
+    z: np.ndarray
+    zhat: np.ndarray
+    ops: np.ndarray
+    h_norms: np.ndarray
+    gates: Optional[np.ndarray]
+    updates: np.ndarray
+    reduction: float
+    text: Optional[Sequence[str]] = None
+    reference: Optional[np.ndarray] = None
+    scores: Optional[list] = None
+    tolerance: int = 0
+    extra: Dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def num_layers(self) -> int:
+        return int(self.z.shape[0])
+
+    def __len__(self) -> int:
+        return int(self.z.shape[1])
+
+    def window(self, start: int, stop: int) -> "HMTrace":
+        """The steps [start, stop) as a trace (for plotting part of a long read); counts and scores
+        are recomputed over the window."""
+        sl = slice(start, stop)
+        z = self.z[:, sl]
+        ops = self.ops[:, sl]
+        updates = (ops != 0).sum(axis=1)
+        ref = None if self.reference is None else self.reference[sl]
+        scores = None if ref is None else [boundary_scores(z[l] > 0.5, ref, self.tolerance) for l in range(len(z))]
+        return HMTrace(tokens=self.tokens[sl], z=z, zhat=self.zhat[:, sl], ops=ops, h_norms=self.h_norms[:, sl],
+                       gates=None if self.gates is None else self.gates[:, sl], updates=updates,
+                       reduction=float(1.0 - updates.sum() / max(1, z.size)),
+                       text=None if self.text is None else self.text[sl], reference=ref, scores=scores,
+                       tolerance=self.tolerance)
+
+
+def boundary_scores(predicted, reference, tolerance: int = 0) -> Dict[str, float]:
+    """Precision, recall and F1 of predicted boundary positions against reference ones.
+
+    Both are boolean arrays over the same T steps. A predicted boundary is correct when it can be
+    matched one-to-one (greedily, in time order) to a reference boundary at most ``tolerance`` steps
+    away. With no predicted (reference) boundary, precision (recall) is 0.
+    """
+    p = np.flatnonzero(np.asarray(predicted, dtype=bool))
+    r = np.flatnonzero(np.asarray(reference, dtype=bool))
+    if np.asarray(predicted).shape != np.asarray(reference).shape:
+        raise ValueError(f"predicted boundaries have shape {np.asarray(predicted).shape}, "
+                         f"reference {np.asarray(reference).shape}")
+    if tolerance < 0:
+        raise ValueError(f"tolerance must be >= 0, got {tolerance}")
+    used = np.zeros(len(r), dtype=bool)
+    hits = 0
+    j0 = 0
+    for t in p:
+        while j0 < len(r) and r[j0] < t - tolerance:
+            j0 += 1
+        j = j0
+        while j < len(r) and r[j] <= t + tolerance:
+            if not used[j]:
+                used[j] = True
+                hits += 1
+                break
+            j += 1
+    precision = hits / len(p) if len(p) else 0.0
+    recall = hits / len(r) if len(r) else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
+    return {"precision": float(precision), "recall": float(recall), "f1": float(f1),
+            "predicted": int(len(p)), "reference": int(len(r))}
+
+
+class HMLSTM(LanguageModel):
+    """Hierarchical multiscale LSTM language model (see the module docstring for the equations).
+
+    Options (the paper's reading is the default where it has one):
+
+    - ``boundary``: ``"step"`` (eq. 9, straight-through gradient through the hard sigmoid), ``"sample"``
+      (Bernoulli(zhat), straight-through) or ``"soft"`` (z = zhat; the cases of eq. 2 become blends).
+    - ``top_boundary``: False (paper: no detector in the top layer) or True (the top layer can FLUSH).
+    - ``copy_z``: ``"carry"`` (paper: nothing is computed on COPY, z stays) or ``"recompute"``.
+    - ``flush_cut``: False (eq. 5 as printed) or True (recurrent term times 1 - z^l_{t-1}, the slides).
+    - ``gradient``: ``"switch"`` (default for step/sample: the operation choice is a switch; z gets
+      gradient through the z-gated terms only, so COPY columns do no work in training either) or
+      ``"blend"`` (also through eq. 2-3 written as blends; the only choice for soft boundaries).
+    - ``slope``: a of the hard sigmoid (annealed during training through ``set_option("slope", a)``).
+    - ``layer_norm``: layer normalisation of each gate block of s^l_t.
+    - ``skip``: gather the UPDATE/FLUSH columns and do no matrix work on COPY ones (True), or the
+      plain masked path (False); both give the same numbers.
+    - ``head``: ``"gated"`` (eq. 11-12, output embedding of ``head_size``, default the last layer's
+      size) or ``"linear"`` (softmax on [h^1; ...; h^L]).
+    """
+
+    core_name = "hm_lstm"
+
+    def __init__(self, vocab_size: int, embed_size: int = 128, hidden_sizes=(512, 512, 512), *,
+                 boundary: str = "step", top_boundary: bool = False, copy_z: str = "carry",
+                 flush_cut: bool = False, gradient: Optional[str] = None, slope: float = 1.0,
+                 layer_norm: bool = False, skip: bool = True, head: str = "gated",
+                 head_size: Optional[int] = None, dropout: float = 0.0, dtype: str = "float32", seed: int = 0):
+        hidden = (hidden_sizes,) if np.isscalar(hidden_sizes) else tuple(hidden_sizes)
+        if boundary not in ("step", "sample", "soft"):
+            raise ValueError(f"boundary must be 'step', 'sample' or 'soft', got {boundary!r}")
+        if copy_z not in ("carry", "recompute"):
+            raise ValueError(f"copy_z must be 'carry' or 'recompute', got {copy_z!r}")
+        if gradient is None:
+            gradient = "blend" if boundary == "soft" else "switch"
+        if gradient not in ("switch", "blend"):
+            raise ValueError(f"gradient must be 'switch' or 'blend', got {gradient!r}")
+        if head_size is None:
+            head_size = int(hidden[-1]) if head == "gated" and len(hidden) else 0
+        options = dict(boundary=boundary, top_boundary=bool(top_boundary), copy_z=copy_z,
+                       flush_cut=bool(flush_cut), gradient=gradient, slope=float(slope),
+                       layer_norm=bool(layer_norm), skip=bool(skip))
+        super().__init__(vocab_size, embed_size, hidden, dropout=dropout, dtype=dtype, seed=seed,
+                         options=options, head=head, head_size=head_size, **options)
+
+    def reset_parameters(self, seed: int = 0) -> None:
+        """The default initialisation, with layer-norm gains 1 and shifts 0."""
+        super().reset_parameters(seed)
+        for name, p in self.parameters().items():
+            if name.startswith("ln_weight"):
+                p[...] = 1.0
+            elif name.startswith("ln_bias"):
+                p[...] = 0.0
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.config["hidden_sizes"])
+
+    @property
+    def slope(self) -> float:
+        return float(self.options["slope"])
+
+    @slope.setter
+    def slope(self, a: float) -> None:
+        self.set_option("slope", a)
+
+    def trace(self, text_or_tokens, vocab=None, reference_boundaries=None, *, state=None,
+              tolerance: int = 0) -> HMTrace:
+        """Read one sequence and return what every layer did (an :class:`HMTrace` of NumPy arrays).
+
+        ``text_or_tokens``: a string (encoded with ``vocab``, a :class:`multiscale_rnn.data.Vocab`) or
+        a 1-D sequence of ids. ``reference_boundaries``: a boolean array of length T (e.g. the word
+        boundaries of the synthetic generator, true at the last symbol of a segment), scored against
+        each layer's z^l_t with :func:`boundary_scores` (``tolerance`` steps of slack). Runs in
+        evaluation mode from ``state`` (zeros by default); the model's state is left after the read.
+        """
+        if isinstance(text_or_tokens, (str, bytes)):
+            if vocab is None:
+                raise ValueError("a text needs its vocabulary: trace(text, vocab=corpus.vocab)")
+            tokens = np.asarray(vocab.encode(text_or_tokens), dtype=np.int64)
+            symbols = list(text_or_tokens) if isinstance(text_or_tokens, str) else None
+        else:
+            tokens = np.asarray(text_or_tokens)
+            if tokens.ndim != 1:
+                raise ValueError(f"tokens must be a 1-D sequence of ids, got shape {tokens.shape}")
+            symbols = None
+            if vocab is not None:
+                symbols = [vocab.decode([int(t)]) for t in tokens]
+        if symbols is not None and len(symbols) != len(tokens):
+            symbols = None
+        self.forward(tokens[None, :], state)
+        rec = self.records()
+        L, T = self.num_layers, len(tokens)
+        z = np.stack([rec[f"z_l{l}"][0] for l in range(L)])
+        zhat = np.stack([rec[f"zhat_l{l}"][0] for l in range(L)])
+        ops = np.stack([rec[f"op_l{l}"][0] for l in range(L)]).astype(np.int8)
+        norms = np.stack([rec[f"hnorm_l{l}"][0] for l in range(L)])
+        gates = rec["gate"].astype(np.float64) if "gate" in rec else None
+        updates = (ops != 0).sum(axis=1)
+        reduction = 1.0 - updates.sum() / float(L * T)
+        scores = None
+        ref = None
+        if reference_boundaries is not None:
+            ref = np.asarray(reference_boundaries, dtype=bool)
+            if ref.shape != (T,):
+                raise ValueError(f"reference_boundaries has shape {ref.shape}, expected ({T},) like the tokens")
+            scores = [boundary_scores(z[l] > 0.5, ref, tolerance) for l in range(L)]
+        return HMTrace(tokens=tokens, z=z.astype(np.float64), zhat=zhat.astype(np.float64), ops=ops,
+                       h_norms=norms.astype(np.float64), gates=gates, updates=updates, reduction=float(reduction),
+                       text=symbols, reference=ref, scores=scores, tolerance=int(tolerance))

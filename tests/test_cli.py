@@ -1,0 +1,123 @@
+"""The command line, end to end on tiny settings."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+import multiscale_rnn as msr
+from multiscale_rnn import checkpoint
+from multiscale_rnn.cli import main, resolve_settings
+from multiscale_rnn.models.registry import build_model, model_names, register_model
+from multiscale_rnn.presets import DEFAULT_PRESET, PRESETS
+from multiscale_rnn.trainer import History, history_path
+
+TINY = ["--model", "lstm", "--embed-size", "8", "--hidden-sizes", "24", "--batch-size", "8", "--bptt", "25",
+        "--threads", "1", "--no-progress"]
+
+
+@pytest.fixture
+def config(tmp_path):
+    path = tmp_path / "run.toml"
+    path.write_text(
+        'preset = "synthetic"\n'
+        'data = "synthetic"\n'
+        'epochs = 2\n'
+        'lr = 0.5\n'
+        'lr_schedule = "halve"\n'
+        'halve_after = 1\n'
+        '[data_options]\n'
+        'n_chars = 12000\n'
+        'seed = 3\n')
+    return path
+
+
+def test_train_evaluate_sample(tmp_path, config, capsys):
+    out = tmp_path / "runs" / "tiny.npz"
+    assert main(["train", "--config", str(config), *TINY, "--lr", "0.01", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "lstm" in text and "on synthetic" in text
+    assert "epoch 1: train bpc" in text and "epoch 2: train bpc" in text
+    done = [l for l in text.splitlines() if l.startswith("done")][0]
+    assert "valid bpc" in done and "test bpc" in done and str(out) in done
+    hist = History.load(history_path(out))
+    assert [r["lr"] for r in hist] == [0.01, 0.005]  # the flag overrode the file, the file's schedule applied
+    ck = checkpoint.load(out)
+    s = ck.extra["settings"]
+    assert (s["preset"], s["hidden_sizes"], s["data_options"]["n_chars"], s["epochs"]) == ("synthetic", [24], 12000, 2)
+    assert ck.model.config["hidden_sizes"] == [24]
+
+    # evaluate: same figure as the final line, from the checkpoint alone
+    assert main(["evaluate", str(out), "--split", "test", "--json", "--threads", "1"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert f"test bpc {r['bpc']:.4f}" in done
+    assert main(["evaluate", str(out), "--best", "--split", "valid"]) == 0
+    assert "synthetic valid: loss" in capsys.readouterr().out
+
+    # sample: deterministic for a seed
+    outs = []
+    for _ in range(2):
+        assert main(["sample", str(out), "--prompt", "ab", "--length", "40", "--seed", "4",
+                     "--temperature", "0.8"]) == 0
+        outs.append(capsys.readouterr().out)
+    assert outs[0] == outs[1] and outs[0].startswith("ab") and len(outs[0].rstrip("\n")) == 42
+
+
+def test_resume_from_the_command_line(tmp_path, capsys):
+    out = tmp_path / "r.npz"
+    args = ["train", "--preset", "synthetic", *TINY, "--epochs", "1", "--out", str(out)]
+    assert main(args + ["--option", "dropout=0.1"]) == 1
+    assert "settings of their own: use --dropout" in capsys.readouterr().err
+    assert main(args + ["--max-chunks", "3"]) == 0
+    assert "done after 0 epoch(s), 3 steps" in capsys.readouterr().out
+    assert main(args + ["--resume"]) == 0
+    text = capsys.readouterr().out
+    assert "epoch 1: train bpc" in text and "done after 1 epoch(s)" in text
+
+
+def test_errors_are_reported_clearly(tmp_path, capsys):
+    assert main(["evaluate", str(tmp_path / "missing.npz")]) == 1
+    assert "checkpoint not found" in capsys.readouterr().err
+    bad = tmp_path / "bad.toml"
+    bad.write_text("lerning_rate = 3\n")
+    assert main(["train", "--config", str(bad)]) == 1
+    assert "unknown setting(s) ['lerning_rate']" in capsys.readouterr().err
+    assert main(["train", "--model", "transformer", *TINY[2:], "--out", str(tmp_path / "x.npz")]) == 1
+    assert "unknown model 'transformer'" in capsys.readouterr().err
+    assert main(["train", "--preset", "nope"]) == 1
+    assert "unknown preset 'nope'" in capsys.readouterr().err
+    assert main(["train", "--data", "embedded", *TINY, "--batch-size", "4000", "--bptt", "100",
+                 "--out", str(tmp_path / "y.npz")]) == 1
+    assert "too short" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["train", "--hidden-sizes", "a,b"])
+
+
+def test_settings_precedence():
+    s = resolve_settings()
+    assert s["preset"] == DEFAULT_PRESET and s["data"] == "embedded"
+    s = resolve_settings(config={"preset": "synthetic", "lr": 0.1, "clip_norm": "none"}, flags={"lr": 0.2})
+    assert (s["preset"], s["data"], s["lr"], s["clip_norm"]) == ("synthetic", "synthetic", 0.2, None)
+    s = resolve_settings(config={"preset": "synthetic"}, flags={"preset": "quick"})
+    assert s["preset"] == "quick" and s["data"] == "embedded"
+    with pytest.raises(ValueError, match="anneal.slope"):
+        resolve_settings(config={"anneal": {"slope": [1, 2]}})
+    assert DEFAULT_PRESET in PRESETS and all("about" in p for p in PRESETS.values())
+
+
+def test_build_model_registry():
+    m = build_model("RNN", vocab_size=5, embed_size=3, hidden_sizes=[4])
+    assert type(m) is msr.ElmanRNN
+    assert type(build_model("gru", vocab_size=5, embed_size=3, hidden_sizes=[4])) is msr.GRU
+    assert {"lstm", "gru", "rnn"} <= set(model_names())
+    register_model("tiny-lstm", lambda **kw: msr.LSTM(embed_size=2, hidden_sizes=(3,), **kw))
+    assert build_model("tiny_lstm", vocab_size=5).config["hidden_sizes"] == [3]
+    with pytest.raises(ValueError, match="unknown model 'nope'; known models: .*lstm"):
+        build_model("nope")
+
+
+def test_module_entry_point_runs():
+    r = subprocess.run([sys.executable, "-m", "multiscale_rnn", "presets"], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert f"{DEFAULT_PRESET} (default)" in r.stdout
