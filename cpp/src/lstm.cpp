@@ -76,6 +76,8 @@ template <class S> void LSTMLayer<S>::set_state(const std::vector<NamedState<S>>
 // The plain versions: Eigen products, one step after another (Eigen's own threads, if any).
 template <class S> void LSTMLayer<S>::forward_reference(MRef<S> Y, CRef<S> X, Index T, Index B) {
   const Index N = T * B;
+  act_.resize(4 * H_, N);
+  tanh_c_.resize(H_, N);
   // Input projection of all T steps in one product, both biases added once.
   act_.noalias() = W_ih_.w * X;
   act_.colwise() += (b_ih_.w + b_hh_.w).col(0);
@@ -114,45 +116,47 @@ template <class S> void LSTMLayer<S>::backward_reference(MRef<S> dX, CRef<S> dY,
   if (dX.cols() > 0) dX.noalias() = W_ih_.w.transpose() * da_;
 }
 
-// The fast versions: the recurrent weight packed once per chunk (gemm.hpp), one OpenMP region
-// per time loop in which each thread owns the units [u0, u1) of every gate and meets the others
-// at one barrier per step; the products over all steps split over threads by rows or columns.
-template <class S> void LSTMLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index B, bool /*train*/) {
+// The fast versions: the weights packed once per chunk (gemm.hpp), one OpenMP region per time
+// loop in which each thread runs its own batch columns (streams) [j0, j1) through every step.
+// Streams are independent, so threads meet only once per chunk, after packing: no barrier per
+// step, which also keeps the loop fast when other processes share the cores. The products over
+// all steps split over threads by rows or columns.
+template <class S> void LSTMLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index B, bool train) {
   MSRNN_CHECK(h_.cols() == B, "LSTM state has batch size ", h_.cols(), ", input has ", B);
-  const Index H = H_, N = T * B;
+  const Index H = H_, E = E_, N = T * B;
   T_ = T;
   B_ = B;
-  act_.resize(4 * H, N);
   hs_.resize(H, N + B);
   cs_.resize(H, N + B);
-  tanh_c_.resize(H, N);
   if (reference_kernels()) return forward_reference(Y, X, T, B);
+  // Evaluation keeps only the current step's gates (backward needs training mode).
+  const Index keep = train ? B : 0;  // column stride of act_ and tanh_c_ per step
+  act_.resize(4 * H, train ? N : B);
+  tanh_c_.resize(H, train ? N : B);
   b_sum_ = b_ih_.w.col(0) + b_hh_.w.col(0);
-  // Input projection of all T steps, both biases added once; columns split over threads.
-  parallel_slices(N, B, [&](Index c0, Index n) {
-    act_.middleCols(c0, n).noalias() = W_ih_.w * X.middleCols(c0, n);
-    act_.middleCols(c0, n).colwise() += b_sum_;
-  });
   hs_.leftCols(B) = h_;
   cs_.leftCols(B) = c_;
-  const Index MR = PackedPanels<S>::panel_rows();
-  W_hh_p_.resize(4, H, H);
-  const int nt = std::max(1, std::min<int>(get_num_threads(), int((H + MR - 1) / MR)));
+  const Index MR = PackedPanels<S>::panel_rows(), NR = PackedPanels<S>::block_cols();
+  W_p_.resize(4, H, E + H);
+  const int nt = get_num_threads();
 #pragma omp parallel num_threads(nt)
   {
-    const auto units = thread_units(H, MR, thread_id(), threads_in_team());
-    const Index u0 = units.first, u1 = units.second, n = u1 - u0;
-    W_hh_p_.pack(W_hh_.w.data(), 4 * H, u0, u1);  // only this thread's panels
-    for (Index t = 0; t < T; ++t) {
-      if (n > 0) {
-        // act_t[units] += W_hh[units] h_{t-1}, then the gates of these units.
-        W_hh_p_.multiply(act_.data() + t * B * 4 * H, 4 * H, hs_.data() + t * B * H, H, B, u0, u1, true);
-        auto gate = [&](Index k) { return act_.block(k * H + u0, t * B, n, B); };
-        lstm_gates_forward<S>(gate(0), gate(1), gate(2), gate(3), cs_.block(u0, (t + 1) * B, n, B),
-                              tanh_c_.block(u0, t * B, n, B), hs_.block(u0, (t + 1) * B, n, B),
-                              cs_.block(u0, t * B, n, B));
-      }
+    const int k = thread_id(), team = threads_in_team();
+    const auto units = thread_units(H, MR, k, team);  // packing: this thread's panels
+    W_p_.pack(W_ih_.w.data(), 4 * H, 0, E, units.first, units.second);
+    W_p_.pack(W_hh_.w.data(), 4 * H, E, H, units.first, units.second);
+    W_p_.set_bias(b_sum_.data(), units.first, units.second);
 #pragma omp barrier
+    const auto cols = thread_units(B, NR, k, team);
+    const Index j0 = cols.first, nb = cols.second - cols.first;
+    for (Index t = 0; t < T && nb > 0; ++t) {
+      // act_t = b + W_ih x_t + W_hh h_{t-1} on this thread's columns, then the gates.
+      const Index a0 = t * keep + j0, n0 = t * B + j0;  // first column in act_ / tanh_c_, in X / hs_ / cs_
+      W_p_.multiply(act_.data() + a0 * 4 * H, 4 * H, X.data() + n0 * X.outerStride(), X.outerStride(), E,
+                    hs_.data() + n0 * H, H, nb, 0, H, false);
+      auto gate = [&](Index g) { return act_.block(g * H, a0, H, nb); };
+      lstm_gates_forward<S>(gate(0), gate(1), gate(2), gate(3), cs_.middleCols(n0 + B, nb),
+                            tanh_c_.middleCols(a0, nb), hs_.middleCols(n0 + B, nb), cs_.middleCols(n0, nb));
     }
   }
   Y = hs_.rightCols(N);
@@ -162,37 +166,39 @@ template <class S> void LSTMLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Ind
 
 template <class S> void LSTMLayer<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X) {
   const Index T = T_, B = B_, H = H_, N = T * B;
+  MSRNN_CHECK(act_.cols() == N, "LSTM backward needs a training-mode forward first");
   MSRNN_CHECK(dY.rows() == H && dY.cols() == N, "LSTM backward: dY has shape (", dY.rows(), ", ", dY.cols(),
               "), expected (", H, ", ", N, ")");
   da_.resize(4 * H, N);
   if (reference_kernels()) return backward_reference(dX, dY, X);
-  const Index MR = PackedPanels<S>::panel_rows();
+  const Index MR = PackedPanels<S>::panel_rows(), NR = PackedPanels<S>::block_cols();
   W_hh_tp_.resize(1, H, 4 * H);
   dh_.resize(H, B);
   dc_.resize(H, B);
-  const int nt = std::max(1, std::min<int>(get_num_threads(), int((H + MR - 1) / MR)));
+  const int nt = get_num_threads();
 #pragma omp parallel num_threads(nt)
   {
-    const auto units = thread_units(H, MR, thread_id(), threads_in_team());
-    const Index u0 = units.first, u1 = units.second, n = u1 - u0;
-    W_hh_tp_.pack_transposed(W_hh_.w.data(), 4 * H, u0, u1);  // rows u of W_hh^T = columns u of W_hh
-    auto dh = dh_.middleRows(u0, n);  // (n, B) gradient reaching h_t
-    auto dc = dc_.middleRows(u0, n);  // (n, B) gradient reaching c_t; becomes that of c_{t-1}
-    dc.setZero();
-    for (Index t = T - 1; t >= 0; --t) {
-      if (n > 0) {
-        // dh_t[units] = W_hh^T[units] da_{t+1} + dY_t[units]
-        if (t + 1 < T)
-          W_hh_tp_.multiply(dh_.data(), H, da_.data() + (t + 1) * B * 4 * H, 4 * H, B, u0, u1, false);
-        else
-          dh.setZero();
-        dh += dY.block(u0, t * B, n, B);
-        auto gate = [&](Mat<S>& m, Index k) { return m.block(k * H + u0, t * B, n, B); };
-        lstm_gates_backward<S>(gate(da_, 0), gate(da_, 1), gate(da_, 2), gate(da_, 3), dc, dh, dc, gate(act_, 0),
-                               gate(act_, 1), gate(act_, 2), gate(act_, 3), tanh_c_.block(u0, t * B, n, B),
-                               cs_.block(u0, t * B, n, B));
-      }
+    const int k = thread_id(), team = threads_in_team();
+    const auto units = thread_units(H, MR, k, team);  // packing: rows u of W_hh^T = columns u of W_hh
+    W_hh_tp_.pack_transposed(W_hh_.w.data(), 4 * H, 0, 4 * H, units.first, units.second);
 #pragma omp barrier
+    const auto cols = thread_units(B, NR, k, team);
+    const Index j0 = cols.first, nb = cols.second - cols.first;
+    auto dh = dh_.middleCols(j0, nb);  // (H, nb) gradient reaching h_t
+    auto dc = dc_.middleCols(j0, nb);  // (H, nb) gradient reaching c_t; becomes that of c_{t-1}
+    dc.setZero();
+    for (Index t = T - 1; t >= 0 && nb > 0; --t) {
+      const Index n0 = t * B + j0;  // first column of this thread in step t
+      // dh_t = W_hh^T da_{t+1} + dY_t
+      if (t + 1 < T)
+        W_hh_tp_.multiply(dh_.data() + j0 * H, H, da_.data() + (n0 + B) * 4 * H, 4 * H, nb, 0, H, false);
+      else
+        dh.setZero();
+      dh += dY.middleCols(n0, nb);
+      auto gate = [&](Mat<S>& m, Index g) { return m.block(g * H, n0, H, nb); };
+      lstm_gates_backward<S>(gate(da_, 0), gate(da_, 1), gate(da_, 2), gate(da_, 3), dc, dh, dc, gate(act_, 0),
+                             gate(act_, 1), gate(act_, 2), gate(act_, 3), tanh_c_.middleCols(n0, nb),
+                             cs_.middleCols(n0, nb));
     }
   }
   // Weight gradients of all steps in one product each, rows split over threads.

@@ -1,6 +1,8 @@
 // Matrix products for recurrent time loops, where the same weight matrix A (M, K) multiplies a
 // new (K, N) block at every step:
-//   C[rows, :] (=|+=) A[rows, :] X                                   C (M, N), X (K, N), N small (B)
+//   C[rows, :] (=|+=) b[rows] + A[rows, :] X                         C (M, N), X (K, N), N small (B)
+// X may come in two parts stacked on top of each other, X = [X1; X2] (K1 + K2 rows), so an LSTM
+// step computes b + [W_ih W_hh] [x_t; h_{t-1}] in one pass.
 // Eigen repacks A at every call; PackedPanels packs it once per chunk into panels of
 // panel_rows() rows (k-major inside a panel), and a register-blocked kernel multiplies the panels
 // by X directly. Rows come in G groups of R rows (the gates of an LSTM: G = 4, R = H), and each
@@ -27,20 +29,30 @@ void set_reference_kernels(bool on);
 
 template <class S> class PackedPanels {
  public:
-  // Rows per panel of this build's kernel (two SIMD vectors).
+  // Rows per panel of this build's kernel (two SIMD vectors), and columns of X per register block.
   static Index panel_rows();
+  static Index block_cols();
   // Allocate for A (M = G * R, K); call once (single-threaded) before packing.
   void resize(Index G, Index R, Index K);
-  // Pack the panels holding units [u0, u1) of every group from A (M, K), column-major with
-  // leading dimension lda. Threads may pack disjoint unit ranges concurrently.
-  void pack(const S* A, Index lda, Index u0, Index u1);
-  // The same from At (K, M) = A^T, column-major with leading dimension ldat.
-  void pack_transposed(const S* At, Index ldat, Index u0, Index u1);
+  // Pack columns [k0, k0 + kn) of A, for the panels holding units [u0, u1) of every group, from
+  // Ak (M, kn), column-major with leading dimension lda. Threads may pack disjoint unit ranges
+  // concurrently.
+  void pack(const S* Ak, Index lda, Index k0, Index kn, Index u0, Index u1);
+  // The same from Akt (kn, M) = Ak^T, column-major with leading dimension ldat.
+  void pack_transposed(const S* Akt, Index ldat, Index k0, Index kn, Index u0, Index u1);
+  // The bias b (M) added by multiply (zero unless set), for units [u0, u1).
+  void set_bias(const S* b, Index u0, Index u1);
   // For every group g and unit u in [u0, u1), every column j < N:
   //   C[g*R + u, j] = (accumulate ? C[g*R + u, j] : 0) + sum_k A[g*R + u, k] X[k, j]
   // C (G*R, N) with leading dimension ldc; X (K, N) with leading dimension ldx.
   // u0 must be a multiple of panel_rows() (or equal R); u1 <= R.
-  void multiply(S* C, Index ldc, const S* X, Index ldx, Index N, Index u0, Index u1, bool accumulate) const;
+  void multiply(S* C, Index ldc, const S* X, Index ldx, Index N, Index u0, Index u1, bool accumulate) const {
+    multiply(C, ldc, X, ldx, K_, nullptr, 0, N, u0, u1, accumulate);
+  }
+  // The same with b added and X = [X1; X2]: X1 (K1, N) and X2 (K - K1, N), leading dimensions
+  // ldx1 and ldx2.
+  void multiply(S* C, Index ldc, const S* X1, Index ldx1, Index K1, const S* X2, Index ldx2, Index N, Index u0,
+                Index u1, bool accumulate) const;
   Index groups() const { return G_; }
   Index group_rows() const { return R_; }
   Index depth() const { return K_; }
@@ -48,9 +60,11 @@ template <class S> class PackedPanels {
  private:
   Index G_ = 0, R_ = 0, K_ = 0, P_ = 0;  // P_ panels per group
   Mat<S> data_;                          // (panel_rows() * K, G * P) one column per panel
+  Mat<S> bias_;                          // (panel_rows(), G * P)
 };
 
-// Units [u0, u1) of R owned by thread k of n: contiguous, starting at multiples of `align`.
+// Units (or columns) [u0, u1) of R owned by thread k of n: contiguous, starting at multiples of
+// `align`.
 inline std::pair<Index, Index> thread_units(Index R, Index align, int k, int n) {
   const Index blocks = (R + align - 1) / align;
   const Index b0 = blocks * k / n, b1 = blocks * (k + 1) / n;

@@ -48,13 +48,14 @@ template <class S> class LSTMLayer : public Core<S> {
   std::string suffix_;
   Param<S> W_ih_, W_hh_, b_ih_, b_hh_;
   Mat<S> h_, c_;       // (H, B) carried state
-  Mat<S> act_;         // (4H, N) gate activations [i; f; g; o]
+  Mat<S> act_;         // (4H, N) gate activations [i; f; g; o]; (4H, B), one step, in evaluation
   Mat<S> hs_, cs_;     // (H, N + B) h and c; block 0 is the state before the chunk
-  Mat<S> tanh_c_;      // (H, N)
+  Mat<S> tanh_c_;      // (H, N); (H, B) in evaluation
   Mat<S> da_;          // (4H, N) backward: gradient of the pre-activations
   // Fast path (see gemm.hpp): weights packed once per chunk, each thread owns a slice of units.
   Vec<S> b_sum_;               // (4H) b_ih + b_hh
-  PackedPanels<S> W_hh_p_;     // W_hh (4H, H) in panels, for act_t += W_hh h_{t-1}
+  PackedPanels<S> W_p_;        // [W_ih W_hh] (4H, E + H) in panels, bias b_ih + b_hh, for
+                               // act_t = b + W_ih x_t + W_hh h_{t-1}
   PackedPanels<S> W_hh_tp_;    // W_hh^T (H, 4H) in panels, for dh_{t-1} = W_hh^T da_t
   Mat<S> dh_, dc_;             // (H, B) backward: gradients reaching h_t and c_t
   void forward_reference(MRef<S> Y, CRef<S> X, Index T, Index B);
