@@ -4,6 +4,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "msrnn/gemm.hpp"
 #include "msrnn/language_model.hpp"
 #include "msrnn/optim.hpp"
 
@@ -274,6 +275,9 @@ PYBIND11_MODULE(MSRNN_MODULE_NAME, m) {
   // pybind11 turns std::invalid_argument into ValueError and std::out_of_range into IndexError.
   m.def("set_num_threads", &set_num_threads, py::arg("n"));
   m.def("get_num_threads", &get_num_threads);
+  // Select the plain reference kernels instead of the optimised ones (tests hold the two equal).
+  m.def("set_reference_kernels", &set_reference_kernels, py::arg("on"));
+  m.def("reference_kernels", &reference_kernels);
   bind_model<float>(m, "LanguageModelF32");
   bind_model<double>(m, "LanguageModelF64");
   bind_optim<float>(m);

@@ -1,7 +1,10 @@
 #include "msrnn/blocks.hpp"
 
+#include "msrnn/gemm.hpp"
+
 #include <cmath>
 #include <limits>
+#include <vector>
 
 namespace msrnn {
 
@@ -13,18 +16,27 @@ template <class S> void embedding_backward(MRef<S> dW, CRef<S> dX, const std::in
   for (Index n = 0; n < dX.cols(); ++n) dW.col(tokens[n]) += dX.col(n);
 }
 
+// The products split over the core's threads (gemm.hpp: parallel_slices), each slice one
+// single-threaded Eigen product: columns of Y and dX, columns of dW (rows of X).
 template <class S> void linear_forward(MRef<S> Y, CRef<S> W, CRef<S> b, CRef<S> X) {
-  Y.noalias() = W * X;
-  Y.colwise() += b.col(0);
+  parallel_slices(X.cols(), 16, [&](Index c0, Index n) {
+    auto y = Y.middleCols(c0, n);
+    y.colwise() = b.col(0);
+    y.noalias() += W * X.middleCols(c0, n);
+  });
 }
 
 template <class S> void linear_backward_params(MRef<S> dW, MRef<S> db, CRef<S> dY, CRef<S> X) {
-  dW.noalias() += dY * X.transpose();
+  parallel_slices(X.rows(), 16, [&](Index r0, Index n) {
+    dW.middleCols(r0, n).noalias() += dY * X.middleRows(r0, n).transpose();
+  });
   db.col(0) += dY.rowwise().sum();
 }
 
 template <class S> void linear_backward_input(MRef<S> dX, CRef<S> W, CRef<S> dY) {
-  dX.noalias() = W.transpose() * dY;
+  parallel_slices(dY.cols(), 16, [&](Index c0, Index n) {
+    dX.middleCols(c0, n).noalias() = W.transpose() * dY.middleCols(c0, n);
+  });
 }
 
 template <class S>
@@ -65,24 +77,35 @@ template <class S> void dropout_mask(MRef<S> M, double p, Rng& rng) {
 }
 
 template <class S> double softmax_xent_forward(MRef<S> P, CRef<S> Z, const std::int32_t* targets, double* nll) {
-  double loss = 0.0;
-  for (Index n = 0; n < Z.cols(); ++n) {
-    const S zmax = Z.col(n).maxCoeff();
-    const S ztarget = Z(targets[n], n);  // read before P (which may alias Z) is written
-    P.col(n) = (Z.col(n).array() - zmax).exp();
-    const S sum = P.col(n).sum();
-    // -log p_target = log(sum) - (z_target - zmax)
-    const double l = double(std::log(sum)) - double(ztarget - zmax);
-    if (nll) nll[n] = l;
-    loss += l;
-    P.col(n) /= sum;
+  const Index N = Z.cols();
+  std::vector<double> own;
+  if (!nll) {
+    own.resize(N);
+    nll = own.data();
   }
+  // Columns on threads; the losses summed afterwards in column order (same result for any
+  // thread count).
+  parallel_slices(N, 16, [&](Index c0, Index m) {
+    for (Index n = c0; n < c0 + m; ++n) {
+      const S zmax = Z.col(n).maxCoeff();
+      const S ztarget = Z(targets[n], n);  // read before P (which may alias Z) is written
+      P.col(n) = (Z.col(n).array() - zmax).exp();
+      const S sum = P.col(n).sum();
+      // -log p_target = log(sum) - (z_target - zmax)
+      nll[n] = double(std::log(sum)) - double(ztarget - zmax);
+      P.col(n) /= sum;
+    }
+  });
+  double loss = 0.0;
+  for (Index n = 0; n < N; ++n) loss += nll[n];
   return loss;
 }
 
 template <class S> void softmax_xent_backward(MRef<S> dZ, CRef<S> P, const std::int32_t* targets, S scale) {
-  dZ = P * scale;
-  for (Index n = 0; n < P.cols(); ++n) dZ(targets[n], n) -= scale;
+  parallel_slices(P.cols(), 16, [&](Index c0, Index m) {
+    dZ.middleCols(c0, m) = P.middleCols(c0, m) * scale;
+    for (Index n = c0; n < c0 + m; ++n) dZ(targets[n], n) -= scale;
+  });
 }
 
 #define MSRNN_INSTANTIATE(S)                                                                           \

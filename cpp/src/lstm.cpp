@@ -1,37 +1,48 @@
 #include "msrnn/lstm.hpp"
 
+#include <algorithm>
+
 namespace msrnn {
+
+template <class S>
+void lstm_gates_forward(MRef<S> i, MRef<S> f, MRef<S> g, MRef<S> o, MRef<S> c, MRef<S> tanh_c, MRef<S> h,
+                        CRef<S> c_prev) {
+  i = i.array().logistic().matrix();
+  f = f.array().logistic().matrix();
+  g = g.array().tanh().matrix();
+  o = o.array().logistic().matrix();
+  c.array() = f.array() * c_prev.array() + i.array() * g.array();
+  tanh_c.array() = c.array().tanh();
+  h.array() = o.array() * tanh_c.array();
+}
 
 template <class S> void lstm_pointwise_forward(MRef<S> act, MRef<S> c, MRef<S> tanh_c, MRef<S> h, CRef<S> c_prev) {
   const Index H = c.rows();
-  auto i = act.topRows(H).array();
-  auto f = act.middleRows(H, H).array();
-  auto g = act.middleRows(2 * H, H).array();
-  auto o = act.bottomRows(H).array();
-  i = i.logistic();
-  f = f.logistic();
-  g = g.tanh();
-  o = o.logistic();
-  c.array() = f * c_prev.array() + i * g;
-  tanh_c.array() = c.array().tanh();
-  h.array() = o * tanh_c.array();
+  lstm_gates_forward<S>(act.topRows(H), act.middleRows(H, H), act.middleRows(2 * H, H), act.bottomRows(H), c, tanh_c,
+                        h, c_prev);
+}
+
+// dc_prev may alias dc.
+template <class S>
+void lstm_gates_backward(MRef<S> di, MRef<S> df, MRef<S> dg, MRef<S> do_, MRef<S> dc_prev, CRef<S> dh, CRef<S> dc,
+                         CRef<S> i_, CRef<S> f_, CRef<S> g_, CRef<S> o_, CRef<S> tanh_c, CRef<S> c_prev) {
+  const auto i = i_.array(), f = f_.array(), g = g_.array(), o = o_.array();
+  // dc_t in total: from step t+1 and through h_t = o * tanh(c_t). Kept in dc_prev's memory.
+  dc_prev.array() = dc.array() + dh.array() * o * (S(1) - tanh_c.array().square());
+  di.array() = dc_prev.array() * g * i * (S(1) - i);
+  df.array() = dc_prev.array() * c_prev.array() * f * (S(1) - f);
+  dg.array() = dc_prev.array() * i * (S(1) - g.square());
+  do_.array() = dh.array() * tanh_c.array() * o * (S(1) - o);
+  dc_prev.array() *= f;
 }
 
 template <class S>
 void lstm_pointwise_backward(MRef<S> da, MRef<S> dc_prev, CRef<S> dh, CRef<S> dc, CRef<S> act, CRef<S> tanh_c,
                              CRef<S> c_prev) {
   const Index H = dh.rows();
-  const auto i = act.topRows(H).array();
-  const auto f = act.middleRows(H, H).array();
-  const auto g = act.middleRows(2 * H, H).array();
-  const auto o = act.bottomRows(H).array();
-  // dc_t in total: from step t+1 and through h_t = o * tanh(c_t). Kept in dc_prev's memory.
-  dc_prev.array() = dc.array() + dh.array() * o * (S(1) - tanh_c.array().square());
-  da.topRows(H).array() = dc_prev.array() * g * i * (S(1) - i);
-  da.middleRows(H, H).array() = dc_prev.array() * c_prev.array() * f * (S(1) - f);
-  da.middleRows(2 * H, H).array() = dc_prev.array() * i * (S(1) - g.square());
-  da.bottomRows(H).array() = dh.array() * tanh_c.array() * o * (S(1) - o);
-  dc_prev.array() *= f;
+  lstm_gates_backward<S>(da.topRows(H), da.middleRows(H, H), da.middleRows(2 * H, H), da.bottomRows(H), dc_prev, dh,
+                         dc, act.topRows(H), act.middleRows(H, H), act.middleRows(2 * H, H), act.bottomRows(H), tanh_c,
+                         c_prev);
 }
 
 template <class S>
@@ -62,14 +73,10 @@ template <class S> void LSTMLayer<S>::set_state(const std::vector<NamedState<S>>
   c_ = find_state(state, "c" + suffix_, H_, B);
 }
 
-template <class S> void LSTMLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index B, bool /*train*/) {
-  MSRNN_CHECK(h_.cols() == B, "LSTM state has batch size ", h_.cols(), ", input has ", B);
+// The plain versions: Eigen products, one step after another (Eigen's own threads, if any).
+template <class S> void LSTMLayer<S>::forward_reference(MRef<S> Y, CRef<S> X, Index T, Index B) {
   const Index N = T * B;
-  T_ = T;
-  B_ = B;
   act_.resize(4 * H_, N);
-  hs_.resize(H_, N + B);
-  cs_.resize(H_, N + B);
   tanh_c_.resize(H_, N);
   // Input projection of all T steps in one product, both biases added once.
   act_.noalias() = W_ih_.w * X;
@@ -87,11 +94,8 @@ template <class S> void LSTMLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Ind
   c_ = cs_.rightCols(B);
 }
 
-template <class S> void LSTMLayer<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X) {
+template <class S> void LSTMLayer<S>::backward_reference(MRef<S> dX, CRef<S> dY, CRef<S> X) {
   const Index T = T_, B = B_, N = T * B;
-  MSRNN_CHECK(dY.rows() == H_ && dY.cols() == N, "LSTM backward: dY has shape (", dY.rows(), ", ", dY.cols(),
-              "), expected (", H_, ", ", N, ")");
-  da_.resize(4 * H_, N);
   Mat<S> dh = Mat<S>::Zero(H_, B);  // (H, B) gradient reaching h_t from step t+1
   Mat<S> dc = Mat<S>::Zero(H_, B);  // (H, B) gradient reaching c_t from step t+1
   Mat<S> dc_prev(H_, B);            // (H, B)
@@ -112,9 +116,112 @@ template <class S> void LSTMLayer<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X
   if (dX.cols() > 0) dX.noalias() = W_ih_.w.transpose() * da_;
 }
 
+// The fast versions: the weights packed once per chunk (gemm.hpp), one OpenMP region per time
+// loop in which each thread runs its own batch columns (streams) [j0, j1) through every step.
+// Streams are independent, so threads meet only once per chunk, after packing: no barrier per
+// step, which also keeps the loop fast when other processes share the cores. The products over
+// all steps split over threads by rows or columns.
+template <class S> void LSTMLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index B, bool train) {
+  MSRNN_CHECK(h_.cols() == B, "LSTM state has batch size ", h_.cols(), ", input has ", B);
+  const Index H = H_, E = E_, N = T * B;
+  T_ = T;
+  B_ = B;
+  hs_.resize(H, N + B);
+  cs_.resize(H, N + B);
+  if (reference_kernels()) return forward_reference(Y, X, T, B);
+  // Evaluation keeps only the current step's gates (backward needs training mode).
+  const Index keep = train ? B : 0;  // column stride of act_ and tanh_c_ per step
+  act_.resize(4 * H, train ? N : B);
+  tanh_c_.resize(H, train ? N : B);
+  b_sum_ = b_ih_.w.col(0) + b_hh_.w.col(0);
+  hs_.leftCols(B) = h_;
+  cs_.leftCols(B) = c_;
+  const Index MR = PackedPanels<S>::panel_rows(), NR = PackedPanels<S>::block_cols();
+  W_p_.resize(4, H, E + H);
+  const int nt = get_num_threads();
+#pragma omp parallel num_threads(nt)
+  {
+    const int k = thread_id(), team = threads_in_team();
+    const auto units = thread_units(H, MR, k, team);  // packing: this thread's panels
+    W_p_.pack(W_ih_.w.data(), 4 * H, 0, E, units.first, units.second);
+    W_p_.pack(W_hh_.w.data(), 4 * H, E, H, units.first, units.second);
+    W_p_.set_bias(b_sum_.data(), units.first, units.second);
+#pragma omp barrier
+    const auto cols = thread_units(B, NR, k, team);
+    const Index j0 = cols.first, nb = cols.second - cols.first;
+    for (Index t = 0; t < T && nb > 0; ++t) {
+      // act_t = b + W_ih x_t + W_hh h_{t-1} on this thread's columns, then the gates.
+      const Index a0 = t * keep + j0, n0 = t * B + j0;  // first column in act_ / tanh_c_, in X / hs_ / cs_
+      W_p_.multiply(act_.data() + a0 * 4 * H, 4 * H, X.data() + n0 * X.outerStride(), X.outerStride(), E,
+                    hs_.data() + n0 * H, H, nb, 0, H, false);
+      auto gate = [&](Index g) { return act_.block(g * H, a0, H, nb); };
+      lstm_gates_forward<S>(gate(0), gate(1), gate(2), gate(3), cs_.middleCols(n0 + B, nb),
+                            tanh_c_.middleCols(a0, nb), hs_.middleCols(n0 + B, nb), cs_.middleCols(n0, nb));
+    }
+  }
+  Y = hs_.rightCols(N);
+  h_ = hs_.rightCols(B);
+  c_ = cs_.rightCols(B);
+}
+
+template <class S> void LSTMLayer<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X) {
+  const Index T = T_, B = B_, H = H_, N = T * B;
+  MSRNN_CHECK(act_.cols() == N, "LSTM backward needs a training-mode forward first");
+  MSRNN_CHECK(dY.rows() == H && dY.cols() == N, "LSTM backward: dY has shape (", dY.rows(), ", ", dY.cols(),
+              "), expected (", H, ", ", N, ")");
+  da_.resize(4 * H, N);
+  if (reference_kernels()) return backward_reference(dX, dY, X);
+  const Index MR = PackedPanels<S>::panel_rows(), NR = PackedPanels<S>::block_cols();
+  W_hh_tp_.resize(1, H, 4 * H);
+  dh_.resize(H, B);
+  dc_.resize(H, B);
+  const int nt = get_num_threads();
+#pragma omp parallel num_threads(nt)
+  {
+    const int k = thread_id(), team = threads_in_team();
+    const auto units = thread_units(H, MR, k, team);  // packing: rows u of W_hh^T = columns u of W_hh
+    W_hh_tp_.pack_transposed(W_hh_.w.data(), 4 * H, 0, 4 * H, units.first, units.second);
+#pragma omp barrier
+    const auto cols = thread_units(B, NR, k, team);
+    const Index j0 = cols.first, nb = cols.second - cols.first;
+    auto dh = dh_.middleCols(j0, nb);  // (H, nb) gradient reaching h_t
+    auto dc = dc_.middleCols(j0, nb);  // (H, nb) gradient reaching c_t; becomes that of c_{t-1}
+    dc.setZero();
+    for (Index t = T - 1; t >= 0 && nb > 0; --t) {
+      const Index n0 = t * B + j0;  // first column of this thread in step t
+      // dh_t = W_hh^T da_{t+1} + dY_t
+      if (t + 1 < T)
+        W_hh_tp_.multiply(dh_.data() + j0 * H, H, da_.data() + (n0 + B) * 4 * H, 4 * H, nb, 0, H, false);
+      else
+        dh.setZero();
+      dh += dY.middleCols(n0, nb);
+      auto gate = [&](Mat<S>& m, Index g) { return m.block(g * H, n0, H, nb); };
+      lstm_gates_backward<S>(gate(da_, 0), gate(da_, 1), gate(da_, 2), gate(da_, 3), dc, dh, dc, gate(act_, 0),
+                             gate(act_, 1), gate(act_, 2), gate(act_, 3), tanh_c_.middleCols(n0, nb),
+                             cs_.middleCols(n0, nb));
+    }
+  }
+  // Weight gradients of all steps in one product each, rows split over threads.
+  parallel_slices(4 * H, 16, [&](Index r0, Index m) {
+    auto da = da_.middleRows(r0, m);
+    W_hh_.g.middleRows(r0, m).noalias() += da * hs_.leftCols(N).transpose();
+    W_ih_.g.middleRows(r0, m).noalias() += da * X.transpose();
+    const Vec<S> db = da.rowwise().sum();
+    b_ih_.g.col(0).segment(r0, m) += db;
+    b_hh_.g.col(0).segment(r0, m) += db;
+  });
+  if (dX.cols() > 0)
+    parallel_slices(N, B, [&](Index c0, Index m) {
+      dX.middleCols(c0, m).noalias() = W_ih_.w.transpose() * da_.middleCols(c0, m);
+    });
+}
+
 #define MSRNN_INSTANTIATE(S)                                                                                \
   template void lstm_pointwise_forward<S>(MRef<S>, MRef<S>, MRef<S>, MRef<S>, CRef<S>);                    \
   template void lstm_pointwise_backward<S>(MRef<S>, MRef<S>, CRef<S>, CRef<S>, CRef<S>, CRef<S>, CRef<S>); \
+  template void lstm_gates_forward<S>(MRef<S>, MRef<S>, MRef<S>, MRef<S>, MRef<S>, MRef<S>, MRef<S>, CRef<S>);      \
+  template void lstm_gates_backward<S>(MRef<S>, MRef<S>, MRef<S>, MRef<S>, MRef<S>, CRef<S>, CRef<S>, CRef<S>,     \
+                                       CRef<S>, CRef<S>, CRef<S>, CRef<S>, CRef<S>);                               \
   template class LSTMLayer<S>;
 MSRNN_INSTANTIATE(float)
 MSRNN_INSTANTIATE(double)

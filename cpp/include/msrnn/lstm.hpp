@@ -6,6 +6,7 @@
 #pragma once
 
 #include "msrnn/core.hpp"
+#include "msrnn/gemm.hpp"
 
 namespace msrnn {
 
@@ -17,6 +18,16 @@ template <class S> void lstm_pointwise_forward(MRef<S> act, MRef<S> c, MRef<S> t
 template <class S>
 void lstm_pointwise_backward(MRef<S> da, MRef<S> dc_prev, CRef<S> dh, CRef<S> dc, CRef<S> act, CRef<S> tanh_c,
                              CRef<S> c_prev);
+
+// The same two kernels on a slice of units, the gate blocks given separately: i, f, g, o (and
+// di, df, dg, do_) are (h, B) views of rows [k*H + u0, k*H + u1) of act (da); the others are the
+// (h, B) rows [u0, u1) of the (H, B) buffers. Each thread of a time loop runs them on its units.
+template <class S>
+void lstm_gates_forward(MRef<S> i, MRef<S> f, MRef<S> g, MRef<S> o, MRef<S> c, MRef<S> tanh_c, MRef<S> h,
+                        CRef<S> c_prev);
+template <class S>
+void lstm_gates_backward(MRef<S> di, MRef<S> df, MRef<S> dg, MRef<S> do_, MRef<S> dc_prev, CRef<S> dh, CRef<S> dc,
+                         CRef<S> i, CRef<S> f, CRef<S> g, CRef<S> o, CRef<S> tanh_c, CRef<S> c_prev);
 
 // One LSTM layer over a chunk. Parameters (suffix e.g. "_l0"): weight_ih (4H, E), weight_hh (4H, H),
 // bias_ih (4H), bias_hh (4H). State: h, c (H, B).
@@ -37,10 +48,18 @@ template <class S> class LSTMLayer : public Core<S> {
   std::string suffix_;
   Param<S> W_ih_, W_hh_, b_ih_, b_hh_;
   Mat<S> h_, c_;       // (H, B) carried state
-  Mat<S> act_;         // (4H, N) gate activations [i; f; g; o]
+  Mat<S> act_;         // (4H, N) gate activations [i; f; g; o]; (4H, B), one step, in evaluation
   Mat<S> hs_, cs_;     // (H, N + B) h and c; block 0 is the state before the chunk
-  Mat<S> tanh_c_;      // (H, N)
+  Mat<S> tanh_c_;      // (H, N); (H, B) in evaluation
   Mat<S> da_;          // (4H, N) backward: gradient of the pre-activations
+  // Fast path (see gemm.hpp): weights packed once per chunk, each thread owns a slice of units.
+  Vec<S> b_sum_;               // (4H) b_ih + b_hh
+  PackedPanels<S> W_p_;        // [W_ih W_hh] (4H, E + H) in panels, bias b_ih + b_hh, for
+                               // act_t = b + W_ih x_t + W_hh h_{t-1}
+  PackedPanels<S> W_hh_tp_;    // W_hh^T (H, 4H) in panels, for dh_{t-1} = W_hh^T da_t
+  Mat<S> dh_, dc_;             // (H, B) backward: gradients reaching h_t and c_t
+  void forward_reference(MRef<S> Y, CRef<S> X, Index T, Index B);
+  void backward_reference(MRef<S> dX, CRef<S> dY, CRef<S> X);
 };
 
 }  // namespace msrnn

@@ -1,0 +1,289 @@
+#!/usr/bin/env python
+"""Speed of the LSTM language model: multiscale_rnn's C++ core against PyTorch on the same machine.
+
+Model: embedding (V, E) -> L-layer LSTM (H) -> linear (V); batch B streams, chunks of T steps,
+state carried from chunk to chunk (truncated BPTT), Adam after every chunk.
+
+  ours     multiscale_rnn.LSTM driven through its core: zero_grad, loss_and_grad(tokens, targets)
+           on int32 (B, T) arrays (the core carries the state), and the core's Adam step on the
+           flat parameter and gradient buffers.
+  pytorch  torch.nn.Embedding + torch.nn.LSTM + torch.nn.Linear, cross-entropy, torch.optim.Adam,
+           state detached between chunks; torch.set_num_threads(threads).
+
+Reported: characters (= tokens) per second, ours / PyTorch, and achieved GFLOP/s as a fraction of
+this machine's float32 matrix-product peak, measured here with a large square sgemm through
+torch.mm (MKL) and through NumPy (OpenBLAS); "peak" is the higher of the two.
+
+FLOPs are counted analytically per column (one stream, one step):
+  forward  = sum over layers of 2 * 4H * (E_l + H)  +  2 * V * H     (E_0 = E, E_l = H above)
+  training = 3 * forward (backward counted as twice the forward); inference = forward.
+
+Timing: other processes may share the cores, so runs of ours and PyTorch's are interleaved and
+repeated; the table shows the best repeat (least disturbed) and the median. The peak is measured
+at the start and at the end and the higher kept. Load averages are printed before and after.
+
+  python bench/bench_lstm.py --threads 2 --layers 1 3 --chunks 4 --repeats 5 --markdown out.md
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--threads", type=int, default=2, help="threads for both libraries (default 2)")
+    p.add_argument("--layers", type=int, nargs="+", default=[1, 3], help="layer counts to run (default 1 3)")
+    p.add_argument("--chunks", type=int, default=4, help="timed chunks per repeat (default 4)")
+    p.add_argument("--warmup", type=int, default=1, help="untimed chunks before each repeat (default 1)")
+    p.add_argument("--repeats", type=int, default=5, help="interleaved repeats (default 5)")
+    p.add_argument("--vocab", type=int, default=50)
+    p.add_argument("--embed", type=int, default=128)
+    p.add_argument("--hidden", type=int, default=512)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--bptt", type=int, default=100)
+    p.add_argument("--modes", nargs="+", default=["train", "infer"], choices=["train", "infer"])
+    p.add_argument("--isa", choices=["baseline", "avx2", "avx512"], help="force the core's instruction-set variant")
+    p.add_argument("--no-torch", action="store_true", help="time only our core")
+    p.add_argument("--reference", action="store_true",
+                   help="run our core with its plain reference kernels (to measure the fast paths' speedup)")
+    p.add_argument("--peak-size", type=int, default=4096, help="side of the square sgemm measuring the peak")
+    p.add_argument("--markdown", metavar="FILE", help="also write the table as Markdown to FILE")
+    return p.parse_args(argv)
+
+
+ARGS = parse_args()
+# Thread counts of the BLAS libraries must be set before they load.
+for var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[var] = str(ARGS.threads)
+if ARGS.isa:
+    os.environ["MULTISCALE_RNN_ISA"] = ARGS.isa
+
+import numpy as np  # noqa: E402
+
+import multiscale_rnn as msr  # noqa: E402
+
+try:
+    import torch  # noqa: E402
+except ImportError:  # pragma: no cover
+    torch = None
+
+
+def load():
+    return os.getloadavg()
+
+
+def pause():
+    """Let the other library's OpenMP threads stop spinning before the next timing."""
+    time.sleep(0.3)
+
+
+# ---------------------------------------------------------------------------------------------
+# Peak: large square sgemm.
+def sgemm_peak(n: int, reps: int = 5):
+    flops = 2.0 * n ** 3
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n), dtype=np.float32)
+    b = rng.standard_normal((n, n), dtype=np.float32)
+    out = {}
+    c = a @ b
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        np.matmul(a, b, out=c)
+        best = min(best, time.perf_counter() - t0)
+    out["numpy"] = flops / best / 1e9
+    if torch is not None:
+        ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+        tc = torch.mm(ta, tb)
+        best = float("inf")
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            torch.mm(ta, tb, out=tc)
+            best = min(best, time.perf_counter() - t0)
+        out["torch"] = flops / best / 1e9
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+def flops_per_column(V, E, H, L, train):
+    fwd = sum(2 * 4 * H * ((E if l == 0 else H) + H) for l in range(L)) + 2 * V * H
+    return 3 * fwd if train else fwd
+
+
+def make_data(V, B, T, chunks, seed=0):
+    """Token stream (B, chunks*T + 1) of random ids; chunk k is columns [kT, (k+1)T] (+1 for targets)."""
+    return np.random.default_rng(seed).integers(0, V, (B, chunks * T + 1)).astype(np.int32)
+
+
+class Ours:
+    def __init__(self, a, L):
+        self.model = msr.LSTM(vocab_size=a.vocab, embed_size=a.embed, hidden_sizes=(a.hidden,) * L, seed=0)
+        self.impl = self.model._impl
+        self.w = self.model.flat_parameters()
+        self.g = self.model.flat_gradients()
+        self.m = np.zeros_like(self.w)
+        self.v = np.zeros_like(self.w)
+        self.step = 0
+        self.B, self.T = a.batch, a.bptt
+
+    def run(self, data, chunks, train):
+        self.impl.reset_state(self.B)
+        T = self.T
+        for k in range(chunks):
+            tok = np.ascontiguousarray(data[:, k * T:(k + 1) * T])
+            tgt = np.ascontiguousarray(data[:, k * T + 1:(k + 1) * T + 1])
+            if train:
+                self.impl.zero_grad()
+                self.impl.loss_and_grad(tok, tgt)
+                self.step += 1
+                msr._core.adam_step(self.w, self.g, self.m, self.v, self.step, 1e-3, 0.9, 0.999, 1e-8, 0.0)
+            else:
+                self.impl.loss(tok, tgt)
+
+
+class Torch:
+    def __init__(self, a, L):
+        torch.manual_seed(0)
+        self.emb = torch.nn.Embedding(a.vocab, a.embed)
+        self.rnn = torch.nn.LSTM(a.embed, a.hidden, num_layers=L, batch_first=True)
+        self.dec = torch.nn.Linear(a.hidden, a.vocab)
+        self.params = [*self.emb.parameters(), *self.rnn.parameters(), *self.dec.parameters()]
+        self.opt = torch.optim.Adam(self.params, lr=1e-3)
+        self.B, self.T, self.V = a.batch, a.bptt, a.vocab
+
+    def _loss(self, tok, tgt, state):
+        y, state = self.rnn(self.emb(tok), state)
+        z = self.dec(y)
+        return torch.nn.functional.cross_entropy(z.reshape(-1, self.V), tgt.reshape(-1)), state
+
+    def run(self, data, chunks, train):
+        data = torch.from_numpy(data).long()
+        T, state = self.T, None
+        for k in range(chunks):
+            tok, tgt = data[:, k * T:(k + 1) * T], data[:, k * T + 1:(k + 1) * T + 1]
+            if train:
+                self.opt.zero_grad(set_to_none=True)
+                loss, state = self._loss(tok, tgt, state)
+                loss.backward()
+                self.opt.step()
+                state = tuple(s.detach() for s in state)
+            else:
+                with torch.inference_mode():
+                    loss, state = self._loss(tok, tgt, state)
+
+
+def timed(runner, data, a, train):
+    runner.run(data, a.warmup, train)
+    t0 = time.perf_counter()
+    runner.run(data, a.chunks, train)
+    return a.chunks * a.batch * a.bptt / (time.perf_counter() - t0)  # chars/s
+
+
+def main():
+    a = ARGS
+    msr.set_num_threads(a.threads)
+    msr._core.set_reference_kernels(a.reference)
+    if torch is not None:
+        torch.set_num_threads(a.threads)
+    use_torch = torch is not None and not a.no_torch
+    load0 = load()
+    print(f"multiscale_rnn ISA {msr.ISA}{' (reference kernels)' if a.reference else ''}, threads {a.threads} (core reports {msr.get_num_threads()})"
+          + (f", torch {torch.__version__} threads {torch.get_num_threads()}" if torch is not None else ""))
+    print(f"load average before: {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}")
+    peak = sgemm_peak(a.peak_size)
+    for k, v in peak.items():
+        print(f"sgemm {a.peak_size}^3 peak via {k}: {v:.1f} GFLOP/s")
+    peak_val = max(peak.values())
+    pause()
+
+    data = make_data(a.vocab, a.batch, a.bptt, max(a.chunks, a.warmup))
+    rows = []
+    for L in a.layers:
+        ours = Ours(a, L)
+        theirs = Torch(a, L) if use_torch else None
+        for mode in a.modes:
+            train = mode == "train"
+            fl = flops_per_column(a.vocab, a.embed, a.hidden, L, train)
+            res = {"ours": [], "torch": []}
+            for r in range(a.repeats):
+                res["ours"].append(timed(ours, data, a, train))
+                pause()
+                if theirs is not None:
+                    res["torch"].append(timed(theirs, data, a, train))
+                    pause()
+            row = dict(layers=L, mode=mode, flops=fl)
+            for who, v in res.items():
+                if v:
+                    row[who] = (max(v), statistics.median(v))
+            rows.append(row)
+            print_row(row, peak_val, header=len(rows) == 1)
+    # The peak again at the end: when other processes share the cores, the higher value is nearer
+    # the machine's true peak.
+    pause()
+    for k, v in sgemm_peak(a.peak_size).items():
+        print(f"sgemm {a.peak_size}^3 peak via {k} (end): {v:.1f} GFLOP/s")
+        peak[k] = max(peak[k], v)
+    if max(peak.values()) > peak_val:
+        peak_val = max(peak.values())
+        print(f"peak raised to {peak_val:.1f} GFLOP/s; % of peak with it:")
+        for i, row in enumerate(rows):
+            print_row(row, peak_val, header=i == 0)
+    load1 = load()
+    print(f"load average after: {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}")
+    if a.markdown:
+        write_markdown(a.markdown, rows, peak, peak_val, load0, load1)
+
+
+def fmt_row(row, peak):
+    o_best, o_med = row["ours"]
+    gf = o_best * row["flops"] / 1e9
+    cells = [str(row["layers"]), row["mode"], f"{o_best:,.0f}", f"{o_med:,.0f}"]
+    if "torch" in row:
+        t_best, t_med = row["torch"]
+        tgf = t_best * row["flops"] / 1e9
+        cells += [f"{t_best:,.0f}", f"{t_med:,.0f}", f"{o_best / t_best:.2f}", f"{o_med / t_med:.2f}"]
+    else:
+        tgf = None
+        cells += ["-"] * 4
+    cells += [f"{gf:.1f}", f"{100 * gf / peak:.0f}%", "-" if tgf is None else f"{100 * tgf / peak:.0f}%"]
+    return cells
+
+
+HEAD = ["layers", "mode", "ours best", "ours median", "torch best", "torch median", "ratio best",
+        "ratio median", "ours GFLOP/s", "ours % peak", "torch % peak"]
+
+
+def print_row(row, peak, header):
+    widths = [6, 5, 10, 11, 10, 12, 10, 12, 12, 11, 12]
+    if header:
+        print("chars/s; ratio = ours / torch; GFLOP/s and % of peak from the best repeat")
+        print("  ".join(h.rjust(w) for h, w in zip(HEAD, widths)))
+    print("  ".join(c.rjust(w) for c, w in zip(fmt_row(row, peak), widths)), flush=True)
+
+
+def write_markdown(path, rows, peak, peak_val, load0, load1):
+    a = ARGS
+    lines = [
+        f"Command: `python {' '.join(sys.argv)}`",
+        "",
+        f"ISA variant `{msr.ISA}`{' with the reference kernels' if a.reference else ''}, {a.threads} threads; V={a.vocab} E={a.embed} H={a.hidden} B={a.batch} "
+        f"T={a.bptt}; {a.chunks} timed chunks per repeat, {a.repeats} interleaved repeats. "
+        "sgemm peak " + ", ".join(f"{k} {v:.1f}" for k, v in peak.items())
+        + f" GFLOP/s (peak = {peak_val:.1f}). Load average before {load0[0]:.2f}, after {load1[0]:.2f}.",
+        "",
+        "| " + " | ".join(HEAD) + " |",
+        "|" + "---|" * len(HEAD),
+    ]
+    for row in rows:
+        lines.append("| " + " | ".join(fmt_row(row, peak_val)) + " |")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

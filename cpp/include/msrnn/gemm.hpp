@@ -1,0 +1,105 @@
+// Matrix products for recurrent time loops, where the same weight matrix A (M, K) multiplies a
+// new (K, N) block at every step:
+//   C[rows, :] (=|+=) b[rows] + A[rows, :] X                         C (M, N), X (K, N), N small (B)
+// X may come in two parts stacked on top of each other, X = [X1; X2] (K1 + K2 rows), so an LSTM
+// step computes b + [W_ih W_hh] [x_t; h_{t-1}] in one pass.
+// Eigen repacks A at every call; PackedPanels packs it once per chunk into panels of
+// panel_rows() rows (k-major inside a panel), and a register-blocked kernel multiplies the panels
+// by X directly. Rows come in G groups of R rows (the gates of an LSTM: G = 4, R = H), and each
+// group is padded to whole panels, so a thread can own the same units u in [u0, u1) of every gate.
+//
+// Also here: splitting rows or columns of a product over the core's OpenMP threads with
+// single-threaded Eigen inside (Eigen's own threading busy-waits, which collapses when the cores
+// are shared).
+#pragma once
+
+#include "msrnn/common.hpp"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include <algorithm>
+
+namespace msrnn {
+
+// True while reference (plain, unoptimised) kernels are selected; for tests of the fast paths.
+bool reference_kernels();
+void set_reference_kernels(bool on);
+
+template <class S> class PackedPanels {
+ public:
+  // Rows per panel of this build's kernel (two SIMD vectors), and columns of X per register block.
+  static Index panel_rows();
+  static Index block_cols();
+  // Allocate for A (M = G * R, K); call once (single-threaded) before packing.
+  void resize(Index G, Index R, Index K);
+  // Pack columns [k0, k0 + kn) of A, for the panels holding units [u0, u1) of every group, from
+  // Ak (M, kn), column-major with leading dimension lda. Threads may pack disjoint unit ranges
+  // concurrently.
+  void pack(const S* Ak, Index lda, Index k0, Index kn, Index u0, Index u1);
+  // The same from Akt (kn, M) = Ak^T, column-major with leading dimension ldat.
+  void pack_transposed(const S* Akt, Index ldat, Index k0, Index kn, Index u0, Index u1);
+  // The bias b (M) added by multiply (zero unless set), for units [u0, u1).
+  void set_bias(const S* b, Index u0, Index u1);
+  // For every group g and unit u in [u0, u1), every column j < N:
+  //   C[g*R + u, j] = (accumulate ? C[g*R + u, j] : 0) + sum_k A[g*R + u, k] X[k, j]
+  // C (G*R, N) with leading dimension ldc; X (K, N) with leading dimension ldx.
+  // u0 must be a multiple of panel_rows() (or equal R); u1 <= R.
+  void multiply(S* C, Index ldc, const S* X, Index ldx, Index N, Index u0, Index u1, bool accumulate) const {
+    multiply(C, ldc, X, ldx, K_, nullptr, 0, N, u0, u1, accumulate);
+  }
+  // The same with b added and X = [X1; X2]: X1 (K1, N) and X2 (K - K1, N), leading dimensions
+  // ldx1 and ldx2.
+  void multiply(S* C, Index ldc, const S* X1, Index ldx1, Index K1, const S* X2, Index ldx2, Index N, Index u0,
+                Index u1, bool accumulate) const;
+  Index groups() const { return G_; }
+  Index group_rows() const { return R_; }
+  Index depth() const { return K_; }
+
+ private:
+  Index G_ = 0, R_ = 0, K_ = 0, P_ = 0;  // P_ panels per group
+  Mat<S> data_;                          // (panel_rows() * K, G * P) one column per panel
+  Mat<S> bias_;                          // (panel_rows(), G * P)
+};
+
+// Units (or columns) [u0, u1) of R owned by thread k of n: contiguous, starting at multiples of
+// `align`.
+inline std::pair<Index, Index> thread_units(Index R, Index align, int k, int n) {
+  const Index blocks = (R + align - 1) / align;
+  const Index b0 = blocks * k / n, b1 = blocks * (k + 1) / n;
+  return {std::min(R, b0 * align), std::min(R, b1 * align)};
+}
+
+inline int thread_id() {
+#ifdef _OPENMP
+  return omp_get_thread_num();
+#else
+  return 0;
+#endif
+}
+
+inline int threads_in_team() {
+#ifdef _OPENMP
+  return omp_get_num_threads();
+#else
+  return 1;
+#endif
+}
+
+// f(begin, count) on contiguous slices of [0, n) (multiples of `align` except the last), one per
+// thread of the core's thread count, run in parallel. Eigen inside runs single-threaded.
+template <class F> void parallel_slices(Index n, Index align, F&& f) {
+  const int nt = std::max(1, std::min<int>(get_num_threads(), int((n + align - 1) / align)));
+  if (nt == 1) {
+    f(Index(0), n);
+    return;
+  }
+#pragma omp parallel num_threads(nt)
+  {
+    const auto r = thread_units(n, align, thread_id(), threads_in_team());
+    if (r.second > r.first) f(r.first, r.second - r.first);
+  }
+}
+
+}  // namespace msrnn

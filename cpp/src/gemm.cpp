@@ -1,0 +1,189 @@
+#include "msrnn/gemm.hpp"
+
+#include <atomic>
+#include <cstring>
+
+namespace msrnn {
+
+namespace {
+
+std::atomic<bool> g_reference{false};
+
+// SIMD width of this build (one module per instruction-set level).
+#if defined(__AVX512F__)
+constexpr int kVecBytes = 64;
+constexpr int kNR = 8;  // columns per register block: 2 x 8 accumulators of 32 registers
+#elif defined(__AVX__)
+constexpr int kVecBytes = 32;
+constexpr int kNR = 6;  // 2 x 6 accumulators of 16 registers
+#else
+constexpr int kVecBytes = 16;
+constexpr int kNR = 6;
+#endif
+
+typedef float VecF __attribute__((vector_size(kVecBytes)));
+typedef double VecD __attribute__((vector_size(kVecBytes)));
+template <class S> struct Simd;
+template <> struct Simd<float> { using V = VecF; };
+template <> struct Simd<double> { using V = VecD; };
+
+template <class S> constexpr Index kLanes = Index(kVecBytes / sizeof(S));
+template <class S> constexpr Index kMR = 2 * kLanes<S>;  // rows per panel
+
+// c += panel (MR, K) * X (K, NC). The panel is k-major: Ap[k*MR + r].
+template <class S, int NC, class V>
+inline __attribute__((always_inline)) void panel_times(V (&c0)[NC], V (&c1)[NC], const S* Ap, const S* X, Index ldx,
+                                                       Index K) {
+  constexpr Index L = kLanes<S>, MR = kMR<S>;
+  const S* x[NC];
+  for (int j = 0; j < NC; ++j) x[j] = X + j * ldx;
+  for (Index k = 0; k < K; ++k) {
+    V a0, a1;
+    std::memcpy(&a0, Ap + k * MR, sizeof(V));
+    std::memcpy(&a1, Ap + k * MR + L, sizeof(V));
+    for (int j = 0; j < NC; ++j) {
+      const S b = x[j][k];
+      c0[j] += a0 * b;
+      c1[j] += a1 * b;
+    }
+  }
+}
+
+// C (rows <= MR, NC) (=|+=) bias (MR) + panel (MR, K1 + K2) * [X1 (K1, NC); X2 (K2, NC)].
+template <class S, int NC>
+void kernel(S* C, Index ldc, const S* Ap, const S* bias, const S* X1, Index ldx1, Index K1, const S* X2, Index ldx2,
+            Index K2, bool accumulate, Index rows) {
+  using V = typename Simd<S>::V;
+  constexpr Index L = kLanes<S>, MR = kMR<S>;
+  V b0, b1;
+  std::memcpy(&b0, bias, sizeof(V));
+  std::memcpy(&b1, bias + L, sizeof(V));
+  V c0[NC], c1[NC];
+  for (int j = 0; j < NC; ++j) {
+    c0[j] = b0;
+    c1[j] = b1;
+  }
+  panel_times<S, NC>(c0, c1, Ap, X1, ldx1, K1);
+  if (K2 > 0) panel_times<S, NC>(c0, c1, Ap + K1 * MR, X2, ldx2, K2);
+  if (rows == MR) {
+    for (int j = 0; j < NC; ++j) {
+      S* cj = C + j * ldc;
+      if (accumulate) {
+        V t0, t1;
+        std::memcpy(&t0, cj, sizeof(V));
+        std::memcpy(&t1, cj + L, sizeof(V));
+        c0[j] += t0;
+        c1[j] += t1;
+      }
+      std::memcpy(cj, &c0[j], sizeof(V));
+      std::memcpy(cj + L, &c1[j], sizeof(V));
+    }
+  } else {
+    S tmp[MR];  // (MR,) one column of the block
+    for (int j = 0; j < NC; ++j) {
+      std::memcpy(tmp, &c0[j], sizeof(V));
+      std::memcpy(tmp + L, &c1[j], sizeof(V));
+      S* cj = C + j * ldc;
+      for (Index r = 0; r < rows; ++r) cj[r] = accumulate ? cj[r] + tmp[r] : tmp[r];
+    }
+  }
+}
+
+#define MSRNN_KERNEL_ARGS C, ldc, Ap, bias, X1, ldx1, K1, X2, ldx2, K2, acc, rows
+template <class S>
+void kernel_cols(S* C, Index ldc, const S* Ap, const S* bias, const S* X1, Index ldx1, Index K1, const S* X2,
+                 Index ldx2, Index K2, bool acc, Index rows, Index nc) {
+  switch (nc) {
+    case 1: return kernel<S, 1>(MSRNN_KERNEL_ARGS);
+    case 2: return kernel<S, 2>(MSRNN_KERNEL_ARGS);
+    case 3: return kernel<S, 3>(MSRNN_KERNEL_ARGS);
+    case 4: return kernel<S, 4>(MSRNN_KERNEL_ARGS);
+    case 5: return kernel<S, 5>(MSRNN_KERNEL_ARGS);
+    case 6: return kernel<S, 6>(MSRNN_KERNEL_ARGS);
+    case 7: return kernel<S, 7>(MSRNN_KERNEL_ARGS);
+    default: return kernel<S, kNR>(MSRNN_KERNEL_ARGS);
+  }
+}
+#undef MSRNN_KERNEL_ARGS
+static_assert(kNR <= 8, "kernel_cols dispatches at most 8 columns");
+
+}  // namespace
+
+bool reference_kernels() { return g_reference.load(std::memory_order_relaxed); }
+void set_reference_kernels(bool on) { g_reference.store(on); }
+
+template <class S> Index PackedPanels<S>::panel_rows() { return kMR<S>; }
+template <class S> Index PackedPanels<S>::block_cols() { return kNR; }
+
+template <class S> void PackedPanels<S>::resize(Index G, Index R, Index K) {
+  MSRNN_CHECK(G > 0 && R > 0 && K > 0, "packed matrix needs positive sizes, got ", G, " x ", R, " x ", K);
+  G_ = G;
+  R_ = R;
+  K_ = K;
+  P_ = (R + kMR<S> - 1) / kMR<S>;
+  data_.resize(kMR<S> * K, G * P_);
+  bias_.setZero(kMR<S>, G * P_);
+}
+
+template <class S> void PackedPanels<S>::pack(const S* Ak, Index lda, Index k0, Index kn, Index u0, Index u1) {
+  constexpr Index MR = kMR<S>;
+  for (Index g = 0; g < G_; ++g)
+    for (Index q = u0 / MR; q * MR < u1; ++q) {
+      S* dst = data_.col(g * P_ + q).data() + k0 * MR;  // (MR * kn) k-major
+      const Index r0 = q * MR, rows = std::min(MR, R_ - r0);
+      for (Index k = 0; k < kn; ++k) {
+        const S* src = Ak + (g * R_ + r0) + k * lda;
+        Index r = 0;
+        for (; r < rows; ++r) dst[k * MR + r] = src[r];
+        for (; r < MR; ++r) dst[k * MR + r] = S(0);
+      }
+    }
+}
+
+template <class S>
+void PackedPanels<S>::pack_transposed(const S* Akt, Index ldat, Index k0, Index kn, Index u0, Index u1) {
+  constexpr Index MR = kMR<S>;
+  for (Index g = 0; g < G_; ++g)
+    for (Index q = u0 / MR; q * MR < u1; ++q) {
+      S* dst = data_.col(g * P_ + q).data() + k0 * MR;  // (MR * kn) k-major
+      const Index r0 = q * MR, rows = std::min(MR, R_ - r0);
+      for (Index r = 0; r < MR; ++r) {
+        if (r < rows) {
+          const S* src = Akt + (g * R_ + r0 + r) * ldat;  // column of Akt = row of Ak
+          for (Index k = 0; k < kn; ++k) dst[k * MR + r] = src[k];
+        } else {
+          for (Index k = 0; k < kn; ++k) dst[k * MR + r] = S(0);
+        }
+      }
+    }
+}
+
+template <class S> void PackedPanels<S>::set_bias(const S* b, Index u0, Index u1) {
+  constexpr Index MR = kMR<S>;
+  for (Index g = 0; g < G_; ++g)
+    for (Index q = u0 / MR; q * MR < u1; ++q)
+      for (Index r = 0; r < MR; ++r) bias_(r, g * P_ + q) = q * MR + r < R_ ? b[g * R_ + q * MR + r] : S(0);
+}
+
+template <class S>
+void PackedPanels<S>::multiply(S* C, Index ldc, const S* X1, Index ldx1, Index K1, const S* X2, Index ldx2, Index N,
+                               Index u0, Index u1, bool accumulate) const {
+  constexpr Index MR = kMR<S>;
+  if (u1 <= u0) return;
+  MSRNN_CHECK(K1 >= 0 && K1 <= K_ && (K1 == K_ || X2), "packed product: split ", K1, " of depth ", K_);
+  for (Index g = 0; g < G_; ++g)
+    for (Index q = u0 / MR; q * MR < u1; ++q) {
+      const S* panel = data_.col(g * P_ + q).data();
+      const S* bias = bias_.col(g * P_ + q).data();
+      const Index r0 = q * MR, rows = std::min(MR, u1 - r0);
+      S* c = C + g * R_ + r0;
+      for (Index j = 0; j < N; j += kNR)
+        kernel_cols<S>(c + j * ldc, ldc, panel, bias, X1 + j * ldx1, ldx1, K1, X2 ? X2 + j * ldx2 : nullptr, ldx2,
+                       K_ - K1, accumulate, rows, std::min<Index>(kNR, N - j));
+    }
+}
+
+template class PackedPanels<float>;
+template class PackedPanels<double>;
+
+}  // namespace msrnn

@@ -1,0 +1,70 @@
+"""The optimised kernels of the core equal the plain reference kernels they replace.
+
+``_core.set_reference_kernels(True)`` selects the plain versions (Eigen products one step after
+another); the default is the fast path (packed recurrent weights, one OpenMP region per time
+loop with units split over threads). Both run in float64 here and must agree to rounding, with
+sizes that leave partial panels, partial column blocks and units split unevenly over threads.
+"""
+import numpy as np
+import pytest
+
+import multiscale_rnn as msr
+from multiscale_rnn._native import core as _core
+
+
+@pytest.fixture
+def reference_off():
+    yield
+    _core.set_reference_kernels(False)
+
+
+def run(model, chunks, reference):
+    """Logits, loss, gradients and final state over two chunks with the state carried."""
+    _core.set_reference_kernels(reference)
+    state, out = None, []
+    for tok, tgt in chunks:
+        logits, _ = model.forward(tok, state)
+        loss, grads, state = model.loss_and_grad(tok, tgt, state)
+        out.append((logits, loss, grads))
+    return out, state
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("E,H,B,L", [(7, 37, 5, 1), (12, 70, 9, 2), (5, 3, 2, 1)])
+def test_lstm_fast_equals_reference(reference_off, threads, E, H, B, L):
+    msr.set_num_threads(threads)
+    V, T = 11, 6
+    model = msr.LSTM(vocab_size=V, embed_size=E, hidden_sizes=(H,) * L, dtype="float64", seed=3)
+    rng = np.random.default_rng(5)
+    data = rng.integers(0, V, (B, 2 * T + 1))
+    chunks = [(data[:, k * T:(k + 1) * T], data[:, k * T + 1:(k + 1) * T + 1]) for k in range(2)]
+    fast, s_fast = run(model, chunks, reference=False)
+    ref, s_ref = run(model, chunks, reference=True)
+    for (lf, lossf, gf), (lr, lossr, gr) in zip(fast, ref):
+        np.testing.assert_allclose(lf, lr, rtol=1e-12, atol=1e-13)
+        assert lossf == pytest.approx(lossr, rel=1e-13)
+        for name in gr:
+            np.testing.assert_allclose(gf[name], gr[name], rtol=1e-10, atol=1e-13, err_msg=name)
+            assert np.abs(gr[name]).max() > 0, name  # every gradient is exercised
+    for name in s_ref:
+        np.testing.assert_allclose(s_fast[name], s_ref[name], rtol=1e-12, atol=1e-13, err_msg=name)
+
+
+def test_reference_switch_round_trips(reference_off):
+    _core.set_reference_kernels(True)
+    assert _core.reference_kernels()
+    _core.set_reference_kernels(False)
+    assert not _core.reference_kernels()
+
+
+def test_float32_fast_close_to_reference(reference_off):
+    """The float32 model at the benchmark's shape ratios: fast and plain agree to float32 rounding."""
+    msr.set_num_threads(2)
+    V, E, H, B, T = 20, 16, 96, 8, 12
+    model = msr.LSTM(vocab_size=V, embed_size=E, hidden_sizes=(H, H), seed=1)
+    data = np.random.default_rng(2).integers(0, V, (B, T + 1))
+    (fast,), _ = run(model, [(data[:, :T], data[:, 1:])], reference=False)
+    (ref,), _ = run(model, [(data[:, :T], data[:, 1:])], reference=True)
+    assert fast[1] == pytest.approx(ref[1], rel=1e-5)
+    for name in ref[2]:
+        np.testing.assert_allclose(fast[2][name], ref[2][name], rtol=2e-3, atol=1e-6, err_msg=name)
