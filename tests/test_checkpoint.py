@@ -11,12 +11,7 @@ from multiscale_rnn.checkpoint import CheckpointError
 from multiscale_rnn.schedules import ReduceOnPlateau
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    old = msr.get_num_threads()
-    msr.set_num_threads(1)
-    yield
-    msr.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -11,14 +11,7 @@ from multiscale_rnn.schedules import HalveAfter, linear
 from multiscale_rnn.trainer import History, history_path
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    # one thread: results are fixed for a given thread count, and two threads on a machine busy with
-    # other work wait on each other
-    old = msr.get_num_threads()
-    msr.set_num_threads(1)
-    yield
-    msr.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
