@@ -165,7 +165,8 @@ def test_lr_schedule_and_model_options_are_applied():
 
 class TestSample:
     @pytest.fixture(scope="class")
-    def trained(self):
+    @classmethod
+    def trained(cls):
         c = data.char_corpus("abcabcabd abcabcabd " * 60)
         model = msr.LSTM(c.vocab_size, 8, (32,), seed=0)
         msr.Trainer(model, msr.optim.Adam(lr=0.02), batch_size=4, bptt=20, progress=False).fit(c.train, epochs=4)
