@@ -56,12 +56,9 @@ template <class S> void ElmanLayer<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> 
     da.array() = dh.array() * (S(1) - step_block(hs_, t + 1, B).array().square());
     if (t > 0) dh.noalias() = W_hh_.w.transpose() * da;
   }
-  W_hh_.g.noalias() += da_ * hs_.leftCols(N).transpose();
-  W_ih_.g.noalias() += da_ * X.transpose();
-  const Vec<S> db = da_.rowwise().sum();
-  b_ih_.g.col(0) += db;
-  b_hh_.g.col(0) += db;
-  if (dX.cols() > 0) dX.noalias() = W_ih_.w.transpose() * da_;
+  linear_backward_params<S>(W_hh_.g, b_hh_.g, da_, hs_.leftCols(N));
+  linear_backward_params<S>(W_ih_.g, b_ih_.g, da_, X);
+  if (dX.cols() > 0) linear_backward_input<S>(dX, W_ih_.w, da_);
 }
 
 template class ElmanLayer<float>;

@@ -284,6 +284,18 @@ template <class S> void HMLSTM<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index 
   }
 }
 
+template <class S> void HMLSTM<S>::gather_previous(CRef<S> cp, CRef<S> hp, const S* zp, const S* zb) {
+  const Index k = static_cast<Index>(idx_.size());
+  gather(gcp_, cp, idx_);
+  gather(ghp_, hp, idx_);
+  gzp_.resize(1, k);
+  gzb_.resize(1, k);
+  for (Index j = 0; j < k; ++j) {
+    gzp_(0, j) = zp[idx_[j]];
+    gzb_(0, j) = zb[idx_[j]];
+  }
+}
+
 template <class S> void HMLSTM<S>::layer_step_forward(size_t l, Index t, bool /*train*/, bool skip) {
   auto& y = layers_[l];
   const Index B = B_, H = y.H, zr = 4 * H;
@@ -341,14 +353,7 @@ template <class S> void HMLSTM<S>::layer_step_forward(size_t l, Index t, bool /*
       for (Index q = 0; q < 4; ++q)
         for (Index j = 0; j < k; ++j) y.rstd(0, q * T_ * B + t * B + idx_[j]) = grs_(0, q * k + j);
     }
-    gather(gcp_, cp, idx_);
-    gather(ghp_, hp, idx_);
-    gzp_.resize(1, k);
-    gzb_.resize(1, k);
-    for (Index j = 0; j < k; ++j) {
-      gzp_(0, j) = zp[idx_[j]];
-      gzb_(0, j) = zb[idx_[j]];
-    }
+    gather_previous(cp, hp, zp, zb);
     gc_.resize(H, k);
     gtc_.resize(H, k);
     gh_.resize(H, k);
@@ -513,14 +518,7 @@ template <class S> void HMLSTM<S>::layer_step_backward(size_t l, Index t) {
     gather(gact, step_block(y.act, t, B), idx_);
     gather(gtc, step_block(y.tanh_c, t, B), idx_);
     gather(gc, step_block(y.cs, t + 1, B), idx_);
-    gather(gcp_, cp, idx_);
-    gather(ghp_, hp, idx_);
-    gzp_.resize(1, k);
-    gzb_.resize(1, k);
-    for (Index j = 0; j < k; ++j) {
-      gzp_(0, j) = zp[idx_[j]];
-      gzb_(0, j) = zb[idx_[j]];
-    }
+    gather_previous(cp, hp, zp, zb);
     gda_.resize(y.G, k);
     gdcp_.resize(H, k);
     gdhp_.resize(H, k);

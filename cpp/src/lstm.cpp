@@ -108,12 +108,9 @@ template <class S> void LSTMLayer<S>::backward_reference(MRef<S> dX, CRef<S> dY,
     if (t > 0) dh.noalias() = W_hh_.w.transpose() * da;
   }
   // Weight gradients of all steps in one product each.
-  W_hh_.g.noalias() += da_ * hs_.leftCols(N).transpose();
-  W_ih_.g.noalias() += da_ * X.transpose();
-  const Vec<S> db = da_.rowwise().sum();
-  b_ih_.g.col(0) += db;
-  b_hh_.g.col(0) += db;
-  if (dX.cols() > 0) dX.noalias() = W_ih_.w.transpose() * da_;
+  linear_backward_params<S>(W_hh_.g, b_hh_.g, da_, hs_.leftCols(N));
+  linear_backward_params<S>(W_ih_.g, b_ih_.g, da_, X);
+  if (dX.cols() > 0) linear_backward_input<S>(dX, W_ih_.w, da_);
 }
 
 // The fast versions: the weights packed once per chunk (gemm.hpp), one OpenMP region per time

@@ -115,6 +115,9 @@ template <class S> class HMLSTM : public Core<S> {
   bool skipping(bool train) const;
   void layer_step_forward(size_t l, Index t, bool train, bool skip);
   void layer_step_backward(size_t l, Index t);
+  // The active columns idx_ of c^l_{t-1}, h^l_{t-1} (H, B), z^l_{t-1} and z^{l-1}_t (1, B) into
+  // gcp_, ghp_ (H, k), gzp_, gzb_ (1, k).
+  void gather_previous(CRef<S> cp, CRef<S> hp, const S* zp, const S* zb);
 
   Index E_, out_size_, T_ = 0, B_ = 0;
   std::vector<Index> H_;
