@@ -1,6 +1,7 @@
 #include "msrnn/lstm.hpp"
 
 #include <algorithm>
+#include <type_traits>
 
 namespace msrnn {
 
@@ -113,11 +114,21 @@ template <class S> void LSTMLayer<S>::backward_reference(MRef<S> dX, CRef<S> dY,
   if (dX.cols() > 0) linear_backward_input<S>(dX, W_ih_.w, da_);
 }
 
+template <class S> void LSTMLayer<S>::set_inference_precision(Precision p) {
+  MSRNN_CHECK((p == Precision::Float32 || std::is_same<S, float>::value), precision_name(p),
+              " inference needs a float32 model; this one is float64");
+  precision_ = p;
+}
+
 // The fast versions: the weights packed once per chunk (gemm.hpp), one OpenMP region per time
-// loop in which each thread runs its own batch columns (streams) [j0, j1) through every step.
+// loop in which each thread runs its own batch columns (streams) [j0, j0 + nb) through every step.
 // Streams are independent, so threads meet only once per chunk, after packing: no barrier per
 // step, which also keeps the loop fast when other processes share the cores. The products over
 // all steps split over threads by rows or columns.
+// In evaluation with a bfloat16 precision the step product changes (see lstm.hpp): on AMX tiles
+// (BFloat16), or with the float32 panels holding rounded weights and a per-thread copy of
+// [x_t; h_{t-1}] rounded to bfloat16 (BFloat16Emulated). The reference-kernel switch does not
+// apply to these (the emulated path is the AMX path's reference).
 template <class S> void LSTMLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index B, bool train) {
   MSRNN_CHECK(h_.cols() == B, "LSTM state has batch size ", h_.cols(), ", input has ", B);
   const Index H = H_, E = E_, N = T * B;
@@ -125,7 +136,9 @@ template <class S> void LSTMLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Ind
   B_ = B;
   hs_.resize(H, N + B);
   cs_.resize(H, N + B);
-  if (reference_kernels()) return forward_reference(Y, X, T, B);
+  const Precision prec = train ? Precision::Float32 : precision_;
+  if (reference_kernels() && prec == Precision::Float32) return forward_reference(Y, X, T, B);
+  const bool amx = prec == Precision::BFloat16, emulated = prec == Precision::BFloat16Emulated;
   // Evaluation keeps only the current step's gates (backward needs training mode).
   const Index keep = train ? B : 0;  // column stride of act_ and tanh_c_ per step
   act_.resize(4 * H, train ? N : B);
@@ -133,24 +146,53 @@ template <class S> void LSTMLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Ind
   b_sum_ = b_ih_.w.col(0) + b_hh_.w.col(0);
   hs_.leftCols(B) = h_;
   cs_.leftCols(B) = c_;
-  const Index MR = PackedPanels<S>::panel_rows(), NR = PackedPanels<S>::block_cols();
-  W_p_.resize(4, H, E + H);
+  const Index MR = PackedPanels<S>::panel_rows();
+  const Index NR = amx ? AmxBf16Matrix::kTile : PackedPanels<S>::block_cols();  // column alignment per thread
+  if (amx)
+    W_amx_.resize(4 * H, E + H);
+  else
+    W_p_.resize(4, H, E + H);
   const int nt = get_num_threads();
 #pragma omp parallel num_threads(nt)
   {
     const int k = thread_id(), team = threads_in_team();
-    const auto units = thread_units(H, MR, k, team);  // packing: this thread's panels
-    W_p_.pack(W_ih_.w.data(), 4 * H, 0, E, units.first, units.second);
-    W_p_.pack(W_hh_.w.data(), 4 * H, E, H, units.first, units.second);
-    W_p_.set_bias(b_sum_.data(), units.first, units.second);
+    if constexpr (std::is_same<S, float>::value) {
+      if (amx) {  // this thread's unit tiles of all 4H rows
+        const auto rows = thread_units(4 * H, AmxBf16Matrix::kTile, k, team);
+        W_amx_.pack(W_ih_.w.data(), 4 * H, 0, E, rows.first, rows.second);
+        W_amx_.pack(W_hh_.w.data(), 4 * H, E, H, rows.first, rows.second);
+        W_amx_.set_bias(b_sum_.data(), rows.first, rows.second);
+      }
+    }
+    if (!amx) {
+      const auto units = thread_units(H, MR, k, team);  // packing: this thread's panels
+      W_p_.pack(W_ih_.w.data(), 4 * H, 0, E, units.first, units.second);
+      W_p_.pack(W_hh_.w.data(), 4 * H, E, H, units.first, units.second);
+      W_p_.set_bias(b_sum_.data(), units.first, units.second);
+      if (emulated) W_p_.round_to_bfloat16(units.first, units.second);
+    }
 #pragma omp barrier
     const auto cols = thread_units(B, NR, k, team);
     const Index j0 = cols.first, nb = cols.second - cols.first;
+    std::vector<std::uint16_t> xb(amx ? W_amx_.scratch_size(nb) : 0);  // AMX: [x_t; h_{t-1}] in bf16
+    Mat<S> xr(emulated ? E + H : 0, nb);                                 // (E + H, nb) emulated: the same, rounded
     for (Index t = 0; t < T && nb > 0; ++t) {
       // act_t = b + W_ih x_t + W_hh h_{t-1} on this thread's columns, then the gates.
       const Index a0 = t * keep + j0, n0 = t * B + j0;  // first column in act_ / tanh_c_, in X / hs_ / cs_
-      W_p_.multiply(act_.data() + a0 * 4 * H, 4 * H, X.data() + n0 * X.outerStride(), X.outerStride(), E,
-                    hs_.data() + n0 * H, H, nb, 0, H, false);
+      S* act = act_.data() + a0 * 4 * H;
+      const S* x = X.data() + n0 * X.outerStride();
+      const S* h = hs_.data() + n0 * H;
+      if constexpr (std::is_same<S, float>::value) {
+        if (amx) W_amx_.multiply(act, 4 * H, x, X.outerStride(), E, h, H, nb, xb.data());
+        if (emulated) {
+          for (Index j = 0; j < nb; ++j) {
+            round_to_bf16(xr.col(j).data(), x + j * X.outerStride(), E);
+            round_to_bf16(xr.col(j).data() + E, h + j * H, H);
+          }
+          W_p_.multiply(act, 4 * H, xr.data(), E + H, E + H, nullptr, 0, nb, 0, H, false);
+        }
+      }
+      if (prec == Precision::Float32) W_p_.multiply(act, 4 * H, x, X.outerStride(), E, h, H, nb, 0, H, false);
       auto gate = [&](Index g) { return act_.block(g * H, a0, H, nb); };
       lstm_gates_forward<S>(gate(0), gate(1), gate(2), gate(3), cs_.middleCols(n0 + B, nb),
                             tanh_c_.middleCols(a0, nb), hs_.middleCols(n0 + B, nb), cs_.middleCols(n0, nb));

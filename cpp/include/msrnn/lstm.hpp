@@ -5,6 +5,7 @@
 //   h_t = o * tanh(c_t)
 #pragma once
 
+#include "msrnn/amx_bf16.hpp"
 #include "msrnn/core.hpp"
 #include "msrnn/gemm.hpp"
 
@@ -31,6 +32,10 @@ void lstm_gates_backward(MRef<S> di, MRef<S> df, MRef<S> dg, MRef<S> do_, MRef<S
 
 // One LSTM layer over a chunk. Parameters (suffix e.g. "_l0"): weight_ih (4H, E), weight_hh (4H, H),
 // bias_ih (4H), bias_hh (4H). State: h, c (H, B).
+// In evaluation with a bfloat16 inference precision (float32 layers only), the step product is
+//   a_t = (b_ih + b_hh) + bf16([W_ih W_hh]) bf16([x_t; h_{t-1}])     accumulated in float32
+// with bf16() rounding to nearest even; the weights are rounded and packed at every forward call
+// (so parameter changes are always seen), the gates and the state stay float32.
 template <class S> class LSTMLayer : public Core<S> {
  public:
   LSTMLayer(ParamSet<S>& ps, const std::string& suffix, Index E, Index H);
@@ -42,6 +47,7 @@ template <class S> class LSTMLayer : public Core<S> {
   std::vector<NamedState<S>> get_state() const override;
   void set_state(const std::vector<NamedState<S>>& state) override;
   void reset_state(Index B) override;
+  void set_inference_precision(Precision p) override;
 
  private:
   Index E_, H_, T_ = 0, B_ = 0;
@@ -58,6 +64,8 @@ template <class S> class LSTMLayer : public Core<S> {
                                // act_t = b + W_ih x_t + W_hh h_{t-1}
   PackedPanels<S> W_hh_tp_;    // W_hh^T (H, 4H) in panels, for dh_{t-1} = W_hh^T da_t
   Mat<S> dh_, dc_;             // (H, B) backward: gradients reaching h_t and c_t
+  Precision precision_ = Precision::Float32;  // of evaluation-mode forwards
+  AmxBf16Matrix W_amx_;        // [W_ih W_hh] (4H, E + H) in bf16 tiles, bias b_ih + b_hh (BFloat16)
   void forward_reference(MRef<S> Y, CRef<S> X, Index T, Index B);
   void backward_reference(MRef<S> dX, CRef<S> dY, CRef<S> X);
 };
