@@ -208,6 +208,15 @@ __attribute__((target("amx-tile,amx-bf16"))) void block(float* C, Idx ldc, Idx M
     _tile_loadd(3, bias + kT, 0);
   }
   for (Idx kb = 0; kb < nK; ++kb) {
+    {  // the next depth tiles of A into L1 (a tile load that misses L1 stalls the tile unit);
+       // past the last one these are the next unit pair's first tiles (prefetches never fault)
+      const char* p0 = reinterpret_cast<const char*>(w0 + (kb + 1) * kTileElems);
+      const char* p1 = reinterpret_cast<const char*>(w1 + (kb + 1) * kTileElems);
+      for (int l = 0; l < int(kTileElems * sizeof(std::uint16_t)); l += 64) {
+        _mm_prefetch(p0 + l, _MM_HINT_T0);
+        _mm_prefetch(p1 + l, _MM_HINT_T0);
+      }
+    }
     _tile_loadd(4, xs + kb * kKB, sx);
     _tile_loadd(6, w0 + kb * kTileElems, 64);
     _tile_loadd(7, w1 + kb * kTileElems, 64);
@@ -245,6 +254,8 @@ void AmxBf16Matrix::multiply(float* C, Idx ldc, const float* X1, Idx ldx1, Idx K
   // GCC's tile loads do not declare that they read memory: keep the stores above before them.
   __asm__ volatile("" : : : "memory");
   load_tile_config();
+  // Unit pairs outer: the packed A streams past once per call (from L2 / L3), each of its tiles
+  // used by every batch column pair while in L1.
   for (Idx u0 = 0; u0 < Mp_; u0 += 2 * kT) {
     const std::uint16_t* w0 = w_.data() + (u0 / kT) * nK * kTileElems;
     const std::uint16_t* w1 = w0 + nK * kTileElems;

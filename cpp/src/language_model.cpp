@@ -1,6 +1,5 @@
 #include "msrnn/language_model.hpp"
 
-#include "msrnn/amx_bf16.hpp"
 #include "msrnn/fs_rnn.hpp"
 #include "msrnn/hm_lstm.hpp"
 #include "msrnn/output_module.hpp"
@@ -186,11 +185,7 @@ template <class S> void LanguageModel<S>::set_inference_precision(Precision p) {
     MSRNN_CHECK(cfg_.core == "lstm", precision_name(p), " inference is implemented for the LSTM model (core 'lstm') only; "
                 "this model's core is '", cfg_.core, "'");
   }
-  if (p == Precision::BFloat16)
-    if (const char* why = amx_bf16_unavailable_reason())
-      throw std::runtime_error(cat("bfloat16 inference runs on AMX tiles, which cannot be used here: ", why,
-                                   ". 'bfloat16-emulated' gives the same arithmetic on any CPU (slower than float32)"));
-  core_->set_inference_precision(p);
+  core_->set_inference_precision(p);  // the LSTM layers check that AMX can run
   precision_ = p;
 }
 

@@ -117,6 +117,10 @@ template <class S> void LSTMLayer<S>::backward_reference(MRef<S> dX, CRef<S> dY,
 template <class S> void LSTMLayer<S>::set_inference_precision(Precision p) {
   MSRNN_CHECK((p == Precision::Float32 || std::is_same<S, float>::value), precision_name(p),
               " inference needs a float32 model; this one is float64");
+  if (p == Precision::BFloat16)
+    if (const char* why = amx_bf16_unavailable_reason())  // also asks Linux for the tile state
+      throw std::runtime_error(cat("bfloat16 inference runs on AMX tiles, which cannot be used here: ", why,
+                                   ". 'bfloat16-emulated' gives the same arithmetic on any CPU (slower than float32)"));
   precision_ = p;
 }
 
