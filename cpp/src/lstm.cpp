@@ -77,6 +77,8 @@ template <class S> void LSTMLayer<S>::set_state(const std::vector<NamedState<S>>
 // The plain versions: Eigen products, one step after another (Eigen's own threads, if any).
 template <class S> void LSTMLayer<S>::forward_reference(MRef<S> Y, CRef<S> X, Index T, Index B) {
   const Index N = T * B;
+  hs_.resize(H_, N + B);
+  cs_.resize(H_, N + B);
   act_.resize(4 * H_, N);
   tanh_c_.resize(H_, N);
   // Input projection of all T steps in one product, both biases added once.
@@ -138,18 +140,23 @@ template <class S> void LSTMLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Ind
   const Index H = H_, E = E_, N = T * B;
   T_ = T;
   B_ = B;
-  hs_.resize(H, N + B);
-  cs_.resize(H, N + B);
   const Precision prec = train ? Precision::Float32 : precision_;
   if (reference_kernels() && prec == Precision::Float32) return forward_reference(Y, X, T, B);
   const bool amx = prec == Precision::BFloat16, emulated = prec == Precision::BFloat16Emulated;
-  // Evaluation keeps only the current step's gates (backward needs training mode).
+  // Training keeps every step for backward: gates in act_ and tanh_c_, h and c in hs_ and cs_
+  // (block t = the state before step t). Evaluation keeps one step of gates, writes h_t straight
+  // into Y and keeps c in two blocks of cs_ used in turn (c_{t-1} in block t % 2).
   const Index keep = train ? B : 0;  // column stride of act_ and tanh_c_ per step
   act_.resize(4 * H, train ? N : B);
   tanh_c_.resize(H, train ? N : B);
   b_sum_ = b_ih_.w.col(0) + b_hh_.w.col(0);
-  hs_.leftCols(B) = h_;
+  if (train) {
+    hs_.resize(H, N + B);
+    hs_.leftCols(B) = h_;
+  }
+  cs_.resize(H, train ? N + B : 2 * B);
   cs_.leftCols(B) = c_;
+  const Index ldy = Y.outerStride();
   const Index MR = PackedPanels<S>::panel_rows();
   const Index NR = amx ? AmxBf16Matrix::kTile : PackedPanels<S>::block_cols();  // column alignment per thread
   if (amx)
@@ -185,26 +192,38 @@ template <class S> void LSTMLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Ind
       const Index a0 = t * keep + j0, n0 = t * B + j0;  // first column in act_ / tanh_c_, in X / hs_ / cs_
       S* act = act_.data() + a0 * 4 * H;
       const S* x = X.data() + n0 * X.outerStride();
-      const S* h = hs_.data() + n0 * H;
+      // h_{t-1} (H, nb) with leading dimension ldh; h_t, c_{t-1}, c_t (H, nb)
+      const S* h = train ? hs_.data() + n0 * H : t == 0 ? h_.data() + j0 * H : Y.data() + (n0 - B) * ldy;
+      const Index ldh = train || t == 0 ? H : ldy;
+      S* h_new = train ? hs_.data() + (n0 + B) * H : Y.data() + n0 * ldy;
+      const Index ldh_new = train ? H : ldy;
+      const S* c_prev = cs_.data() + (train ? n0 : (t % 2) * B + j0) * H;
+      S* c_new = cs_.data() + (train ? n0 + B : ((t + 1) % 2) * B + j0) * H;
       if constexpr (std::is_same<S, float>::value) {
-        if (amx) W_amx_.multiply(act, 4 * H, x, X.outerStride(), E, h, H, nb, xb.data());
+        if (amx) W_amx_.multiply(act, 4 * H, x, X.outerStride(), E, h, ldh, nb, xb.data());
         if (emulated) {
           for (Index j = 0; j < nb; ++j) {
             round_to_bf16(xr.col(j).data(), x + j * X.outerStride(), E);
-            round_to_bf16(xr.col(j).data() + E, h + j * H, H);
+            round_to_bf16(xr.col(j).data() + E, h + j * ldh, H);
           }
           W_p_.multiply(act, 4 * H, xr.data(), E + H, E + H, nullptr, 0, nb, 0, H, false);
         }
       }
-      if (prec == Precision::Float32) W_p_.multiply(act, 4 * H, x, X.outerStride(), E, h, H, nb, 0, H, false);
+      if (prec == Precision::Float32) W_p_.multiply(act, 4 * H, x, X.outerStride(), E, h, ldh, nb, 0, H, false);
       auto gate = [&](Index g) { return act_.block(g * H, a0, H, nb); };
-      lstm_gates_forward<S>(gate(0), gate(1), gate(2), gate(3), cs_.middleCols(n0 + B, nb),
-                            tanh_c_.middleCols(a0, nb), hs_.middleCols(n0 + B, nb), cs_.middleCols(n0, nb));
+      using Strided = Eigen::Map<Mat<S>, 0, Eigen::OuterStride<>>;
+      lstm_gates_forward<S>(gate(0), gate(1), gate(2), gate(3), MatMap<S>(c_new, H, nb), tanh_c_.middleCols(a0, nb),
+                            Strided(h_new, H, nb, Eigen::OuterStride<>(ldh_new)), CMatMap<S>(c_prev, H, nb));
     }
   }
-  Y = hs_.rightCols(N);
-  h_ = hs_.rightCols(B);
-  c_ = cs_.rightCols(B);
+  if (train) {
+    Y = hs_.rightCols(N);
+    h_ = hs_.rightCols(B);
+    c_ = cs_.rightCols(B);
+  } else {
+    h_ = Y.rightCols(B);
+    c_ = cs_.middleCols((T % 2) * B, B);
+  }
 }
 
 template <class S> void LSTMLayer<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X) {

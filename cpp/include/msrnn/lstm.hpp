@@ -55,7 +55,8 @@ template <class S> class LSTMLayer : public Core<S> {
   Param<S> W_ih_, W_hh_, b_ih_, b_hh_;
   Mat<S> h_, c_;       // (H, B) carried state
   Mat<S> act_;         // (4H, N) gate activations [i; f; g; o]; (4H, B), one step, in evaluation
-  Mat<S> hs_, cs_;     // (H, N + B) h and c; block 0 is the state before the chunk
+  Mat<S> hs_, cs_;     // (H, N + B) h and c; block 0 is the state before the chunk. Evaluation
+                       // (fast path): hs_ unused (h goes to Y), cs_ (H, 2B) c_{t-1} and c_t in turn
   Mat<S> tanh_c_;      // (H, N); (H, B) in evaluation
   Mat<S> da_;          // (4H, N) backward: gradient of the pre-activations
   // Fast path (see gemm.hpp): weights packed once per chunk, each thread owns a slice of units.
