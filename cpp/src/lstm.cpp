@@ -17,6 +17,12 @@ void lstm_gates_forward(MRef<S> i, MRef<S> f, MRef<S> g, MRef<S> o, MRef<S> c, M
   h.array() = o.array() * tanh_c.array();
 }
 
+template <class S>
+void lstm_gates_forward_eval(CRef<S> i, CRef<S> f, CRef<S> g, CRef<S> o, MRef<S> c, MRef<S> h, CRef<S> c_prev) {
+  c.array() = f.array().logistic() * c_prev.array() + i.array().logistic() * g.array().tanh();
+  h.array() = o.array().logistic() * c.array().tanh();
+}
+
 template <class S> void lstm_pointwise_forward(MRef<S> act, MRef<S> c, MRef<S> tanh_c, MRef<S> h, CRef<S> c_prev) {
   const Index H = c.rows();
   lstm_gates_forward<S>(act.topRows(H), act.middleRows(H, H), act.middleRows(2 * H, H), act.bottomRows(H), c, tanh_c,
@@ -148,7 +154,7 @@ template <class S> void LSTMLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Ind
   // into Y and keeps c in two blocks of cs_ used in turn (c_{t-1} in block t % 2).
   const Index keep = train ? B : 0;  // column stride of act_ and tanh_c_ per step
   act_.resize(4 * H, train ? N : B);
-  tanh_c_.resize(H, train ? N : B);
+  tanh_c_.resize(H, train ? N : 0);
   b_sum_ = b_ih_.w.col(0) + b_hh_.w.col(0);
   if (train) {
     hs_.resize(H, N + B);
@@ -212,8 +218,13 @@ template <class S> void LSTMLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Ind
       if (prec == Precision::Float32) W_p_.multiply(act, 4 * H, x, X.outerStride(), E, h, ldh, nb, 0, H, false);
       auto gate = [&](Index g) { return act_.block(g * H, a0, H, nb); };
       using Strided = Eigen::Map<Mat<S>, 0, Eigen::OuterStride<>>;
-      lstm_gates_forward<S>(gate(0), gate(1), gate(2), gate(3), MatMap<S>(c_new, H, nb), tanh_c_.middleCols(a0, nb),
-                            Strided(h_new, H, nb, Eigen::OuterStride<>(ldh_new)), CMatMap<S>(c_prev, H, nb));
+      const Strided h_t(h_new, H, nb, Eigen::OuterStride<>(ldh_new));
+      if (train)
+        lstm_gates_forward<S>(gate(0), gate(1), gate(2), gate(3), MatMap<S>(c_new, H, nb), tanh_c_.middleCols(a0, nb),
+                              h_t, CMatMap<S>(c_prev, H, nb));
+      else
+        lstm_gates_forward_eval<S>(gate(0), gate(1), gate(2), gate(3), MatMap<S>(c_new, H, nb), h_t,
+                                   CMatMap<S>(c_prev, H, nb));
     }
   }
   if (train) {
@@ -282,6 +293,7 @@ template <class S> void LSTMLayer<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X
   template void lstm_pointwise_forward<S>(MRef<S>, MRef<S>, MRef<S>, MRef<S>, CRef<S>);                    \
   template void lstm_pointwise_backward<S>(MRef<S>, MRef<S>, CRef<S>, CRef<S>, CRef<S>, CRef<S>, CRef<S>); \
   template void lstm_gates_forward<S>(MRef<S>, MRef<S>, MRef<S>, MRef<S>, MRef<S>, MRef<S>, MRef<S>, CRef<S>);      \
+  template void lstm_gates_forward_eval<S>(CRef<S>, CRef<S>, CRef<S>, CRef<S>, MRef<S>, MRef<S>, CRef<S>);         \
   template void lstm_gates_backward<S>(MRef<S>, MRef<S>, MRef<S>, MRef<S>, MRef<S>, CRef<S>, CRef<S>, CRef<S>,     \
                                        CRef<S>, CRef<S>, CRef<S>, CRef<S>, CRef<S>);                               \
   template class LSTMLayer<S>;

@@ -26,6 +26,10 @@ void lstm_pointwise_backward(MRef<S> da, MRef<S> dc_prev, CRef<S> dh, CRef<S> dc
 template <class S>
 void lstm_gates_forward(MRef<S> i, MRef<S> f, MRef<S> g, MRef<S> o, MRef<S> c, MRef<S> tanh_c, MRef<S> h,
                         CRef<S> c_prev);
+// Evaluation: the same step in two passes that keep neither the gate activations (the
+// pre-activations i, f, g, o are only read) nor tanh(c_t).
+template <class S>
+void lstm_gates_forward_eval(CRef<S> i, CRef<S> f, CRef<S> g, CRef<S> o, MRef<S> c, MRef<S> h, CRef<S> c_prev);
 template <class S>
 void lstm_gates_backward(MRef<S> di, MRef<S> df, MRef<S> dg, MRef<S> do_, MRef<S> dc_prev, CRef<S> dh, CRef<S> dc,
                          CRef<S> i, CRef<S> f, CRef<S> g, CRef<S> o, CRef<S> tanh_c, CRef<S> c_prev);
