@@ -146,6 +146,7 @@ template <class S> void LSTMLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Ind
   const Index H = H_, E = E_, N = T * B;
   T_ = T;
   B_ = B;
+  trained_ = train;
   const Precision prec = train ? Precision::Float32 : precision_;
   if (reference_kernels() && prec == Precision::Float32) return forward_reference(Y, X, T, B);
   const bool amx = prec == Precision::BFloat16, emulated = prec == Precision::BFloat16Emulated;
@@ -239,7 +240,7 @@ template <class S> void LSTMLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Ind
 
 template <class S> void LSTMLayer<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X) {
   const Index T = T_, B = B_, H = H_, N = T * B;
-  MSRNN_CHECK(act_.cols() == N, "LSTM backward needs a training-mode forward first");
+  MSRNN_CHECK(trained_ && act_.cols() == N, "LSTM backward needs a training-mode forward first");
   MSRNN_CHECK(dY.rows() == H && dY.cols() == N, "LSTM backward: dY has shape (", dY.rows(), ", ", dY.cols(),
               "), expected (", H, ", ", N, ")");
   da_.resize(4 * H, N);

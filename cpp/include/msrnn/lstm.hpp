@@ -55,6 +55,7 @@ template <class S> class LSTMLayer : public Core<S> {
 
  private:
   Index E_, H_, T_ = 0, B_ = 0;
+  bool trained_ = false;  // the last forward ran in training mode and kept what backward needs
   std::string suffix_;
   Param<S> W_ih_, W_hh_, b_ih_, b_hh_;
   Mat<S> h_, c_;       // (H, B) carried state
