@@ -93,6 +93,7 @@ const char* amx_bf16_unavailable_reason() {
          "_core_avx512)";
 }
 
+// Never reached: callers check amx_bf16_unavailable_reason() first, which is non-null here.
 void AmxBf16Matrix::multiply(float*, Idx, const float*, Idx, Idx, const float*, Idx, Idx, std::uint16_t*) const {}
 
 namespace {
