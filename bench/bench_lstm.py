@@ -10,9 +10,17 @@ state carried from chunk to chunk (truncated BPTT), Adam after every chunk.
   pytorch  torch.nn.Embedding + torch.nn.LSTM + torch.nn.Linear, cross-entropy, torch.optim.Adam,
            state detached between chunks; torch.set_num_threads(threads).
 
+Inference also runs in bfloat16 (``--precisions float32 bfloat16``, the default; AMX CPUs only):
+  ours     model.inference_precision = "bfloat16": LSTM weights and step inputs rounded to
+           bfloat16, products accumulated in float32 on AMX tiles, gates, state and head float32.
+  pytorch  the float32 model above (the ratio the target is about), and PyTorch in bfloat16
+           (--torch-bf16: "cast", the modules cast to bfloat16, default; or "autocast",
+           torch.autocast("cpu", dtype=torch.bfloat16) around the float32 modules).
+
 Reported: characters (= tokens) per second, ours / PyTorch, and achieved GFLOP/s as a fraction of
-this machine's float32 matrix-product peak, measured here with a large square sgemm through
-torch.mm (MKL) and through NumPy (OpenBLAS); "peak" is the higher of the two.
+this machine's matrix-product peak, measured here with a large square sgemm through torch.mm (MKL)
+and through NumPy (OpenBLAS); "peak" is the higher of the two. bfloat16 rows are compared with a
+bfloat16 torch.mm of the same size (oneDNN / AMX).
 
 FLOPs are counted analytically per column (one stream, one step):
   forward  = sum over layers of 2 * 4H * (E_l + H)  +  2 * V * H     (E_0 = E, E_l = H above)
@@ -22,7 +30,11 @@ Timing: other processes may share the cores, so runs of ours and PyTorch's are i
 repeated; the table shows the best repeat (least disturbed) and the median. The peak is measured
 at the start and at the end and the higher kept. Load averages are printed before and after.
 
+With --cpu-time, rates are characters per second of process CPU time (all threads), which other
+processes on the machine disturb far less than wall time; meant for --threads 1.
+
   python bench/bench_lstm.py --threads 2 --layers 1 3 --chunks 4 --repeats 5 --markdown out.md
+  python bench/bench_lstm.py --threads 1 --modes infer --cpu-time
 """
 from __future__ import annotations
 
@@ -46,6 +58,11 @@ def parse_args(argv=None):
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--bptt", type=int, default=100)
     p.add_argument("--modes", nargs="+", default=["train", "infer"], choices=["train", "infer"])
+    p.add_argument("--precisions", nargs="+", default=["float32", "bfloat16"], choices=["float32", "bfloat16"],
+                   help="inference precisions (training is always float32; bfloat16 needs AMX)")
+    p.add_argument("--torch-bf16", choices=["cast", "autocast"], default="cast",
+                   help="how PyTorch runs in bfloat16 (default: modules cast to bfloat16)")
+    p.add_argument("--cpu-time", action="store_true", help="rates from process CPU time instead of wall time")
     p.add_argument("--isa", choices=["baseline", "avx2", "avx512"], help="force the core's instruction-set variant")
     p.add_argument("--no-torch", action="store_true", help="time only our core")
     p.add_argument("--reference", action="store_true",
@@ -65,6 +82,9 @@ if ARGS.isa:
 import numpy as np  # noqa: E402
 
 import multiscale_rnn as msr  # noqa: E402
+
+# bfloat16 inference rows: requested, and the AMX kernel can run here.
+ARGS.bf16 = "bfloat16" in ARGS.precisions and "infer" in ARGS.modes and msr.amx_bf16_unavailable_reason() is None
 
 try:
     import torch  # noqa: E402
@@ -105,6 +125,15 @@ def sgemm_peak(n: int, reps: int = 5):
             torch.mm(ta, tb, out=tc)
             best = min(best, time.perf_counter() - t0)
         out["torch"] = flops / best / 1e9
+        if ARGS.bf16:
+            ta, tb = ta.to(torch.bfloat16), tb.to(torch.bfloat16)
+            tc = torch.mm(ta, tb)
+            best = float("inf")
+            for _ in range(reps):
+                t0 = time.perf_counter()
+                torch.mm(ta, tb, out=tc)
+                best = min(best, time.perf_counter() - t0)
+            out["torch-bf16"] = flops / best / 1e9
     return out
 
 
@@ -120,8 +149,9 @@ def make_data(V, B, T, chunks, seed=0):
 
 
 class Ours:
-    def __init__(self, a, L):
+    def __init__(self, a, L, precision="float32"):
         self.model = msr.LSTM(vocab_size=a.vocab, embed_size=a.embed, hidden_sizes=(a.hidden,) * L, seed=0)
+        self.model.inference_precision = precision
         self.impl = self.model._impl
         self.w = self.model.flat_parameters()
         self.g = self.model.flat_gradients()
@@ -146,19 +176,28 @@ class Ours:
 
 
 class Torch:
-    def __init__(self, a, L):
+    def __init__(self, a, L, precision="float32"):
         torch.manual_seed(0)
         self.emb = torch.nn.Embedding(a.vocab, a.embed)
         self.rnn = torch.nn.LSTM(a.embed, a.hidden, num_layers=L, batch_first=True)
         self.dec = torch.nn.Linear(a.hidden, a.vocab)
+        self.autocast = precision == "bfloat16" and a.torch_bf16 == "autocast"
+        if precision == "bfloat16" and not self.autocast:
+            for m in (self.emb, self.rnn, self.dec):
+                m.to(torch.bfloat16)
         self.params = [*self.emb.parameters(), *self.rnn.parameters(), *self.dec.parameters()]
         self.opt = torch.optim.Adam(self.params, lr=1e-3)
         self.B, self.T, self.V = a.batch, a.bptt, a.vocab
 
     def _loss(self, tok, tgt, state):
-        y, state = self.rnn(self.emb(tok), state)
-        z = self.dec(y)
-        return torch.nn.functional.cross_entropy(z.reshape(-1, self.V), tgt.reshape(-1)), state
+        if self.autocast:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                y, state = self.rnn(self.emb(tok), state)
+                z = self.dec(y)
+        else:
+            y, state = self.rnn(self.emb(tok), state)
+            z = self.dec(y)
+        return torch.nn.functional.cross_entropy(z.float().reshape(-1, self.V), tgt.reshape(-1)), state
 
     def run(self, data, chunks, train):
         data = torch.from_numpy(data).long()
@@ -178,9 +217,10 @@ class Torch:
 
 def timed(runner, data, a, train):
     runner.run(data, a.warmup, train)
-    t0 = time.perf_counter()
+    clock = time.process_time if a.cpu_time else time.perf_counter
+    t0 = clock()
     runner.run(data, a.chunks, train)
-    return a.chunks * a.batch * a.bptt / (time.perf_counter() - t0)  # chars/s
+    return a.chunks * a.batch * a.bptt / (clock() - t0)  # chars/s
 
 
 def main():
@@ -193,93 +233,117 @@ def main():
     load0 = load()
     print(f"multiscale_rnn ISA {msr.ISA}{' (reference kernels)' if a.reference else ''}, threads {a.threads} (core reports {msr.get_num_threads()})"
           + (f", torch {torch.__version__} threads {torch.get_num_threads()}" if torch is not None else ""))
-    print(f"load average before: {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}")
+    print(f"load average before: {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}; "
+          f"rates from {'process CPU' if a.cpu_time else 'wall'} time")
+    if "bfloat16" in a.precisions and not a.bf16:
+        print(f"bfloat16 rows left out: {msr.amx_bf16_unavailable_reason() or 'inference not timed'}")
     peak = sgemm_peak(a.peak_size)
     for k, v in peak.items():
         print(f"sgemm {a.peak_size}^3 peak via {k}: {v:.1f} GFLOP/s")
-    peak_val = max(peak.values())
     pause()
 
     data = make_data(a.vocab, a.batch, a.bptt, max(a.chunks, a.warmup))
     rows = []
     for L in a.layers:
-        ours = Ours(a, L)
-        theirs = Torch(a, L) if use_torch else None
         for mode in a.modes:
             train = mode == "train"
+            precisions = ["float32"] + (["bfloat16"] if not train and a.bf16 else [])
+            ours = {p: Ours(a, L, p) for p in precisions}
+            theirs = {p: Torch(a, L, p) for p in precisions} if use_torch else {}
             fl = flops_per_column(a.vocab, a.embed, a.hidden, L, train)
-            res = {"ours": [], "torch": []}
-            for r in range(a.repeats):
-                res["ours"].append(timed(ours, data, a, train))
-                pause()
-                if theirs is not None:
-                    res["torch"].append(timed(theirs, data, a, train))
+            res = {(who, p): [] for p in precisions for who in ("ours", "torch")}
+            for r in range(a.repeats):  # interleaved, so all see the same load
+                for p in precisions:
+                    res["ours", p].append(timed(ours[p], data, a, train))
                     pause()
-            row = dict(layers=L, mode=mode, flops=fl)
-            for who, v in res.items():
-                if v:
-                    row[who] = (max(v), statistics.median(v))
-            rows.append(row)
-            print_row(row, peak_val, header=len(rows) == 1)
+                    if p in theirs:
+                        res["torch", p].append(timed(theirs[p], data, a, train))
+                        pause()
+            for p in precisions:
+                row = dict(layers=L, mode=mode, precision=p, flops=fl)
+                row["ours"] = summary(res["ours", p])
+                if res["torch", "float32"]:
+                    row["torch"] = summary(res["torch", "float32"])
+                if p == "bfloat16" and res["torch", p]:
+                    row["torch_bf16"] = summary(res["torch", p])
+                rows.append(row)
+                print_row(row, peak, header=len(rows) == 1)
     # The peak again at the end: when other processes share the cores, the higher value is nearer
     # the machine's true peak.
     pause()
+    raised = False
     for k, v in sgemm_peak(a.peak_size).items():
         print(f"sgemm {a.peak_size}^3 peak via {k} (end): {v:.1f} GFLOP/s")
+        raised |= v > peak[k]
         peak[k] = max(peak[k], v)
-    if max(peak.values()) > peak_val:
-        peak_val = max(peak.values())
-        print(f"peak raised to {peak_val:.1f} GFLOP/s; % of peak with it:")
+    if raised:
+        print("peak raised; % of peak with it:")
         for i, row in enumerate(rows):
-            print_row(row, peak_val, header=i == 0)
+            print_row(row, peak, header=i == 0)
     load1 = load()
     print(f"load average after: {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}")
     if a.markdown:
-        write_markdown(a.markdown, rows, peak, peak_val, load0, load1)
+        write_markdown(a.markdown, rows, peak, load0, load1)
+
+
+def summary(values):
+    return max(values), statistics.median(values)
+
+
+def peak_for(row, peak):
+    """The float32 peak (higher of torch and NumPy), or the bfloat16 torch.mm peak for bf16 rows."""
+    if row["precision"] == "bfloat16" and "torch-bf16" in peak:
+        return peak["torch-bf16"]
+    return max(v for k, v in peak.items() if k != "torch-bf16")
 
 
 def fmt_row(row, peak):
+    pk = peak_for(row, peak)
     o_best, o_med = row["ours"]
     gf = o_best * row["flops"] / 1e9
-    cells = [str(row["layers"]), row["mode"], f"{o_best:,.0f}", f"{o_med:,.0f}"]
-    if "torch" in row:
-        t_best, t_med = row["torch"]
-        tgf = t_best * row["flops"] / 1e9
-        cells += [f"{t_best:,.0f}", f"{t_med:,.0f}", f"{o_best / t_best:.2f}", f"{o_med / t_med:.2f}"]
-    else:
-        tgf = None
-        cells += ["-"] * 4
-    cells += [f"{gf:.1f}", f"{100 * gf / peak:.0f}%", "-" if tgf is None else f"{100 * tgf / peak:.0f}%"]
+    cells = [str(row["layers"]), row["mode"], row["precision"], f"{o_best:,.0f}", f"{o_med:,.0f}"]
+    for key in ("torch", "torch_bf16"):
+        if key in row:
+            t_best, t_med = row[key]
+            cells += [f"{t_best:,.0f}", f"{t_med:,.0f}", f"{o_best / t_best:.2f}", f"{o_med / t_med:.2f}"]
+        else:
+            cells += ["-"] * 4
+    tkey = "torch_bf16" if row["precision"] == "bfloat16" else "torch"  # % of peak: same precision
+    tgf = row[tkey][0] * row["flops"] / 1e9 if tkey in row else None
+    cells += [f"{gf:.1f}", f"{100 * gf / pk:.0f}%", "-" if tgf is None else f"{100 * tgf / pk:.0f}%"]
     return cells
 
 
-HEAD = ["layers", "mode", "ours best", "ours median", "torch best", "torch median", "ratio best",
-        "ratio median", "ours GFLOP/s", "ours % peak", "torch % peak"]
+HEAD = ["layers", "mode", "precision", "ours best", "ours median", "torch best", "torch median", "ratio best",
+        "ratio median", "torch bf16 best", "torch bf16 median", "ratio bf16 best", "ratio bf16 median",
+        "ours GFLOP/s", "ours % peak", "torch % peak"]
 
 
 def print_row(row, peak, header):
-    widths = [6, 5, 10, 11, 10, 12, 10, 12, 12, 11, 12]
+    widths = [6, 5, 9, 10, 11, 10, 12, 10, 12, 15, 17, 15, 17, 12, 11, 12]
     if header:
-        print("chars/s; ratio = ours / torch; GFLOP/s and % of peak from the best repeat")
+        print("chars/s; ratio = ours / torch (float32), ratio bf16 = ours / torch in bfloat16; GFLOP/s and % of "
+              "peak from the best repeat (bfloat16 rows: ours and torch in bfloat16, % of the bfloat16 peak)")
         print("  ".join(h.rjust(w) for h, w in zip(HEAD, widths)))
     print("  ".join(c.rjust(w) for c, w in zip(fmt_row(row, peak), widths)), flush=True)
 
 
-def write_markdown(path, rows, peak, peak_val, load0, load1):
+def write_markdown(path, rows, peak, load0, load1):
     a = ARGS
     lines = [
         f"Command: `python {' '.join(sys.argv)}`",
         "",
         f"ISA variant `{msr.ISA}`{' with the reference kernels' if a.reference else ''}, {a.threads} threads; V={a.vocab} E={a.embed} H={a.hidden} B={a.batch} "
-        f"T={a.bptt}; {a.chunks} timed chunks per repeat, {a.repeats} interleaved repeats. "
-        "sgemm peak " + ", ".join(f"{k} {v:.1f}" for k, v in peak.items())
-        + f" GFLOP/s (peak = {peak_val:.1f}). Load average before {load0[0]:.2f}, after {load1[0]:.2f}.",
+        f"T={a.bptt}; {a.chunks} timed chunks per repeat, {a.repeats} interleaved repeats; rates from "
+        f"{'process CPU' if a.cpu_time else 'wall'} time; PyTorch bfloat16: {a.torch_bf16}. "
+        "Matrix-product peak " + ", ".join(f"{k} {v:.1f}" for k, v in peak.items())
+        + f" GFLOP/s. Load average before {load0[0]:.2f}, after {load1[0]:.2f}.",
         "",
         "| " + " | ".join(HEAD) + " |",
         "|" + "---|" * len(HEAD),
     ]
     for row in rows:
-        lines.append("| " + " | ".join(fmt_row(row, peak_val)) + " |")
+        lines.append("| " + " | ".join(fmt_row(row, peak)) + " |")
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
     print(f"wrote {path}")

@@ -1,11 +1,14 @@
 // Float64 bindings of the building blocks, one forward/backward pair each, for gradient checks
 // and reference comparisons from Python (module `_core.blocks`). Arrays are copied in and out.
+// Also, in float32: the bfloat16 rounding and the bfloat16 step product (AMX and emulated).
 #include <pybind11/eigen.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "msrnn/amx_bf16.hpp"
 #include "msrnn/blocks.hpp"
+#include "msrnn/gemm.hpp"
 #include "msrnn/gru.hpp"
 #include "msrnn/lstm.hpp"
 
@@ -29,7 +32,7 @@ void check_ids(const Ids& ids, Index n, Index V, const char* what) {
       throw py::index_error(cat(what, " id ", ids.data()[i], " at position ", i, " is outside [0, ", V, ")"));
 }
 
-void check_rows(const M& a, Index rows, const char* what) {
+template <class Mx> void check_rows(const Mx& a, Index rows, const char* what) {
   if (a.rows() != rows) throw py::value_error(cat(what, " has ", a.rows(), " rows, expected ", rows));
 }
 
@@ -127,4 +130,44 @@ void bind_blocks(py::module_& parent) {
     gru_pointwise_backward<double>(dax, dah, dh_prev, dh, act, ah, h_prev);
     return py::make_tuple(dax, dah, dh_prev);
   });
+
+  // bfloat16 (float32 arrays).
+  using F = Mat<float>;
+  m.def("round_to_bf16", [](const F& x) {
+    F y(x.rows(), x.cols());
+    round_to_bf16(y.data(), x.data(), x.size());
+    return y;
+  });
+  // C (M, N) = b + A [X1; X2] with A (M, K), X = [X1; X2] (K, N) split after row K1, through the
+  // LSTM layer's bfloat16 step product: kernel "amx" (AmxBf16Matrix) or "emulated" (PackedPanels
+  // holding the rounded A, times the rounded X).
+  m.def("bf16_step_product", [](const F& A, const F& b, const F& X, Index K1, const std::string& kernel) {
+    const Index Mr = A.rows(), K = A.cols(), N = X.cols();
+    check_rows(X, K, "X");
+    check_rows(b, Mr, "b");
+    if (K1 < 0 || K1 > K) throw py::value_error(cat("split K1 = ", K1, " outside [0, ", K, "]"));
+    F C(Mr, N);
+    if (kernel == "amx") {
+      if (const char* why = amx_bf16_unavailable_reason()) throw std::runtime_error(why);
+      AmxBf16Matrix W;
+      W.resize(Mr, K);
+      W.pack(A.data(), Mr, 0, K1, 0, Mr);
+      W.pack(A.data() + K1 * Mr, Mr, K1, K - K1, 0, Mr);
+      W.set_bias(b.data(), 0, Mr);
+      std::vector<std::uint16_t> scratch(W.scratch_size(N));
+      W.multiply(C.data(), Mr, X.data(), K, K1, X.data() + K1, K, N, scratch.data());
+    } else if (kernel == "emulated") {
+      PackedPanels<float> W;
+      W.resize(1, Mr, K);
+      W.pack(A.data(), Mr, 0, K, 0, Mr);
+      W.set_bias(b.data(), 0, Mr);
+      W.round_to_bfloat16(0, Mr);
+      F Xr(K, N);
+      round_to_bf16(Xr.data(), X.data(), X.size());
+      W.multiply(C.data(), Mr, Xr.data(), K, K, nullptr, 0, N, 0, Mr, false);
+    } else {
+      throw py::value_error(cat("kernel must be 'amx' or 'emulated', got '", kernel, "'"));
+    }
+    return C;
+  }, py::arg("A"), py::arg("b"), py::arg("X"), py::arg("K1"), py::arg("kernel"));
 }

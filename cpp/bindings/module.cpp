@@ -4,6 +4,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "msrnn/amx_bf16.hpp"
 #include "msrnn/gemm.hpp"
 #include "msrnn/language_model.hpp"
 #include "msrnn/optim.hpp"
@@ -217,6 +218,11 @@ template <class S> void bind_model(py::module_& m, const char* name) {
         self.reset_state(B);
       })
       .def("set_option", &M::set_option, py::arg("name"), py::arg("value"))
+      .def("set_inference_precision",
+           [](M& self, const std::string& name) { self.set_inference_precision(precision_from_name(name)); },
+           py::arg("precision"))
+      .def_property_readonly("inference_precision",
+                             [](const M& self) { return std::string(precision_name(self.inference_precision())); })
       .def("records", [](M& self) { return state_to_dict<S>(self.records()); })
       .def("record_grads", [](M& self) { return state_to_dict<S>(self.record_grads()); })
       .def("get_rng_state",
@@ -278,6 +284,11 @@ PYBIND11_MODULE(MSRNN_MODULE_NAME, m) {
   // Select the plain reference kernels instead of the optimised ones (tests hold the two equal).
   m.def("set_reference_kernels", &set_reference_kernels, py::arg("on"));
   m.def("reference_kernels", &reference_kernels);
+  // None when the AMX bfloat16 kernel can run in this process, else why not.
+  m.def("amx_bf16_unavailable_reason", []() -> py::object {
+    const char* why = amx_bf16_unavailable_reason();
+    return why ? py::object(py::str(why)) : py::object(py::none());
+  });
   bind_model<float>(m, "LanguageModelF32");
   bind_model<double>(m, "LanguageModelF64");
   bind_optim<float>(m);

@@ -1,6 +1,9 @@
 #include "msrnn/gemm.hpp"
 
+#include "msrnn/amx_bf16.hpp"
+
 #include <atomic>
+#include <type_traits>
 #include <cstring>
 
 namespace msrnn {
@@ -163,6 +166,14 @@ template <class S> void PackedPanels<S>::set_bias(const S* b, Index u0, Index u1
   for (Index g = 0; g < G_; ++g)
     for (Index q = u0 / MR; q * MR < u1; ++q)
       for (Index r = 0; r < MR; ++r) bias_(r, g * P_ + q) = q * MR + r < R_ ? b[g * R_ + q * MR + r] : S(0);
+}
+
+template <class S> void PackedPanels<S>::round_to_bfloat16(Index u0, Index u1) {
+  constexpr Index MR = kMR<S>;
+  MSRNN_CHECK((std::is_same<S, float>::value), "bfloat16 rounding applies to float32 panels only");
+  if constexpr (std::is_same<S, float>::value)
+    for (Index g = 0; g < G_; ++g)
+      for (Index q = u0 / MR; q * MR < u1; ++q) round_to_bf16(data_.col(g * P_ + q).data(), data_.col(g * P_ + q).data(), data_.rows());
 }
 
 template <class S>

@@ -6,6 +6,7 @@
 #include "msrnn/rnn_stack.hpp"
 
 #include <cmath>
+#include <type_traits>
 
 namespace msrnn {
 
@@ -17,6 +18,23 @@ void check_tokens(const std::int32_t* tokens, Index T, Index B, Index V, const c
         throw std::out_of_range(cat(what, " id ", id, " at (stream ", b, ", step ", t, ") is outside the vocabulary [0, ",
                                     V, ")"));
     }
+}
+
+Precision precision_from_name(const std::string& name) {
+  if (name == "float32") return Precision::Float32;
+  if (name == "bfloat16") return Precision::BFloat16;
+  if (name == "bfloat16-emulated") return Precision::BFloat16Emulated;
+  throw std::invalid_argument(cat("unknown inference precision '", name,
+                                  "'; expected 'float32', 'bfloat16' or 'bfloat16-emulated'"));
+}
+
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::Float32: return "float32";
+    case Precision::BFloat16: return "bfloat16";
+    case Precision::BFloat16Emulated: return "bfloat16-emulated";
+  }
+  return "?";
 }
 
 // The core named by cfg.core. A new family adds its line here.
@@ -158,6 +176,17 @@ double LanguageModel<S>::loss(const Inputs<S>& in, const std::int32_t* targets, 
   check_tokens(targets, T, B, cfg_.vocab_size, "target");
   run_forward(in, T, B, /*train=*/false);
   return softmax_xent_forward<S>(logits_, logits_, targets, per_token) / double(T * B);
+}
+
+template <class S> void LanguageModel<S>::set_inference_precision(Precision p) {
+  if (p != Precision::Float32) {
+    MSRNN_CHECK((std::is_same<S, float>::value), precision_name(p),
+                " inference needs a float32 model; this one is float64");
+    MSRNN_CHECK(cfg_.core == "lstm", precision_name(p), " inference is implemented for the LSTM model (core 'lstm') only; "
+                "this model's core is '", cfg_.core, "'");
+  }
+  core_->set_inference_precision(p);  // the LSTM layers check that AMX can run
+  precision_ = p;
 }
 
 template <class S> std::vector<NamedState<S>> LanguageModel<S>::record_grads() const { return core_->record_grads(); }

@@ -1,6 +1,7 @@
 #include "msrnn/lstm.hpp"
 
 #include <algorithm>
+#include <type_traits>
 
 namespace msrnn {
 
@@ -14,6 +15,12 @@ void lstm_gates_forward(MRef<S> i, MRef<S> f, MRef<S> g, MRef<S> o, MRef<S> c, M
   c.array() = f.array() * c_prev.array() + i.array() * g.array();
   tanh_c.array() = c.array().tanh();
   h.array() = o.array() * tanh_c.array();
+}
+
+template <class S>
+void lstm_gates_forward_eval(CRef<S> i, CRef<S> f, CRef<S> g, CRef<S> o, MRef<S> c, MRef<S> h, CRef<S> c_prev) {
+  c.array() = f.array().logistic() * c_prev.array() + i.array().logistic() * g.array().tanh();
+  h.array() = o.array().logistic() * c.array().tanh();
 }
 
 template <class S> void lstm_pointwise_forward(MRef<S> act, MRef<S> c, MRef<S> tanh_c, MRef<S> h, CRef<S> c_prev) {
@@ -76,6 +83,8 @@ template <class S> void LSTMLayer<S>::set_state(const std::vector<NamedState<S>>
 // The plain versions: Eigen products, one step after another (Eigen's own threads, if any).
 template <class S> void LSTMLayer<S>::forward_reference(MRef<S> Y, CRef<S> X, Index T, Index B) {
   const Index N = T * B;
+  hs_.resize(H_, N + B);
+  cs_.resize(H_, N + B);
   act_.resize(4 * H_, N);
   tanh_c_.resize(H_, N);
   // Input projection of all T steps in one product, both biases added once.
@@ -113,57 +122,125 @@ template <class S> void LSTMLayer<S>::backward_reference(MRef<S> dX, CRef<S> dY,
   if (dX.cols() > 0) linear_backward_input<S>(dX, W_ih_.w, da_);
 }
 
+template <class S> void LSTMLayer<S>::set_inference_precision(Precision p) {
+  MSRNN_CHECK((p == Precision::Float32 || std::is_same<S, float>::value), precision_name(p),
+              " inference needs a float32 model; this one is float64");
+  if (p == Precision::BFloat16)
+    if (const char* why = amx_bf16_unavailable_reason())  // also asks Linux for the tile state
+      throw std::runtime_error(cat("bfloat16 inference runs on AMX tiles, which cannot be used here: ", why,
+                                   ". 'bfloat16-emulated' gives the same arithmetic on any CPU (slower than float32)"));
+  precision_ = p;
+}
+
 // The fast versions: the weights packed once per chunk (gemm.hpp), one OpenMP region per time
-// loop in which each thread runs its own batch columns (streams) [j0, j1) through every step.
+// loop in which each thread runs its own batch columns (streams) [j0, j0 + nb) through every step.
 // Streams are independent, so threads meet only once per chunk, after packing: no barrier per
 // step, which also keeps the loop fast when other processes share the cores. The products over
 // all steps split over threads by rows or columns.
+// In evaluation with a bfloat16 precision the step product changes (see lstm.hpp): on AMX tiles
+// (BFloat16), or with the float32 panels holding rounded weights and a per-thread copy of
+// [x_t; h_{t-1}] rounded to bfloat16 (BFloat16Emulated). The reference-kernel switch does not
+// apply to these (the emulated path is the AMX path's reference).
 template <class S> void LSTMLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index B, bool train) {
   MSRNN_CHECK(h_.cols() == B, "LSTM state has batch size ", h_.cols(), ", input has ", B);
   const Index H = H_, E = E_, N = T * B;
   T_ = T;
   B_ = B;
-  hs_.resize(H, N + B);
-  cs_.resize(H, N + B);
-  if (reference_kernels()) return forward_reference(Y, X, T, B);
-  // Evaluation keeps only the current step's gates (backward needs training mode).
+  trained_ = train;
+  const Precision prec = train ? Precision::Float32 : precision_;
+  if (reference_kernels() && prec == Precision::Float32) return forward_reference(Y, X, T, B);
+  const bool amx = prec == Precision::BFloat16, emulated = prec == Precision::BFloat16Emulated;
+  // Training keeps every step for backward: gates in act_ and tanh_c_, h and c in hs_ and cs_
+  // (block t = the state before step t). Evaluation keeps one step of gates, writes h_t straight
+  // into Y and keeps c in two blocks of cs_ used in turn (c_{t-1} in block t % 2).
   const Index keep = train ? B : 0;  // column stride of act_ and tanh_c_ per step
   act_.resize(4 * H, train ? N : B);
-  tanh_c_.resize(H, train ? N : B);
+  tanh_c_.resize(H, train ? N : 0);
   b_sum_ = b_ih_.w.col(0) + b_hh_.w.col(0);
-  hs_.leftCols(B) = h_;
+  if (train) {
+    hs_.resize(H, N + B);
+    hs_.leftCols(B) = h_;
+  }
+  cs_.resize(H, train ? N + B : 2 * B);
   cs_.leftCols(B) = c_;
-  const Index MR = PackedPanels<S>::panel_rows(), NR = PackedPanels<S>::block_cols();
-  W_p_.resize(4, H, E + H);
+  const Index ldy = Y.outerStride();
+  const Index MR = PackedPanels<S>::panel_rows();
+  const Index NR = amx ? AmxBf16Matrix::kTile : PackedPanels<S>::block_cols();  // column alignment per thread
+  if (amx)
+    W_amx_.resize(4 * H, E + H);
+  else
+    W_p_.resize(4, H, E + H);
   const int nt = get_num_threads();
 #pragma omp parallel num_threads(nt)
   {
     const int k = thread_id(), team = threads_in_team();
-    const auto units = thread_units(H, MR, k, team);  // packing: this thread's panels
-    W_p_.pack(W_ih_.w.data(), 4 * H, 0, E, units.first, units.second);
-    W_p_.pack(W_hh_.w.data(), 4 * H, E, H, units.first, units.second);
-    W_p_.set_bias(b_sum_.data(), units.first, units.second);
+    if constexpr (std::is_same<S, float>::value) {
+      if (amx) {  // this thread's unit tiles of all 4H rows
+        const auto rows = thread_units(4 * H, AmxBf16Matrix::kTile, k, team);
+        W_amx_.pack(W_ih_.w.data(), 4 * H, 0, E, rows.first, rows.second);
+        W_amx_.pack(W_hh_.w.data(), 4 * H, E, H, rows.first, rows.second);
+        W_amx_.set_bias(b_sum_.data(), rows.first, rows.second);
+      }
+    }
+    if (!amx) {
+      const auto units = thread_units(H, MR, k, team);  // packing: this thread's panels
+      W_p_.pack(W_ih_.w.data(), 4 * H, 0, E, units.first, units.second);
+      W_p_.pack(W_hh_.w.data(), 4 * H, E, H, units.first, units.second);
+      W_p_.set_bias(b_sum_.data(), units.first, units.second);
+      if (emulated) W_p_.round_to_bfloat16(units.first, units.second);
+    }
 #pragma omp barrier
     const auto cols = thread_units(B, NR, k, team);
     const Index j0 = cols.first, nb = cols.second - cols.first;
+    std::vector<std::uint16_t> xb(amx ? W_amx_.scratch_size(nb) : 0);  // AMX: [x_t; h_{t-1}] in bf16
+    Mat<S> xr(emulated ? E + H : 0, nb);                                 // (E + H, nb) emulated: the same, rounded
     for (Index t = 0; t < T && nb > 0; ++t) {
       // act_t = b + W_ih x_t + W_hh h_{t-1} on this thread's columns, then the gates.
       const Index a0 = t * keep + j0, n0 = t * B + j0;  // first column in act_ / tanh_c_, in X / hs_ / cs_
-      W_p_.multiply(act_.data() + a0 * 4 * H, 4 * H, X.data() + n0 * X.outerStride(), X.outerStride(), E,
-                    hs_.data() + n0 * H, H, nb, 0, H, false);
+      S* act = act_.data() + a0 * 4 * H;
+      const S* x = X.data() + n0 * X.outerStride();
+      // h_{t-1} (H, nb) with leading dimension ldh; h_t, c_{t-1}, c_t (H, nb)
+      const S* h = train ? hs_.data() + n0 * H : t == 0 ? h_.data() + j0 * H : Y.data() + (n0 - B) * ldy;
+      const Index ldh = train || t == 0 ? H : ldy;
+      S* h_new = train ? hs_.data() + (n0 + B) * H : Y.data() + n0 * ldy;
+      const Index ldh_new = train ? H : ldy;
+      const S* c_prev = cs_.data() + (train ? n0 : (t % 2) * B + j0) * H;
+      S* c_new = cs_.data() + (train ? n0 + B : ((t + 1) % 2) * B + j0) * H;
+      if constexpr (std::is_same<S, float>::value) {
+        if (amx) W_amx_.multiply(act, 4 * H, x, X.outerStride(), E, h, ldh, nb, xb.data());
+        if (emulated) {
+          for (Index j = 0; j < nb; ++j) {
+            round_to_bf16(xr.col(j).data(), x + j * X.outerStride(), E);
+            round_to_bf16(xr.col(j).data() + E, h + j * ldh, H);
+          }
+          W_p_.multiply(act, 4 * H, xr.data(), E + H, E + H, nullptr, 0, nb, 0, H, false);
+        }
+      }
+      if (prec == Precision::Float32) W_p_.multiply(act, 4 * H, x, X.outerStride(), E, h, ldh, nb, 0, H, false);
       auto gate = [&](Index g) { return act_.block(g * H, a0, H, nb); };
-      lstm_gates_forward<S>(gate(0), gate(1), gate(2), gate(3), cs_.middleCols(n0 + B, nb),
-                            tanh_c_.middleCols(a0, nb), hs_.middleCols(n0 + B, nb), cs_.middleCols(n0, nb));
+      using Strided = Eigen::Map<Mat<S>, 0, Eigen::OuterStride<>>;
+      const Strided h_t(h_new, H, nb, Eigen::OuterStride<>(ldh_new));
+      if (train)
+        lstm_gates_forward<S>(gate(0), gate(1), gate(2), gate(3), MatMap<S>(c_new, H, nb), tanh_c_.middleCols(a0, nb),
+                              h_t, CMatMap<S>(c_prev, H, nb));
+      else
+        lstm_gates_forward_eval<S>(gate(0), gate(1), gate(2), gate(3), MatMap<S>(c_new, H, nb), h_t,
+                                   CMatMap<S>(c_prev, H, nb));
     }
   }
-  Y = hs_.rightCols(N);
-  h_ = hs_.rightCols(B);
-  c_ = cs_.rightCols(B);
+  if (train) {
+    Y = hs_.rightCols(N);
+    h_ = hs_.rightCols(B);
+    c_ = cs_.rightCols(B);
+  } else {
+    h_ = Y.rightCols(B);
+    c_ = cs_.middleCols((T % 2) * B, B);
+  }
 }
 
 template <class S> void LSTMLayer<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X) {
   const Index T = T_, B = B_, H = H_, N = T * B;
-  MSRNN_CHECK(act_.cols() == N, "LSTM backward needs a training-mode forward first");
+  MSRNN_CHECK(trained_ && act_.cols() == N, "LSTM backward needs a training-mode forward first");
   MSRNN_CHECK(dY.rows() == H && dY.cols() == N, "LSTM backward: dY has shape (", dY.rows(), ", ", dY.cols(),
               "), expected (", H, ", ", N, ")");
   da_.resize(4 * H, N);
@@ -217,6 +294,7 @@ template <class S> void LSTMLayer<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X
   template void lstm_pointwise_forward<S>(MRef<S>, MRef<S>, MRef<S>, MRef<S>, CRef<S>);                    \
   template void lstm_pointwise_backward<S>(MRef<S>, MRef<S>, CRef<S>, CRef<S>, CRef<S>, CRef<S>, CRef<S>); \
   template void lstm_gates_forward<S>(MRef<S>, MRef<S>, MRef<S>, MRef<S>, MRef<S>, MRef<S>, MRef<S>, CRef<S>);      \
+  template void lstm_gates_forward_eval<S>(CRef<S>, CRef<S>, CRef<S>, CRef<S>, MRef<S>, MRef<S>, CRef<S>);         \
   template void lstm_gates_backward<S>(MRef<S>, MRef<S>, MRef<S>, MRef<S>, MRef<S>, CRef<S>, CRef<S>, CRef<S>,     \
                                        CRef<S>, CRef<S>, CRef<S>, CRef<S>, CRef<S>);                               \
   template class LSTMLayer<S>;

@@ -26,7 +26,7 @@ std::unique_ptr<Core<S>> make_cell_layer(CellType cell, ParamSet<S>& ps, const s
 template <class S>
 RNNStack<S>::RNNStack(ParamSet<S>& ps, CellType cell, Index E, const std::vector<Index>& hidden, double dropout,
                       Rng* rng)
-    : E_(E), p_(dropout), rng_(rng) {
+    : E_(E), cell_(cell), p_(dropout), rng_(rng) {
   MSRNN_CHECK(!hidden.empty(), "a recurrent stack needs at least one layer");
   MSRNN_CHECK(dropout >= 0.0 && dropout < 1.0, "dropout must be in [0, 1), got ", dropout);
   Index in = E;
@@ -89,6 +89,13 @@ template <class S> std::vector<NamedState<S>> RNNStack<S>::get_state() const {
 
 template <class S> void RNNStack<S>::set_state(const std::vector<NamedState<S>>& state) {
   for (auto& l : layers_) l->set_state(state);
+}
+
+template <class S> void RNNStack<S>::set_inference_precision(Precision p) {
+  MSRNN_CHECK(p == Precision::Float32 || cell_ == CellType::LSTM, precision_name(p),
+              " inference is implemented for LSTM layers only; this stack has ",
+              cell_ == CellType::GRU ? "GRU" : "Elman", " layers");
+  for (auto& l : layers_) l->set_inference_precision(p);
 }
 
 template <class S> void RNNStack<S>::reset_state(Index B) {

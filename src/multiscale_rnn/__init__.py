@@ -17,7 +17,15 @@ def get_num_threads() -> int:
     return int(_core.get_num_threads())
 
 
+def amx_bf16_unavailable_reason():
+    """None when this process can run the AMX bfloat16 kernel (``inference_precision =
+    "bfloat16"``), else a sentence saying why not (no AMX-BF16 on the CPU, tile state refused by
+    the OS, or a core module built without the kernel)."""
+    return _core.amx_bf16_unavailable_reason()
+
+
 __all__ = ["LSTM", "GRU", "ElmanRNN", "HMLSTM", "FSRNN", "StackedLSTM", "SequentialLSTM", "LanguageModel", "MODELS",
            "build_model", "register_model", "Trainer", "History", "evaluate", "sample", "data", "init", "optim",
-           "schedules", "checkpoint", "plot", "analysis", "testing", "set_num_threads", "get_num_threads", "ISA",
+           "schedules", "checkpoint", "plot", "analysis", "testing", "set_num_threads", "get_num_threads",
+           "amx_bf16_unavailable_reason", "ISA",
            "__version__"]

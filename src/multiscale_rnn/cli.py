@@ -212,10 +212,19 @@ def _load_checkpoint(path, best: bool):
     return ck
 
 
+def _set_precision(model, precision: str) -> None:
+    """``--precision``: the model's inference precision; a refusal becomes a clear error."""
+    try:
+        model.inference_precision = precision
+    except (ValueError, RuntimeError) as e:
+        raise ValueError(f"--precision {precision}: {e}") from e
+
+
 def cmd_evaluate(args) -> int:
     from .trainer import evaluate
     _set_threads(args.threads)
     ck = _load_checkpoint(args.checkpoint, args.best)
+    _set_precision(ck.model, args.precision)
     s = dict(_presets.DEFAULTS)
     s.update(ck.extra.get("settings", {}))
     if args.data is not None:
@@ -244,6 +253,7 @@ def cmd_sample(args) -> int:
     from .trainer import sample
     _set_threads(args.threads)
     ck = _load_checkpoint(args.checkpoint, args.best)
+    _set_precision(ck.model, args.precision)
     if ck.vocab is None or not hasattr(ck.vocab, "decode"):
         raise ValueError(f"{args.checkpoint} holds no vocabulary; sampling needs one")
     print(sample(ck.model, ck.vocab, prompt=args.prompt, length=args.length, temperature=args.temperature,
@@ -312,6 +322,9 @@ def build_parser() -> argparse.ArgumentParser:
         c.add_argument("checkpoint", help="a .npz checkpoint written by train")
         c.add_argument("--best", action="store_true", help="use the best parameters (lowest validation loss)")
         c.add_argument("--threads", type=int)
+        c.add_argument("--precision", choices=["float32", "bfloat16", "bfloat16-emulated"], default="float32",
+                       help="arithmetic of the LSTM layers' products (bfloat16: AMX tiles, float32 accumulation; "
+                            "float32 LSTM models only)")
         c.set_defaults(func=func)
         if name == "evaluate":
             c.add_argument("--data", help="corpus (default: the one the model was trained on)")

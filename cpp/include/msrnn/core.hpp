@@ -12,6 +12,16 @@
 
 namespace msrnn {
 
+// Arithmetic of evaluation-mode forward passes (training always runs in the model's dtype):
+//   Float32           the model's own dtype
+//   BFloat16          weights and step inputs rounded to bfloat16, products accumulated in float32
+//                     on AMX tiles (amx_bf16.hpp); gates, state and head in float32
+//   BFloat16Emulated  the same rounding, products with the float32 kernels: any CPU, equal to
+//                     BFloat16 up to float32 summation order (the plain reference of BFloat16)
+enum class Precision { Float32, BFloat16, BFloat16Emulated };
+Precision precision_from_name(const std::string& name);  // "float32", "bfloat16", "bfloat16-emulated"
+const char* precision_name(Precision p);
+
 template <class S> class Core {
  public:
   virtual ~Core() = default;
@@ -35,6 +45,11 @@ template <class S> class Core {
   // Change an option between chunks (e.g. a slope being annealed). Cores without options refuse.
   virtual void set_option(const std::string& name, double /*value*/) {
     throw std::invalid_argument(cat("this core has no option '", name, "'"));
+  }
+  // Arithmetic of evaluation-mode forwards. Cores without a bfloat16 path refuse anything but Float32.
+  virtual void set_inference_precision(Precision p) {
+    if (p != Precision::Float32)
+      throw std::invalid_argument(cat("this core has no ", precision_name(p), " inference path (LSTM layers only)"));
   }
   // Named matrices the last forward recorded for introspection, each (rows, N); none by default.
   virtual std::vector<NamedState<S>> records() const { return {}; }

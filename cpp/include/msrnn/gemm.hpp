@@ -42,6 +42,9 @@ template <class S> class PackedPanels {
   void pack_transposed(const S* Akt, Index ldat, Index k0, Index kn, Index u0, Index u1);
   // The bias b (M) added by multiply (zero unless set), for units [u0, u1).
   void set_bias(const S* b, Index u0, Index u1);
+  // Round the packed A of units [u0, u1) to bfloat16 (round_to_bf16, amx_bf16.hpp), leaving the
+  // bias as it is: the emulated bfloat16 inference path. float only.
+  void round_to_bfloat16(Index u0, Index u1);
   // For every group g and unit u in [u0, u1), every column j < N:
   //   C[g*R + u, j] = (accumulate ? C[g*R + u, j] : 0) + sum_k A[g*R + u, k] X[k, j]
   // C (G*R, N) with leading dimension ldc; X (K, N) with leading dimension ldx.

@@ -77,6 +77,12 @@ template <class S> class LanguageModel {
   std::vector<NamedState<S>> get_state() const { return core_->get_state(); }
   void set_state(const std::vector<NamedState<S>>& s) { core_->set_state(s); }
   void reset_state(Index B) { core_->reset_state(B); }
+  // Arithmetic of evaluation-mode forward passes (forward with train = false, loss); training is
+  // never affected. Anything but Float32 needs a float32 model with an LSTM core ("lstm"), and
+  // BFloat16 a CPU with AMX-BF16 whose tile state Linux grants: otherwise std::invalid_argument or
+  // std::runtime_error says why, and the precision stays as it was.
+  void set_inference_precision(Precision p);
+  Precision inference_precision() const { return precision_; }
   // Change a core option between chunks (e.g. the HM-LSTM slope); unknown names throw.
   void set_option(const std::string& name, double value) { core_->set_option(name, value); }
   // What the last forward recorded for introspection (boundaries, norms, gates), by name.
@@ -95,6 +101,7 @@ template <class S> class LanguageModel {
   std::unique_ptr<Core<S>> core_;
   std::unique_ptr<Head<S>> head_;
   bool dropped_ = false;
+  Precision precision_ = Precision::Float32;
   Mat<S> x_, xin_, mx_;   // (E, N) encoded inputs, masked, mask
   Mat<S> y_, yin_, my_;   // (O, N) core output, masked output, mask
   Mat<S> logits_;         // (V, N) logits, then probabilities

@@ -5,6 +5,7 @@
 //   h_t = o * tanh(c_t)
 #pragma once
 
+#include "msrnn/amx_bf16.hpp"
 #include "msrnn/core.hpp"
 #include "msrnn/gemm.hpp"
 
@@ -25,12 +26,20 @@ void lstm_pointwise_backward(MRef<S> da, MRef<S> dc_prev, CRef<S> dh, CRef<S> dc
 template <class S>
 void lstm_gates_forward(MRef<S> i, MRef<S> f, MRef<S> g, MRef<S> o, MRef<S> c, MRef<S> tanh_c, MRef<S> h,
                         CRef<S> c_prev);
+// Evaluation: the same step in two passes that keep neither the gate activations (the
+// pre-activations i, f, g, o are only read) nor tanh(c_t).
+template <class S>
+void lstm_gates_forward_eval(CRef<S> i, CRef<S> f, CRef<S> g, CRef<S> o, MRef<S> c, MRef<S> h, CRef<S> c_prev);
 template <class S>
 void lstm_gates_backward(MRef<S> di, MRef<S> df, MRef<S> dg, MRef<S> do_, MRef<S> dc_prev, CRef<S> dh, CRef<S> dc,
                          CRef<S> i, CRef<S> f, CRef<S> g, CRef<S> o, CRef<S> tanh_c, CRef<S> c_prev);
 
 // One LSTM layer over a chunk. Parameters (suffix e.g. "_l0"): weight_ih (4H, E), weight_hh (4H, H),
 // bias_ih (4H), bias_hh (4H). State: h, c (H, B).
+// In evaluation with a bfloat16 inference precision (float32 layers only), the step product is
+//   a_t = (b_ih + b_hh) + bf16([W_ih W_hh]) bf16([x_t; h_{t-1}])     accumulated in float32
+// with bf16() rounding to nearest even; the weights are rounded and packed at every forward call
+// (so parameter changes are always seen), the gates and the state stay float32.
 template <class S> class LSTMLayer : public Core<S> {
  public:
   LSTMLayer(ParamSet<S>& ps, const std::string& suffix, Index E, Index H);
@@ -42,14 +51,17 @@ template <class S> class LSTMLayer : public Core<S> {
   std::vector<NamedState<S>> get_state() const override;
   void set_state(const std::vector<NamedState<S>>& state) override;
   void reset_state(Index B) override;
+  void set_inference_precision(Precision p) override;
 
  private:
   Index E_, H_, T_ = 0, B_ = 0;
+  bool trained_ = false;  // the last forward ran in training mode and kept what backward needs
   std::string suffix_;
   Param<S> W_ih_, W_hh_, b_ih_, b_hh_;
   Mat<S> h_, c_;       // (H, B) carried state
   Mat<S> act_;         // (4H, N) gate activations [i; f; g; o]; (4H, B), one step, in evaluation
-  Mat<S> hs_, cs_;     // (H, N + B) h and c; block 0 is the state before the chunk
+  Mat<S> hs_, cs_;     // (H, N + B) h and c; block 0 is the state before the chunk. Evaluation
+                       // (fast path): hs_ unused (h goes to Y), cs_ (H, 2B) c_{t-1} and c_t in turn
   Mat<S> tanh_c_;      // (H, N); (H, B) in evaluation
   Mat<S> da_;          // (4H, N) backward: gradient of the pre-activations
   // Fast path (see gemm.hpp): weights packed once per chunk, each thread owns a slice of units.
@@ -58,6 +70,8 @@ template <class S> class LSTMLayer : public Core<S> {
                                // act_t = b + W_ih x_t + W_hh h_{t-1}
   PackedPanels<S> W_hh_tp_;    // W_hh^T (H, 4H) in panels, for dh_{t-1} = W_hh^T da_t
   Mat<S> dh_, dc_;             // (H, B) backward: gradients reaching h_t and c_t
+  Precision precision_ = Precision::Float32;  // of evaluation-mode forwards
+  AmxBf16Matrix W_amx_;        // [W_ih W_hh] (4H, E + H) in bf16 tiles, bias b_ih + b_hh (BFloat16)
   void forward_reference(MRef<S> Y, CRef<S> X, Index T, Index B);
   void backward_reference(MRef<S> dX, CRef<S> dY, CRef<S> X);
 };

@@ -26,9 +26,12 @@ template <class S> class RNNStack : public Core<S> {
   std::vector<NamedState<S>> get_state() const override;
   void set_state(const std::vector<NamedState<S>>& state) override;
   void reset_state(Index B) override;
+  // Every layer's; refused (and nothing changed) unless every layer accepts it.
+  void set_inference_precision(Precision p) override;
 
  private:
   Index E_;
+  CellType cell_;
   double p_;
   Rng* rng_;
   bool dropped_ = false;                        // masks in use in the last forward

@@ -7,6 +7,8 @@ Every model offers the same low-level API (NumPy in and out):
 - ``forward(tokens, state=None)`` -> ``(logits (B, T, V), new_state)``.
 - ``loss_and_grad(tokens, targets, state=None)`` -> ``(mean cross-entropy in nats, grads, new_state)``.
 - ``dtype="float64"`` on every model, for gradient checks.
+- ``inference_precision``: ``"float32"`` (default), ``"bfloat16"`` or ``"bfloat16-emulated"`` for
+  evaluation-mode passes of float32 LSTM models (see ``LanguageModel.inference_precision``).
 
 State is a dict name -> array (B, size), e.g. ``{"h_l0": ..., "c_l0": ...}``; ``None`` means zeros.
 """
@@ -240,6 +242,38 @@ class LanguageModel:
         if per_token:
             return float(out[0]), out[1], self._impl.get_state()
         return float(out), self._impl.get_state()
+
+    # ---- inference precision ----------------------------------------------------------------
+    INFERENCE_PRECISIONS = ("float32", "bfloat16", "bfloat16-emulated")
+
+    @property
+    def inference_precision(self) -> str:
+        """Arithmetic of evaluation-mode passes: ``forward`` (``train=False``), ``loss``,
+        ``evaluate``, ``sample`` and the trainer's validation. Training (``loss_and_grad``, the
+        trainer's steps) always runs in the model's dtype.
+
+        - ``"float32"`` (default): the model's dtype.
+        - ``"bfloat16"``: in every LSTM layer, the step product
+          ``a_t = (b_ih + b_hh) + bf16([W_ih W_hh]) bf16([x_t; h_{t-1}])`` takes weights and step
+          inputs rounded to bfloat16 (to nearest, ties to even) and accumulates in float32 on the
+          CPU's AMX tiles; gates, state, embedding and head stay float32. The weights are rounded
+          from the current parameters at every call, so changed parameters are always used.
+        - ``"bfloat16-emulated"``: the same rounding with the float32 kernels, on any CPU; equal
+          to ``"bfloat16"`` up to float32 summation order, slower than ``"float32"``.
+
+        Setting anything but ``"float32"`` raises ``ValueError`` for a float64 model or a model
+        other than ``LSTM``; ``"bfloat16"`` raises ``RuntimeError`` saying why when the AMX kernel
+        cannot run here (see ``multiscale_rnn.amx_bf16_unavailable_reason()``). The setting is not
+        saved in checkpoints.
+        """
+        return str(self._impl.inference_precision)
+
+    @inference_precision.setter
+    def inference_precision(self, value: str) -> None:
+        if not isinstance(value, str):
+            raise TypeError(f"inference_precision must be a str, one of {self.INFERENCE_PRECISIONS}, "
+                            f"got {type(value).__name__}")
+        self._impl.set_inference_precision(value)
 
     def set_option(self, name: str, value: float) -> None:
         """Change a core option between chunks (e.g. the HM-LSTM ``slope`` being annealed)."""
