@@ -328,13 +328,22 @@ template <class S> void HMLSTM<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index 
     for (Index t = 0; t < T; ++t)
       for (Index l = 0; l < L; ++l) layer_step_forward(l, t, 0, B, X, scratch_[0], false);
   } else {
-    for (auto& y : layers_) y.Wp.resize(1, y.G, y.K);
+    for (auto& y : layers_) {
+      y.Wp.resize(1, 4 * y.H, y.K);
+      if (y.detector) {  // the boundary row, kept apart so that it does not take a panel of its own
+        const Index zr = 4 * y.H;
+        y.wz.resize(y.K);
+        y.wz.head(y.Hb) = y.W.w.row(zr).transpose();
+        y.wz.segment(y.Hb, y.H) = y.U.w.row(zr).transpose();
+        if (y.Ht > 0) y.wz.tail(y.Ht) = y.Utd.w.row(zr).transpose();
+      }
+    }
     const Index MR = PackedPanels<S>::panel_rows();
 #pragma omp parallel num_threads(nt)
     {
       const int k = thread_id(), team = threads_in_team();
       for (auto& y : layers_) {  // this thread's panels of [W U Utd] and b
-        const auto units = thread_units(y.G, MR, k, team);
+        const auto units = thread_units(4 * y.H, MR, k, team);
         y.Wp.pack(y.W.w.data(), y.G, 0, y.Hb, units.first, units.second);
         y.Wp.pack(y.U.w.data(), y.G, y.Hb, y.H, units.first, units.second);
         if (y.Ht > 0) y.Wp.pack(y.Utd.w.data(), y.G, y.Hb + y.H, y.Ht, units.first, units.second);
@@ -409,7 +418,9 @@ void HMLSTM<S>::layer_step_forward(size_t l, Index t, Index j0, Index nb, CRef<S
     // s (G, k) = b + [W U Utd] x
     auto gs = s.gs.topLeftCorner(y.G, k);
     if (fast) {
-      y.Wp.multiply(s.gs.data(), s.gs.rows(), s.gx.data(), s.gx.rows(), k, 0, y.G, false);
+      y.Wp.multiply(s.gs.data(), s.gs.rows(), s.gx.data(), s.gx.rows(), k, 0, 4 * H, false);
+      if (y.detector)
+        for (Index j = 0; j < k; ++j) gs(zr, j) = y.b.w(zr, 0) + y.wz.dot(s.gx.col(j).head(y.K));
     } else {
       gs.noalias() = y.W.w * s.gx.block(0, 0, Hb, k);
       gs.noalias() += y.U.w * s.gx.block(Hb, 0, H, k);

@@ -109,7 +109,8 @@ template <class S> class HMLSTM : public Core<S> {
     bool detector = false;               // has a boundary row
     Param<S> W, U, Utd, b, ln_g, ln_b;   // W (G, Hb), U (G, H), Utd (G, Ht), b (G, 1), ln_g/ln_b (4H, 1)
     Mat<S> h, c, z;                      // (H, B), (H, B), (1, B) carried state
-    PackedPanels<S> Wp;                  // [W U Utd] (G, K) packed, bias b
+    PackedPanels<S> Wp;                  // [W U Utd] (4H, K) packed, bias b: the gate rows
+    Vec<S> wz;                           // (K) [W U Utd] row 4H: the boundary row (detector only)
     PackedPanels<S> WpT;                 // [W U Utd]^T (K, G) packed (backward)
     Mat<S> Wcat;                         // (G, K) [W U Utd], the source of WpT
     // Cache of the last forward.
