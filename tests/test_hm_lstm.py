@@ -350,6 +350,33 @@ def test_threads_equal_reference_kernels(opts):
             np.testing.assert_allclose(st[k], st_ref[k], rtol=1e-12, atol=1e-13, err_msg=k)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_outputs_do_not_depend_on_the_thread_count(dtype):
+    """Logits, loss, state and records are bit for bit the same on 1, 2 and 3 threads (sample boundaries,
+    layer norm, recomputed COPY boundaries); gradients, whose sums over streams are split differently,
+    agree to rounding."""
+    tok = np.random.default_rng(31).integers(0, V, (11, 7))
+    outs = []
+    for threads in (1, 2, 3):
+        msr.set_num_threads(threads)
+        kw = dict(boundary="sample", layer_norm=True, copy_z="recompute")
+        m = make(hidden=(6, 9, 5), z_bias=-0.7, **kw) if dtype == "float64" else msr.HMLSTM(V, E, (6, 9, 5), seed=3, **kw)
+        logits, st = m.forward(tok)
+        rec = m.records()
+        loss, grads, st = m.loss_and_grad(tok, tok, st)
+        outs.append((logits, rec, loss, grads, st, m.records()))
+    (l0, r0, loss0, g0, s0, t0) = outs[0]
+    for logits, rec, loss, grads, st, rec2 in outs[1:]:
+        np.testing.assert_array_equal(logits, l0)
+        assert loss == loss0
+        for a, b in ((rec, r0), (st, s0), (rec2, t0)):
+            for k in b:
+                np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+        for k in g0:
+            np.testing.assert_allclose(grads[k], g0[k], rtol=1e-4 if dtype == "float32" else 1e-10,
+                                       atol=1e-6 if dtype == "float32" else 1e-14, err_msg=k)
+
+
 def test_set_option_slope_and_skip():
     rng = np.random.default_rng(17)
     m = make(boundary="soft")

@@ -242,20 +242,24 @@ template <class S> bool HMLSTM<S>::skipping(bool train) const {
   return opt_.skip && opt_.boundary != HMBoundary::Soft && (!train || !opt_.blend);
 }
 
+// Rows of every scratch buffer are padded to 16 elements, so that every column starts at the same
+// alignment: Eigen's vectorised nonlinearities then treat a column alike wherever it sits in the buffer,
+// and a stream's results do not depend on which other columns share its step (thread count, skipping).
 template <class S>
 void HMLSTM<S>::Scratch::reserve(const std::vector<Layer>& layers, Index nb, Index B, bool layer_norm, bool backward) {
+  auto pad = [](Index n) { return (n + 15) / 16 * 16; };
   Index K = 0, G = 0, H = 0;
   for (const auto& y : layers) {
-    K = std::max(K, y.K);
-    G = std::max(G, y.G);
-    H = std::max(H, y.H);
+    K = std::max(K, pad(y.K));
+    G = std::max(G, pad(y.G));
+    H = std::max(H, pad(y.H));
   }
   idx.reserve(B);
   cidx.reserve(B);
   gx.resize(K, nb);
   gs.resize(G, nb);
   for (auto* m : {&gc, &gtc, &gh, &gcp, &ghp}) m->resize(H, nb);
-  for (auto* m : {&gzp, &gzb, &gzn}) m->resize(1, nb);
+  for (auto* m : {&gzp, &gzb}) m->resize(1, nb);
   if (layer_norm) {
     gxh.resize(4 * H, nb);
     grs.resize(1, 4 * nb);
@@ -472,14 +476,11 @@ void HMLSTM<S>::layer_step_forward(size_t l, Index t, Index j0, Index nb, CRef<S
       y.znew(0, n) = zp[b];
     }
     if (opt_.copy_recompute && y.detector) {
-      // zp = 0 and zb = 0 here: s_z = U_z h^l_{t-1} + b_z.
-      const Index kc = Index(s.cidx.size());
-      auto ghp = s.ghp.topLeftCorner(H, kc);
-      gather<S>(ghp, hp, s.cidx);
-      s.gzn.leftCols(kc).noalias() = y.U.w.row(zr) * ghp;
-      for (Index j = 0; j < kc; ++j) {
-        const Index b = s.cidx[j], n = t * B + b;
-        const S zhat = hard_sigm(s.gzn(0, j) + y.b.w(zr, 0), slope);
+      // zp = 0 and zb = 0 here: s_z = U_z h^l_{t-1} + b_z (one dot product per column, so that a
+      // column's value does not depend on the others).
+      for (Index b : s.cidx) {
+        const Index n = t * B + b;
+        const S zhat = hard_sigm(y.U.w.row(zr).dot(hp.col(b)) + y.b.w(zr, 0), slope);
         y.zhat(0, n) = zhat;
         const S zn = bound(zhat, b);
         y.znew(0, n) = zn;

@@ -36,7 +36,8 @@
 //
 // Execution. Streams (batch columns) are independent, so each OpenMP thread owns a contiguous range of
 // columns and runs all steps and layers of the chunk for them (threads meet only after packing the
-// weights, and not at all per step); results do not depend on the thread count. A layer's step is one
+// weights, and not at all per step); each stream's recurrence is computed the same way whatever the
+// thread count (sums over streams, as in the weight gradients, are split differently). A layer's step is one
 // product s = b + [W U Utd] [zb h^{l-1}_t; r h^l_{t-1}; zp h^{l+1}_{t-1}] with the gathered inputs stacked
 // in one (K, k) buffer, K = Hb + H + Ht, and [W U Utd] packed once per chunk (PackedPanels, gemm.hpp);
 // backward multiplies by [W U Utd]^T packed the same way. Bernoulli boundaries draw their uniforms before
@@ -134,7 +135,7 @@ template <class S> class HMLSTM : public Core<S> {
     Mat<S> gx;                           // (max K, nb) stacked, gated inputs [zb h^{l-1}_t; r h^l_{t-1}; zp h^{l+1}_{t-1}]
     Mat<S> gs;                           // (max G, nb) pre-activations, then [i; f; g; o; zhat]
     Mat<S> gc, gtc, gh, gcp, ghp;        // (max H, nb)
-    Mat<S> gzp, gzb, gzn;                // (1, nb)
+    Mat<S> gzp, gzb;                     // (1, nb)
     Mat<S> gxh, grs;                     // (4 max H, nb), (1, 4 nb) layer norm
     Mat<S> gdh, gdc, gdcp, gdhp;         // (max H, nb)
     Mat<S> gdwU, gdwC;                   // (1, nb)
