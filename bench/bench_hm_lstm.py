@@ -9,7 +9,8 @@
    ideal = (sum_l cost_l + head) / (sum_l frac_l cost_l + head), frac_l the active fraction of layer l.
 3. Time inference (evaluation forward) and a training step (forward + backward) with skipping
    (``skip=1``) and through the masked path (``skip=0``) on the same network and data, and report
-   measured speedup / ideal speedup.
+   measured speedup / ideal speedup (best wall time of --repeat alternating runs, and the best process
+   CPU time, which other processes on the cores disturb less).
 4. Time the same HM-LSTM written in PyTorch the way public implementations do (every gate of every
    column computed, the operations selected by masks), and report the ratio.
 
@@ -56,14 +57,17 @@ def costs(model):
     return np.array(per_layer, float), float(head)
 
 
-def timed(fn, repeat):
-    """The fastest of ``repeat`` runs after one warm-up run (seconds)."""
+def timed(fn, repeat, cpu=None):
+    """The fastest of ``repeat`` runs after one warm-up run (seconds of wall time). When a list is
+    given as ``cpu``, the process CPU time of each run is appended to it."""
     fn()
     best = []
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         fn()
         best.append(time.perf_counter() - t0)
+        if cpu is not None:
+            cpu.append(time.process_time() - c0)
     return float(min(best))
 
 
@@ -189,13 +193,14 @@ def main():
     res = {}
     for what, fn in (("infer", lambda: model.forward(tok, state)),
                      ("train", lambda: model.loss_and_grad(tok, tgt, state))):
-        times = {0: [], 1: []}
+        times, cpu = {0: [], 1: []}, {0: [], 1: []}
         for _ in range(args.repeat):
             for skip in (1, 0):
                 model.set_option("skip", skip)
-                times[skip].append(timed(fn, 1))
+                times[skip].append(timed(fn, 1, cpu[skip]))
         for skip in (0, 1):
             res[(what, skip)] = min(times[skip])
+            res[(what, skip, "cpu")] = min(cpu[skip])
     model.set_option("skip", 1)
     model.forward(tok, state)
     rec = model.records()
@@ -231,6 +236,12 @@ def main():
         label = "inference (forward)" if what == "infer" else "training step (forward + backward)"
         print(f"| {label} | {m:.1f} | {s:.1f} | {sp:.2f}x | {ideal_batch:.2f}x | "
               f"{100 * (sp - 1) / max(ideal_batch - 1, 1e-9):.0f}% | {pts} |")
+    print()
+    print("Process CPU time (all threads; steadier than wall time when other processes share the cores):")
+    for what in ("infer", "train"):
+        m, s = res[(what, 0, "cpu")] * 1e3, res[(what, 1, "cpu")] * 1e3
+        print(f"  {what}: masked {m:.1f} ms, skipping {s:.1f} ms, speedup {m / s:.2f}x = "
+              f"{100 * m / s / ideal_batch:.0f} % of ideal")
     print("\n% of ideal = (speedup - 1) / (ideal - 1): the fraction of the possible saving realised; "
           f"speedup / ideal = {res[('infer', 0)] / res[('infer', 1)] / ideal_batch:.2f} (inference), "
           f"{res[('train', 0)] / res[('train', 1)] / ideal_batch:.2f} (training)")

@@ -280,6 +280,103 @@ def test_skipping_equals_masking(opts):
     np.testing.assert_allclose(y1, y2, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("opts", [{}, {"boundary": "sample", "copy_z": "recompute"}],
+                         ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) or "default")
+def test_skipping_equals_masking_on_threads(opts, threads):
+    """The same as above with streams split over 1 and 3 threads (B = 5: uneven splits)."""
+    msr.set_num_threads(threads)
+    test_skipping_equals_masking(opts)
+
+
+# ---- threads over streams and the plain reference kernels ----------------------------------------
+
+def run_chunks(m, chunks, st):
+    """Logits, loss, gradients, records and state over chunks with the state carried."""
+    out = []
+    for tok, tgt in chunks:
+        logits, _ = m.forward(tok, st)
+        rec = m.records()
+        loss, grads, st = m.loss_and_grad(tok, tgt, st)
+        out.append((logits, loss, grads, rec, m.records()))
+    return out, st
+
+
+THREAD_OPTIONS = [
+    {},
+    {"layer_norm": True, "top_boundary": True},
+    {"boundary": "sample", "copy_z": "recompute", "flush_cut": True},
+    {"boundary": "sample", "gradient": "blend", "layer_norm": True},
+    {"copy_z": "recompute", "layer_norm": True, "skip": False},
+]
+
+
+@pytest.mark.parametrize("opts", THREAD_OPTIONS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) or "default")
+def test_threads_equal_reference_kernels(opts):
+    """Streams split over 1, 2 and 3 threads with packed products (B = 7, so splits are uneven) give
+    what the plain reference (one stream of control, Eigen products) gives, in evaluation and
+    training, over two chunks with the state carried; sample boundaries draw alike."""
+    from multiscale_rnn._native import core as _core
+
+    rng = np.random.default_rng(23)
+    Bn, Tn = 7, 5
+    data = rng.integers(0, V, (Bn, 2 * Tn + 1))
+    chunks = [(data[:, k * Tn:(k + 1) * Tn], data[:, k * Tn + 1:(k + 1) * Tn + 1]) for k in range(2)]
+    hidden = (6, 9, 5)  # partial panels, K = Hb + H + Ht not a multiple of the panel
+    results = {}
+    try:
+        for threads, reference in ((1, True), (1, False), (2, False), (3, False)):
+            msr.set_num_threads(threads)
+            _core.set_reference_kernels(reference)
+            m = make(hidden=hidden, z_bias=-0.7, **opts)
+            st = random_state(m, np.random.default_rng(29), batch=Bn)
+            results[(threads, reference)] = run_chunks(m, chunks, st)
+    finally:
+        _core.set_reference_kernels(False)
+    ref, st_ref = results.pop((1, True))
+    ops = np.concatenate([r[f"op_l{l}"] for c in ref for r in (c[3],) for l in (1, 2)])
+    assert {0, 1, 2} <= set(np.unique(ops).astype(int)), "the check should see COPY, UPDATE and FLUSH"
+    for (threads, _), (out, st) in results.items():
+        for (lf, lossf, gf, ef, tf), (lr, lossr, gr, er, tr) in zip(out, ref):
+            np.testing.assert_allclose(lf, lr, rtol=1e-12, atol=1e-13, err_msg=f"{threads} threads")
+            assert lossf == pytest.approx(lossr, rel=1e-12)
+            for k in gr:
+                np.testing.assert_allclose(gf[k], gr[k], rtol=1e-10, atol=1e-13, err_msg=f"{k}, {threads} threads")
+            for recf, recr in ((ef, er), (tf, tr)):
+                for k in recr:
+                    np.testing.assert_allclose(recf[k], recr[k], rtol=1e-12, atol=1e-13,
+                                               err_msg=f"{k}, {threads} threads")
+        for k in st_ref:
+            np.testing.assert_allclose(st[k], st_ref[k], rtol=1e-12, atol=1e-13, err_msg=k)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_outputs_do_not_depend_on_the_thread_count(dtype):
+    """Logits, loss, state and records are bit for bit the same on 1, 2 and 3 threads (sample boundaries,
+    layer norm, recomputed COPY boundaries); gradients, whose sums over streams are split differently,
+    agree to rounding."""
+    tok = np.random.default_rng(31).integers(0, V, (11, 7))
+    outs = []
+    for threads in (1, 2, 3):
+        msr.set_num_threads(threads)
+        kw = dict(boundary="sample", layer_norm=True, copy_z="recompute")
+        m = make(hidden=(6, 9, 5), z_bias=-0.7, **kw) if dtype == "float64" else msr.HMLSTM(V, E, (6, 9, 5), seed=3, **kw)
+        logits, st = m.forward(tok)
+        rec = m.records()
+        loss, grads, st = m.loss_and_grad(tok, tok, st)
+        outs.append((logits, rec, loss, grads, st, m.records()))
+    (l0, r0, loss0, g0, s0, t0) = outs[0]
+    for logits, rec, loss, grads, st, rec2 in outs[1:]:
+        np.testing.assert_array_equal(logits, l0)
+        assert loss == loss0
+        for a, b in ((rec, r0), (st, s0), (rec2, t0)):
+            for k in b:
+                np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+        for k in g0:
+            np.testing.assert_allclose(grads[k], g0[k], rtol=1e-4 if dtype == "float32" else 1e-10,
+                                       atol=1e-6 if dtype == "float32" else 1e-14, err_msg=k)
+
+
 def test_set_option_slope_and_skip():
     rng = np.random.default_rng(17)
     m = make(boundary="soft")

@@ -34,12 +34,24 @@
 // back; COPY columns only copy. skip = 0 forces the plain masked path, which computes every column and lets
 // the weights select; tests hold the two equal.
 //
+// Execution. Streams (batch columns) are independent, so each OpenMP thread owns a contiguous range of
+// columns and runs all steps and layers of the chunk for them (threads meet only after packing the
+// weights, and not at all per step); each stream's recurrence is computed the same way whatever the
+// thread count (sums over streams, as in the weight gradients, are split differently). A layer's step is one
+// product s = b + [W U Utd] [zb h^{l-1}_t; r h^l_{t-1}; zp h^{l+1}_{t-1}] with the gathered inputs stacked
+// in one (K, k) buffer, K = Hb + H + Ht, and [W U Utd] packed once per chunk (PackedPanels, gemm.hpp);
+// backward multiplies by [W U Utd]^T packed the same way. Bernoulli boundaries draw their uniforms before
+// the threads start (one per column, step and detector layer, step-major). An evaluation forward keeps
+// only what the state and the records need (no gate, tanh(c) or layer-norm caches). With
+// set_reference_kernels(true) the plain version runs instead: one stream of control, Eigen products.
+//
 // Output Y (sum_l H_l, N) = [h^1_t; ...; h^L_t], so a head can read every layer (output_parts()).
 // State: h_l{l}, c_l{l} (H_l, B), z_l{l} (1, B). Records (each (1, N)): z_l{l}, zhat_l{l} (NaN where not
 // computed), znew_l{l} (the boundary before the COPY carry), op_l{l} (0 COPY, 1 UPDATE, 2 FLUSH; in soft mode the operation of z rounded at 1/2), hnorm_l{l}.
 #pragma once
 
 #include "msrnn/core.hpp"
+#include "msrnn/gemm.hpp"
 
 #include <map>
 
@@ -94,30 +106,58 @@ template <class S> class HMLSTM : public Core<S> {
  private:
   struct Layer {
     Index H = 0, Hb = 0, Ht = 0, G = 0;  // own size, size below (E or H_{l-1}), size above (0 on top), rows of s
+    Index K = 0;                         // Hb + H + Ht: depth of the stacked step product
     bool detector = false;               // has a boundary row
     Param<S> W, U, Utd, b, ln_g, ln_b;   // W (G, Hb), U (G, H), Utd (G, Ht), b (G, 1), ln_g/ln_b (4H, 1)
     Mat<S> h, c, z;                      // (H, B), (H, B), (1, B) carried state
+    PackedPanels<S> Wp;                  // [W U Utd] (4H, K) packed, bias b: the gate rows
+    Vec<S> wz;                           // (K) [W U Utd] row 4H: the boundary row (detector only)
+    PackedPanels<S> WpT;                 // [W U Utd]^T (K, G) packed (backward)
+    Mat<S> Wcat;                         // (G, K) [W U Utd], the source of WpT
     // Cache of the last forward.
     Mat<S> hs, cs, zs;                   // (H, N + B), (H, N + B), (1, N + B); block 0 is the state before the chunk
+    Mat<S> zhat;                         // (1, N) hard-sigmoid boundary value (NaN where not computed; detector only)
+    Mat<S> znew;                         // (1, N) boundary before the COPY carry
+    std::vector<std::int8_t> op;         // (N) HMOp of each column
+    // Training forward only.
     Mat<S> act;                          // (G, N) [i; f; g; o; zhat] of computed columns
     Mat<S> tanh_c;                       // (H, N)
     Mat<S> xhat, rstd;                   // (4H, N), (1, 4N) layer norm; rstd entry q*N + n for gate block q
-    Mat<S> znew;                         // (1, N) boundary before the COPY carry
-    std::vector<std::int8_t> op;         // (N) HMOp of each column
     std::vector<std::int8_t> computed;   // (N) 1 where the gates were computed
     // Backward buffers.
-    Mat<S> dA;                           // (G, N) gradient of the pre-activations s
-    Mat<S> dh_cur, dc_cur, dz_cur;       // (H, B), (H, B), (1, B) gradients at step t
-    Mat<S> dh_prev, dc_prev, dz_prev;    // the same at step t-1, being accumulated
+    Mat<S> dA;                           // (G, N) gradient of the pre-activations s (read at computed columns, and
+                                         // at the boundary row of recomputed COPY columns)
+    Mat<S> dh[2], dc[2], dz[2];          // (H, B), (H, B), (1, B) gradients at step t (index t % 2) and t-1
+  };
+  // Step scratch of one thread owning nb columns (k <= nb of them computed in a step).
+  struct Scratch {
+    std::vector<Index> idx, cidx;        // computed / COPY column ids (within the batch)
+    Mat<S> gx;                           // (max K, nb) stacked, gated inputs [zb h^{l-1}_t; r h^l_{t-1}; zp h^{l+1}_{t-1}]
+    Mat<S> gs;                           // (max G, nb) pre-activations, then [i; f; g; o; zhat]
+    Mat<S> gc, gtc, gh, gcp, ghp;        // (max H, nb)
+    Mat<S> gzp, gzb;                     // (1, nb)
+    Mat<S> gxh, grs;                     // (4 max H, nb), (1, 4 nb) layer norm
+    Mat<S> gdh, gdc, gdcp, gdhp;         // (max H, nb)
+    Mat<S> gdwU, gdwC;                   // (1, nb)
+    Mat<S> gdz;                          // (1, B) gradient of znew, at the thread's columns
+    std::vector<S> dwCz;                 // (B) gradient of w_C through the carry (blend), at the thread's columns
+    Mat<S> gda;                          // (max G, nb)
+    Mat<S> gprod;                        // (max K, nb) [W U Utd]^T da
+    Mat<S> gact, gtcb, gcb;              // (max G, nb), (max H, nb), (max H, nb) gathered forward cache
+    std::vector<Mat<S>> dln_g, dln_b;    // per layer (4 H_l, 1) layer-norm gradients of this thread
+    void reserve(const std::vector<Layer>& layers, Index nb, Index B, bool layer_norm, bool backward);
   };
 
   // Columns (of a step) whose gates are computed: all in the masked path, UPDATE/FLUSH when skipping.
   bool skipping(bool train) const;
-  void layer_step_forward(size_t l, Index t, bool train, bool skip);
-  void layer_step_backward(size_t l, Index t);
-  // The active columns idx_ of c^l_{t-1}, h^l_{t-1} (H, B), z^l_{t-1} and z^{l-1}_t (1, B) into
-  // gcp_, ghp_ (H, k), gzp_, gzb_ (1, k).
-  void gather_previous(CRef<S> cp, CRef<S> hp, const S* zp, const S* zb);
+  // Layer l at step t on columns [j0, j0 + nb); fast: packed stacked product, else Eigen products.
+  void layer_step_forward(size_t l, Index t, Index j0, Index nb, CRef<S> X, Scratch& s, bool fast);
+  void layer_step_backward(size_t l, Index t, Index j0, Index nb, Scratch& s, bool fast);
+  // The active columns s.idx of c^l_{t-1}, h^l_{t-1} (H, B), z^l_{t-1} and z^{l-1}_t (1, B) into
+  // s.gcp, s.ghp (H, k), s.gzp, s.gzb (1, k).
+  void gather_previous(Scratch& s, CRef<S> cp, CRef<S> hp, const S* zp, const S* zb) const;
+  // Threads for B columns (1 with the reference kernels).
+  int stream_threads(Index B, bool fast) const;
 
   Index E_, out_size_, T_ = 0, B_ = 0;
   std::vector<Index> H_;
@@ -125,19 +165,9 @@ template <class S> class HMLSTM : public Core<S> {
   Rng* rng_;
   std::vector<Layer> layers_;
   bool train_ = false, skip_ = false;    // mode of the last forward
-  Mat<S> P0_;                            // (G_1, N) W^1_0 x_t + b^1 for all steps (layer 1's input term)
   Mat<S> ones_;                          // (1, B) z^0_t
-  // Step scratch (k <= B columns).
-  std::vector<Index> idx_, cidx_;        // computed / COPY column ids within the step
-  Mat<S> gb_, gp_, gt_;                  // (Hb, k), (H, k), (Ht, k) gathered, gated inputs
-  Mat<S> gs_;                            // (G, k) pre-activations
-  Mat<S> gc_, gtc_, gh_, gcp_, ghp_;     // (H, k)
-  Mat<S> gzp_, gzb_, gzn_;               // (1, k)
-  Mat<S> gx_, grs_;                      // (4H, k), (1, 4k) layer norm
-  Mat<S> gdh_, gdc_, gdcp_, gdhp_;       // (H, k)
-  Mat<S> gdwU_, gdwC_, gdz_;             // (1, k)
-  Mat<S> gda_;                           // (G, k)
-  Mat<S> gprod_;                         // (max(Hb, H, Ht), k)
+  std::vector<double> uniforms_;         // (T, L, B) uniforms of Bernoulli boundaries, entry (t L + l) B + b
+  std::vector<Scratch> scratch_;         // one per thread
 };
 
 }  // namespace msrnn
