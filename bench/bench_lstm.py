@@ -25,6 +25,9 @@ bfloat16 torch.mm of the same size (oneDNN / AMX).
 FLOPs are counted analytically per column (one stream, one step):
   forward  = sum over layers of 2 * 4H * (E_l + H)  +  2 * V * H     (E_0 = E, E_l = H above)
   training = 3 * forward (backward counted as twice the forward); inference = forward.
+Inference from token ids reads layer 1's input term from a per-token table (P = W_ih E + b, built
+once per chunk; --no-input-tables for the plain path), so it does less arithmetic than counted:
+its "% of peak" is the plain model's FLOPs per second, an equivalent rate.
 
 Timing: other processes may share the cores, so runs of ours and PyTorch's are interleaved and
 repeated; the table shows the best repeat (least disturbed) and the median. The peak is measured
@@ -67,6 +70,8 @@ def parse_args(argv=None):
     p.add_argument("--no-torch", action="store_true", help="time only our core")
     p.add_argument("--reference", action="store_true",
                    help="run our core with its plain reference kernels (to measure the fast paths' speedup)")
+    p.add_argument("--no-input-tables", action="store_true",
+                   help="inference without the LSTM's per-token input table (the plain path, for comparison)")
     p.add_argument("--peak-size", type=int, default=4096, help="side of the square sgemm measuring the peak")
     p.add_argument("--markdown", metavar="FILE", help="also write the table as Markdown to FILE")
     return p.parse_args(argv)
@@ -227,11 +232,13 @@ def main():
     a = ARGS
     msr.set_num_threads(a.threads)
     msr._core.set_reference_kernels(a.reference)
+    msr._core.set_input_tables(not a.no_input_tables)
     if torch is not None:
         torch.set_num_threads(a.threads)
     use_torch = torch is not None and not a.no_torch
     load0 = load()
-    print(f"multiscale_rnn ISA {msr.ISA}{' (reference kernels)' if a.reference else ''}, threads {a.threads} (core reports {msr.get_num_threads()})"
+    print(f"multiscale_rnn ISA {msr.ISA}{' (reference kernels)' if a.reference else ''}"
+          f"{' (no input tables)' if a.no_input_tables else ''}, threads {a.threads} (core reports {msr.get_num_threads()})"
           + (f", torch {torch.__version__} threads {torch.get_num_threads()}" if torch is not None else ""))
     print(f"load average before: {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}; "
           f"rates from {'process CPU' if a.cpu_time else 'wall'} time")

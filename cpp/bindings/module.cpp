@@ -284,6 +284,10 @@ PYBIND11_MODULE(MSRNN_MODULE_NAME, m) {
   // Select the plain reference kernels instead of the optimised ones (tests hold the two equal).
   m.def("set_reference_kernels", &set_reference_kernels, py::arg("on"));
   m.def("reference_kernels", &reference_kernels);
+  // Per-token input tables in evaluation forwards from token ids (on by default; off selects the
+  // plain path of embedding then the core's forward, which tests hold equal).
+  m.def("set_input_tables", &set_input_tables, py::arg("on"));
+  m.def("input_tables", &input_tables);
   // None when the AMX bfloat16 kernel can run in this process, else why not.
   m.def("amx_bf16_unavailable_reason", []() -> py::object {
     const char* why = amx_bf16_unavailable_reason();

@@ -5,10 +5,18 @@
 #include "msrnn/output_module.hpp"
 #include "msrnn/rnn_stack.hpp"
 
+#include <atomic>
 #include <cmath>
 #include <type_traits>
 
 namespace msrnn {
+
+namespace {
+std::atomic<bool> g_input_tables{true};
+}  // namespace
+
+bool input_tables() { return g_input_tables.load(std::memory_order_relaxed); }
+void set_input_tables(bool on) { g_input_tables.store(on); }
 
 void check_tokens(const std::int32_t* tokens, Index T, Index B, Index V, const char* what) {
   for (Index t = 0; t < T; ++t)
@@ -96,24 +104,19 @@ template <class S> LanguageModel<S>::LanguageModel(const ModelConfig& cfg) : cfg
 template <class S> void LanguageModel<S>::run_forward(const Inputs<S>& in, Index T, Index B, bool train) {
   MSRNN_CHECK(T > 0 && B > 0, "a chunk needs at least one step and one stream, got T=", T, " B=", B);
   const Index N = T * B;
-  x_.resize(cfg_.embed_size, N);
+  dropped_ = train && cfg_.dropout > 0.0;
   if (cfg_.input_size == 0) {
     MSRNN_CHECK(in.tokens && !in.values, "this model reads token ids, not real vectors");
     check_tokens(in.tokens, T, B, cfg_.vocab_size, "token");
-    embedding_forward<S>(x_, ps_.value(emb_id_), in.tokens);
-  } else {
-    MSRNN_CHECK(in.values && !in.tokens, "this model reads real vectors of size ", cfg_.input_size, ", not token ids");
-    check_values(in.values, cfg_.input_size, T, B);
-    linear_forward<S>(x_, ps_.value(enc_w_id_), ps_.value(enc_b_id_), CMatMap<S>(in.values, cfg_.input_size, N));
-  }
-  dropped_ = train && cfg_.dropout > 0.0;
-  if (dropped_) {
-    mx_.resize(x_.rows(), N);
-    dropout_mask<S>(mx_, cfg_.dropout, rng_);
-    xin_ = x_.cwiseProduct(mx_);
   }
   y_.resize(core_->output_size(), N);
-  core_->forward(y_, dropped_ ? xin_ : x_, T, B, train);
+  // Evaluation from token ids: the core may take the embedding as a per-token table of its first
+  // input term (Core::forward_tokens); x_ is then not formed (backward needs a training forward).
+  if (cfg_.input_size == 0 && !train && core_->forward_tokens(y_, ps_.value(emb_id_), in.tokens, T, B)) {
+    x_.resize(cfg_.embed_size, 0);
+  } else {
+    run_core(in, T, B, train);
+  }
   if (dropped_) {
     my_.resize(y_.rows(), N);
     dropout_mask<S>(my_, cfg_.dropout, rng_);
@@ -121,6 +124,24 @@ template <class S> void LanguageModel<S>::run_forward(const Inputs<S>& in, Index
   }
   logits_.resize(cfg_.vocab_size, N);
   head_->forward(logits_, dropped_ ? yin_ : y_, T, B, train);
+}
+
+template <class S> void LanguageModel<S>::run_core(const Inputs<S>& in, Index T, Index B, bool train) {
+  const Index N = T * B;
+  x_.resize(cfg_.embed_size, N);
+  if (cfg_.input_size == 0) {
+    embedding_forward<S>(x_, ps_.value(emb_id_), in.tokens);
+  } else {
+    MSRNN_CHECK(in.values && !in.tokens, "this model reads real vectors of size ", cfg_.input_size, ", not token ids");
+    check_values(in.values, cfg_.input_size, T, B);
+    linear_forward<S>(x_, ps_.value(enc_w_id_), ps_.value(enc_b_id_), CMatMap<S>(in.values, cfg_.input_size, N));
+  }
+  if (dropped_) {
+    mx_.resize(x_.rows(), N);
+    dropout_mask<S>(mx_, cfg_.dropout, rng_);
+    xin_ = x_.cwiseProduct(mx_);
+  }
+  core_->forward(y_, dropped_ ? xin_ : x_, T, B, train);
 }
 
 template <class S> void LanguageModel<S>::forward(MRef<S> logits, const Inputs<S>& in, Index T, Index B, bool train) {

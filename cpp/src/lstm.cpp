@@ -143,13 +143,49 @@ template <class S> void LSTMLayer<S>::set_inference_precision(Precision p) {
 // apply to these (the emulated path is the AMX path's reference).
 template <class S> void LSTMLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index B, bool train) {
   MSRNN_CHECK(h_.cols() == B, "LSTM state has batch size ", h_.cols(), ", input has ", B);
+  run(Y, X, nullptr, nullptr, T, B, train);
+}
+
+template <class S>
+bool LSTMLayer<S>::forward_tokens(MRef<S> Y, CRef<S> Emb, const std::int32_t* tokens, Index T, Index B) {
+  const Index V = Emb.cols();
+  if (!input_tables() || !input_tables_pay(V, T * B)) return false;
+  if (reference_kernels() && precision_ == Precision::Float32) return false;
+  MSRNN_CHECK(Emb.rows() == E_, "LSTM input table: embedding has ", Emb.rows(), " rows, expected ", E_);
+  MSRNN_CHECK(h_.cols() == B, "LSTM state has batch size ", h_.cols(), ", input has ", B);
+  P_.resize(4 * H_, V);
+  b_sum_ = b_ih_.w.col(0) + b_hh_.w.col(0);
+  if (precision_ == Precision::Float32) {
+    parallel_slices(4 * H_, 16, [&](Index r0, Index m) {
+      P_.middleRows(r0, m).noalias() = W_ih_.w.middleRows(r0, m) * Emb;
+      P_.middleRows(r0, m).colwise() += b_sum_.segment(r0, m);
+    });
+  } else if constexpr (std::is_same<S, float>::value) {  // b + bf16(W_ih) bf16(Emb), in float32
+    W_ih_r_.resize(4 * H_, E_);
+    Emb_r_ = Emb;
+    round_to_bf16(W_ih_r_.data(), W_ih_.w.data(), W_ih_r_.size());
+    round_to_bf16(Emb_r_.data(), Emb_r_.data(), Emb_r_.size());
+    parallel_slices(4 * H_, 16, [&](Index r0, Index m) {
+      P_.middleRows(r0, m).noalias() = W_ih_r_.middleRows(r0, m) * Emb_r_;
+      P_.middleRows(r0, m).colwise() += b_sum_.segment(r0, m);
+    });
+  }
+  run(Y, Emb, &P_, tokens, T, B, /*train=*/false);
+  return true;
+}
+
+template <class S>
+void LSTMLayer<S>::run(MRef<S> Y, CRef<S> X, const Mat<S>* P, const std::int32_t* tokens, Index T, Index B,
+                       bool train) {
   const Index H = H_, E = E_, N = T * B;
   T_ = T;
   B_ = B;
   trained_ = train;
   const Precision prec = train ? Precision::Float32 : precision_;
-  if (reference_kernels() && prec == Precision::Float32) return forward_reference(Y, X, T, B);
+  if (!P && reference_kernels() && prec == Precision::Float32) return forward_reference(Y, X, T, B);
   const bool amx = prec == Precision::BFloat16, emulated = prec == Precision::BFloat16Emulated;
+  // With a table the packed product is W_hh alone, without bias (P holds b + W_ih x_t).
+  const Index Kx = P ? 0 : E;  // depth of the input part of the step product
   // Training keeps every step for backward: gates in act_ and tanh_c_, h and c in hs_ and cs_
   // (block t = the state before step t). Evaluation keeps one step of gates, writes h_t straight
   // into Y and keeps c in two blocks of cs_ used in turn (c_{t-1} in block t % 2).
@@ -167,9 +203,9 @@ template <class S> void LSTMLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Ind
   const Index MR = PackedPanels<S>::panel_rows();
   const Index NR = amx ? AmxBf16Matrix::kTile : PackedPanels<S>::block_cols();  // column alignment per thread
   if (amx)
-    W_amx_.resize(4 * H, E + H);
+    W_amx_.resize(4 * H, Kx + H);
   else
-    W_p_.resize(4, H, E + H);
+    W_p_.resize(4, H, Kx + H);
   const int nt = get_num_threads();
 #pragma omp parallel num_threads(nt)
   {
@@ -177,28 +213,28 @@ template <class S> void LSTMLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Ind
     if constexpr (std::is_same<S, float>::value) {
       if (amx) {  // this thread's unit tiles of all 4H rows
         const auto rows = thread_units(4 * H, AmxBf16Matrix::kTile, k, team);
-        W_amx_.pack(W_ih_.w.data(), 4 * H, 0, E, rows.first, rows.second);
-        W_amx_.pack(W_hh_.w.data(), 4 * H, E, H, rows.first, rows.second);
-        W_amx_.set_bias(b_sum_.data(), rows.first, rows.second);
+        if (!P) W_amx_.pack(W_ih_.w.data(), 4 * H, 0, E, rows.first, rows.second);
+        W_amx_.pack(W_hh_.w.data(), 4 * H, Kx, H, rows.first, rows.second);
+        if (!P) W_amx_.set_bias(b_sum_.data(), rows.first, rows.second);
       }
     }
     if (!amx) {
       const auto units = thread_units(H, MR, k, team);  // packing: this thread's panels
-      W_p_.pack(W_ih_.w.data(), 4 * H, 0, E, units.first, units.second);
-      W_p_.pack(W_hh_.w.data(), 4 * H, E, H, units.first, units.second);
-      W_p_.set_bias(b_sum_.data(), units.first, units.second);
+      if (!P) W_p_.pack(W_ih_.w.data(), 4 * H, 0, E, units.first, units.second);
+      W_p_.pack(W_hh_.w.data(), 4 * H, Kx, H, units.first, units.second);
+      if (!P) W_p_.set_bias(b_sum_.data(), units.first, units.second);
       if (emulated) W_p_.round_to_bfloat16(units.first, units.second);
     }
 #pragma omp barrier
     const auto cols = thread_units(B, NR, k, team);
     const Index j0 = cols.first, nb = cols.second - cols.first;
     std::vector<std::uint16_t> xb(amx ? W_amx_.scratch_size(nb) : 0);  // AMX: [x_t; h_{t-1}] in bf16
-    Mat<S> xr(emulated ? E + H : 0, nb);                                 // (E + H, nb) emulated: the same, rounded
+    Mat<S> xr(emulated ? Kx + H : 0, nb);                                // (Kx + H, nb) emulated: the same, rounded
     for (Index t = 0; t < T && nb > 0; ++t) {
       // act_t = b + W_ih x_t + W_hh h_{t-1} on this thread's columns, then the gates.
       const Index a0 = t * keep + j0, n0 = t * B + j0;  // first column in act_ / tanh_c_, in X / hs_ / cs_
       S* act = act_.data() + a0 * 4 * H;
-      const S* x = X.data() + n0 * X.outerStride();
+      const S* x = P ? nullptr : X.data() + n0 * X.outerStride();
       // h_{t-1} (H, nb) with leading dimension ldh; h_t, c_{t-1}, c_t (H, nb)
       const S* h = train ? hs_.data() + n0 * H : t == 0 ? h_.data() + j0 * H : Y.data() + (n0 - B) * ldy;
       const Index ldh = train || t == 0 ? H : ldy;
@@ -207,16 +243,28 @@ template <class S> void LSTMLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Ind
       const S* c_prev = cs_.data() + (train ? n0 : (t % 2) * B + j0) * H;
       S* c_new = cs_.data() + (train ? n0 + B : ((t + 1) % 2) * B + j0) * H;
       if constexpr (std::is_same<S, float>::value) {
-        if (amx) W_amx_.multiply(act, 4 * H, x, X.outerStride(), E, h, ldh, nb, xb.data());
+        if (amx) {
+          if (P)
+            W_amx_.multiply(act, 4 * H, h, ldh, H, nullptr, 0, nb, xb.data());
+          else
+            W_amx_.multiply(act, 4 * H, x, X.outerStride(), E, h, ldh, nb, xb.data());
+        }
         if (emulated) {
           for (Index j = 0; j < nb; ++j) {
-            round_to_bf16(xr.col(j).data(), x + j * X.outerStride(), E);
-            round_to_bf16(xr.col(j).data() + E, h + j * ldh, H);
+            if (!P) round_to_bf16(xr.col(j).data(), x + j * X.outerStride(), E);
+            round_to_bf16(xr.col(j).data() + Kx, h + j * ldh, H);
           }
-          W_p_.multiply(act, 4 * H, xr.data(), E + H, E + H, nullptr, 0, nb, 0, H, false);
+          W_p_.multiply(act, 4 * H, xr.data(), Kx + H, Kx + H, nullptr, 0, nb, 0, H, false);
         }
       }
-      if (prec == Precision::Float32) W_p_.multiply(act, 4 * H, x, X.outerStride(), E, h, ldh, nb, 0, H, false);
+      if (prec == Precision::Float32) {
+        if (P)
+          W_p_.multiply(act, 4 * H, h, ldh, nb, 0, H, false);
+        else
+          W_p_.multiply(act, 4 * H, x, X.outerStride(), E, h, ldh, nb, 0, H, false);
+      }
+      if (P)  // a_t += P[:, token_t], the input term and both biases
+        for (Index j = 0; j < nb; ++j) act_.col(a0 + j) += P->col(tokens[n0 + j]);
       auto gate = [&](Index g) { return act_.block(g * H, a0, H, nb); };
       using Strided = Eigen::Map<Mat<S>, 0, Eigen::OuterStride<>>;
       const Strided h_t(h_new, H, nb, Eigen::OuterStride<>(ldh_new));

@@ -46,14 +46,28 @@ template <class S> void RNNStack<S>::bind(ParamSet<S>& ps) {
 }
 
 template <class S> void RNNStack<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index B, bool train) {
+  dropped_ = train && p_ > 0.0;
+  forward_from(0, Y, X, T, B, train);
+}
+
+template <class S>
+bool RNNStack<S>::forward_tokens(MRef<S> Y, CRef<S> Emb, const std::int32_t* tokens, Index T, Index B) {
+  const size_t L = layers_.size();
+  if (L > 1) out_[0].resize(layers_[0]->output_size(), T * B);
+  if (!layers_[0]->forward_tokens(L > 1 ? MRef<S>(out_[0]) : Y, Emb, tokens, T, B)) return false;
+  dropped_ = false;
+  if (L > 1) forward_from(1, Y, out_[0], T, B, /*train=*/false);
+  return true;
+}
+
+template <class S> void RNNStack<S>::forward_from(size_t l0, MRef<S> Y, CRef<S> X, Index T, Index B, bool train) {
   const size_t L = layers_.size();
   const Index N = T * B;
-  dropped_ = train && p_ > 0.0;
-  for (size_t l = 0; l < L; ++l) {
+  for (size_t l = l0; l < L; ++l) {
     auto& layer = *layers_[l];
     if (l + 1 < L) out_[l].resize(layer.output_size(), N);
     MRef<S> y = (l + 1 < L) ? MRef<S>(out_[l]) : Y;
-    if (l == 0) {
+    if (l == l0) {
       layer.forward(y, X, T, B, train);
     } else if (dropped_) {
       mask_[l].resize(out_[l - 1].rows(), N);

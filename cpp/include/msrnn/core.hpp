@@ -22,6 +22,16 @@ enum class Precision { Float32, BFloat16, BFloat16Emulated };
 Precision precision_from_name(const std::string& name);  // "float32", "bfloat16", "bfloat16-emulated"
 const char* precision_name(Precision p);
 
+// Per-token input tables (Core::forward_tokens) are on by default; off selects the plain path of
+// embedding then forward (tests hold the two equal; benchmarks compare them).
+bool input_tables();
+void set_input_tables(bool on);
+// Whether a table (rows, V) built once pays for a chunk of N = T*B tokens: building it costs V/N of
+// the per-step input products it replaces, and it must fit beside them, so the rule is 4 V <= N
+// (a quarter at most; a character model of V = 50 with T*B = 6400 qualifies, a word model of
+// V = 10k with T*B = 700 does not).
+inline bool input_tables_pay(Index V, Index N) { return 4 * V <= N; }
+
 template <class S> class Core {
  public:
   virtual ~Core() = default;
@@ -35,6 +45,16 @@ template <class S> class Core {
   // Y (O, N) out, X (E, N) in. Starts from the carried state and leaves the state after step T-1.
   // With train = true, keeps in its cache what backward needs (and applies dropout/zoneout, if any).
   virtual void forward(MRef<S> Y, CRef<S> X, Index T, Index B, bool train) = 0;
+  // Evaluation-mode forward from token ids, for cores whose first input term is linear in x_t:
+  // with x_t = Emb[:, token_t] (Emb (E, V), the model's embedding table) that term is one column of
+  // a table built once per call (the LSTM's P = W_ih Emb + b_ih + b_hh, (4H, V)) instead of a
+  // product at every step. Y (O, N) as forward(Y, Emb[:, tokens], T, B, false) up to rounding order.
+  // Returns false, having changed nothing, when the core has no such path or it would not pay
+  // (input_tables_pay); the caller then embeds the tokens and calls forward.
+  virtual bool forward_tokens(MRef<S> /*Y*/, CRef<S> /*Emb*/, const std::int32_t* /*tokens*/, Index /*T*/,
+                              Index /*B*/) {
+    return false;
+  }
   // dX (E, N) out (overwritten; pass a 0-column matrix to skip), dY (O, N) in, X the forward input.
   // Accumulates parameter gradients. Gradients do not flow into the state before the chunk.
   virtual void backward(MRef<S> dX, CRef<S> dY, CRef<S> X) = 0;

@@ -92,6 +92,7 @@ template <class S> class LanguageModel {
 
  private:
   void run_forward(const Inputs<S>& in, Index T, Index B, bool train);  // fills logits_
+  void run_core(const Inputs<S>& in, Index T, Index B, bool train);     // encoder, input dropout, core: fills y_
 
   ModelConfig cfg_;
   ParamSet<S> ps_;

@@ -48,6 +48,14 @@ template <class S> class LSTMLayer : public Core<S> {
   void bind(ParamSet<S>& ps) override;
   void forward(MRef<S> Y, CRef<S> X, Index T, Index B, bool train) override;
   void backward(MRef<S> dX, CRef<S> dY, CRef<S> X) override;
+  // Evaluation from token ids (Core::forward_tokens): with the table, built once per call,
+  //   P = b_ih + b_hh + W_ih Emb                 (4H, V)
+  //   a_t = P[:, token_t] + W_hh h_{t-1}         replacing W_ih x_t + b_ih + b_hh
+  // the step product shrinks from depth E + H to H. With a bfloat16 precision the table is
+  // b + bf16(W_ih) bf16(Emb) in float32, so the arithmetic stays that of forward on bf16 inputs.
+  // Taken when input_tables() is on, the table pays (input_tables_pay(V, T*B)) and the fast
+  // kernels are selected (or a bfloat16 precision is); else false.
+  bool forward_tokens(MRef<S> Y, CRef<S> Emb, const std::int32_t* tokens, Index T, Index B) override;
   std::vector<NamedState<S>> get_state() const override;
   void set_state(const std::vector<NamedState<S>>& state) override;
   void reset_state(Index B) override;
@@ -72,6 +80,10 @@ template <class S> class LSTMLayer : public Core<S> {
   Mat<S> dh_, dc_;             // (H, B) backward: gradients reaching h_t and c_t
   Precision precision_ = Precision::Float32;  // of evaluation-mode forwards
   AmxBf16Matrix W_amx_;        // [W_ih W_hh] (4H, E + H) in bf16 tiles, bias b_ih + b_hh (BFloat16)
+  Mat<S> P_;                   // (4H, V) per-token input table (forward_tokens)
+  Mat<S> W_ih_r_, Emb_r_;      // (4H, E), (E, V) bfloat16-rounded copies for a bfloat16 table
+  // forward's body; with a table P (4H, V) and tokens (N), X is unused and the step reads P.
+  void run(MRef<S> Y, CRef<S> X, const Mat<S>* P, const std::int32_t* tokens, Index T, Index B, bool train);
   void forward_reference(MRef<S> Y, CRef<S> X, Index T, Index B);
   void backward_reference(MRef<S> dX, CRef<S> dY, CRef<S> X);
 };

@@ -23,6 +23,8 @@ template <class S> class RNNStack : public Core<S> {
   void bind(ParamSet<S>& ps) override;
   void forward(MRef<S> Y, CRef<S> X, Index T, Index B, bool train) override;
   void backward(MRef<S> dX, CRef<S> dY, CRef<S> X) override;
+  // The first layer's table path (an LSTM's), then the other layers as in forward.
+  bool forward_tokens(MRef<S> Y, CRef<S> Emb, const std::int32_t* tokens, Index T, Index B) override;
   std::vector<NamedState<S>> get_state() const override;
   void set_state(const std::vector<NamedState<S>>& state) override;
   void reset_state(Index B) override;
@@ -40,6 +42,7 @@ template <class S> class RNNStack : public Core<S> {
   std::vector<Mat<S>> in_;     // in_[l] (H_{l-1}, N): masked input of layer l >= 1 (when dropout is on)
   std::vector<Mat<S>> mask_;   // mask_[l] (H_{l-1}, N)
   std::vector<Mat<S>> grad_;   // grad_[l] (H_l, N): backward buffers
+  void forward_from(size_t l0, MRef<S> Y, CRef<S> X, Index T, Index B, bool train);  // layers l0.. (X feeds l0)
 };
 
 }  // namespace msrnn
