@@ -80,7 +80,18 @@ template <class S> class FSRNN : public Core<S> {
   Index T_ = 0, B_ = 0;
   bool dropped_ = false;       // dropout masks in use in the last forward
   Mat<S> m1_, m2_;             // (H_F, N), (H_S, N) dropout masks
-  Mat<S> xs_, xf2_;            // (H_F, B), (H_S, B) step inputs of S and F2
+  // One thread's streams [j0, j0 + nb): the cells' temporaries and the step inputs and gradients.
+  struct Lane {
+    std::vector<typename StepCell<S>::Work> work;  // one per cell, in cells() order
+    Mat<S> xs, xf2;                  // (H_F, nb), (H_S, nb) step inputs of S and F2
+    Mat<S> dhf, dcf, dhs, dcs;       // (H_F, nb), (H_F or 0, nb), (H_S, nb), (H_S or 0, nb) state gradients
+    Mat<S> dxs, dxf2;                // (H_F, nb), (H_S, nb) gradients w.r.t. the inputs of S and F2
+  };
+  std::vector<Lane> lanes_;    // one per thread
+  // Threads over streams in the fast path (reference kernels: 1).
+  int stream_threads(Index B, bool fast) const;
+  void forward_streams(MRef<S> Y, Index j0, Index nb, Lane& lane, bool fast);
+  void backward_streams(CRef<S> dY, Index j0, Index nb, Lane& lane, bool own_grads, bool fast);
 };
 
 template <class S> class SequentialRNN : public FSRNN<S> {
