@@ -500,14 +500,14 @@ FAST_CASES = [
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
-@pytest.mark.parametrize("B", [1, 5])
+@pytest.mark.parametrize("B,T", [(1, 5), (5, 5), (5, 2)])  # T = 2: threads without packed weights
 @pytest.mark.parametrize("kw", FAST_CASES, ids=lambda kw: "-".join(f"{k}={v}" for k, v in kw.items()))
-def test_fs_rnn_fast_equals_reference(threads, B, kw):
+def test_fs_rnn_fast_equals_reference(threads, B, T, kw):
     msr.set_num_threads(threads)
     try:
         # sizes that leave partial panels and column blocks; B = 5 splits unevenly over 2 and 3 threads
         (fast, s_fast), (ref, s_ref) = _fast_and_reference(
-            lambda: msr.FSRNN(V, 7, 37, 19, dtype="float64", seed=11, **kw), B)
+            lambda: msr.FSRNN(V, 7, 37, 19, dtype="float64", seed=11, **kw), B, T=T)
     finally:
         msr.set_num_threads(2)
     for (lf, lossf, gf), (lr, lossr, gr) in zip(fast, ref):

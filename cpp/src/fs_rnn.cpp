@@ -94,6 +94,10 @@ template <class S> void FSRNN<S>::set_state(const std::vector<NamedState<S>>& st
   }
 }
 
+// Chunks of fewer steps (generation, one step at a time) keep Eigen's products: packing the weights
+// would cost more than it saves.
+constexpr Index kPackMinSteps = 4;
+
 template <class S> int FSRNN<S>::stream_threads(Index B, bool fast) const {
   return fast ? std::max(1, std::min<int>(get_num_threads(), int(B))) : 1;
 }
@@ -112,7 +116,7 @@ template <class F> static void over_streams(Index B, int nt, F&& f) {
   }
 }
 
-template <class S> void FSRNN<S>::forward_streams(MRef<S> Y, Index j0, Index nb, Lane& lane, bool fast) {
+template <class S> void FSRNN<S>::forward_streams(MRef<S> Y, Index j0, Index nb, Lane& lane, bool packed) {
   const Index T = T_, B = B_, K = static_cast<Index>(fast_.size()), HF = hf_.rows();
   const auto all = cells();
   lane.work.resize(all.size());
@@ -124,18 +128,18 @@ template <class S> void FSRNN<S>::forward_streams(MRef<S> Y, Index j0, Index nb,
   auto cs = has_slow() ? cs_.middleCols(j0, nb) : cs_.middleCols(0, 0);
   const Mat<S> none;
   for (Index t = 0; t < T; ++t) {
-    fast_[0]->step(t, j0, nb, hf, cf, none, w[0], fast);
+    fast_[0]->step(t, j0, nb, hf, cf, none, w[0], packed);
     Index i = 1;
     if (has_slow()) {
       lane.xs = hf;
       if (dropped_) lane.xs.array() *= m1_.middleCols(t * B + j0, nb).array();
-      slow_->step(t, j0, nb, hs, cs, lane.xs, w[K], fast);
+      slow_->step(t, j0, nb, hs, cs, lane.xs, w[K], packed);
       lane.xf2 = hs;
       if (dropped_) lane.xf2.array() *= m2_.middleCols(t * B + j0, nb).array();
-      fast_[1]->step(t, j0, nb, hf, cf, lane.xf2, w[1], fast);
+      fast_[1]->step(t, j0, nb, hf, cf, lane.xf2, w[1], packed);
       i = 2;
     }
-    for (; i < K; ++i) fast_[i]->step(t, j0, nb, hf, cf, none, w[i], fast);
+    for (; i < K; ++i) fast_[i]->step(t, j0, nb, hf, cf, none, w[i], packed);
     Y.block(0, t * B + j0, HF, nb) = hf;
   }
 }
@@ -155,16 +159,16 @@ template <class S> void FSRNN<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index B
   Rng unused(0);
   for (auto* c : cells()) c->begin(T, B, train, rng_ ? *rng_ : unused);
   fast_[0]->project_inputs(X);
-  const bool fast = !reference_kernels();
-  if (fast)
+  const bool fast = !reference_kernels(), packed = fast && T >= kPackMinSteps;
+  if (packed)
     for (auto* c : cells()) c->pack_forward();
-  const int nt = stream_threads(B, fast);
+  const int nt = stream_threads(B, packed);
   if (int(lanes_.size()) < nt) lanes_.resize(nt);
-  over_streams(B, nt, [&](Index j0, Index nb, int k) { forward_streams(Y, j0, nb, lanes_[k], fast); });
+  over_streams(B, nt, [&](Index j0, Index nb, int k) { forward_streams(Y, j0, nb, lanes_[k], packed); });
 }
 
 template <class S>
-void FSRNN<S>::backward_streams(CRef<S> dY, Index j0, Index nb, Lane& lane, bool own_grads, bool fast) {
+void FSRNN<S>::backward_streams(CRef<S> dY, Index j0, Index nb, Lane& lane, bool own_grads, bool packed) {
   const Index T = T_, B = B_, K = static_cast<Index>(fast_.size()), HF = hf_.rows();
   const auto all = cells();
   lane.work.resize(all.size());
@@ -183,16 +187,16 @@ void FSRNN<S>::backward_streams(CRef<S> dY, Index j0, Index nb, Lane& lane, bool
   for (Index t = T - 1; t >= 0; --t) {
     lane.dhf += dY.block(0, t * B + j0, HF, nb);
     for (Index i = K - 1; i >= first_plain; --i)
-      fast_[i]->backward_step(t, j0, nb, lane.dhf, lane.dcf, none, w[i], fast);
+      fast_[i]->backward_step(t, j0, nb, lane.dhf, lane.dcf, none, w[i], packed);
     if (has_slow()) {
-      fast_[1]->backward_step(t, j0, nb, lane.dhf, lane.dcf, lane.dxf2, w[1], fast);
+      fast_[1]->backward_step(t, j0, nb, lane.dhf, lane.dcf, lane.dxf2, w[1], packed);
       if (dropped_) lane.dxf2.array() *= m2_.middleCols(t * B + j0, nb).array();
       lane.dhs += lane.dxf2;
-      slow_->backward_step(t, j0, nb, lane.dhs, lane.dcs, lane.dxs, w[K], fast);
+      slow_->backward_step(t, j0, nb, lane.dhs, lane.dcs, lane.dxs, w[K], packed);
       if (dropped_) lane.dxs.array() *= m1_.middleCols(t * B + j0, nb).array();
       lane.dhf += lane.dxs;
     }
-    fast_[0]->backward_step(t, j0, nb, lane.dhf, lane.dcf, none, w[0], fast);
+    fast_[0]->backward_step(t, j0, nb, lane.dhf, lane.dcf, none, w[0], packed);
   }
 }
 
@@ -203,15 +207,15 @@ template <class S> void FSRNN<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X) {
               "), expected (", HF, ", ", N, ")");
   const auto all = cells();
   for (auto* c : all) c->begin_backward();
-  const bool fast = !reference_kernels();
-  if (fast)
+  const bool fast = !reference_kernels(), packed = fast && T >= kPackMinSteps;
+  if (packed)
     for (auto* c : all) c->pack_backward();
   const int nt = stream_threads(B, fast);
   if (int(lanes_.size()) < nt) lanes_.resize(nt);
   const bool own_grads = nt > 1;  // layer-norm parameter gradients summed over lanes below
   std::vector<char> ran(nt, 0);
   over_streams(B, nt, [&](Index j0, Index nb, int k) {
-    backward_streams(dY, j0, nb, lanes_[k], own_grads, fast);
+    backward_streams(dY, j0, nb, lanes_[k], own_grads, packed);
     ran[k] = 1;
   });
   if (own_grads)  // in a fixed order

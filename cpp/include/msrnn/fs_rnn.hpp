@@ -90,8 +90,8 @@ template <class S> class FSRNN : public Core<S> {
   std::vector<Lane> lanes_;    // one per thread
   // Threads over streams in the fast path (reference kernels: 1).
   int stream_threads(Index B, bool fast) const;
-  void forward_streams(MRef<S> Y, Index j0, Index nb, Lane& lane, bool fast);
-  void backward_streams(CRef<S> dY, Index j0, Index nb, Lane& lane, bool own_grads, bool fast);
+  void forward_streams(MRef<S> Y, Index j0, Index nb, Lane& lane, bool packed);
+  void backward_streams(CRef<S> dY, Index j0, Index nb, Lane& lane, bool own_grads, bool packed);
 };
 
 template <class S> class SequentialRNN : public FSRNN<S> {
