@@ -520,12 +520,23 @@ def test_fs_rnn_fast_equals_reference(threads, B, T, kw):
         np.testing.assert_allclose(s_fast[name], s_ref[name], rtol=1e-12, atol=1e-13, err_msg=name)
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("T", [5, 2])
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
 @pytest.mark.parametrize("cls", [msr.SequentialLSTM, msr.StackedLSTM])
-def test_sequential_and_stacked_fast_equal_reference(cls):
-    msr.set_num_threads(2)
-    (fast, s_fast), (ref, s_ref) = _fast_and_reference(
-        lambda: cls(V, 7, (13, 13), layer_norm=True, zoneout_h=0.2, dtype="float64", seed=4), B=3)
+def test_sequential_and_stacked_fast_equal_reference(cls, cell, T, threads):
+    msr.set_num_threads(threads)
+    try:
+        (fast, s_fast), (ref, s_ref) = _fast_and_reference(
+            lambda: cls(V, 7, (13, 13), cell=cell, layer_norm=True, zoneout_h=0.2, dropout=0.2, dtype="float64",
+                        seed=4), B=5, T=T)
+    finally:
+        msr.set_num_threads(2)
     for (lf, lossf, gf), (lr, lossr, gr) in zip(fast, ref):
         np.testing.assert_allclose(lf, lr, rtol=1e-12, atol=1e-13)
+        assert lossf == pytest.approx(lossr, rel=1e-13)
         for name in gr:
             np.testing.assert_allclose(gf[name], gr[name], rtol=1e-10, atol=1e-13, err_msg=name)
+            assert np.abs(gr[name]).max() > 0, name
+    for name in s_ref:
+        np.testing.assert_allclose(s_fast[name], s_ref[name], rtol=1e-12, atol=1e-13, err_msg=name)

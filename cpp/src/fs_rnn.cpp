@@ -325,7 +325,20 @@ template <class S> void StackedRNN<S>::forward(MRef<S> Y, CRef<S> X, Index T, In
       cell.project_inputs(X);
     else
       cell.project_inputs(dropped_ ? in_[l] : cells_[l - 1]->h_out());
-    for (Index t = 0; t < T; ++t) cell.step(t, h_[l], c_[l], none);
+    // This layer's time loop with threads over streams (as in FSRNN::forward).
+    const bool fast = !reference_kernels(), packed = fast && T >= kPackMinSteps;
+    if (packed) cell.pack_forward();
+    const int nt = fast ? std::max(1, std::min<int>(get_num_threads(), int(B))) : 1;
+    if (int(work_.size()) < nt) work_.resize(nt);
+    auto& h = h_[l];
+    auto& c = c_[l];
+    const bool has_c = cell.has_c();
+    over_streams(B, nt, [&](Index j0, Index nb, int k) {
+      cell.start_work(work_[k], nb, false);
+      auto hb = h.middleCols(j0, nb);                                       // (H, nb)
+      auto cb = has_c ? c.middleCols(j0, nb) : c.middleCols(0, 0);          // (H or 0, nb)
+      for (Index t = 0; t < T; ++t) cell.step(t, j0, nb, hb, cb, none, work_[k], packed);
+    });
   }
   Y = cells_.back()->h_out();
 }
@@ -338,12 +351,28 @@ template <class S> void StackedRNN<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> 
     const CRefV<S> dy = (l == L - 1) ? CRefV<S>(dY) : CRefV<S>(grad_[l]);
     MSRNN_CHECK(dy.rows() == cell.hidden_size() && dy.cols() == T * B, "stacked RNN backward: dY has shape (",
                 dy.rows(), ", ", dy.cols(), "), expected (", cell.hidden_size(), ", ", T * B, ")");
-    Mat<S> dh = Mat<S>::Zero(cell.hidden_size(), B);                  // (H, B)
-    Mat<S> dc = Mat<S>::Zero(cell.has_c() ? cell.hidden_size() : 0, B);  // (H or 0, B)
-    for (Index t = T - 1; t >= 0; --t) {
-      dh += step_block(dy, t, B);
-      cell.backward_step(t, dh, dc, none);
-    }
+    // This layer's backward time loop with threads over streams (as in FSRNN::backward).
+    cell.begin_backward();
+    const bool fast = !reference_kernels(), packed = fast && T >= kPackMinSteps;
+    if (packed) cell.pack_backward();
+    const int nt = fast ? std::max(1, std::min<int>(get_num_threads(), int(B))) : 1;
+    if (int(work_.size()) < nt) work_.resize(nt);
+    const bool own_grads = nt > 1;  // layer-norm parameter gradients summed over threads below
+    std::vector<char> ran(nt, 0);
+    const Index H = cell.hidden_size(), Hc = cell.has_c() ? H : 0;
+    over_streams(B, nt, [&](Index j0, Index nb, int k) {
+      cell.start_work(work_[k], nb, own_grads);
+      Mat<S> dh = Mat<S>::Zero(H, nb);   // (H, nb) gradient reaching the state after step t
+      Mat<S> dc = Mat<S>::Zero(Hc, nb);  // (H or 0, nb)
+      for (Index t = T - 1; t >= 0; --t) {
+        dh += dy.block(0, t * B + j0, H, nb);
+        cell.backward_step(t, j0, nb, dh, dc, none, work_[k], packed);
+      }
+      ran[k] = 1;
+    });
+    if (own_grads)  // in a fixed order
+      for (int k = 0; k < nt; ++k)
+        if (ran[k]) cell.add_grads(work_[k]);
     if (l == 0) {
       cell.finish_backward(dX, X);
     } else {

@@ -25,6 +25,12 @@
 //   h^l_t = f^l(h^l_{t-1}, m^l_t * h^{l-1}_t),   h^0_t = x_t,   y_t = h^L_t
 // with dropout masks m^l between layers (m^1 = 1). Unlike RNNStack (rnn_stack.hpp) its cells
 // take layer norm and zoneout. State, suffixes and records _l0 .. _l{L-1}.
+//
+// All three run each chunk's time loop (StackedRNN: each layer's) in one OpenMP region in which
+// every thread owns a contiguous range of streams and runs every step and cell for them, with the
+// step products on weights packed once per chunk (step_cell.hpp); masks are drawn before it, so
+// results do not depend on the thread count. Reference kernels (reference_kernels(), gemm.hpp):
+// the plain steps, Eigen's products over all streams.
 #pragma once
 
 #include "msrnn/step_cell.hpp"
@@ -126,6 +132,7 @@ template <class S> class StackedRNN : public Core<S> {
   std::vector<Mat<S>> in_;      // in_[l] (H_{l-1}, N): masked input of layer l >= 1 (with dropout)
   std::vector<Mat<S>> mask_;    // mask_[l] (H_{l-1}, N)
   std::vector<Mat<S>> grad_;    // grad_[l] (H_l, N): backward, gradient reaching layer l's output
+  std::vector<typename StepCell<S>::Work> work_;  // one per thread (threads over streams)
 };
 
 }  // namespace msrnn
