@@ -12,6 +12,7 @@ the CPU-time ratio (process time, all threads) is printed beside it. Two models:
 
     python bench/bench_fs_rnn.py                       # the default sizes, 2 threads
     python bench/bench_fs_rnn.py --fast 700 --slow 400 --batch 128 --bptt 150 --embed 128 --steps 3
+    python bench/bench_fs_rnn.py --threads 1 --reference   # our plain kernels, for before/after
 """
 from __future__ import annotations
 
@@ -135,7 +136,10 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--models", default="paper,plain")
+    ap.add_argument("--reference", action="store_true",
+                    help="our plain reference kernels (Eigen products step by step, no threads over streams)")
     args = ap.parse_args(argv)
+    _core.set_reference_kernels(args.reference)
     import torch
     torch.set_num_threads(args.threads)
     msr.set_num_threads(args.threads)
@@ -145,7 +149,7 @@ def main(argv=None):
     settings = {"paper": dict(layer_norm=True, zc=0.5, zh=0.1, p=0.35), "plain": dict(layer_norm=False, zc=0.0,
                                                                                         zh=0.0, p=0.0)}
     print(f"FS-LSTM-2  fast {HF}  slow {HS}  embed {E}  vocab {V}  batch {B}  bptt {T}  threads {args.threads}  "
-          f"ISA {msr.ISA}  torch {torch.__version__}")
+          f"ISA {msr.ISA}  torch {torch.__version__}{'  reference kernels' if args.reference else ''}")
     print(f"{'model':8s} {'ours chars/s':>13s} {'torch chars/s':>14s} {'ratio':>6s}   "
           f"{'CPU-time ratio':>14s}   (fastest of {args.steps} interleaved steps; load {os.getloadavg()[0]:.1f})")
     for name in args.models.split(","):

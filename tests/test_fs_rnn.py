@@ -465,3 +465,78 @@ def test_other_heads_and_encoders_gradients():
     x, tgt = rng.normal(size=(2, 4, 3)), rng.integers(0, V, (2, 4))
     errors = check_model_gradients(model, x, tgt)
     assert max(errors.values()) < 1e-6, errors
+
+
+# ---- threaded, packed steps equal the plain reference steps -------------------------------------
+
+def _fast_and_reference(make, B, T=5, chunks=2):
+    """Logits, loss, gradients and carried state over `chunks` chunks, fast path then reference."""
+    data = np.random.default_rng(7).integers(0, V, (B, chunks * T + 1))
+    pieces = [(data[:, k * T:(k + 1) * T], data[:, k * T + 1:(k + 1) * T + 1]) for k in range(chunks)]
+    out = []
+    try:
+        for reference in (False, True):
+            _core.set_reference_kernels(reference)
+            model = make()  # same seed: the same weights and the same zoneout/dropout draws
+            perturb(model, np.random.default_rng(3))
+            state, runs = None, []
+            for tok, tgt in pieces:
+                logits, _ = model.forward(tok, state)
+                loss, grads, state = model.loss_and_grad(tok, tgt, state)
+                runs.append((logits, loss, grads))
+            out.append((runs, state))
+    finally:
+        _core.set_reference_kernels(False)
+    return out
+
+
+FAST_CASES = [
+    dict(cell="lstm", layer_norm=True, zoneout_c=0.5, zoneout_h=0.1, dropout=0.35),
+    dict(cell="lstm", layer_norm=False),
+    dict(cell="lstm", layer_norm="gates", fast_cells=3, zoneout_h=0.2, dropout=0.2),
+    dict(cell="gru", layer_norm=True, zoneout_h=0.3, dropout=0.25),
+    dict(cell="gru", slow_cell="lstm", layer_norm=False, fast_cells=3),
+]
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("B,T", [(1, 5), (5, 5), (5, 2)])  # T = 2: threads without packed weights
+@pytest.mark.parametrize("kw", FAST_CASES, ids=lambda kw: "-".join(f"{k}={v}" for k, v in kw.items()))
+def test_fs_rnn_fast_equals_reference(threads, B, T, kw):
+    msr.set_num_threads(threads)
+    try:
+        # sizes that leave partial panels and column blocks; B = 5 splits unevenly over 2 and 3 threads
+        (fast, s_fast), (ref, s_ref) = _fast_and_reference(
+            lambda: msr.FSRNN(V, 7, 37, 19, dtype="float64", seed=11, **kw), B, T=T)
+    finally:
+        msr.set_num_threads(2)
+    for (lf, lossf, gf), (lr, lossr, gr) in zip(fast, ref):
+        np.testing.assert_allclose(lf, lr, rtol=1e-12, atol=1e-13)
+        assert lossf == pytest.approx(lossr, rel=1e-13)
+        for name in gr:
+            np.testing.assert_allclose(gf[name], gr[name], rtol=1e-10, atol=1e-13, err_msg=name)
+            assert np.abs(gr[name]).max() > 0, name  # every gradient is exercised
+    for name in s_ref:
+        np.testing.assert_allclose(s_fast[name], s_ref[name], rtol=1e-12, atol=1e-13, err_msg=name)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("T", [5, 2])
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+@pytest.mark.parametrize("cls", [msr.SequentialLSTM, msr.StackedLSTM])
+def test_sequential_and_stacked_fast_equal_reference(cls, cell, T, threads):
+    msr.set_num_threads(threads)
+    try:
+        (fast, s_fast), (ref, s_ref) = _fast_and_reference(
+            lambda: cls(V, 7, (13, 13), cell=cell, layer_norm=True, zoneout_h=0.2, dropout=0.2, dtype="float64",
+                        seed=4), B=5, T=T)
+    finally:
+        msr.set_num_threads(2)
+    for (lf, lossf, gf), (lr, lossr, gr) in zip(fast, ref):
+        np.testing.assert_allclose(lf, lr, rtol=1e-12, atol=1e-13)
+        assert lossf == pytest.approx(lossr, rel=1e-13)
+        for name in gr:
+            np.testing.assert_allclose(gf[name], gr[name], rtol=1e-10, atol=1e-13, err_msg=name)
+            assert np.abs(gr[name]).max() > 0, name
+    for name in s_ref:
+        np.testing.assert_allclose(s_fast[name], s_ref[name], rtol=1e-12, atol=1e-13, err_msg=name)

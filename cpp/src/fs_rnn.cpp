@@ -94,9 +94,59 @@ template <class S> void FSRNN<S>::set_state(const std::vector<NamedState<S>>& st
   }
 }
 
+// Chunks of fewer steps (generation, one step at a time) keep Eigen's products: packing the weights
+// would cost more than it saves.
+constexpr Index kPackMinSteps = 4;
+
+template <class S> int FSRNN<S>::stream_threads(Index B, bool fast) const {
+  return fast ? std::max(1, std::min<int>(get_num_threads(), int(B))) : 1;
+}
+
+// Runs f(j0, nb, lane, thread) over nt threads, each on its own contiguous range of the B streams.
+template <class F> static void over_streams(Index B, int nt, F&& f) {
+  if (nt == 1) {
+    f(Index(0), B, 0);
+    return;
+  }
+#pragma omp parallel num_threads(nt)
+  {
+    const int k = thread_id();
+    const auto cols = thread_units(B, 1, k, threads_in_team());
+    if (cols.second > cols.first) f(cols.first, cols.second - cols.first, k);
+  }
+}
+
+template <class S> void FSRNN<S>::forward_streams(MRef<S> Y, Index j0, Index nb, Lane& lane, bool packed) {
+  const Index T = T_, B = B_, K = static_cast<Index>(fast_.size()), HF = hf_.rows();
+  const auto all = cells();
+  lane.work.resize(all.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i]->start_work(lane.work[i], nb, false);
+  auto& w = lane.work;
+  auto hf = hf_.middleCols(j0, nb);  // (H_F, nb) this lane's fast state
+  auto cf = cf_.middleCols(j0, nb);
+  auto hs = has_slow() ? hs_.middleCols(j0, nb) : hs_.middleCols(0, 0);  // (H_S, nb)
+  auto cs = has_slow() ? cs_.middleCols(j0, nb) : cs_.middleCols(0, 0);
+  const Mat<S> none;
+  for (Index t = 0; t < T; ++t) {
+    fast_[0]->step(t, j0, nb, hf, cf, none, w[0], packed);
+    Index i = 1;
+    if (has_slow()) {
+      lane.xs = hf;
+      if (dropped_) lane.xs.array() *= m1_.middleCols(t * B + j0, nb).array();
+      slow_->step(t, j0, nb, hs, cs, lane.xs, w[K], packed);
+      lane.xf2 = hs;
+      if (dropped_) lane.xf2.array() *= m2_.middleCols(t * B + j0, nb).array();
+      fast_[1]->step(t, j0, nb, hf, cf, lane.xf2, w[1], packed);
+      i = 2;
+    }
+    for (; i < K; ++i) fast_[i]->step(t, j0, nb, hf, cf, none, w[i], packed);
+    Y.block(0, t * B + j0, HF, nb) = hf;
+  }
+}
+
 template <class S> void FSRNN<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index B, bool train) {
   check_batch(hf_, B, has_slow() ? "FS-RNN" : "sequential RNN");
-  const Index N = T * B, K = static_cast<Index>(fast_.size());
+  const Index N = T * B;
   T_ = T;
   B_ = B;
   dropped_ = train && has_slow() && p_ > 0.0;
@@ -109,56 +159,73 @@ template <class S> void FSRNN<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index B
   Rng unused(0);
   for (auto* c : cells()) c->begin(T, B, train, rng_ ? *rng_ : unused);
   fast_[0]->project_inputs(X);
-  const Mat<S> none;
-  for (Index t = 0; t < T; ++t) {
-    fast_[0]->step(t, hf_, cf_, none);
-    Index i = 1;
-    if (has_slow()) {
-      xs_ = hf_;
-      if (dropped_) xs_.array() *= step_block(m1_, t, B).array();
-      slow_->step(t, hs_, cs_, xs_);
-      xf2_ = hs_;
-      if (dropped_) xf2_.array() *= step_block(m2_, t, B).array();
-      fast_[1]->step(t, hf_, cf_, xf2_);
-      i = 2;
-    }
-    for (; i < K; ++i) fast_[i]->step(t, hf_, cf_, none);
-    step_block(Y, t, B) = hf_;
-  }
+  const bool fast = !reference_kernels(), packed = fast && T >= kPackMinSteps;
+  if (packed)
+    for (auto* c : cells()) c->pack_forward();
+  const int nt = stream_threads(B, packed);
+  if (int(lanes_.size()) < nt) lanes_.resize(nt);
+  over_streams(B, nt, [&](Index j0, Index nb, int k) { forward_streams(Y, j0, nb, lanes_[k], packed); });
 }
 
-template <class S> void FSRNN<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X) {
-  const Index T = T_, B = B_, N = T * B, K = static_cast<Index>(fast_.size());
-  const Index HF = hf_.rows();
-  MSRNN_CHECK(dY.rows() == HF && dY.cols() == N, "FS-RNN backward: dY has shape (", dY.rows(), ", ", dY.cols(),
-              "), expected (", HF, ", ", N, ")");
-  Mat<S> dhf = Mat<S>::Zero(HF, B);          // (H_F, B) gradient reaching the fast state after step t
-  Mat<S> dcf = Mat<S>::Zero(cf_.rows(), B);  // (H_F or 0, B)
-  Mat<S> dhs, dcs, dxs, dxf2;                // (H_S, B), (H_S or 0, B), (H_F, B), (H_S, B)
+template <class S>
+void FSRNN<S>::backward_streams(CRef<S> dY, Index j0, Index nb, Lane& lane, bool own_grads, bool packed) {
+  const Index T = T_, B = B_, K = static_cast<Index>(fast_.size()), HF = hf_.rows();
+  const auto all = cells();
+  lane.work.resize(all.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i]->start_work(lane.work[i], nb, own_grads);
+  auto& w = lane.work;
+  lane.dhf.setZero(HF, nb);
+  lane.dcf.setZero(cf_.rows(), nb);
   if (has_slow()) {
-    dhs.setZero(hs_.rows(), B);
-    dcs.setZero(cs_.rows(), B);
-    dxs.resize(HF, B);
-    dxf2.resize(hs_.rows(), B);
+    lane.dhs.setZero(hs_.rows(), nb);
+    lane.dcs.setZero(cs_.rows(), nb);
+    lane.dxs.resize(HF, nb);
+    lane.dxf2.resize(hs_.rows(), nb);
   }
   Mat<S> none;
   const Index first_plain = has_slow() ? 2 : 1;  // fast cells without a slow input
   for (Index t = T - 1; t >= 0; --t) {
-    dhf += step_block(dY, t, B);
-    for (Index i = K - 1; i >= first_plain; --i) fast_[i]->backward_step(t, dhf, dcf, none);
+    lane.dhf += dY.block(0, t * B + j0, HF, nb);
+    for (Index i = K - 1; i >= first_plain; --i)
+      fast_[i]->backward_step(t, j0, nb, lane.dhf, lane.dcf, none, w[i], packed);
     if (has_slow()) {
-      fast_[1]->backward_step(t, dhf, dcf, dxf2);
-      if (dropped_) dxf2.array() *= step_block(m2_, t, B).array();
-      dhs += dxf2;
-      slow_->backward_step(t, dhs, dcs, dxs);
-      if (dropped_) dxs.array() *= step_block(m1_, t, B).array();
-      dhf += dxs;
+      fast_[1]->backward_step(t, j0, nb, lane.dhf, lane.dcf, lane.dxf2, w[1], packed);
+      if (dropped_) lane.dxf2.array() *= m2_.middleCols(t * B + j0, nb).array();
+      lane.dhs += lane.dxf2;
+      slow_->backward_step(t, j0, nb, lane.dhs, lane.dcs, lane.dxs, w[K], packed);
+      if (dropped_) lane.dxs.array() *= m1_.middleCols(t * B + j0, nb).array();
+      lane.dhf += lane.dxs;
     }
-    fast_[0]->backward_step(t, dhf, dcf, none);
+    fast_[0]->backward_step(t, j0, nb, lane.dhf, lane.dcf, none, w[0], packed);
   }
+}
+
+template <class S> void FSRNN<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X) {
+  const Index T = T_, B = B_, N = T * B;
+  const Index HF = hf_.rows();
+  MSRNN_CHECK(dY.rows() == HF && dY.cols() == N, "FS-RNN backward: dY has shape (", dY.rows(), ", ", dY.cols(),
+              "), expected (", HF, ", ", N, ")");
+  const auto all = cells();
+  for (auto* c : all) c->begin_backward();
+  const bool fast = !reference_kernels(), packed = fast && T >= kPackMinSteps;
+  if (packed)
+    for (auto* c : all) c->pack_backward();
+  const int nt = stream_threads(B, fast);
+  if (int(lanes_.size()) < nt) lanes_.resize(nt);
+  const bool own_grads = nt > 1;  // layer-norm parameter gradients summed over lanes below
+  std::vector<char> ran(nt, 0);
+  over_streams(B, nt, [&](Index j0, Index nb, int k) {
+    backward_streams(dY, j0, nb, lanes_[k], own_grads, packed);
+    ran[k] = 1;
+  });
+  if (own_grads)  // in a fixed order
+    for (int k = 0; k < nt; ++k)
+      if (ran[k])
+        for (size_t i = 0; i < all.size(); ++i) all[i]->add_grads(lanes_[k].work[i]);
+  Mat<S> none;
   fast_[0]->finish_backward(dX, X);
   const Mat<S> noX;
-  for (auto* c : cells())
+  for (auto* c : all)
     if (c != fast_[0].get()) c->finish_backward(none, noX);
 }
 
@@ -258,7 +325,20 @@ template <class S> void StackedRNN<S>::forward(MRef<S> Y, CRef<S> X, Index T, In
       cell.project_inputs(X);
     else
       cell.project_inputs(dropped_ ? in_[l] : cells_[l - 1]->h_out());
-    for (Index t = 0; t < T; ++t) cell.step(t, h_[l], c_[l], none);
+    // This layer's time loop with threads over streams (as in FSRNN::forward).
+    const bool fast = !reference_kernels(), packed = fast && T >= kPackMinSteps;
+    if (packed) cell.pack_forward();
+    const int nt = fast ? std::max(1, std::min<int>(get_num_threads(), int(B))) : 1;
+    if (int(work_.size()) < nt) work_.resize(nt);
+    auto& h = h_[l];
+    auto& c = c_[l];
+    const bool has_c = cell.has_c();
+    over_streams(B, nt, [&](Index j0, Index nb, int k) {
+      cell.start_work(work_[k], nb, false);
+      auto hb = h.middleCols(j0, nb);                                       // (H, nb)
+      auto cb = has_c ? c.middleCols(j0, nb) : c.middleCols(0, 0);          // (H or 0, nb)
+      for (Index t = 0; t < T; ++t) cell.step(t, j0, nb, hb, cb, none, work_[k], packed);
+    });
   }
   Y = cells_.back()->h_out();
 }
@@ -271,12 +351,28 @@ template <class S> void StackedRNN<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> 
     const CRefV<S> dy = (l == L - 1) ? CRefV<S>(dY) : CRefV<S>(grad_[l]);
     MSRNN_CHECK(dy.rows() == cell.hidden_size() && dy.cols() == T * B, "stacked RNN backward: dY has shape (",
                 dy.rows(), ", ", dy.cols(), "), expected (", cell.hidden_size(), ", ", T * B, ")");
-    Mat<S> dh = Mat<S>::Zero(cell.hidden_size(), B);                  // (H, B)
-    Mat<S> dc = Mat<S>::Zero(cell.has_c() ? cell.hidden_size() : 0, B);  // (H or 0, B)
-    for (Index t = T - 1; t >= 0; --t) {
-      dh += step_block(dy, t, B);
-      cell.backward_step(t, dh, dc, none);
-    }
+    // This layer's backward time loop with threads over streams (as in FSRNN::backward).
+    cell.begin_backward();
+    const bool fast = !reference_kernels(), packed = fast && T >= kPackMinSteps;
+    if (packed) cell.pack_backward();
+    const int nt = fast ? std::max(1, std::min<int>(get_num_threads(), int(B))) : 1;
+    if (int(work_.size()) < nt) work_.resize(nt);
+    const bool own_grads = nt > 1;  // layer-norm parameter gradients summed over threads below
+    std::vector<char> ran(nt, 0);
+    const Index H = cell.hidden_size(), Hc = cell.has_c() ? H : 0;
+    over_streams(B, nt, [&](Index j0, Index nb, int k) {
+      cell.start_work(work_[k], nb, own_grads);
+      Mat<S> dh = Mat<S>::Zero(H, nb);   // (H, nb) gradient reaching the state after step t
+      Mat<S> dc = Mat<S>::Zero(Hc, nb);  // (H or 0, nb)
+      for (Index t = T - 1; t >= 0; --t) {
+        dh += dy.block(0, t * B + j0, H, nb);
+        cell.backward_step(t, j0, nb, dh, dc, none, work_[k], packed);
+      }
+      ran[k] = 1;
+    });
+    if (own_grads)  // in a fixed order
+      for (int k = 0; k < nt; ++k)
+        if (ran[k]) cell.add_grads(work_[k]);
     if (l == 0) {
       cell.finish_backward(dX, X);
     } else {

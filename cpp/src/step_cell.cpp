@@ -80,8 +80,6 @@ template <class S> void StepCell<S>::begin(Index T, Index B, bool train, Rng& rn
   h_out_.resize(H, N);
   c_prev_.resize(Hc, N);
   c_out_.resize(Hc, N);
-  ct_.resize(Hc, B);
-  ht_.resize(H, B);
   dh_out_.resize(H, 0);  // gradients of an earlier backward no longer apply
   dc_out_.resize(Hc, 0);
   if (train && spec_.zoneout_c > 0.0) {
@@ -101,57 +99,137 @@ template <class S> void StepCell<S>::project_inputs(CRef<S> X) {
   projected_ = true;
 }
 
+template <class S> void StepCell<S>::start_work(Work& w, Index nb, bool own_grads) const {
+  const Index H = spec_.H, Hc = has_c() ? H : 0, GH = G() * H;
+  w.nb = nb;
+  w.own_grads = own_grads;
+  w.ct.resize(Hc, nb);
+  w.ht.resize(H, nb);
+  w.tmp.resize(H, nb);
+  w.dht.resize(H, nb);
+  w.dct.resize(Hc, nb);
+  w.zero.setZero(H, nb);
+  if (own_grads && spec_.ln_gates) {
+    w.dg_gates.setZero(GH, 1);
+    w.db_gates.setZero(GH, 1);
+  }
+  if (own_grads && spec_.ln_cell) {
+    w.dg_cell.setZero(H, 1);
+    w.db_cell.setZero(H, 1);
+  }
+}
+
+template <class S> void StepCell<S>::add_grads(const Work& w) {
+  if (!w.own_grads) return;
+  if (spec_.ln_gates) {
+    g_gates_.g += w.dg_gates;
+    b_gates_.g += w.db_gates;
+  }
+  if (spec_.ln_cell) {
+    g_cell_.g += w.dg_cell;
+    b_cell_.g += w.db_cell;
+  }
+}
+
+template <class S> void StepCell<S>::pack_forward() {
+  const Index H = spec_.H, E = spec_.E, GH = G() * H;
+  fused_ = spec_.type == CellType::LSTM && E > 0 && !projected_;
+  if (fused_) {
+    Wp_.resize(4, H, E + H);
+    Wp_.pack(W_ih_.w.data(), GH, 0, E, 0, H);
+    Wp_.pack(W_hh_.w.data(), GH, E, H, 0, H);
+  } else {
+    Wp_.resize(G(), H, H);
+    Wp_.pack(W_hh_.w.data(), GH, 0, H, 0, H);
+  }
+  if (spec_.type == CellType::GRU && E > 0 && !projected_) {
+    Wxp_.resize(3, H, E);
+    Wxp_.pack(W_ih_.w.data(), GH, 0, E, 0, H);
+  }
+}
+
+template <class S> void StepCell<S>::pack_backward() {
+  const Index H = spec_.H, E = spec_.E, GH = G() * H;
+  WhT_.resize(1, H, GH);
+  WhT_.pack_transposed(W_hh_.w.data(), GH, 0, GH, 0, H);
+  if (E > 0) {
+    WxT_.resize(1, E, GH);
+    WxT_.pack_transposed(W_ih_.w.data(), GH, 0, GH, 0, E);
+  }
+}
+
 template <class S> void StepCell<S>::step(Index t, MRef<S> h, MRef<S> c, CRef<S> x) {
-  const Index H = spec_.H, B = B_;
-  auto a = step_block(act_, t, B);  // (G*H, B): the input term, then the gate activations
-  auto hp = step_block(h_prev_, t, B);
-  auto cp = step_block(c_prev_, t, B);
+  if (work_.nb != B_ || work_.own_grads) start_work(work_, B_, false);
+  step(t, 0, B_, h, c, x, work_, false);
+}
+
+template <class S>
+void StepCell<S>::step(Index t, Index j0, Index nb, MRef<S> h, MRef<S> c, CRef<S> x, Work& w, bool packed) {
+  const Index H = spec_.H, E = spec_.E, GH = G() * H, B = nb, col = t * B_ + j0;
+  auto blk = [&](auto& M) { return M.middleCols(col, nb); };  // this step's columns of a (., N) buffer
+  auto a = blk(act_);  // (G*H, B): the input term, then the gate activations
+  auto hp = blk(h_prev_);
+  auto cp = blk(c_prev_);
   hp = h;
   cp = c;
-  if (!projected_) {
-    if (spec_.E > 0) {
-      step_block(x_, t, B) = x;
-      a.noalias() = W_ih_.w * x;
-    } else {
-      a.setZero();
-    }
-  }
+  if (!projected_ && E > 0) blk(x_) = x;
   const S eps = S(kLayerNormEps);
   if (spec_.type == CellType::LSTM) {
-    a.noalias() += W_hh_.w * hp;
+    if (packed) {
+      if (fused_)
+        Wp_.multiply(a.data(), GH, blk(x_).data(), E, E, hp.data(), H, nb, 0, H, false);
+      else
+        Wp_.multiply(a.data(), GH, hp.data(), H, nb, 0, H, projected_);
+    } else {
+      if (!projected_) {
+        if (E > 0)
+          a.noalias() = W_ih_.w * blk(x_);
+        else
+          a.setZero();
+      }
+      a.noalias() += W_hh_.w * hp;
+    }
     if (!spec_.ln_gates) {
       a.colwise() += (b_ih_.w + b_hh_.w).col(0);
     } else {
-      auto rs = rstd_.middleCols(t * 4 * B, 4 * B);
+      auto rs = rstd_.middleCols(t * 4 * B_, 4 * B_);
       for (Index k = 0; k < 4; ++k)
-        layer_norm_forward<S>(a.middleRows(k * H, H), step_block(xhat_, t, B).middleRows(k * H, H),
-                              rs.middleCols(k * B, B), a.middleRows(k * H, H), g_gates_.w.middleRows(k * H, H),
+        layer_norm_forward<S>(a.middleRows(k * H, H), blk(xhat_).middleRows(k * H, H),
+                              rs.middleCols(k * B_ + j0, B), a.middleRows(k * H, H), g_gates_.w.middleRows(k * H, H),
                               b_gates_.w.middleRows(k * H, H), eps);
     }
-    auto tc = step_block(tanh_c_, t, B);
-    if (!spec_.ln_cell) {
-      lstm_pointwise_forward<S>(a, ct_, tc, ht_, cp);
-    } else {
+    auto tc = blk(tanh_c_);
+    lstm_pointwise_forward<S>(a, w.ct, tc, w.ht, cp);
+    if (spec_.ln_cell) {
       // The gates and c~_t as in the plain cell; its tanh(c~_t) and h~_t are then replaced.
-      lstm_pointwise_forward<S>(a, ct_, tc, ht_, cp);
-      tmp_.resize(H, B);
-      layer_norm_forward<S>(tmp_, step_block(chat_, t, B), crstd_.middleCols(t * B, B), ct_, g_cell_.w, b_cell_.w, eps);
-      tc.array() = tmp_.array().tanh();
-      ht_.array() = a.bottomRows(H).array() * tc.array();
+      layer_norm_forward<S>(w.tmp, blk(chat_), crstd_.middleCols(col, B), w.ct, g_cell_.w, b_cell_.w, eps);
+      tc.array() = w.tmp.array().tanh();
+      w.ht.array() = a.bottomRows(H).array() * tc.array();
     }
   } else {
-    auto ah = step_block(ah_, t, B);
-    ah.noalias() = W_hh_.w * hp;
+    auto ah = blk(ah_);
+    if (!projected_) {
+      if (E == 0)
+        a.setZero();
+      else if (packed)
+        Wxp_.multiply(a.data(), GH, blk(x_).data(), E, nb, 0, H, false);
+      else
+        a.noalias() = W_ih_.w * blk(x_);
+    }
+    if (packed)
+      Wp_.multiply(ah.data(), GH, hp.data(), H, nb, 0, H, false);
+    else
+      ah.noalias() = W_hh_.w * hp;
     if (!spec_.ln_gates) {
       a.colwise() += b_ih_.w.col(0);
       ah.colwise() += b_hh_.w.col(0);
-      gru_pointwise_forward<S>(a, ht_, ah, hp);
+      gru_pointwise_forward<S>(a, w.ht, ah, hp);
     } else {
       // Gates in order, each normalised before its nonlinearity; n needs r first.
-      auto rs = rstd_.middleCols(t * 3 * B, 3 * B);
-      auto xh = step_block(xhat_, t, B);
+      auto rs = rstd_.middleCols(t * 3 * B_, 3 * B_);
+      auto xh = blk(xhat_);
       auto ln = [&](Index k) {
-        layer_norm_forward<S>(a.middleRows(k * H, H), xh.middleRows(k * H, H), rs.middleCols(k * B, B),
+        layer_norm_forward<S>(a.middleRows(k * H, H), xh.middleRows(k * H, H), rs.middleCols(k * B_ + j0, B),
                               a.middleRows(k * H, H), g_gates_.w.middleRows(k * H, H), b_gates_.w.middleRows(k * H, H),
                               eps);
       };
@@ -167,128 +245,149 @@ template <class S> void StepCell<S>::step(Index t, MRef<S> h, MRef<S> c, CRef<S>
       n += r * ah.bottomRows(H).array();
       ln(2);
       n = n.tanh();
-      ht_.array() = (S(1) - z) * n + z * hp.array();
+      w.ht.array() = (S(1) - z) * n + z * hp.array();
     }
   }
   // Zoneout, then the new state.
   const bool masks = train_;
   if (has_c()) {
     if (spec_.zoneout_c == 0.0)
-      c = ct_;
+      c = w.ct;
     else if (masks)
-      zoneout_mix<S>(c, ct_, cp, step_block(mask_c_, t, B));
+      zoneout_mix<S>(c, w.ct, cp, blk(mask_c_));
     else
-      c.array() = S(1 - spec_.zoneout_c) * ct_.array() + S(spec_.zoneout_c) * cp.array();
-    step_block(c_out_, t, B) = c;
+      c.array() = S(1 - spec_.zoneout_c) * w.ct.array() + S(spec_.zoneout_c) * cp.array();
+    blk(c_out_) = c;
   }
   if (spec_.zoneout_h == 0.0)
-    h = ht_;
+    h = w.ht;
   else if (masks)
-    zoneout_mix<S>(h, ht_, hp, step_block(mask_h_, t, B));
+    zoneout_mix<S>(h, w.ht, hp, blk(mask_h_));
   else
-    h.array() = S(1 - spec_.zoneout_h) * ht_.array() + S(spec_.zoneout_h) * hp.array();
-  step_block(h_out_, t, B) = h;
+    h.array() = S(1 - spec_.zoneout_h) * w.ht.array() + S(spec_.zoneout_h) * hp.array();
+  blk(h_out_) = h;
+}
+
+template <class S> void StepCell<S>::begin_backward() {
+  const Index H = spec_.H, N = T_ * B_;
+  MSRNN_CHECK(train_, "backward needs a training-mode forward");
+  da_.resize(G() * H, N);
+  if (spec_.type == CellType::GRU) dah_.resize(3 * H, N);
+  dh_out_.resize(H, N);
+  dc_out_.resize(has_c() ? H : 0, N);
 }
 
 template <class S> void StepCell<S>::backward_step(Index t, MRef<S> dh, MRef<S> dc, MRef<S> dx) {
-  const Index H = spec_.H, B = B_, N = T_ * B_;
-  MSRNN_CHECK(train_, "backward needs a training-mode forward");
-  if (t == T_ - 1) {
-    da_.resize(G() * H, N);
-    if (spec_.type == CellType::GRU) dah_.resize(3 * H, N);
-    dh_out_.resize(H, N);
-    dc_out_.resize(has_c() ? H : 0, N);
-    dht_.resize(H, B);
-    dct_.resize(has_c() ? H : 0, B);
-    tmp_.resize(H, B);
-  }
-  step_block(dh_out_, t, B) = dh;
+  if (t == T_ - 1) begin_backward();
+  MSRNN_CHECK(dx.cols() == 0 || spec_.E > 0, "backward_step: the cell has no input");
+  if (work_.nb != B_ || work_.own_grads) start_work(work_, B_, false);
+  backward_step(t, 0, B_, dh, dc, dx, work_, false);
+}
+
+template <class S>
+void StepCell<S>::backward_step(Index t, Index j0, Index nb, MRef<S> dh, MRef<S> dc, MRef<S> dx, Work& w,
+                                bool packed) {
+  const Index H = spec_.H, B = nb, GH = G() * H, col = t * B_ + j0;
+  auto blk = [&](auto& M) { return M.middleCols(col, nb); };  // this step's columns of a (., N) buffer
+  // Where the layer-norm parameter gradients go.
+  MRef<S> dg_gates = w.own_grads ? MRef<S>(w.dg_gates) : MRef<S>(g_gates_.g);
+  MRef<S> db_gates = w.own_grads ? MRef<S>(w.db_gates) : MRef<S>(b_gates_.g);
+  MRef<S> dg_cell = w.own_grads ? MRef<S>(w.dg_cell) : MRef<S>(g_cell_.g);
+  MRef<S> db_cell = w.own_grads ? MRef<S>(w.db_cell) : MRef<S>(b_cell_.g);
+  blk(dh_out_) = dh;
+  auto& dht = w.dht;
+  auto& dct = w.dct;
+  auto& tmp = w.tmp;
   // Zoneout: split the gradient between the new value and the kept previous one.
   const bool zh = spec_.zoneout_h > 0.0, zc = has_c() && spec_.zoneout_c > 0.0;
   if (zh) {
-    const auto m = step_block(mask_h_, t, B).array();
-    dht_.array() = m * dh.array();
+    const auto m = blk(mask_h_).array();
+    dht.array() = m * dh.array();
     dh.array() *= S(1) - m;  // the direct path to h_{t-1}
   } else {
-    dht_ = dh;
+    dht = dh;
     dh.setZero();
   }
   if (has_c()) {
     if (zc) {
-      const auto m = step_block(mask_c_, t, B).array();
-      dct_.array() = m * dc.array();
+      const auto m = blk(mask_c_).array();
+      dct.array() = m * dc.array();
       dc.array() *= S(1) - m;
     } else {
-      dct_ = dc;
+      dct = dc;
       dc.setZero();
     }
   }
-  auto da = step_block(da_, t, B);
-  const auto a = step_block(act_, t, B);
-  const auto hp = step_block(h_prev_, t, B);
+  auto da = blk(da_);
+  const auto a = blk(act_);
+  const auto hp = blk(h_prev_);
   if (spec_.type == CellType::LSTM) {
-    const auto cp = step_block(c_prev_, t, B);
-    const auto tc = step_block(tanh_c_, t, B);
+    const auto cp = blk(c_prev_);
+    const auto tc = blk(tanh_c_);
     if (!spec_.ln_cell) {
-      step_block(dc_out_, t, B).array() =
-          dct_.array() + dht_.array() * a.bottomRows(H).array() * (S(1) - tc.array().square());
-      lstm_pointwise_backward<S>(da, tmp_, dht_, dct_, a, tc, cp);
+      blk(dc_out_).array() = dct.array() + dht.array() * a.bottomRows(H).array() * (S(1) - tc.array().square());
+      lstm_pointwise_backward<S>(da, tmp, dht, dct, a, tc, cp);
     } else {
       const auto o = a.bottomRows(H).array();
-      tmp_.array() = dht_.array() * o * (S(1) - tc.array().square());  // gradient of LN(c~_t)
-      layer_norm_backward<S>(tmp_, g_cell_.g, b_cell_.g, tmp_, step_block(chat_, t, B), crstd_.middleCols(t * B, B),
-                             g_cell_.w);
-      tmp_ += dct_;  // the whole gradient reaching c~_t
-      step_block(dc_out_, t, B) = tmp_;
+      tmp.array() = dht.array() * o * (S(1) - tc.array().square());  // gradient of LN(c~_t)
+      layer_norm_backward<S>(tmp, dg_cell, db_cell, tmp, blk(chat_), crstd_.middleCols(col, B), g_cell_.w);
+      tmp += dct;  // the whole gradient reaching c~_t
+      blk(dc_out_) = tmp;
       // The plain cell's backward with no gradient at its own output o * tanh(c~_t): the i, f, g
       // rows and f * dc~_t; the o rows follow from h~_t = o * tanh(LN(c~_t)).
-      zero_.setZero(H, B);
-      lstm_pointwise_backward<S>(da, tmp_, zero_, tmp_, a, tc, cp);
-      da.bottomRows(H).array() = dht_.array() * tc.array() * o * (S(1) - o);
+      lstm_pointwise_backward<S>(da, tmp, w.zero, tmp, a, tc, cp);
+      da.bottomRows(H).array() = dht.array() * tc.array() * o * (S(1) - o);
     }
-    dc += tmp_;
+    dc += tmp;
     if (spec_.ln_gates) {
-      auto rs = rstd_.middleCols(t * 4 * B, 4 * B);
+      auto rs = rstd_.middleCols(t * 4 * B_, 4 * B_);
       for (Index k = 0; k < 4; ++k)
-        layer_norm_backward<S>(da.middleRows(k * H, H), g_gates_.g.middleRows(k * H, H),
-                               b_gates_.g.middleRows(k * H, H), da.middleRows(k * H, H),
-                               step_block(xhat_, t, B).middleRows(k * H, H), rs.middleCols(k * B, B),
-                               g_gates_.w.middleRows(k * H, H));
+        layer_norm_backward<S>(da.middleRows(k * H, H), dg_gates.middleRows(k * H, H), db_gates.middleRows(k * H, H),
+                               da.middleRows(k * H, H), blk(xhat_).middleRows(k * H, H),
+                               rs.middleCols(k * B_ + j0, B), g_gates_.w.middleRows(k * H, H));
     }
-    dh.noalias() += W_hh_.w.transpose() * da;
+    if (packed)
+      WhT_.multiply(dh.data(), dh.outerStride(), da.data(), GH, nb, 0, H, true);
+    else
+      dh.noalias() += W_hh_.w.transpose() * da;
   } else {
-    auto dah = step_block(dah_, t, B);
-    const auto ah = step_block(ah_, t, B);
+    auto dah = blk(dah_);
+    const auto ah = blk(ah_);
     if (!spec_.ln_gates) {
-      gru_pointwise_backward<S>(da, dah, tmp_, dht_, a, ah, hp);
+      gru_pointwise_backward<S>(da, dah, tmp, dht, a, ah, hp);
     } else {
       const auto r = a.topRows(H).array();
       const auto z = a.middleRows(H, H).array();
       const auto n = a.bottomRows(H).array();
-      auto rs = rstd_.middleCols(t * 3 * B, 3 * B);
-      auto xh = step_block(xhat_, t, B);
+      auto rs = rstd_.middleCols(t * 3 * B_, 3 * B_);
+      auto xh = blk(xhat_);
       auto ln_back = [&](Index k) {
-        layer_norm_backward<S>(da.middleRows(k * H, H), g_gates_.g.middleRows(k * H, H),
-                               b_gates_.g.middleRows(k * H, H), da.middleRows(k * H, H), xh.middleRows(k * H, H),
-                               rs.middleCols(k * B, B), g_gates_.w.middleRows(k * H, H));
+        layer_norm_backward<S>(da.middleRows(k * H, H), dg_gates.middleRows(k * H, H), db_gates.middleRows(k * H, H),
+                               da.middleRows(k * H, H), xh.middleRows(k * H, H), rs.middleCols(k * B_ + j0, B),
+                               g_gates_.w.middleRows(k * H, H));
       };
       auto dn = da.bottomRows(H).array();
-      dn = dht_.array() * (S(1) - z) * (S(1) - n.square());
+      dn = dht.array() * (S(1) - z) * (S(1) - n.square());
       ln_back(2);                                                            // d(ax_n + r * ah_n)
       dah.bottomRows(H).array() = dn * r;
       da.topRows(H).array() = dn * ah.bottomRows(H).array() * r * (S(1) - r);  // through r
       ln_back(0);
-      da.middleRows(H, H).array() = dht_.array() * (hp.array() - n) * z * (S(1) - z);
+      da.middleRows(H, H).array() = dht.array() * (hp.array() - n) * z * (S(1) - z);
       ln_back(1);
       dah.topRows(2 * H) = da.topRows(2 * H);
-      tmp_.array() = dht_.array() * z;
+      tmp.array() = dht.array() * z;
     }
-    dh += tmp_;
-    dh.noalias() += W_hh_.w.transpose() * dah;
+    dh += tmp;
+    if (packed)
+      WhT_.multiply(dh.data(), dh.outerStride(), dah.data(), GH, nb, 0, H, true);
+    else
+      dh.noalias() += W_hh_.w.transpose() * dah;
   }
   if (dx.cols() > 0) {
-    MSRNN_CHECK(spec_.E > 0, "backward_step: the cell has no input");
-    dx.noalias() = W_ih_.w.transpose() * da;
+    if (packed)
+      WxT_.multiply(dx.data(), dx.outerStride(), da.data(), GH, nb, 0, spec_.E, false);
+    else
+      dx.noalias() = W_ih_.w.transpose() * da;
   }
 }
 

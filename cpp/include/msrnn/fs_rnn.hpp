@@ -25,6 +25,12 @@
 //   h^l_t = f^l(h^l_{t-1}, m^l_t * h^{l-1}_t),   h^0_t = x_t,   y_t = h^L_t
 // with dropout masks m^l between layers (m^1 = 1). Unlike RNNStack (rnn_stack.hpp) its cells
 // take layer norm and zoneout. State, suffixes and records _l0 .. _l{L-1}.
+//
+// All three run each chunk's time loop (StackedRNN: each layer's) in one OpenMP region in which
+// every thread owns a contiguous range of streams and runs every step and cell for them, with the
+// step products on weights packed once per chunk (step_cell.hpp); masks are drawn before it, so
+// results do not depend on the thread count. Reference kernels (reference_kernels(), gemm.hpp):
+// the plain steps, Eigen's products over all streams.
 #pragma once
 
 #include "msrnn/step_cell.hpp"
@@ -80,7 +86,18 @@ template <class S> class FSRNN : public Core<S> {
   Index T_ = 0, B_ = 0;
   bool dropped_ = false;       // dropout masks in use in the last forward
   Mat<S> m1_, m2_;             // (H_F, N), (H_S, N) dropout masks
-  Mat<S> xs_, xf2_;            // (H_F, B), (H_S, B) step inputs of S and F2
+  // One thread's streams [j0, j0 + nb): the cells' temporaries and the step inputs and gradients.
+  struct Lane {
+    std::vector<typename StepCell<S>::Work> work;  // one per cell, in cells() order
+    Mat<S> xs, xf2;                  // (H_F, nb), (H_S, nb) step inputs of S and F2
+    Mat<S> dhf, dcf, dhs, dcs;       // (H_F, nb), (H_F or 0, nb), (H_S, nb), (H_S or 0, nb) state gradients
+    Mat<S> dxs, dxf2;                // (H_F, nb), (H_S, nb) gradients w.r.t. the inputs of S and F2
+  };
+  std::vector<Lane> lanes_;    // one per thread
+  // Threads over streams in the fast path (reference kernels: 1).
+  int stream_threads(Index B, bool fast) const;
+  void forward_streams(MRef<S> Y, Index j0, Index nb, Lane& lane, bool packed);
+  void backward_streams(CRef<S> dY, Index j0, Index nb, Lane& lane, bool own_grads, bool packed);
 };
 
 template <class S> class SequentialRNN : public FSRNN<S> {
@@ -115,6 +132,7 @@ template <class S> class StackedRNN : public Core<S> {
   std::vector<Mat<S>> in_;      // in_[l] (H_{l-1}, N): masked input of layer l >= 1 (with dropout)
   std::vector<Mat<S>> mask_;    // mask_[l] (H_{l-1}, N)
   std::vector<Mat<S>> grad_;    // grad_[l] (H_l, N): backward, gradient reaching layer l's output
+  std::vector<typename StepCell<S>::Work> work_;  // one per thread (threads over streams)
 };
 
 }  // namespace msrnn

@@ -27,9 +27,17 @@
 // Use over a chunk: begin(T, B, ...); optionally project_inputs(X) when every x_t is known before
 // the time loop; step(t, ...) for t = 0..T-1; then backward_step(t, ...) for t = T-1..0 and
 // finish_backward(...), which adds the weight gradients of all steps in one product each.
+//
+// Threads over streams: the streams (batch columns) of a chunk are independent, so a core may run
+// every step of a contiguous column range [j0, j0 + nb) on one thread, calling the column-range
+// step() / backward_step() with that thread's own Work. With `packed` the step products use the
+// weights packed once per chunk (pack_forward / pack_backward, PackedPanels in gemm.hpp), an LSTM
+// cell with a per-step input computing [W_ih W_hh] [x_t; h_{t-1}] in one pass; otherwise Eigen's
+// products as in the plain step(). The results do not depend on the column split.
 #pragma once
 
 #include "msrnn/core.hpp"
+#include "msrnn/gemm.hpp"
 #include "msrnn/rnn_stack.hpp"
 
 namespace msrnn {
@@ -85,6 +93,28 @@ template <class S> class StepCell {
   const Mat<S>& dh_out() const { return dh_out_; }
   const Mat<S>& dc_out() const { return dc_out_; }
 
+  // Per-thread temporaries of the column-range steps, for nb streams.
+  struct Work {
+    Index nb = 0;
+    bool own_grads = false;  // layer-norm parameter gradients go to dg_*/db_* (else to the parameters)
+    Mat<S> ct, ht, tmp;      // (H or 0, nb), (H, nb), (H, nb) forward step temporaries
+    Mat<S> dht, dct, zero;   // (H, nb), (H or 0, nb), (H, nb) backward step temporaries
+    Mat<S> dg_gates, db_gates;  // (G*H, 1) with own_grads and ln_gates
+    Mat<S> dg_cell, db_cell;    // (H, 1) with own_grads and ln_cell
+  };
+  // Sizes w for nb streams; own_grads: keep layer-norm gradients in w (zeroed) for add_grads.
+  void start_work(Work& w, Index nb, bool own_grads) const;
+  // Adds the layer-norm parameter gradients kept in w (own_grads) to the parameters.
+  void add_grads(const Work& w);
+  // Pack the weights for packed forward steps (after project_inputs, if any) or backward steps.
+  void pack_forward();
+  void pack_backward();
+  // Sizes the backward buffers; call once (single-threaded) before the column-range backward steps.
+  void begin_backward();
+  // step() and backward_step() on streams [j0, j0 + nb): h, c, x, dh, dc, dx have nb columns.
+  void step(Index t, Index j0, Index nb, MRef<S> h, MRef<S> c, CRef<S> x, Work& w, bool packed);
+  void backward_step(Index t, Index j0, Index nb, MRef<S> dh, MRef<S> dc, MRef<S> dx, Work& w, bool packed);
+
  private:
   Index G() const { return spec_.type == CellType::LSTM ? 4 : 3; }
 
@@ -106,7 +136,12 @@ template <class S> class StepCell {
   Mat<S> da_;            // (G*H, N) backward: gradient of the pre-activations (GRU: of ax)
   Mat<S> dah_;           // (3H, N) GRU backward: gradient of ah
   Mat<S> dh_out_, dc_out_;  // (H, N) gradient reaching the state after each step
-  Mat<S> ct_, ht_, tmp_, dht_, dct_, zero_;  // (H, B) step temporaries
+  Work work_;            // temporaries of the plain step() / backward_step() over all B streams
+  PackedPanels<S> Wp_;   // forward: W_hh (G*H, H), or [W_ih W_hh] (4H, E + H) for an LSTM with per-step x
+  PackedPanels<S> Wxp_;  // forward, GRU with per-step x: W_ih (3H, E)
+  PackedPanels<S> WhT_;  // backward: W_hh^T (H, G*H)
+  PackedPanels<S> WxT_;  // backward, E > 0: W_ih^T (E, G*H)
+  bool fused_ = false;   // Wp_ holds [W_ih W_hh]
 };
 
 }  // namespace msrnn
