@@ -113,32 +113,27 @@ def sgemm_peak(n: int, reps: int = 5):
     rng = np.random.default_rng(0)
     a = rng.standard_normal((n, n), dtype=np.float32)
     b = rng.standard_normal((n, n), dtype=np.float32)
-    out = {}
-    c = a @ b
-    best = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        np.matmul(a, b, out=c)
-        best = min(best, time.perf_counter() - t0)
-    out["numpy"] = flops / best / 1e9
-    if torch is not None:
-        ta, tb = torch.from_numpy(a), torch.from_numpy(b)
-        tc = torch.mm(ta, tb)
+
+    def rate(product):
+        """GFLOP/s of the fastest of `reps` calls, after one warm-up call."""
+        product()
         best = float("inf")
         for _ in range(reps):
             t0 = time.perf_counter()
-            torch.mm(ta, tb, out=tc)
+            product()
             best = min(best, time.perf_counter() - t0)
-        out["torch"] = flops / best / 1e9
+        return flops / best / 1e9
+
+    c = np.empty((n, n), dtype=np.float32)
+    out = {"numpy": rate(lambda: np.matmul(a, b, out=c))}
+    if torch is not None:
+        ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+        tc = torch.empty(n, n)
+        out["torch"] = rate(lambda: torch.mm(ta, tb, out=tc))
         if ARGS.bf16:
-            ta, tb = ta.to(torch.bfloat16), tb.to(torch.bfloat16)
-            tc = torch.mm(ta, tb)
-            best = float("inf")
-            for _ in range(reps):
-                t0 = time.perf_counter()
-                torch.mm(ta, tb, out=tc)
-                best = min(best, time.perf_counter() - t0)
-            out["torch-bf16"] = flops / best / 1e9
+            ha, hb = ta.to(torch.bfloat16), tb.to(torch.bfloat16)
+            hc = torch.empty(n, n, dtype=torch.bfloat16)
+            out["torch-bf16"] = rate(lambda: torch.mm(ha, hb, out=hc))
     return out
 
 

@@ -10,6 +10,7 @@ import pytest
 
 import multiscale_rnn as msr
 from multiscale_rnn._native import core as _core
+from multiscale_rnn.testing import assert_runs_equal, run_chunks
 
 
 @pytest.fixture
@@ -21,12 +22,7 @@ def reference_off():
 def run(model, chunks, reference):
     """Logits, loss, gradients and final state over two chunks with the state carried."""
     _core.set_reference_kernels(reference)
-    state, out = None, []
-    for tok, tgt in chunks:
-        logits, _ = model.forward(tok, state)
-        loss, grads, state = model.loss_and_grad(tok, tgt, state)
-        out.append((logits, loss, grads))
-    return out, state
+    return run_chunks(model, chunks)
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
@@ -38,16 +34,7 @@ def test_lstm_fast_equals_reference(reference_off, threads, E, H, B, L):
     rng = np.random.default_rng(5)
     data = rng.integers(0, V, (B, 2 * T + 1))
     chunks = [(data[:, k * T:(k + 1) * T], data[:, k * T + 1:(k + 1) * T + 1]) for k in range(2)]
-    fast, s_fast = run(model, chunks, reference=False)
-    ref, s_ref = run(model, chunks, reference=True)
-    for (lf, lossf, gf), (lr, lossr, gr) in zip(fast, ref):
-        np.testing.assert_allclose(lf, lr, rtol=1e-12, atol=1e-13)
-        assert lossf == pytest.approx(lossr, rel=1e-13)
-        for name in gr:
-            np.testing.assert_allclose(gf[name], gr[name], rtol=1e-10, atol=1e-13, err_msg=name)
-            assert np.abs(gr[name]).max() > 0, name  # every gradient is exercised
-    for name in s_ref:
-        np.testing.assert_allclose(s_fast[name], s_ref[name], rtol=1e-12, atol=1e-13, err_msg=name)
+    assert_runs_equal(run(model, chunks, reference=False), run(model, chunks, reference=True))
 
 
 def test_reference_switch_round_trips(reference_off):

@@ -7,7 +7,8 @@ import pytest
 import multiscale_rnn as msr
 from multiscale_rnn.models.base import _core
 from multiscale_rnn.analysis import by_step
-from multiscale_rnn.testing import check_model_gradients, numeric_gradient, relative_error
+from multiscale_rnn.testing import (assert_runs_equal, check_model_gradients, numeric_gradient, relative_error,
+                                   run_chunks)
 
 V, E, HF, HS = 11, 5, 6, 4
 
@@ -479,12 +480,7 @@ def _fast_and_reference(make, B, T=5, chunks=2):
             _core.set_reference_kernels(reference)
             model = make()  # same seed: the same weights and the same zoneout/dropout draws
             perturb(model, np.random.default_rng(3))
-            state, runs = None, []
-            for tok, tgt in pieces:
-                logits, _ = model.forward(tok, state)
-                loss, grads, state = model.loss_and_grad(tok, tgt, state)
-                runs.append((logits, loss, grads))
-            out.append((runs, state))
+            out.append(run_chunks(model, pieces))
     finally:
         _core.set_reference_kernels(False)
     return out
@@ -506,18 +502,11 @@ def test_fs_rnn_fast_equals_reference(threads, B, T, kw):
     msr.set_num_threads(threads)
     try:
         # sizes that leave partial panels and column blocks; B = 5 splits unevenly over 2 and 3 threads
-        (fast, s_fast), (ref, s_ref) = _fast_and_reference(
+        fast, ref = _fast_and_reference(
             lambda: msr.FSRNN(V, 7, 37, 19, dtype="float64", seed=11, **kw), B, T=T)
     finally:
         msr.set_num_threads(2)
-    for (lf, lossf, gf), (lr, lossr, gr) in zip(fast, ref):
-        np.testing.assert_allclose(lf, lr, rtol=1e-12, atol=1e-13)
-        assert lossf == pytest.approx(lossr, rel=1e-13)
-        for name in gr:
-            np.testing.assert_allclose(gf[name], gr[name], rtol=1e-10, atol=1e-13, err_msg=name)
-            assert np.abs(gr[name]).max() > 0, name  # every gradient is exercised
-    for name in s_ref:
-        np.testing.assert_allclose(s_fast[name], s_ref[name], rtol=1e-12, atol=1e-13, err_msg=name)
+    assert_runs_equal(fast, ref)
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
@@ -527,16 +516,9 @@ def test_fs_rnn_fast_equals_reference(threads, B, T, kw):
 def test_sequential_and_stacked_fast_equal_reference(cls, cell, T, threads):
     msr.set_num_threads(threads)
     try:
-        (fast, s_fast), (ref, s_ref) = _fast_and_reference(
+        fast, ref = _fast_and_reference(
             lambda: cls(V, 7, (13, 13), cell=cell, layer_norm=True, zoneout_h=0.2, dropout=0.2, dtype="float64",
                         seed=4), B=5, T=T)
     finally:
         msr.set_num_threads(2)
-    for (lf, lossf, gf), (lr, lossr, gr) in zip(fast, ref):
-        np.testing.assert_allclose(lf, lr, rtol=1e-12, atol=1e-13)
-        assert lossf == pytest.approx(lossr, rel=1e-13)
-        for name in gr:
-            np.testing.assert_allclose(gf[name], gr[name], rtol=1e-10, atol=1e-13, err_msg=name)
-            assert np.abs(gr[name]).max() > 0, name
-    for name in s_ref:
-        np.testing.assert_allclose(s_fast[name], s_ref[name], rtol=1e-12, atol=1e-13, err_msg=name)
+    assert_runs_equal(fast, ref)

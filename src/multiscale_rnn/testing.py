@@ -60,3 +60,40 @@ def check_model_gradients(model, tokens, targets, state=None, eps: float = 1e-6,
         ana = grads[name][np.unravel_index(idx, p.shape)]
         errors[name] = relative_error(ana, num)
     return errors
+
+
+def run_chunks(model, chunks, state=None):
+    """Run ``(tokens, targets)`` chunks with the state carried from one to the next.
+
+    Returns ``(runs, state)``: per chunk ``(logits, loss, gradients)`` (logits from ``forward``,
+    loss and gradients from ``loss_and_grad``), and the state after the last chunk.
+    """
+    runs = []
+    for tok, tgt in chunks:
+        logits, _ = model.forward(tok, state)
+        loss, grads, state = model.loss_and_grad(tok, tgt, state)
+        runs.append((logits, loss, grads))
+    return runs, state
+
+
+def assert_runs_equal(got, ref, rtol: float = 1e-12, grad_rtol: float = 1e-10, atol: float = 1e-13,
+                      exercised: bool = True) -> None:
+    """Assert that two ``run_chunks`` results agree: logits, losses, every gradient, final state.
+
+    With ``exercised``, every reference gradient must also be non-zero somewhere, so that a path
+    which leaves a parameter untouched cannot pass by comparing zeros.
+    """
+    (runs, state), (runs_ref, state_ref) = got, ref
+    assert len(runs) == len(runs_ref), f"{len(runs)} chunks against {len(runs_ref)}"
+    for k, ((lg, loss, grads), (lr, loss_r, grads_r)) in enumerate(zip(runs, runs_ref)):
+        np.testing.assert_allclose(lg, lr, rtol=rtol, atol=atol, err_msg=f"logits, chunk {k}")
+        np.testing.assert_allclose(loss, loss_r, rtol=rtol, err_msg=f"loss, chunk {k}")
+        assert set(grads) == set(grads_r), (sorted(grads), sorted(grads_r))
+        for name in grads_r:
+            np.testing.assert_allclose(grads[name], grads_r[name], rtol=grad_rtol, atol=atol,
+                                       err_msg=f"gradient {name}, chunk {k}")
+            if exercised:
+                assert np.abs(grads_r[name]).max() > 0, f"gradient {name} is zero in chunk {k}"
+    assert set(state) == set(state_ref), (sorted(state), sorted(state_ref))
+    for name in state_ref:
+        np.testing.assert_allclose(state[name], state_ref[name], rtol=rtol, atol=atol, err_msg=f"state {name}")
