@@ -155,20 +155,21 @@ bool LSTMLayer<S>::forward_tokens(MRef<S> Y, CRef<S> Emb, const std::int32_t* to
   MSRNN_CHECK(h_.cols() == B, "LSTM state has batch size ", h_.cols(), ", input has ", B);
   P_.resize(4 * H_, V);
   b_sum_ = b_ih_.w.col(0) + b_hh_.w.col(0);
-  if (precision_ == Precision::Float32) {
+  // P (4H, V) = b + W Ex, rows split over threads.
+  auto table = [&](CRef<S> W, CRef<S> Ex) {
     parallel_slices(4 * H_, 16, [&](Index r0, Index m) {
-      P_.middleRows(r0, m).noalias() = W_ih_.w.middleRows(r0, m) * Emb;
+      P_.middleRows(r0, m).noalias() = W.middleRows(r0, m) * Ex;
       P_.middleRows(r0, m).colwise() += b_sum_.segment(r0, m);
     });
+  };
+  if (precision_ == Precision::Float32) {
+    table(W_ih_.w, Emb);
   } else if constexpr (std::is_same<S, float>::value) {  // b + bf16(W_ih) bf16(Emb), in float32
     W_ih_r_.resize(4 * H_, E_);
     Emb_r_ = Emb;
     round_to_bf16(W_ih_r_.data(), W_ih_.w.data(), W_ih_r_.size());
     round_to_bf16(Emb_r_.data(), Emb_r_.data(), Emb_r_.size());
-    parallel_slices(4 * H_, 16, [&](Index r0, Index m) {
-      P_.middleRows(r0, m).noalias() = W_ih_r_.middleRows(r0, m) * Emb_r_;
-      P_.middleRows(r0, m).colwise() += b_sum_.segment(r0, m);
-    });
+    table(W_ih_r_, Emb_r_);
   }
   run(Y, Emb, &P_, tokens, T, B, /*train=*/false);
   return true;
