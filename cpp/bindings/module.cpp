@@ -155,7 +155,8 @@ template <class S> void bind_model(py::module_& m, const char* name) {
            [](M& self) {
              py::list out;
              for (const auto& p : self.params().info())
-               out.append(py::make_tuple(p.name, p.offset, p.rows, p.cols, p.numpy_transposed));
+               out.append(py::make_tuple(p.name, p.offset, p.rows, p.cols, p.numpy_transposed, p.role.kind,
+                                         p.role.unit, p.role.layer));
              return out;
            })
       .def("flat_params", [](py::object self) { return view_of(self.cast<M&>().params().data(), self); })
@@ -224,6 +225,12 @@ template <class S> void bind_model(py::module_& m, const char* name) {
       .def_property_readonly("inference_precision",
                              [](const M& self) { return std::string(precision_name(self.inference_precision())); })
       .def("records", [](M& self) { return state_to_dict<S>(self.records()); })
+      .def("aux_losses",
+           [](M& self) {
+             py::dict d;
+             for (const auto& kv : self.aux_losses()) d[py::str(kv.first)] = kv.second;
+             return d;
+           })
       .def("record_grads", [](M& self) { return state_to_dict<S>(self.record_grads()); })
       .def("get_rng_state",
            [](M& self) {
@@ -281,6 +288,7 @@ PYBIND11_MODULE(MSRNN_MODULE_NAME, m) {
   // pybind11 turns std::invalid_argument into ValueError and std::out_of_range into IndexError.
   m.def("set_num_threads", &set_num_threads, py::arg("n"));
   m.def("get_num_threads", &get_num_threads);
+  m.def("core_names", &core_names);  // the registered cores
   // Select the plain reference kernels instead of the optimised ones (tests hold the two equal).
   m.def("set_reference_kernels", &set_reference_kernels, py::arg("on"));
   m.def("reference_kernels", &reference_kernels);

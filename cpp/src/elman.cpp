@@ -6,10 +6,10 @@ template <class S>
 ElmanLayer<S>::ElmanLayer(ParamSet<S>& ps, const std::string& suffix, Index E, Index H)
     : E_(E), H_(H), suffix_(suffix) {
   MSRNN_CHECK(E > 0 && H > 0, "Elman RNN sizes must be positive, got input ", E, " hidden ", H);
-  W_ih_.id = ps.add("weight_ih" + suffix, H, E);
-  W_hh_.id = ps.add("weight_hh" + suffix, H, H);
-  b_ih_.id = ps.add("bias_ih" + suffix, H, 1);
-  b_hh_.id = ps.add("bias_hh" + suffix, H, 1);
+  W_ih_.id = ps.add("weight_ih" + suffix, H, E, {"input", H, suffix});
+  W_hh_.id = ps.add("weight_hh" + suffix, H, H, {"recurrent", H, suffix});
+  b_ih_.id = ps.add("bias_ih" + suffix, H, 1, {"bias", H, suffix});
+  b_hh_.id = ps.add("bias_hh" + suffix, H, 1, {"bias", H, suffix});
 }
 
 template <class S> void ElmanLayer<S>::bind(ParamSet<S>& ps) {

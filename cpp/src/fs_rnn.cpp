@@ -1,6 +1,5 @@
 #include "msrnn/fs_rnn.hpp"
 
-#include "msrnn/language_model.hpp"
 
 #include <cmath>
 #include <set>
@@ -403,54 +402,12 @@ template <class S> std::vector<NamedState<S>> StackedRNN<S>::record_grads() cons
   return out;
 }
 
-// ---- construction from a ModelConfig ------------------------------------------------------------
+// ---- construction from the core's options ------------------------------------------------------
 
 namespace {
 
-// Reads a core's options by name with defaults and refuses names it did not read.
-class Options {
- public:
-  explicit Options(const ModelConfig& cfg) : cfg_(cfg) {}
-  double num(const std::string& name, double dflt) {
-    used_.insert(name);
-    auto it = cfg_.num_options.find(name);
-    return it == cfg_.num_options.end() ? dflt : it->second;
-  }
-  bool flag(const std::string& name, bool dflt) {
-    const double v = num(name, dflt ? 1.0 : 0.0);
-    MSRNN_CHECK(v == 0.0 || v == 1.0, "option '", name, "' must be true or false, got ", v);
-    return v == 1.0;
-  }
-  Index count(const std::string& name, Index dflt) {
-    const double v = num(name, double(dflt));
-    MSRNN_CHECK(v == std::floor(v) && v >= 0, "option '", name, "' must be a whole number, got ", v);
-    return static_cast<Index>(v);
-  }
-  std::string text(const std::string& name, const std::string& dflt) {
-    used_.insert(name);
-    auto it = cfg_.text_options.find(name);
-    return it == cfg_.text_options.end() ? dflt : it->second;
-  }
-  void done() const {
-    for (const auto& kv : cfg_.num_options)
-      MSRNN_CHECK(used_.count(kv.first), "the ", cfg_.core, " core has no option '", kv.first, "'");
-    for (const auto& kv : cfg_.text_options)
-      MSRNN_CHECK(used_.count(kv.first), "the ", cfg_.core, " core has no option '", kv.first, "'");
-  }
-  // True when the user gave the option a non-zero value.
-  bool set(const std::string& name) const {
-    auto it = cfg_.num_options.find(name);
-    return it != cfg_.num_options.end() && it->second != 0.0;
-  }
-
- private:
-  const ModelConfig& cfg_;
-  std::set<std::string> used_;
-};
-
-CellType fs_cell_type(const std::string& name, const char* option) {
-  MSRNN_CHECK(name == "lstm" || name == "gru", "option '", option, "' must be 'lstm' or 'gru', got '", name, "'");
-  return cell_type_from_name(name);
+CellType fs_cell_type(CoreOptions& o, const std::string& name, const std::string& dflt) {
+  return cell_type_from_name(o.choice(name, dflt, {"lstm", "gru"}));
 }
 
 // The options every cell of these cores shares. layer_norm_cell and zoneout_c act on LSTM cells
@@ -460,12 +417,18 @@ struct SharedCellOptions {
   double zoneout_c, zoneout_h;
 };
 
-SharedCellOptions read_cell_options(Options& o, bool ln_gates_default) {
+SharedCellOptions read_cell_options(CoreOptions& o, bool ln_gates_default, bool any_lstm) {
   SharedCellOptions r;
   r.ln_gates = o.flag("layer_norm_gates", ln_gates_default);
+  const bool cell_given = o.given("layer_norm_cell");
   r.ln_cell = o.flag("layer_norm_cell", true);
-  r.zoneout_c = o.num("zoneout_c", 0.0);
-  r.zoneout_h = o.num("zoneout_h", 0.0);
+  r.zoneout_c = o.number("zoneout_c", 0.0, 0.0, 1.0);
+  r.zoneout_h = o.number("zoneout_h", 0.0, 0.0, 1.0);
+  MSRNN_CHECK(r.zoneout_c < 1.0 && r.zoneout_h < 1.0, "the ", o.core(), " zoneout probabilities must be below 1");
+  MSRNN_CHECK(any_lstm || !(cell_given && r.ln_cell), "option 'layer_norm_cell' acts on LSTM cell states; this ",
+              o.core(), " has GRU cells only");
+  MSRNN_CHECK(any_lstm || r.zoneout_c == 0.0, "option 'zoneout_c' acts on LSTM cell states; this ", o.core(),
+              " has GRU cells only");
   return r;
 }
 
@@ -481,44 +444,53 @@ CellSpec cell_spec(const SharedCellOptions& r, CellType type, Index H) {
   return s;
 }
 
-void check_lstm_only_options(const Options& o, bool any_lstm, const std::string& core) {
-  for (const char* name : {"layer_norm_cell", "zoneout_c"})
-    MSRNN_CHECK(any_lstm || !o.set(name), "option '", name, "' acts on LSTM cell states; this ", core,
-                " has GRU cells only");
+//   fs_rnn:  hidden_sizes (H_F, H_S); fast_cells K (2); fast_cell, slow_cell "lstm" | "gru"
+//            ("lstm", slow_cell defaults to fast_cell); layer_norm_gates (1); layer_norm_cell (1);
+//            zoneout_c (0); zoneout_h (0); the model's dropout inside the step too.
+template <class S> std::unique_ptr<Core<S>> make_fs_rnn(ParamSet<S>& ps, const CoreArgs& a) {
+  CoreOptions& o = *a.options;
+  const auto& H = a.hidden_sizes;
+  MSRNN_CHECK(H.size() == 2, "fs_rnn takes hidden_sizes = (fast size, slow size), got ", H.size(), " sizes");
+  const Index K = o.count("fast_cells", 2, 2);
+  const std::string fast_name = o.choice("fast_cell", "lstm", {"lstm", "gru"});
+  const CellType ft = cell_type_from_name(fast_name);
+  const CellType st = fs_cell_type(o, "slow_cell", fast_name);
+  const SharedCellOptions r =
+      read_cell_options(o, /*ln_gates_default=*/true, ft == CellType::LSTM || st == CellType::LSTM);
+  o.finish();
+  return std::make_unique<FSRNN<S>>(ps, a.input_size, K, cell_spec(r, ft, H[0]), cell_spec(r, st, H[1]), a.dropout,
+                                    a.rng);
+}
+
+//   sequential_lstm, stacked_lstm: hidden_sizes one per cell; cell "lstm" | "gru" ("lstm");
+//            layer_norm_gates (0); layer_norm_cell (1); zoneout_c (0); zoneout_h (0).
+template <class S> std::unique_ptr<Core<S>> make_sequential_lstm(ParamSet<S>& ps, const CoreArgs& a) {
+  CoreOptions& o = *a.options;
+  const auto& H = a.hidden_sizes;
+  const CellType type = fs_cell_type(o, "cell", "lstm");
+  const SharedCellOptions r = read_cell_options(o, /*ln_gates_default=*/false, type == CellType::LSTM);
+  o.finish();
+  for (Index h : H)
+    MSRNN_CHECK(h == H.front(), "the cells of a sequential RNN share one state, so hidden sizes must be equal, got ",
+                H.front(), " and ", h);
+  return std::make_unique<SequentialRNN<S>>(ps, a.input_size, static_cast<Index>(H.size()),
+                                            cell_spec(r, type, H.front()));
+}
+
+template <class S> std::unique_ptr<Core<S>> make_stacked_lstm(ParamSet<S>& ps, const CoreArgs& a) {
+  CoreOptions& o = *a.options;
+  const CellType type = fs_cell_type(o, "cell", "lstm");
+  const SharedCellOptions r = read_cell_options(o, /*ln_gates_default=*/false, type == CellType::LSTM);
+  o.finish();
+  return std::make_unique<StackedRNN<S>>(ps, a.input_size, a.hidden_sizes, cell_spec(r, type, a.hidden_sizes.front()),
+                                         a.dropout, a.rng);
 }
 
 }  // namespace
 
-template <class S> std::unique_ptr<Core<S>> make_fs_family_core(const ModelConfig& cfg, ParamSet<S>& ps, Rng* rng) {
-  const auto& H = cfg.hidden_sizes;
-  const bool fs = cfg.core == "fs_rnn", seq = cfg.core == "sequential_lstm", stacked = cfg.core == "stacked_lstm";
-  if (!fs && !seq && !stacked) return nullptr;
-  Options o(cfg);
-  if (fs) {
-    MSRNN_CHECK(H.size() == 2, "fs_rnn takes hidden_sizes = (fast size, slow size), got ", H.size(), " sizes");
-    const Index K = o.count("fast_cells", 2);
-    const std::string fast_name = o.text("fast_cell", "lstm");
-    const CellType ft = fs_cell_type(fast_name, "fast_cell");
-    const CellType st = fs_cell_type(o.text("slow_cell", fast_name), "slow_cell");
-    const SharedCellOptions r = read_cell_options(o, /*ln_gates_default=*/true);
-    o.done();
-    check_lstm_only_options(o, ft == CellType::LSTM || st == CellType::LSTM, "FS-RNN");
-    return std::make_unique<FSRNN<S>>(ps, cfg.embed_size, K, cell_spec(r, ft, H[0]), cell_spec(r, st, H[1]),
-                                      cfg.dropout, rng);
-  }
-  const CellType type = fs_cell_type(o.text("cell", "lstm"), "cell");
-  const SharedCellOptions r = read_cell_options(o, /*ln_gates_default=*/false);
-  o.done();
-  check_lstm_only_options(o, type == CellType::LSTM, cfg.core);
-  const CellSpec cell = cell_spec(r, type, H.front());
-  if (seq) {
-    for (Index h : H)
-      MSRNN_CHECK(h == H.front(), "the cells of a sequential RNN share one state, so hidden sizes must be equal, got ",
-                  H.front(), " and ", h);
-    return std::make_unique<SequentialRNN<S>>(ps, cfg.embed_size, static_cast<Index>(H.size()), cell);
-  }
-  return std::make_unique<StackedRNN<S>>(ps, cfg.embed_size, H, cell, cfg.dropout, rng);
-}
+MSRNN_REGISTER_CORE("fs_rnn", make_fs_rnn);
+MSRNN_REGISTER_CORE("sequential_lstm", make_sequential_lstm);
+MSRNN_REGISTER_CORE("stacked_lstm", make_stacked_lstm);
 
 template class FSRNN<float>;
 template class FSRNN<double>;
@@ -526,7 +498,5 @@ template class SequentialRNN<float>;
 template class SequentialRNN<double>;
 template class StackedRNN<float>;
 template class StackedRNN<double>;
-template std::unique_ptr<Core<float>> make_fs_family_core<float>(const ModelConfig&, ParamSet<float>&, Rng*);
-template std::unique_ptr<Core<double>> make_fs_family_core<double>(const ModelConfig&, ParamSet<double>&, Rng*);
 
 }  // namespace msrnn

@@ -32,10 +32,10 @@ void gru_pointwise_backward(MRef<S> dax, MRef<S> dah, MRef<S> dh_prev, CRef<S> d
 template <class S>
 GRULayer<S>::GRULayer(ParamSet<S>& ps, const std::string& suffix, Index E, Index H) : E_(E), H_(H), suffix_(suffix) {
   MSRNN_CHECK(E > 0 && H > 0, "GRU sizes must be positive, got input ", E, " hidden ", H);
-  W_ih_.id = ps.add("weight_ih" + suffix, 3 * H, E);
-  W_hh_.id = ps.add("weight_hh" + suffix, 3 * H, H);
-  b_ih_.id = ps.add("bias_ih" + suffix, 3 * H, 1);
-  b_hh_.id = ps.add("bias_hh" + suffix, 3 * H, 1);
+  W_ih_.id = ps.add("weight_ih" + suffix, 3 * H, E, {"input", H, suffix});
+  W_hh_.id = ps.add("weight_hh" + suffix, 3 * H, H, {"recurrent", H, suffix});
+  b_ih_.id = ps.add("bias_ih" + suffix, 3 * H, 1, {"bias", H, suffix});
+  b_hh_.id = ps.add("bias_hh" + suffix, 3 * H, 1, {"bias", H, suffix});
 }
 
 template <class S> void GRULayer<S>::bind(ParamSet<S>& ps) {

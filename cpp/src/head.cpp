@@ -3,8 +3,8 @@
 namespace msrnn {
 
 template <class S> LinearHead<S>::LinearHead(ParamSet<S>& ps, Index I, Index V) : I_(I), V_(V) {
-  W_.id = ps.add("decoder.weight", V, I);
-  b_.id = ps.add("decoder.bias", V, 1);
+  W_.id = ps.add("decoder.weight", V, I, {"output", 0, ""});
+  b_.id = ps.add("decoder.bias", V, 1, {"output", 0, ""});
 }
 
 template <class S> void LinearHead<S>::bind(ParamSet<S>& ps) {

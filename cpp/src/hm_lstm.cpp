@@ -7,14 +7,6 @@ namespace msrnn {
 
 namespace {
 
-bool flag_option(const std::map<std::string, double>& num, const char* name, bool dflt) {
-  auto it = num.find(name);
-  if (it == num.end()) return dflt;
-  MSRNN_CHECK(it->second == 0.0 || it->second == 1.0, "HM-LSTM option '", name, "' must be 0/1 (False/True), got ",
-              it->second);
-  return it->second != 0.0;
-}
-
 // dst (rows, k) = src columns idx (of a (rows, B) block), each scaled by w = scale[idx[j]] (or 1 - w) when given.
 template <class S, class Src>
 void gather(MRef<S> dst, const Src& src, const std::vector<Index>& idx, const S* scale = nullptr,
@@ -39,54 +31,35 @@ template <class S> S hard_sigm(S x, S slope) { return std::min(S(1), std::max(S(
 
 }  // namespace
 
-HMLSTMOptions hm_lstm_options(const std::map<std::string, double>& num, const std::map<std::string, std::string>& text) {
+HMLSTMOptions hm_lstm_options(CoreOptions& opts) {
   HMLSTMOptions o;
-  static const char* known_num[] = {"slope", "top_boundary", "flush_cut", "layer_norm", "skip", "ln_eps"};
-  static const char* known_text[] = {"boundary", "copy_z", "gradient"};
-  for (const auto& kv : num) {
-    bool ok = false;
-    for (auto* k : known_num) ok |= kv.first == k;
-    for (auto* k : known_text) MSRNN_CHECK(kv.first != k, "HM-LSTM option '", kv.first, "' must be a string");
-    MSRNN_CHECK(ok, "unknown HM-LSTM option '", kv.first,
-                "'; options are boundary, top_boundary, copy_z, flush_cut, gradient, slope, layer_norm, skip, ln_eps");
-  }
-  for (const auto& kv : text) {
-    bool ok = false;
-    for (auto* k : known_text) ok |= kv.first == k;
-    MSRNN_CHECK(ok, "unknown HM-LSTM text option '", kv.first, "' (value '", kv.second,
-                "'); text options are boundary, copy_z, gradient");
-  }
-  auto txt = [&](const char* name, const char* dflt) {
-    auto it = text.find(name);
-    return it == text.end() ? std::string(dflt) : it->second;
-  };
-  const std::string boundary = txt("boundary", "step");
-  if (boundary == "step") o.boundary = HMBoundary::Step;
-  else if (boundary == "sample") o.boundary = HMBoundary::Sample;
-  else if (boundary == "soft") o.boundary = HMBoundary::Soft;
-  else throw std::invalid_argument(cat("HM-LSTM boundary must be 'step', 'sample' or 'soft', got '", boundary, "'"));
-  const std::string copy_z = txt("copy_z", "carry");
-  MSRNN_CHECK(copy_z == "carry" || copy_z == "recompute", "HM-LSTM copy_z must be 'carry' or 'recompute', got '",
-              copy_z, "'");
-  o.copy_recompute = copy_z == "recompute";
+  const std::string boundary = opts.choice("boundary", "step", {"step", "sample", "soft"});
+  o.boundary = boundary == "step" ? HMBoundary::Step : boundary == "sample" ? HMBoundary::Sample : HMBoundary::Soft;
+  o.copy_recompute = opts.choice("copy_z", "carry", {"carry", "recompute"}) == "recompute";
   const bool soft = o.boundary == HMBoundary::Soft;
-  const std::string gradient = txt("gradient", soft ? "blend" : "switch");
-  MSRNN_CHECK(gradient == "switch" || gradient == "blend", "HM-LSTM gradient must be 'switch' or 'blend', got '",
-              gradient, "'");
+  const std::string gradient = opts.choice("gradient", soft ? "blend" : "switch", {"switch", "blend"});
   MSRNN_CHECK(!(soft && gradient == "switch"),
               "HM-LSTM gradient 'switch' needs binary boundaries; with boundary 'soft' the cases of eq. 2 are blends, "
               "so gradient must be 'blend'");
   o.blend = gradient == "blend";
-  o.top_boundary = flag_option(num, "top_boundary", false);
-  o.flush_cut = flag_option(num, "flush_cut", false);
-  o.layer_norm = flag_option(num, "layer_norm", false);
-  o.skip = flag_option(num, "skip", true);
-  if (num.count("slope")) o.slope = num.at("slope");
-  MSRNN_CHECK(o.slope > 0.0 && std::isfinite(o.slope), "HM-LSTM slope must be positive and finite, got ", o.slope);
-  if (num.count("ln_eps")) o.ln_eps = num.at("ln_eps");
+  o.top_boundary = opts.flag("top_boundary", false);
+  o.flush_cut = opts.flag("flush_cut", false);
+  o.layer_norm = opts.flag("layer_norm", false);
+  o.skip = opts.flag("skip", true);
+  o.slope = opts.number("slope", 1.0);
+  MSRNN_CHECK(o.slope > 0.0, "HM-LSTM slope must be positive and finite, got ", o.slope);
+  o.ln_eps = opts.number("ln_eps", 1e-5);
   MSRNN_CHECK(o.ln_eps > 0.0, "HM-LSTM ln_eps must be positive, got ", o.ln_eps);
+  opts.finish();
   return o;
 }
+
+namespace {
+template <class S> std::unique_ptr<Core<S>> make_hm_lstm(ParamSet<S>& ps, const CoreArgs& a) {
+  return std::make_unique<HMLSTM<S>>(ps, a.input_size, a.hidden_sizes, hm_lstm_options(*a.options), a.rng);
+}
+}  // namespace
+MSRNN_REGISTER_CORE("hm_lstm", make_hm_lstm);
 
 template <class S>
 void hm_pointwise_forward(MRef<S> act, MRef<S> c, MRef<S> tanh_c, MRef<S> h, CRef<S> cp, CRef<S> hp, CRef<S> zp,
@@ -155,13 +128,13 @@ HMLSTM<S>::HMLSTM(ParamSet<S>& ps, Index E, const std::vector<Index>& hidden, co
     y.G = 4 * y.H + (y.detector ? 1 : 0);
     y.K = y.Hb + y.H + y.Ht;
     const std::string sfx = cat("_l", l);
-    y.W.id = ps.add("weight_ih" + sfx, y.G, y.Hb);
-    y.U.id = ps.add("weight_hh" + sfx, y.G, y.H);
-    if (y.Ht > 0) y.Utd.id = ps.add("weight_td" + sfx, y.G, y.Ht);
-    y.b.id = ps.add("bias" + sfx, y.G, 1);
+    y.W.id = ps.add("weight_ih" + sfx, y.G, y.Hb, {"input", y.H, sfx});
+    y.U.id = ps.add("weight_hh" + sfx, y.G, y.H, {"recurrent", y.H, sfx});
+    if (y.Ht > 0) y.Utd.id = ps.add("weight_td" + sfx, y.G, y.Ht, {"recurrent", y.H, sfx});
+    y.b.id = ps.add("bias" + sfx, y.G, 1, {"bias", y.H, sfx});
     if (opt.layer_norm) {
-      y.ln_g.id = ps.add("ln_weight" + sfx, 4 * y.H, 1);
-      y.ln_b.id = ps.add("ln_bias" + sfx, 4 * y.H, 1);
+      y.ln_g.id = ps.add("ln_weight" + sfx, 4 * y.H, 1, {"gain", y.H, sfx});
+      y.ln_b.id = ps.add("ln_bias" + sfx, 4 * y.H, 1, {"shift", y.H, sfx});
     }
     out_size_ += y.H;
   }

@@ -1,9 +1,6 @@
 #include "msrnn/language_model.hpp"
 
-#include "msrnn/fs_rnn.hpp"
-#include "msrnn/hm_lstm.hpp"
 #include "msrnn/output_module.hpp"
-#include "msrnn/rnn_stack.hpp"
 
 #include <atomic>
 #include <cmath>
@@ -45,17 +42,16 @@ const char* precision_name(Precision p) {
   return "?";
 }
 
-// The core named by cfg.core. A new family adds its line here.
-template <class S> static std::unique_ptr<Core<S>> make_core(const ModelConfig& cfg, ParamSet<S>& ps, Rng* rng) {
-  if (auto core = make_fs_family_core<S>(cfg, ps, rng)) return core;  // fs_rnn, sequential_lstm, stacked_lstm
-  if (cfg.core == "hm_lstm")
-    return std::make_unique<HMLSTM<S>>(ps, cfg.embed_size, cfg.hidden_sizes,
-                                       hm_lstm_options(cfg.num_options, cfg.text_options), rng);
-  const bool stack = cfg.core == "lstm" || cfg.core == "gru" || cfg.core == "rnn_tanh";
-  MSRNN_CHECK(stack, "unknown core '", cfg.core, "'");
-  MSRNN_CHECK(cfg.num_options.empty() && cfg.text_options.empty(), "the ", cfg.core, " core takes no options");
-  return std::make_unique<RNNStack<S>>(ps, cell_type_from_name(cfg.core), cfg.embed_size, cfg.hidden_sizes,
-                                       cfg.dropout, rng);
+// The core named by cfg.core, from the registry (each core registers itself, core.hpp).
+template <class S> static std::unique_ptr<Core<S>> build_core(const ModelConfig& cfg, ParamSet<S>& ps, Rng* rng) {
+  CoreOptions options(cfg.core, cfg.num_options, cfg.text_options);
+  CoreArgs args;
+  args.input_size = cfg.embed_size;
+  args.hidden_sizes = cfg.hidden_sizes;
+  args.dropout = cfg.dropout;
+  args.rng = rng;
+  args.options = &options;
+  return make_core<S>(cfg.core, ps, args);
 }
 
 // The head named by cfg.head, reading the core's output parts.
@@ -88,12 +84,12 @@ template <class S> LanguageModel<S>::LanguageModel(const ModelConfig& cfg) : cfg
   MSRNN_CHECK(cfg.dropout >= 0.0 && cfg.dropout < 1.0, "dropout must be in [0, 1), got ", cfg.dropout);
   MSRNN_CHECK(cfg.input_size >= 0, "input_size must be 0 (tokens) or positive, got ", cfg.input_size);
   if (cfg.input_size == 0) {
-    emb_id_ = ps_.add("embedding.weight", cfg.embed_size, cfg.vocab_size, /*numpy_transposed=*/true);
+    emb_id_ = ps_.add("embedding.weight", cfg.embed_size, cfg.vocab_size, {"embedding", 0, ""}, /*numpy_transposed=*/true);
   } else {
-    enc_w_id_ = ps_.add("encoder.weight", cfg.embed_size, cfg.input_size);
-    enc_b_id_ = ps_.add("encoder.bias", cfg.embed_size, 1);
+    enc_w_id_ = ps_.add("encoder.weight", cfg.embed_size, cfg.input_size, {"embedding", 0, ""});
+    enc_b_id_ = ps_.add("encoder.bias", cfg.embed_size, 1, {"embedding", 0, ""});
   }
-  core_ = make_core<S>(cfg, ps_, &rng_);
+  core_ = build_core<S>(cfg, ps_, &rng_);
   head_ = make_head<S>(cfg, ps_, *core_);
   ps_.finalize();
   core_->bind(ps_);
@@ -203,10 +199,8 @@ template <class S> void LanguageModel<S>::set_inference_precision(Precision p) {
   if (p != Precision::Float32) {
     MSRNN_CHECK((std::is_same<S, float>::value), precision_name(p),
                 " inference needs a float32 model; this one is float64");
-    MSRNN_CHECK(cfg_.core == "lstm", precision_name(p), " inference is implemented for the LSTM model (core 'lstm') only; "
-                "this model's core is '", cfg_.core, "'");
   }
-  core_->set_inference_precision(p);  // the LSTM layers check that AMX can run
+  core_->set_inference_precision(p);  // cores without the path refuse; LSTM layers check that AMX can run
   precision_ = p;
 }
 

@@ -55,10 +55,10 @@ void lstm_pointwise_backward(MRef<S> da, MRef<S> dc_prev, CRef<S> dh, CRef<S> dc
 template <class S>
 LSTMLayer<S>::LSTMLayer(ParamSet<S>& ps, const std::string& suffix, Index E, Index H) : E_(E), H_(H), suffix_(suffix) {
   MSRNN_CHECK(E > 0 && H > 0, "LSTM sizes must be positive, got input ", E, " hidden ", H);
-  W_ih_.id = ps.add("weight_ih" + suffix, 4 * H, E);
-  W_hh_.id = ps.add("weight_hh" + suffix, 4 * H, H);
-  b_ih_.id = ps.add("bias_ih" + suffix, 4 * H, 1);
-  b_hh_.id = ps.add("bias_hh" + suffix, 4 * H, 1);
+  W_ih_.id = ps.add("weight_ih" + suffix, 4 * H, E, {"input", H, suffix});
+  W_hh_.id = ps.add("weight_hh" + suffix, 4 * H, H, {"recurrent", H, suffix});
+  b_ih_.id = ps.add("bias_ih" + suffix, 4 * H, 1, {"bias", H, suffix});
+  b_hh_.id = ps.add("bias_hh" + suffix, 4 * H, 1, {"bias", H, suffix});
 }
 
 template <class S> void LSTMLayer<S>::bind(ParamSet<S>& ps) {

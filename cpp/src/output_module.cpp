@@ -15,10 +15,10 @@ GatedOutputHead<S>::GatedOutputHead(ParamSet<S>& ps, const std::vector<Index>& p
   }
   MSRNN_CHECK(He > 0, "the gated output module needs a positive head_size (output embedding), got ", He);
   MSRNN_CHECK(V > 0, "vocabulary size must be positive, got ", V);
-  Wg_.id = ps.add("output.gate.weight", Index(parts.size()), I_);
-  We_.id = ps.add("output.embed.weight", He, I_);
-  Wd_.id = ps.add("decoder.weight", V, He);
-  bd_.id = ps.add("decoder.bias", V, 1);
+  Wg_.id = ps.add("output.gate.weight", Index(parts.size()), I_, {"output", 0, ""});
+  We_.id = ps.add("output.embed.weight", He, I_, {"output", 0, ""});
+  Wd_.id = ps.add("decoder.weight", V, He, {"output", 0, ""});
+  bd_.id = ps.add("decoder.bias", V, 1, {"output", 0, ""});
 }
 
 template <class S> void GatedOutputHead<S>::bind(ParamSet<S>& ps) {

@@ -122,4 +122,24 @@ template std::unique_ptr<Core<double>> make_cell_layer<double>(CellType, ParamSe
 template class RNNStack<float>;
 template class RNNStack<double>;
 
+namespace {
+// The baselines: "lstm", "gru", "rnn_tanh" (Elman); no options of their own.
+template <class S> std::unique_ptr<Core<S>> make_stack(ParamSet<S>& ps, const CoreArgs& a, CellType cell) {
+  a.options->finish();
+  return std::make_unique<RNNStack<S>>(ps, cell, a.input_size, a.hidden_sizes, a.dropout, a.rng);
+}
+template <class S> std::unique_ptr<Core<S>> make_lstm(ParamSet<S>& ps, const CoreArgs& a) {
+  return make_stack<S>(ps, a, CellType::LSTM);
+}
+template <class S> std::unique_ptr<Core<S>> make_gru(ParamSet<S>& ps, const CoreArgs& a) {
+  return make_stack<S>(ps, a, CellType::GRU);
+}
+template <class S> std::unique_ptr<Core<S>> make_elman(ParamSet<S>& ps, const CoreArgs& a) {
+  return make_stack<S>(ps, a, CellType::Elman);
+}
+}  // namespace
+MSRNN_REGISTER_CORE("lstm", make_lstm);
+MSRNN_REGISTER_CORE("gru", make_gru);
+MSRNN_REGISTER_CORE("rnn_tanh", make_elman);
+
 }  // namespace msrnn

@@ -38,18 +38,18 @@ template <class S>
 StepCell<S>::StepCell(ParamSet<S>& ps, const std::string& suffix, const CellSpec& spec) : spec_(spec) {
   check_cell_spec(spec, "cell" + suffix);
   const Index GH = G() * spec.H;
-  if (spec.E > 0) W_ih_.id = ps.add("weight_ih" + suffix, GH, spec.E);
-  W_hh_.id = ps.add("weight_hh" + suffix, GH, spec.H);
+  if (spec.E > 0) W_ih_.id = ps.add("weight_ih" + suffix, GH, spec.E, {"input", spec.H, suffix});
+  W_hh_.id = ps.add("weight_hh" + suffix, GH, spec.H, {"recurrent", spec.H, suffix});
   if (!spec.ln_gates) {
-    b_ih_.id = ps.add("bias_ih" + suffix, GH, 1);
-    b_hh_.id = ps.add("bias_hh" + suffix, GH, 1);
+    b_ih_.id = ps.add("bias_ih" + suffix, GH, 1, {"bias", spec.H, suffix});
+    b_hh_.id = ps.add("bias_hh" + suffix, GH, 1, {"bias", spec.H, suffix});
   } else {
-    g_gates_.id = ps.add("ln_gates_weight" + suffix, GH, 1);
-    b_gates_.id = ps.add("ln_gates_bias" + suffix, GH, 1);
+    g_gates_.id = ps.add("ln_gates_weight" + suffix, GH, 1, {"gain", spec.H, suffix});
+    b_gates_.id = ps.add("ln_gates_bias" + suffix, GH, 1, {"shift", spec.H, suffix});
   }
   if (spec.ln_cell) {
-    g_cell_.id = ps.add("ln_cell_weight" + suffix, spec.H, 1);
-    b_cell_.id = ps.add("ln_cell_bias" + suffix, spec.H, 1);
+    g_cell_.id = ps.add("ln_cell_weight" + suffix, spec.H, 1, {"gain", 0, suffix});
+    b_cell_.id = ps.add("ln_cell_bias" + suffix, spec.H, 1, {"shift", 0, suffix});
   }
 }
 

@@ -1,8 +1,8 @@
 """multiscale-rnn: multiscale recurrent neural networks with a fast C++ core."""
 from ._native import ISA, core as _core
 from . import analysis, checkpoint, data, init, optim, plot, schedules, testing
-from .models import FSRNN, GRU, HMLSTM, LSTM, MODELS, ElmanRNN, LanguageModel, SequentialLSTM, StackedLSTM
-from .models.registry import build_model, register_model
+from . import models
+from .models import *  # noqa: F401,F403 - every model family, its classes and helpers (models.__all__)
 from .trainer import History, Trainer, evaluate, sample
 
 __version__ = "0.1.0"
@@ -24,8 +24,7 @@ def amx_bf16_unavailable_reason():
     return _core.amx_bf16_unavailable_reason()
 
 
-__all__ = ["LSTM", "GRU", "ElmanRNN", "HMLSTM", "FSRNN", "StackedLSTM", "SequentialLSTM", "LanguageModel", "MODELS",
-           "build_model", "register_model", "Trainer", "History", "evaluate", "sample", "data", "init", "optim",
+__all__ = list(models.__all__) + ["models", "Trainer", "History", "evaluate", "sample", "data", "init", "optim",
            "schedules", "checkpoint", "plot", "analysis", "testing", "set_num_threads", "get_num_threads",
            "amx_bf16_unavailable_reason", "ISA",
            "__version__"]

@@ -1,17 +1,18 @@
-"""Parameter initialisers. Each takes a model, acts on the parameters whose names match, and
-draws from a NumPy ``Generator`` so results follow the user's seed.
+"""Parameter initialisers. Each takes a model, acts on the parameters whose names match a pattern,
+and draws from a NumPy ``Generator`` so results follow the user's seed. Layer structure (gate
+blocks, which tensors are biases, gains or shifts) comes from the roles the core exports with each
+parameter (``model.parameter_roles()``), never from parameter names.
 
     uniform(model, scale)        U(-scale, scale)
     gaussian(model, std)         N(0, std^2)
     orthogonal(model)            each gate block of every recurrent matrix orthogonal
     forget_bias(model, value)    LSTM forget-gate biases (bias_ih + bias_hh) sum to `value`
     default(model)               PyTorch's rule: U(-1/sqrt(H), 1/sqrt(H)) for recurrent layers and
-                                 the decoder, N(0, 1) for the embedding
+                                 the decoder, N(0, 1) for the embedding; layer-norm gains 1, shifts 0
 """
 from __future__ import annotations
 
 import fnmatch
-import re
 from typing import Optional
 
 import numpy as np
@@ -50,19 +51,10 @@ def _orthogonal(g: np.random.Generator, rows: int, cols: int) -> np.ndarray:
     return q if rows >= cols else q.T
 
 
-# Names of a recurrent layer's or cell's tensors: <kind><suffix>, e.g. weight_hh_l0, bias_ih_f1,
-# ln_gates_bias_s; the suffix names the layer or cell.
-_CELL_TENSORS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "ln_gates_weight", "ln_gates_bias")
-
-
-def _layer_hidden(params, name: str) -> Optional[int]:
-    """H of the layer or cell a parameter belongs to (from the ``weight_hh<suffix>`` of the same
-    suffix: _l0, _f1, _s, ...), or None."""
-    for kind in _CELL_TENSORS:
-        if name.startswith(kind + "_"):
-            hh = params.get("weight_hh" + name[len(kind):])
-            return None if hh is None else int(hh.shape[1])
-    return None
+def _unit(model, name: str) -> int:
+    """Rows of one gate block of a parameter (its layer's H), from the role the core exports; 0 when
+    the tensor's rows are not gate blocks."""
+    return model.parameter_roles()[name].unit
 
 
 def orthogonal(model, pattern: str = "weight_hh*", gain: float = 1.0, rng=0) -> None:
@@ -73,53 +65,64 @@ def orthogonal(model, pattern: str = "weight_hh*", gain: float = 1.0, rng=0) -> 
     rows or columns, whichever are fewer). Other matrices get a semi-orthogonal matrix of their shape.
     """
     g = _rng(rng)
-    params = model.parameters()
     for name, p in _select(model, pattern):
         if p.ndim != 2:
             continue
         rows, cols = p.shape
-        h = _layer_hidden(params, name)
-        if h is not None and rows % h == 0:
+        h = _unit(model, name)
+        if h and rows % h == 0:
             for k in range(rows // h):
                 p[k * h:(k + 1) * h] = gain * _orthogonal(g, h, cols)
         else:
             p[...] = gain * _orthogonal(g, rows, cols)
 
 
-def forget_bias(model, value: float = 1.0, pattern: str = "bias_ih*") -> None:
-    """Set LSTM forget-gate biases so that bias_ih + bias_hh = ``value`` on the forget gate
-    (gate block 1 of 4, PyTorch's order i, f, g, o). Only biases of 4H entries (H the layer's hidden
-    size) are LSTM biases; a model without any is refused."""
-    params = model.parameters()
-    found = False
-    for name, p in _select(model, pattern):
-        h = _layer_hidden(params, name)
-        if h is None or p.shape[0] != 4 * h:
-            continue
-        other = params.get(name.replace("bias_ih", "bias_hh"))
-        p[h:2 * h] = value
-        if other is not None and other is not p:
-            other[h:2 * h] = 0.0
-        found = True
-    if not found:
+def forget_bias(model, value: float = 1.0, pattern: str = "*") -> None:
+    """Set LSTM forget-gate biases so that the biases of each LSTM layer sum to ``value`` on the
+    forget gate (gate block 1 of 4, PyTorch's order i, f, g, o): the layer's first matching bias
+    (role ``bias``, or the gate layer norm's ``shift`` when the layer has no bias) gets ``value``,
+    any other bias of the layer 0 there. Only tensors of exactly 4H rows (H the layer's gate-block
+    size) are LSTM gate biases; a model without any matching one is refused."""
+    params, roles = model.parameters(), model.parameter_roles()
+    chosen = {}
+    for name, _ in _select(model, pattern):
+        r = roles[name]
+        if r.unit and params[name].shape == (4 * r.unit,) and r.kind in ("bias", "shift"):
+            has_bias = any(q.layer == r.layer and q.kind == "bias" for q in roles.values())
+            if r.kind == "bias" or not has_bias:
+                chosen.setdefault(r.layer, name)
+    if not chosen:
         raise ValueError("no LSTM bias (4H entries) matches the pattern")
+    for layer, name in chosen.items():
+        h = roles[name].unit
+        for other, r in roles.items():
+            if r.layer == layer and r.kind == roles[name].kind and params[other].shape == (4 * h,):
+                params[other][h:2 * h] = value if other == name else 0.0
 
 
 def default(model, rng: Optional[np.random.Generator] = None) -> None:
-    """PyTorch's defaults: U(-1/sqrt(H), 1/sqrt(H)) for recurrent weights and biases (H the layer's
-    hidden size) and for the decoder (H its input size); N(0, 1) for embeddings."""
+    """PyTorch's defaults, by each parameter's role: N(0, 1) for the token embedding;
+    U(-1/sqrt(H), 1/sqrt(H)) for a layer's weights and biases (H its gate-block size); for head
+    (``output``) tensors and others U(-1/sqrt(n), 1/sqrt(n)) with n the matrix's columns (a bias:
+    its head matrix's columns, or its own length); then layer-norm gains 1 and shifts 0."""
     g = _rng(rng if rng is not None else 0)
-    params = model.parameters()
+    params, roles = model.parameters(), model.parameter_roles()
     for name, p in params.items():
-        if name.startswith("embedding"):
+        r = roles[name]
+        if r.kind == "embedding" and name == "embedding.weight":
             p[...] = g.normal(0.0, 1.0, p.shape)
             continue
-        m = re.search(r"_l(\d+)$", name)
-        if m and "weight_hh" + m.group(0) in params:
-            hidden = params["weight_hh" + m.group(0)].shape[1]
-        elif name.startswith("decoder"):
-            hidden = params["decoder.weight"].shape[1]
+        if r.unit:
+            fan = r.unit
+        elif p.ndim == 2:
+            fan = p.shape[-1]
         else:
-            hidden = p.shape[-1] if p.ndim == 2 else p.shape[0]
-        bound = 1.0 / np.sqrt(hidden)
+            weight = params.get(name.rsplit(".", 1)[0] + ".weight") if r.kind == "output" else None
+            fan = weight.shape[-1] if weight is not None and weight.ndim == 2 else p.shape[0]
+        bound = 1.0 / np.sqrt(fan)
         p[...] = g.uniform(-bound, bound, p.shape)
+    for name, p in params.items():
+        if roles[name].kind == "gain":
+            p[...] = 1.0
+        elif roles[name].kind == "shift":
+            p[...] = 0.0

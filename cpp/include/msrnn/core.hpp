@@ -6,8 +6,11 @@
 #include "msrnn/blocks.hpp"
 #include "msrnn/params.hpp"
 
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace msrnn {
@@ -78,7 +81,75 @@ template <class S> class Core {
   // at step t through every use of it in the chunk (the core documents its exact variables).
   // Cores that record no states return none.
   virtual std::vector<NamedState<S>> record_grads() const { return {}; }
+  // Auxiliary objective: terms a core adds to the model's loss (e.g. the VCRNN's penalty on its
+  // scheduler), each by name with its value over the last training forward, in the units the core
+  // documents (normally a mean over the N = T*B columns). The model's objective is the
+  // cross-entropy plus their sum; the core's backward adds their gradients to its own. Evaluation
+  // forwards compute none. No terms by default.
+  virtual std::vector<std::pair<std::string, double>> aux_losses() const { return {}; }
 };
+
+// ---- options ------------------------------------------------------------------------------------
+
+// A core's options by name, numbers and words as the model config carries them (Python bools and
+// ints arrive as numbers). Every core reads its options through one of these, with defaults, and
+// calls finish(), which refuses any name it did not read. Messages name the core and the option.
+class CoreOptions {
+ public:
+  CoreOptions(std::string core, std::map<std::string, double> num, std::map<std::string, std::string> text);
+  const std::string& core() const { return core_; }
+  // A finite number in [lo, hi] (inclusive; pass the default bounds for none).
+  double number(const std::string& name, double dflt, double lo = -1e300, double hi = 1e300);
+  // 0 or 1.
+  bool flag(const std::string& name, bool dflt);
+  // A whole number >= lo.
+  Index count(const std::string& name, Index dflt, Index lo = 0);
+  // One of `allowed`.
+  std::string choice(const std::string& name, const std::string& dflt, const std::vector<std::string>& allowed);
+  // Whether the config gives the option (read or not).
+  bool given(const std::string& name) const { return num_.count(name) || text_.count(name); }
+  // Throws std::invalid_argument naming the first option no read asked for.
+  void finish() const;
+
+ private:
+  double raw_number(const std::string& name, double dflt);
+  std::string core_;
+  std::map<std::string, double> num_;
+  std::map<std::string, std::string> text_;
+  std::vector<std::string> read_;
+};
+
+// ---- the registry of cores ----------------------------------------------------------------------
+
+// What every core is built from: the model's sizes and shared options, and its own options.
+struct CoreArgs {
+  Index input_size = 0;              // E
+  std::vector<Index> hidden_sizes;   // H of each layer (or cell)
+  double dropout = 0.0;              // on the core's non-recurrent connections (between layers)
+  Rng* rng = nullptr;                // the model's generator (dropout, zoneout, sampled boundaries)
+  CoreOptions* options = nullptr;    // the core's own options; the factory reads them and calls finish()
+};
+
+template <class S> using CoreFactory = std::function<std::unique_ptr<Core<S>>(ParamSet<S>&, const CoreArgs&)>;
+
+// Cores by name. Each core registers itself from its own .cpp with MSRNN_REGISTER_CORE (below),
+// so building one is a lookup and no other file names it.
+template <class S> void register_core(const std::string& name, CoreFactory<S> factory);
+template <class S> std::unique_ptr<Core<S>> make_core(const std::string& name, ParamSet<S>& ps, const CoreArgs& args);
+std::vector<std::string> core_names();  // sorted
+
+// MSRNN_REGISTER_CORE(name, factory): `factory` a function template
+//   template <class S> std::unique_ptr<Core<S>> factory(ParamSet<S>& ps, const CoreArgs& args);
+// registered for float and double under `name` when the module loads. Use once per name, in the
+// core's own .cpp at namespace scope.
+#define MSRNN_REGISTER_CORE(NAME, FACTORY)                                  \
+  static const bool MSRNN_CONCAT(msrnn_core_registered_, __LINE__) = [] { \
+    ::msrnn::register_core<float>(NAME, &FACTORY<float>);                  \
+    ::msrnn::register_core<double>(NAME, &FACTORY<double>);                \
+    return true;                                                          \
+  }()
+#define MSRNN_CONCAT_(a, b) a##b
+#define MSRNN_CONCAT(a, b) MSRNN_CONCAT_(a, b)
 
 // Look up `name` in a state list and check its shape; used by set_state implementations.
 template <class S>

@@ -39,17 +39,13 @@
 
 namespace msrnn {
 
-struct ModelConfig;
-
-// The core named by cfg.core if it is "fs_rnn", "sequential_lstm" or "stacked_lstm" (else null),
-// reading its options by name (docs/models/fs_rnn.md):
+// Registered cores (options read by name, docs/models/fs_rnn.md):
 //   fs_rnn:  hidden_sizes (H_F, H_S); fast_cells K (2); fast_cell, slow_cell "lstm" | "gru"
 //            ("lstm", slow_cell defaults to fast_cell); layer_norm_gates (1); layer_norm_cell (1);
-//            zoneout_c (0); zoneout_h (0); ModelConfig::dropout inside the step too.
+//            zoneout_c (0); zoneout_h (0); the model's dropout inside the step too.
 //   sequential_lstm, stacked_lstm: hidden_sizes one per cell; cell "lstm" | "gru" ("lstm");
 //            layer_norm_gates (0); layer_norm_cell (1); zoneout_c (0); zoneout_h (0).
 // layer_norm_cell and zoneout_c act on LSTM cells only.
-template <class S> std::unique_ptr<Core<S>> make_fs_family_core(const ModelConfig& cfg, ParamSet<S>& ps, Rng* rng);
 
 template <class S> class FSRNN : public Core<S> {
  public:

@@ -71,8 +71,8 @@ struct HMLSTMOptions {
   bool skip = true;                        // "skip": gather active columns (1) or the masked path (0)
   double ln_eps = 1e-5;                    // "ln_eps"
 };
-// Read the options from a model config's maps; unknown names and bad values throw.
-HMLSTMOptions hm_lstm_options(const std::map<std::string, double>& num, const std::map<std::string, std::string>& text);
+// Read the options by name (the registered core "hm_lstm"); unknown names and bad values throw.
+HMLSTMOptions hm_lstm_options(CoreOptions& options);
 
 // The pointwise part of one step for k columns, in the weighted form above.
 // act (G, k): in, pre-activations a; out, [i; f; g; o] (and zhat in row 4H when G = 4H+1).

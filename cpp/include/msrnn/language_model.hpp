@@ -19,7 +19,7 @@
 namespace msrnn {
 
 struct ModelConfig {
-  std::string core = "lstm";          // "lstm", "gru", "rnn_tanh", "hm_lstm"
+  std::string core = "lstm";          // a registered core's name (core.hpp, core_names())
   std::string head = "linear";        // "linear" (LinearHead) or "gated" (GatedOutputHead, eq. 11-12)
   Index head_size = 0;                // the head's hidden size (gated: output embedding He); 0 for linear
   Index vocab_size = 0;               // V (output classes)
@@ -28,7 +28,8 @@ struct ModelConfig {
   std::vector<Index> hidden_sizes;    // H of each layer
   double dropout = 0.0;               // on every non-recurrent connection
   std::uint64_t seed = 0;             // the model's random generator (dropout, sampling)
-  // Core-specific options by name (numbers and words); each core reads its own and rejects others.
+  // Core-specific options by name (numbers and words); each core reads its own through CoreOptions
+  // and rejects others.
   std::map<std::string, double> num_options;
   std::map<std::string, std::string> text_options;
 };
@@ -55,7 +56,8 @@ template <class S> class LanguageModel {
 
   // logits (V, T*B) out.
   void forward(MRef<S> logits, const Inputs<S>& in, Index T, Index B, bool train);
-  // Training-mode forward, cross-entropy and backward; accumulates gradients; returns the mean loss (nats).
+  // Training-mode forward, cross-entropy and backward; accumulates gradients; returns the mean
+  // cross-entropy (nats). The gradient also holds the core's auxiliary terms (aux_losses()).
   // With weights (T*B, step-major, finite, >= 0, not all 0) the loss is sum_n w_n nll_n / sum_n w_n,
   // e.g. the loss of the last step alone for the gradient analyses.
   double loss_and_grad(const Inputs<S>& in, const std::int32_t* targets, Index T, Index B,
@@ -87,6 +89,9 @@ template <class S> class LanguageModel {
   void set_option(const std::string& name, double value) { core_->set_option(name, value); }
   // What the last forward recorded for introspection (boundaries, norms, gates), by name.
   std::vector<NamedState<S>> records() const;
+  // After loss_and_grad: the core's auxiliary loss terms (Core::aux_losses), by name. The gradient
+  // loss_and_grad accumulated is that of its returned cross-entropy plus their sum.
+  std::vector<std::pair<std::string, double>> aux_losses() const { return core_->aux_losses(); }
   // After loss_and_grad: the gradient w.r.t. each recorded state (Core::record_grads).
   std::vector<NamedState<S>> record_grads() const;
 

@@ -1,10 +1,19 @@
-"""Models by name. ``MODELS`` maps a class name to the class, for checkpoints and the command line."""
-from .base import LanguageModel, as_tokens
-from .fs_rnn import FSRNN, SequentialLSTM, StackedLSTM
-from .hm_lstm import HMLSTM, HMTrace, boundary_scores
-from .rnn import GRU, LSTM, ElmanRNN
+"""The model families, one module each. Every module of this package is imported here; each family
+registers itself (``registry.MODELS``, its aliases) and lists its public names in its ``__all__``,
+which this package re-exports, so adding a family adds no line here."""
+import importlib as _importlib
+import pkgutil as _pkgutil
 
-MODELS = {cls.__name__: cls for cls in (LSTM, GRU, ElmanRNN, HMLSTM, FSRNN, StackedLSTM, SequentialLSTM)}
+from .base import LanguageModel, Option, Role, as_tokens
+from .registry import MODELS, build_model, model_names, register_model
 
-__all__ = ["LanguageModel", "LSTM", "GRU", "ElmanRNN", "MODELS", "as_tokens", "HMLSTM", "HMTrace", "boundary_scores",
-           "FSRNN", "StackedLSTM", "SequentialLSTM"]
+__all__ = ["LanguageModel", "Option", "Role", "MODELS", "as_tokens", "build_model", "register_model", "model_names"]
+
+for _info in sorted(_pkgutil.iter_modules(__path__), key=lambda m: m.name):
+    if _info.name in ("base", "registry") or _info.name.startswith("_"):
+        continue
+    _module = _importlib.import_module(f".{_info.name}", __name__)
+    for _name in getattr(_module, "__all__", ()):
+        globals()[_name] = getattr(_module, _name)
+        __all__.append(_name)
+del _info, _module, _name

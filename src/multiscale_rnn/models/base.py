@@ -14,8 +14,11 @@ State is a dict name -> array (B, size), e.g. ``{"h_l0": ..., "c_l0": ...}``; ``
 """
 from __future__ import annotations
 
+import inspect
 import json
-from typing import Dict, Optional, Tuple
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 
@@ -68,62 +71,215 @@ def as_values(x, input_size: int, dtype) -> np.ndarray:
     return a
 
 
+
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of a model family, declared once: its name, type, default and allowed values.
+
+    ``kind`` is ``bool``, ``int``, ``float`` or ``str``; ``choices`` lists the allowed values of a
+    ``str`` option; ``check`` is a predicate on the converted value and ``rule`` says in words what
+    it requires (``"> 0"``, ``"in (0, 1)"``); ``None`` is accepted where the default is ``None``
+    (meaning "chosen from the other options"). ``core=True`` passes the value to the C++ core under
+    ``name``; ``core=False`` options are for the Python class (it maps them in ``core_options``).
+    """
+
+    name: str
+    kind: type
+    default: Any = None
+    choices: Optional[tuple] = None
+    check: Optional[Callable[[Any], bool]] = None
+    rule: str = ""
+    doc: str = ""
+    core: bool = True
+
+    def describe(self) -> str:
+        if self.choices:
+            return "one of " + ", ".join(repr(c) for c in self.choices)
+        what = {bool: "True or False", int: "an integer", float: "a number", str: "a string"}.get(
+            self.kind, self.kind.__name__)
+        return f"{what} {self.rule}".strip()
+
+    def validate(self, owner: str, value):
+        """The value converted to ``kind``, or ``TypeError``/``ValueError`` naming the option."""
+        if value is None and self.default is None:
+            return None
+        bad_type = TypeError(f"{owner}: {self.name} must be {self.describe()}, got {value!r}")
+        if self.kind is bool:
+            if not isinstance(value, (bool, np.bool_)):
+                raise bad_type
+            value = bool(value)
+        elif self.kind is int:
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+                raise bad_type
+            value = int(value)
+        elif self.kind is float:
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+                raise bad_type
+            value = float(value)
+            if not math.isfinite(value):
+                raise ValueError(f"{owner}: {self.name} must be a finite number {self.rule}".rstrip()
+                                 + f", got {value!r}")
+        elif self.kind is str:
+            if not isinstance(value, str):
+                raise bad_type
+        if self.choices is not None and value not in self.choices:
+            raise ValueError(f"{owner}: {self.name} must be {self.describe()}, got {value!r}")
+        if self.check is not None and not self.check(value):
+            raise ValueError(f"{owner}: {self.name} must be {self.describe()}, got {value!r}")
+        return value
+
+
+def _positive_int(v) -> bool:
+    return v >= 1
+
+
+# The options every model takes (the base class reads them; families do not redeclare them).
+SHARED_OPTIONS = (
+    Option("dropout", float, 0.0, check=lambda v: 0.0 <= v < 1.0, rule="in [0, 1)", core=False,
+           doc="inverted dropout on every non-recurrent connection (training only)"),
+    Option("dtype", str, "float32", choices=("float32", "float64"), core=False,
+           doc="the parameters' and computation's dtype (float64 for gradient checks)"),
+    Option("seed", int, 0, check=lambda v: v >= 0, rule=">= 0", core=False,
+           doc="seeds the initialisation and the core's generator (dropout, sampling)"),
+    Option("head", str, "linear", choices=("linear", "gated"), core=False,
+           doc="'linear' softmax on the core's output, or 'gated' (the HM-LSTM output module, eq. 11-12)"),
+    Option("head_size", int, None, check=lambda v: v >= 0, rule=">= 0", core=False,
+           doc="the gated head's output embedding size; 0 (the default) for the linear head"),
+    Option("input_size", int, None, check=_positive_int, rule=">= 1", core=False,
+           doc="None reads token ids; D reads real vectors (B, T, D) through a linear encoder"),
+)
+
+
+@dataclass(frozen=True)
+class Role:
+    """What a parameter is, as the core exports it (``ParamRole`` in cpp/include/msrnn/params.hpp):
+    ``kind`` one of embedding, input, recurrent, bias, gain, shift, output, other; ``unit`` the rows
+    of one gate block (the layer's H) when the rows stack gate blocks, else 0; ``layer`` the layer's
+    name suffix (``"_l0"``, ``"_f1"``), ``""`` for model-level tensors."""
+
+    kind: str
+    unit: int
+    layer: str
+
+
 class LanguageModel:
-    """A language model over a vocabulary of ``vocab_size`` symbols.
+    """A language model over a vocabulary of ``vocab_size`` symbols: encoder -> recurrent core ->
+    head -> softmax.
 
     With ``input_size=D`` the model reads real vectors (B, T, D) through a linear encoder
     (``encoder.weight`` (E, D), ``encoder.bias``) instead of token ids, and still predicts one of
     ``vocab_size`` classes per step.
 
-    Subclasses set ``core_name`` and pass their core-specific ``options``.
+    A model family is a subclass that declares, once: ``core_name`` (the C++ core it runs, as
+    registered in the core), ``family_options`` (its own :class:`Option` s), ``defaults`` (its
+    defaults for shared arguments such as ``embed_size`` or ``head``) and ``aliases`` (more names
+    for :func:`build_model` and the command line). Defining the class registers it; the base class
+    checks every argument and refuses unknown ones. A family whose options do not map one-to-one
+    onto its core's overrides :meth:`core_options`.
     """
 
-    core_name = ""
+    core_name = ""                                  # the registered C++ core; "" for abstract bases
+    family_options: Tuple[Option, ...] = ()
+    defaults: Dict[str, Any] = {}
+    aliases: Tuple[str, ...] = ()
+    positional: Tuple[str, ...] = ("vocab_size", "embed_size", "hidden_sizes")
 
-    def __init__(self, vocab_size: int, embed_size: int, hidden_sizes, *, dropout: float = 0.0,
-                 dtype: str = "float32", seed: int = 0, options: Optional[dict] = None, head: str = "linear",
-                 head_size: int = 0, input_size: Optional[int] = None, **config):
-        if dtype not in _DTYPES:
-            raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}")
-        hidden = (hidden_sizes,) if np.isscalar(hidden_sizes) else tuple(hidden_sizes)
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.__signature__ = cls._signature()
+        if cls.core_name and "core_name" in cls.__dict__ or cls.__dict__.get("aliases"):
+            from .registry import register_family
+            register_family(cls)
+
+    @classmethod
+    def all_options(cls) -> Dict[str, Option]:
+        """Every keyword option of this model: the shared ones, then the family's, by name."""
+        return {o.name: o for o in SHARED_OPTIONS + tuple(cls.family_options)}
+
+    @classmethod
+    def _signature(cls) -> inspect.Signature:
+        P = inspect.Parameter
+        params = [P("self", P.POSITIONAL_OR_KEYWORD)]
+        for name in cls.positional:
+            dflt = P.empty if name == "vocab_size" else cls.defaults.get(name, None)
+            params.append(P(name, P.POSITIONAL_OR_KEYWORD, default=dflt))
+        for name, o in cls.all_options().items():
+            if name not in cls.positional:
+                params.append(P(name, P.KEYWORD_ONLY, default=cls.defaults.get(name, o.default)))
+        return inspect.Signature(params)
+
+    def __init__(self, *args, **kwargs):
+        cls = type(self)
+        owner = cls.__name__
+        if len(args) > len(cls.positional):
+            raise TypeError(f"{owner} takes at most {len(cls.positional)} positional arguments "
+                            f"({', '.join(cls.positional)}), got {len(args)}")
+        for name, value in zip(cls.positional, args):
+            if name in kwargs:
+                raise TypeError(f"{owner} got multiple values for argument {name!r}")
+            kwargs[name] = value
+        options = cls.all_options()
+        sizes_names = ("vocab_size", "embed_size", "hidden_sizes")
+        allowed = set(options) | set(sizes_names) | set(cls.positional)
+        unknown = sorted(set(kwargs) - allowed)
+        if unknown:
+            raise TypeError(f"{owner} got unexpected argument{'s' if len(unknown) > 1 else ''} "
+                            f"{', '.join(repr(u) for u in unknown)}; it takes {', '.join(sorted(allowed))}")
+        if "vocab_size" not in kwargs:
+            raise TypeError(f"{owner} needs vocab_size")
+        values = {name: o.validate(owner, kwargs.get(name, cls.defaults.get(name, o.default)))
+                  for name, o in options.items()}
+        sizes = {name: kwargs.get(name, cls.defaults.get(name)) for name in sizes_names}
+        core_options = self.core_options(values, sizes)
+        vocab_size, embed_size, hidden_sizes = sizes["vocab_size"], sizes["embed_size"], sizes["hidden_sizes"]
         for what, v in (("vocab_size", vocab_size), ("embed_size", embed_size)):
-            if not isinstance(v, (int, np.integer)) or v < 1:
-                raise ValueError(f"{what} must be a positive integer, got {v!r}")
-        if not hidden or any(not isinstance(h, (int, np.integer)) or h < 1 for h in hidden):
-            raise ValueError(f"hidden_sizes must be positive integers, got {hidden_sizes!r}")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
-        if head not in ("linear", "gated"):
-            raise ValueError(f"head must be 'linear' or 'gated', got {head!r}")
-        if not isinstance(head_size, (int, np.integer)) or head_size < 0:
-            raise ValueError(f"head_size must be a non-negative integer, got {head_size!r}")
-        if input_size is not None and (not isinstance(input_size, (int, np.integer)) or input_size < 1):
-            raise ValueError(f"input_size must be a positive integer or None (token inputs), got {input_size!r}")
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise ValueError(f"{owner}: {what} must be a positive integer, got {v!r}")
+        if hidden_sizes is None:
+            raise TypeError(f"{owner} needs hidden_sizes (one size per layer)")
+        hidden = (hidden_sizes,) if np.isscalar(hidden_sizes) else tuple(hidden_sizes)
+        if not hidden or any(isinstance(h, (bool, np.bool_)) or not isinstance(h, (int, np.integer)) or h < 1
+                             for h in hidden):
+            raise ValueError(f"{owner}: hidden_sizes must be positive integers, got {hidden_sizes!r}")
+        hidden = tuple(int(h) for h in hidden)
+        if values["head_size"] is None:
+            values["head_size"] = 0
+        dtype, seed, input_size = values["dtype"], values["seed"], values["input_size"]
         self.dtype = np.dtype(_DTYPES[dtype])
         self.vocab_size = int(vocab_size)
-        self.input_size = None if input_size is None else int(input_size)
-        self.options = dict(options or {})
-        # Everything needed to rebuild the model (checkpoints store it as JSON).
-        self.config = dict(model=type(self).__name__, vocab_size=int(vocab_size), embed_size=int(embed_size),
-                           hidden_sizes=[int(h) for h in hidden], dropout=float(dropout), dtype=dtype,
-                           seed=int(seed), head=head, head_size=int(head_size), **config)
-        if input_size is not None:
-            self.config["input_size"] = int(input_size)
-        cls = _core.LanguageModelF32 if dtype == "float32" else _core.LanguageModelF64
-        self._impl = cls(self.core_name, int(vocab_size), int(embed_size), [int(h) for h in hidden],
-                         float(dropout), int(seed) % (1 << 64), self.options, head, int(head_size),
-                         self.input_size or 0)
+        self.input_size = input_size
+        self.options = dict(core_options)
+        # Everything needed to rebuild the model (checkpoints store it as JSON): the sizes and
+        # every option's value, except options left at None (chosen from the others).
+        self.config = dict(model=owner, vocab_size=int(vocab_size), embed_size=int(embed_size),
+                           hidden_sizes=list(hidden))
+        self.config.update({k: v for k, v in values.items() if v is not None})
+        cls_impl = _core.LanguageModelF32 if dtype == "float32" else _core.LanguageModelF64
+        self._impl = cls_impl(self.core_name, int(vocab_size), int(embed_size), list(hidden), values["dropout"],
+                              int(seed) % (1 << 64), self.options, values["head"], values["head_size"],
+                              input_size or 0)
         self._flat = self._impl.flat_params()
         self._flat_grad = self._impl.flat_grads()
         self._info = self._impl.param_info()
         self._params = self._views(self._flat)
         self._grads = self._views(self._flat_grad)
+        self._roles = {name: Role(kind, int(unit), layer) for name, _, _, _, _, kind, unit, layer in self._info}
         self.reset_parameters(seed)
+
+    def core_options(self, values: Dict[str, Any], sizes: Dict[str, Any]) -> Dict[str, Any]:
+        """The options handed to the C++ core, from the checked option ``values``: by default every
+        family option declared with ``core=True``, under its own name. A family overrides this to
+        map options (and may fill ``sizes`` or resolve ``None`` values in ``values``, which the
+        config then stores)."""
+        return {o.name: values[o.name] for o in self.family_options if o.core}
 
     # ---- parameters -------------------------------------------------------------------------
     def _views(self, flat: np.ndarray) -> Dict[str, np.ndarray]:
         out = {}
-        for name, offset, rows, cols, transposed in self._info:
+        for name, offset, rows, cols, transposed, *_ in self._info:
             v = flat[offset:offset + rows * cols]
             if cols == 1:
                 out[name] = v                                   # (rows,)
@@ -150,7 +306,11 @@ class LanguageModel:
 
     @property
     def num_parameters(self) -> int:
-        return int(sum(rows * cols for _, _, rows, cols, _ in self._info))
+        return int(sum(rows * cols for _, _, rows, cols, *_ in self._info))
+
+    def parameter_roles(self) -> Dict[str, Role]:
+        """Dict name -> :class:`Role`: what each parameter is, as the core declares it."""
+        return dict(self._roles)
 
     def zero_grad(self) -> None:
         self._impl.zero_grad()

@@ -30,11 +30,13 @@ recurrent matrix), biases and layer-norm shifts 0, layer-norm gains 1, LSTM forg
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence, Tuple, Union
+from typing import Tuple, Union
 
 import numpy as np
 
-from .base import LanguageModel
+from .base import LanguageModel, Option
+
+__all__ = ["FSRNN", "StackedLSTM", "SequentialLSTM"]
 
 LayerNorm = Union[bool, str]
 _CELLS = ("lstm", "gru")
@@ -42,37 +44,24 @@ _CELLS = ("lstm", "gru")
 
 def _layer_norm_flags(layer_norm: LayerNorm) -> Tuple[bool, bool]:
     """(on the gates, on the cell state) from True / False / "cell" / "gates"."""
-    if layer_norm is True:
-        return True, True
-    if layer_norm is False or layer_norm is None:
-        return False, False
-    if layer_norm == "cell":
-        return False, True
-    if layer_norm == "gates":
-        return True, False
-    raise ValueError(f"layer_norm must be True, False, 'cell' or 'gates', got {layer_norm!r}")
+    return {True: (True, True), False: (False, False), "cell": (False, True), "gates": (True, False)}[layer_norm]
 
 
-def _check_cell(name: str, what: str) -> str:
-    if name not in _CELLS:
-        raise ValueError(f"{what} must be 'lstm' or 'gru', got {name!r}")
-    return name
-
-
-def _probability(p: float, what: str) -> float:
-    if not 0.0 <= float(p) < 1.0:
-        raise ValueError(f"{what} must be in [0, 1), got {p}")
-    return float(p)
-
-
-def _cell_options(cells, layer_norm: LayerNorm, zoneout_c: float, zoneout_h: float) -> dict:
-    ln_gates, ln_cell = _layer_norm_flags(layer_norm)
-    any_lstm = "lstm" in cells
-    zoneout_c = _probability(zoneout_c, "zoneout_c")
-    if zoneout_c and not any_lstm:
+def _cell_options(cells, values) -> dict:
+    ln_gates, ln_cell = _layer_norm_flags(values["layer_norm"])
+    if values["zoneout_c"] and "lstm" not in cells:
         raise ValueError("zoneout_c acts on LSTM cell states; a GRU has none")
-    return dict(layer_norm_gates=ln_gates, layer_norm_cell=ln_cell and any_lstm, zoneout_c=zoneout_c,
-                zoneout_h=_probability(zoneout_h, "zoneout_h"))
+    return dict(layer_norm_gates=ln_gates, layer_norm_cell=ln_cell and "lstm" in cells,
+                zoneout_c=values["zoneout_c"], zoneout_h=values["zoneout_h"])
+
+
+def _probability(name: str) -> Option:
+    return Option(name, float, 0.0, check=lambda p: 0.0 <= p < 1.0, rule="in [0, 1)")
+
+
+_LAYER_NORM = Option("layer_norm", object, True, choices=(True, False, "cell", "gates"), core=False,
+                     doc="True (each gate and the cell state), 'cell', 'gates' or False")
+_CELL_OPTIONS = (_probability("zoneout_c"), _probability("zoneout_h"))
 
 
 def paper_init(model: LanguageModel, seed: int = 0) -> None:
@@ -88,17 +77,14 @@ def paper_init(model: LanguageModel, seed: int = 0) -> None:
     for name in ("embedding.weight", "encoder.weight", "decoder.weight"):   # whichever the model has
         if name in params:
             init.orthogonal(model, name, rng=rng)
+    roles = model.parameter_roles()
     for name, p in params.items():
-        if name.startswith(("bias_", "ln_gates_bias", "ln_cell_bias")):
+        if roles[name].kind in ("bias", "shift") and roles[name].layer:
             p[...] = 0.0
-        elif name.startswith(("ln_gates_weight", "ln_cell_weight")):
+        elif roles[name].kind == "gain":
             p[...] = 1.0
-    for name, w in params.items():
-        if not name.startswith("weight_hh") or w.shape[0] != 4 * w.shape[1]:
-            continue                                # LSTM cells only: (4H, H) recurrent matrices
-        suffix = name[len("weight_hh"):]
-        target = "bias_ih" + suffix if "bias_ih" + suffix in params else "ln_gates_bias" + suffix
-        init.forget_bias(model, 1.0, pattern=target)
+    if any(r.unit and params[n].shape == (4 * r.unit,) for n, r in roles.items() if r.kind in ("bias", "shift")):
+        init.forget_bias(model, 1.0)
 
 
 class FSRNN(LanguageModel):
@@ -110,46 +96,43 @@ class FSRNN(LanguageModel):
     the two sizes (checkpoints store it that way).
     """
     core_name = "fs_rnn"
+    aliases = ("fs-lstm", "fs-rnn")
+    positional = ("vocab_size", "embed_size", "fast_size", "slow_size")
+    family_options = (
+        Option("fast_size", int, None, check=lambda v: v >= 1, rule=">= 1", core=False),
+        Option("slow_size", int, None, check=lambda v: v >= 1, rule=">= 1", core=False),
+        Option("fast_cells", int, 2, check=lambda k: k >= 2, rule=">= 2"),
+        Option("cell", str, "lstm", choices=_CELLS, core=False),
+        Option("slow_cell", str, None, choices=_CELLS, core=False),
+        _LAYER_NORM,
+    ) + _CELL_OPTIONS
 
-    def __init__(self, vocab_size: int, embed_size: int, fast_size: Optional[int] = None,
-                 slow_size: Optional[int] = None, *, fast_cells: int = 2, cell: str = "lstm",
-                 slow_cell: Optional[str] = None, layer_norm: LayerNorm = True, zoneout_c: float = 0.0,
-                 zoneout_h: float = 0.0, dropout: float = 0.0, dtype: str = "float32", seed: int = 0,
-                 hidden_sizes: Optional[Sequence[int]] = None, head: str = "linear", head_size: int = 0,
-                 input_size: Optional[int] = None):
-        if hidden_sizes is not None:
-            if fast_size is not None or slow_size is not None:
+    def core_options(self, values, sizes):
+        fast, slow, hidden = values.pop("fast_size"), values.pop("slow_size"), sizes["hidden_sizes"]
+        if hidden is not None:
+            if fast is not None or slow is not None:
                 raise ValueError("give either fast_size and slow_size or hidden_sizes, not both")
-            if len(hidden_sizes) != 2:
-                raise ValueError(f"hidden_sizes must be (fast size, slow size), got {hidden_sizes!r}")
-            fast_size, slow_size = hidden_sizes
-        if fast_size is None or slow_size is None:
+            if np.isscalar(hidden) or len(hidden) != 2:
+                raise ValueError(f"hidden_sizes must be (fast size, slow size), got {hidden!r}")
+        elif fast is None or slow is None:
             raise ValueError("FSRNN needs fast_size and slow_size")
-        if not isinstance(fast_cells, (int, np.integer)) or isinstance(fast_cells, bool) or fast_cells < 2:
-            raise ValueError(f"fast_cells must be an integer >= 2, got {fast_cells!r}")
-        cell = _check_cell(cell, "cell")
-        slow_cell = _check_cell(slow_cell or cell, "slow_cell")
-        options = dict(fast_cells=int(fast_cells), fast_cell=cell, slow_cell=slow_cell,
-                       **_cell_options((cell, slow_cell), layer_norm, zoneout_c, zoneout_h))
-        super().__init__(vocab_size, embed_size, (fast_size, slow_size), dropout=dropout, dtype=dtype, seed=seed,
-                         options=options, head=head, head_size=head_size, input_size=input_size,
-                         fast_cells=int(fast_cells), cell=cell, slow_cell=slow_cell,
-                         layer_norm=layer_norm, zoneout_c=float(zoneout_c), zoneout_h=float(zoneout_h))
+        else:
+            sizes["hidden_sizes"] = (fast, slow)
+        values["slow_cell"] = values["slow_cell"] or values["cell"]
+        cells = (values["cell"], values["slow_cell"])
+        return dict(fast_cells=values["fast_cells"], fast_cell=cells[0], slow_cell=cells[1],
+                    **_cell_options(cells, values))
 
     def reset_parameters(self, seed: int = 0) -> None:
         paper_init(self, seed)
 
 
 class _ChainOrStack(LanguageModel):
-    def __init__(self, vocab_size: int, embed_size: int, hidden_sizes, *, cell: str = "lstm",
-                 layer_norm: LayerNorm = "cell", zoneout_c: float = 0.0, zoneout_h: float = 0.0,
-                 dropout: float = 0.0, dtype: str = "float32", seed: int = 0, head: str = "linear",
-                 head_size: int = 0, input_size: Optional[int] = None):
-        cell = _check_cell(cell, "cell")
-        options = dict(cell=cell, **_cell_options((cell,), layer_norm, zoneout_c, zoneout_h))
-        super().__init__(vocab_size, embed_size, hidden_sizes, dropout=dropout, dtype=dtype, seed=seed,
-                         options=options, head=head, head_size=head_size, input_size=input_size, cell=cell, layer_norm=layer_norm, zoneout_c=float(zoneout_c),
-                         zoneout_h=float(zoneout_h))
+    defaults = dict(layer_norm="cell")
+    family_options = (Option("cell", str, "lstm", choices=_CELLS), _LAYER_NORM) + _CELL_OPTIONS
+
+    def core_options(self, values, sizes):
+        return dict(cell=values["cell"], **_cell_options((values["cell"],), values))
 
     def reset_parameters(self, seed: int = 0) -> None:
         paper_init(self, seed)
@@ -169,12 +152,3 @@ class SequentialLSTM(_ChainOrStack):
     ``hidden_sizes``: K equal sizes (the cells share one state). Layer norm on the cell states by
     default, as in the paper's Section 4.2."""
     core_name = "sequential_lstm"
-
-
-def _register_names() -> None:
-    from .registry import register_model
-    register_model("fs-lstm", FSRNN)
-    register_model("fs-rnn", FSRNN)
-
-
-_register_names()

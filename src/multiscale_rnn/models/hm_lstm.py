@@ -22,7 +22,9 @@ from typing import Dict, Optional, Sequence
 
 import numpy as np
 
-from .base import LanguageModel
+from .base import LanguageModel, Option
+
+__all__ = ["HMLSTM", "HMTrace", "boundary_scores"]
 
 OPS = ("COPY", "UPDATE", "FLUSH")  # op codes 0, 1, 2 in traces
 
@@ -124,7 +126,7 @@ class HMLSTM(LanguageModel):
       gradient through the z-gated terms only, so COPY columns do no work in training either) or
       ``"blend"`` (also through eq. 2-3 written as blends; the only choice for soft boundaries).
     - ``slope``: a of the hard sigmoid (annealed during training through ``set_option("slope", a)``).
-    - ``layer_norm``: layer normalisation of each gate block of s^l_t.
+    - ``layer_norm``: layer normalisation of each gate block of s^l_t (gains 1, shifts 0 at init).
     - ``skip``: gather the UPDATE/FLUSH columns and do no matrix work on COPY ones (True), or the
       plain masked path (False); both give the same numbers.
     - ``head``: ``"gated"`` (eq. 11-12, output embedding of ``head_size``, default the last layer's
@@ -132,37 +134,26 @@ class HMLSTM(LanguageModel):
     """
 
     core_name = "hm_lstm"
+    aliases = ("hm-lstm", "hm-rnn")
+    defaults = dict(embed_size=128, hidden_sizes=(512, 512, 512), head="gated")
+    family_options = (
+        Option("boundary", str, "step", choices=("step", "sample", "soft")),
+        Option("top_boundary", bool, False),
+        Option("copy_z", str, "carry", choices=("carry", "recompute")),
+        Option("flush_cut", bool, False),
+        Option("gradient", str, None, choices=("switch", "blend")),
+        Option("slope", float, 1.0, check=lambda a: a > 0, rule="> 0"),
+        Option("layer_norm", bool, False),
+        Option("skip", bool, True),
+    )
 
-    def __init__(self, vocab_size: int, embed_size: int = 128, hidden_sizes=(512, 512, 512), *,
-                 boundary: str = "step", top_boundary: bool = False, copy_z: str = "carry",
-                 flush_cut: bool = False, gradient: Optional[str] = None, slope: float = 1.0,
-                 layer_norm: bool = False, skip: bool = True, head: str = "gated",
-                 head_size: Optional[int] = None, dropout: float = 0.0, dtype: str = "float32", seed: int = 0):
-        hidden = (hidden_sizes,) if np.isscalar(hidden_sizes) else tuple(hidden_sizes)
-        if boundary not in ("step", "sample", "soft"):
-            raise ValueError(f"boundary must be 'step', 'sample' or 'soft', got {boundary!r}")
-        if copy_z not in ("carry", "recompute"):
-            raise ValueError(f"copy_z must be 'carry' or 'recompute', got {copy_z!r}")
-        if gradient is None:
-            gradient = "blend" if boundary == "soft" else "switch"
-        if gradient not in ("switch", "blend"):
-            raise ValueError(f"gradient must be 'switch' or 'blend', got {gradient!r}")
-        if head_size is None:
-            head_size = int(hidden[-1]) if head == "gated" and len(hidden) else 0
-        options = dict(boundary=boundary, top_boundary=bool(top_boundary), copy_z=copy_z,
-                       flush_cut=bool(flush_cut), gradient=gradient, slope=float(slope),
-                       layer_norm=bool(layer_norm), skip=bool(skip))
-        super().__init__(vocab_size, embed_size, hidden, dropout=dropout, dtype=dtype, seed=seed,
-                         options=options, head=head, head_size=head_size, **options)
-
-    def reset_parameters(self, seed: int = 0) -> None:
-        """The default initialisation, with layer-norm gains 1 and shifts 0."""
-        super().reset_parameters(seed)
-        for name, p in self.parameters().items():
-            if name.startswith("ln_weight"):
-                p[...] = 1.0
-            elif name.startswith("ln_bias"):
-                p[...] = 0.0
+    def core_options(self, values, sizes):
+        if values["gradient"] is None:
+            values["gradient"] = "blend" if values["boundary"] == "soft" else "switch"
+        if values["head_size"] is None and values["head"] == "gated":
+            hidden = sizes["hidden_sizes"]
+            values["head_size"] = int(hidden if np.isscalar(hidden) else hidden[-1])
+        return super().core_options(values, sizes)
 
     @property
     def num_layers(self) -> int:

@@ -1,16 +1,19 @@
-"""Model construction by name, for the command line and presets: ``build_model(name, **kwargs)``.
+"""Models by name: ``MODELS`` (class name -> class, for checkpoints) and ``build_model(name, **kwargs)``
+for the command line and presets.
 
-Names are case-insensitive; ``-`` and ``_`` are ignored. Every class in ``MODELS`` is known by its
-class name (``lstm``, ``gru``, ``elmanrnn``); ``register_model`` adds names or custom factories
-(the baselines add ``rnn``), e.g. ``register_model("hm-lstm", HMLSTM)``.
+A model family registers itself by being defined: a ``LanguageModel`` subclass with a ``core_name``
+is entered in ``MODELS`` under its class name, and ``build_model`` knows it by that name and its
+``aliases``. Names are case-insensitive; ``-`` and ``_`` are ignored. ``register_model`` adds names
+or custom factories, e.g. ``register_model("tiny-lstm", lambda **kw: LSTM(hidden_sizes=(32,), **kw))``.
 """
 from __future__ import annotations
 
 from typing import Callable, Dict
 
-__all__ = ["build_model", "register_model", "model_names"]
+__all__ = ["MODELS", "build_model", "register_model", "register_family", "model_names"]
 
-_FACTORIES: Dict[str, Callable] = {}
+MODELS: Dict[str, type] = {}          # class name -> model class
+_FACTORIES: Dict[str, Callable] = {}  # normalised name -> class or factory
 
 
 def _key(name: str) -> str:
@@ -26,16 +29,17 @@ def register_model(name: str, factory: Callable) -> None:
     _FACTORIES[_key(name)] = factory
 
 
-def _table() -> Dict[str, Callable]:
-    from . import MODELS
-    table = {_key(n): cls for n, cls in MODELS.items()}
-    table.update(_FACTORIES)
-    return table
+def register_family(cls: type) -> None:
+    """Enter a model class in ``MODELS`` and under its name and ``aliases`` (called when the class
+    is defined)."""
+    MODELS[cls.__name__] = cls
+    for name in (cls.__name__,) + tuple(getattr(cls, "aliases", ())):
+        register_model(name, cls)
 
 
 def model_names():
-    """The names ``build_model`` accepts (registered names and class names), sorted."""
-    return sorted(_table())
+    """The names ``build_model`` accepts (class names and aliases, normalised), sorted."""
+    return sorted(_FACTORIES)
 
 
 def build_model(name: str, **kwargs):
@@ -44,20 +48,7 @@ def build_model(name: str, **kwargs):
     Raises ``ValueError`` naming the known models for an unknown name, and ``TypeError`` naming the
     arguments a model does not take.
     """
-    table = _table()
     key = _key(name)
-    if key not in table:
+    if key not in _FACTORIES:
         raise ValueError(f"unknown model {name!r}; known models: {', '.join(model_names())}")
-    return table[key](**kwargs)
-
-
-def _register_baselines() -> None:
-    from .rnn import GRU, LSTM, ElmanRNN
-    register_model("lstm", LSTM)
-    register_model("gru", GRU)
-    register_model("rnn", ElmanRNN)
-    register_model("rnn_tanh", ElmanRNN)
-    register_model("elman", ElmanRNN)
-
-
-_register_baselines()
+    return _FACTORIES[key](**kwargs)

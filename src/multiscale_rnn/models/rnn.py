@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from .base import LanguageModel
 
+__all__ = ["LSTM", "GRU", "ElmanRNN"]
+
 
 class LSTM(LanguageModel):
     """Stacked LSTM language model. ``hidden_sizes``: one size per layer, e.g. ``(512, 512, 512)``."""
@@ -27,3 +29,4 @@ class GRU(LanguageModel):
 class ElmanRNN(LanguageModel):
     """Stacked Elman RNN language model: h_t = tanh(W_ih x_t + b_ih + W_hh h_{t-1} + b_hh)."""
     core_name = "rnn_tanh"
+    aliases = ("rnn", "rnn_tanh", "elman")
