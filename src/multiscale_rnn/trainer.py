@@ -55,7 +55,8 @@ def history_path(checkpoint: Union[str, Path]) -> Path:
 class History(list):
     """One dict per completed epoch: ``epoch``, ``train_loss``, ``train_bpc``, ``valid_loss``,
     ``valid_bpc``, ``valid_perplexity`` (None without validation data), ``lr``, ``seconds``,
-    ``tokens_per_s``, ``steps``."""
+    ``tokens_per_s``, ``steps``, and ``train_aux`` (dict name -> epoch mean of each auxiliary
+    objective term, for cores that add any; the cross-entropy figures never include them)."""
 
     def save(self, path: Union[str, Path]) -> Path:
         from .checkpoint import atomic_write
@@ -101,12 +102,11 @@ def evaluate(model, ids, batch_size: int = 16, bptt: int = 100) -> Dict[str, flo
         bad = int(np.flatnonzero((ids < 0) | (ids >= model.vocab_size))[0])
         raise IndexError(f"token id {int(ids[bad])} at position {bad} is outside the model's vocabulary "
                          f"[0, {model.vocab_size})")
-    impl = model._impl
-    impl.reset_state(B)
+    model.reset_state(B)
     total, count = 0.0, 0
     for x, y in data.chunks(streams, int(bptt)):
         n = x.size
-        total += float(impl.loss(x, y, False)) * n
+        total += model.loss(x, y, "keep")[0] * n
         count += n
     loss = total / count
     return {"loss": loss, "bpc": _bits(loss), "perplexity": _perplexity(loss), "tokens": count, "streams": B}
@@ -223,6 +223,7 @@ class Trainer:
         self.chunk = 0          # chunks done in the current epoch
         self.step = 0           # optimiser steps so far
         self._sum_loss = 0.0    # sum of loss * tokens in the current epoch
+        self._sum_aux: Dict[str, float] = {}  # sum of each auxiliary loss term * tokens in the epoch
         self._tokens = 0        # targets in the current epoch
         self._seconds = 0.0     # training time of the current epoch
         self._carried: Optional[Dict[str, np.ndarray]] = None  # TBPTT state at the current position
@@ -235,8 +236,7 @@ class Trainer:
 
     # ---- model options --------------------------------------------------------------------------
     def _set_option(self, name: str, value: float) -> None:
-        setter = getattr(self.model, "set_option", None)
-        (setter or self.model._impl.set_option)(name, float(value))
+        self.model.set_option(name, float(value))
 
     def _apply_options(self, force: bool = False) -> None:
         for name, sched in self.model_options.items():
@@ -251,7 +251,8 @@ class Trainer:
         """Progress, schedules and best parameters (JSON-able values and NumPy arrays)."""
         return {
             "epoch": self.epoch, "chunk": self.chunk, "step": self.step,
-            "sum_loss": self._sum_loss, "tokens": self._tokens, "seconds": self._seconds,
+            "sum_loss": self._sum_loss, "sum_aux": dict(self._sum_aux), "tokens": self._tokens,
+            "seconds": self._seconds,
             "carried": {k: np.array(v, copy=True) for k, v in self._carried.items()} if self._carried else None,
             "batch_size": self.batch_size, "bptt": self.bptt, "clip_norm": self.clip_norm,
             "clip_value": self.clip_value, "seed": self.seed, "eval_batch_size": self.eval_batch_size,
@@ -280,6 +281,7 @@ class Trainer:
                              f"{sorted(self.model_options)}")
         self.epoch, self.chunk, self.step = int(state["epoch"]), int(state["chunk"]), int(state["step"])
         self._sum_loss, self._tokens = float(state["sum_loss"]), int(state["tokens"])
+        self._sum_aux = {str(k): float(v) for k, v in (state.get("sum_aux") or {}).items()}
         self._seconds = float(state.get("seconds", 0.0))
         carried = state.get("carried")
         self._carried = {k: np.array(v, copy=True) for k, v in carried.items()} if carried else None
@@ -375,7 +377,7 @@ class Trainer:
         if self.lr_schedule is not None:
             self.lr_schedule.start(self.optimizer.lr)
 
-        impl, opt, model = self.model._impl, self.optimizer, self.model
+        opt, model = self.optimizer, self.model
         flat_g = model.flat_gradients()
         done = 0
         last_ckpt: Optional[Path] = Path(checkpoint) if checkpoint is not None and Path(checkpoint).exists() else None
@@ -396,10 +398,11 @@ class Trainer:
                 break
             epoch_no = self.epoch + 1
             if self.chunk == 0:
-                impl.reset_state(self.batch_size)
+                model.reset_state(self.batch_size)
                 self._sum_loss, self._tokens, self._seconds = 0.0, 0, 0.0
+                self._sum_aux = {}
             else:
-                impl.set_state(self._carried)
+                model.set_state(self._carried)
             if self.progress and tqdm is not None:
                 bar = tqdm(total=n_chunks, initial=self.chunk, desc=f"epoch {epoch_no}/{epochs}", unit="chunk",
                            leave=False, dynamic_ncols=True)
@@ -414,8 +417,8 @@ class Trainer:
                         break
                     t0 = time.perf_counter()
                     self._apply_options(force=(done == 0))
-                    impl.zero_grad()
-                    loss = float(impl.loss_and_grad(x, y))
+                    result, _, _ = model.loss_and_grad(x, y, "keep", copy_grads=False)
+                    loss, aux = float(result), result.aux
                     if self.clip_norm is not None:
                         norm = float(_core.clip_by_norm(flat_g, self.clip_norm))
                         finite = math.isfinite(norm)
@@ -435,19 +438,22 @@ class Trainer:
                     self.chunk = k + 1
                     done += 1
                     self._sum_loss += loss * x.size
+                    for name, value in aux.items():
+                        self._sum_aux[name] = self._sum_aux.get(name, 0.0) + value * x.size
                     self._tokens += x.size
                     dt = time.perf_counter() - t0
                     if bar is not None:
                         bar.update(1)
                         bar.set_postfix({"loss": f"{loss:.3f}", label: f"{_bits(loss):.3f}",
+                                         **{name: f"{v:.4g}" for name, v in aux.items()},
                                          "tok/s": f"{x.size / max(dt, 1e-9):,.0f}"}, refresh=False)
                     if log is not None:
                         log({"event": "chunk", "epoch": epoch_no, "chunk": k + 1, "chunks": n_chunks, "step": self.step,
-                             "loss": loss, "bpc": _bits(loss), "grad_norm": norm, "lr": opt.lr,
+                             "loss": loss, "bpc": _bits(loss), "aux": dict(aux), "grad_norm": norm, "lr": opt.lr,
                              "tokens_per_s": x.size / max(dt, 1e-9)})
                     if checkpoint_every is not None and self.chunk % checkpoint_every == 0 and self.chunk < n_chunks:
                         self._seconds = time.perf_counter() - t_epoch
-                        self._carried = impl.get_state()
+                        self._carried = model.get_state()
                         save()
             finally:
                 if bar is not None:
@@ -455,7 +461,7 @@ class Trainer:
                     bar = None
             self._seconds = time.perf_counter() - t_epoch
             if stopped or self.chunk < n_chunks:
-                self._carried = impl.get_state()
+                self._carried = model.get_state()
                 save()
                 break
             self._end_epoch(epoch_no, valid, log)
@@ -470,6 +476,8 @@ class Trainer:
                "valid_loss": None, "valid_bpc": None, "valid_perplexity": None,
                "lr": self.optimizer.lr, "seconds": self._seconds,
                "tokens_per_s": self._tokens / max(self._seconds, 1e-9), "steps": self.step}
+        if self._sum_aux:
+            row["train_aux"] = {k: v / max(self._tokens, 1) for k, v in self._sum_aux.items()}
         if self.model_options:
             row["options"] = dict(self._applied)
         metric = train_loss
@@ -483,6 +491,7 @@ class Trainer:
         self.epoch, self.chunk = epoch_no, 0
         self._carried = None
         self._sum_loss, self._tokens = 0.0, 0
+        self._sum_aux = {}
         if self.lr_schedule is not None:
             self.optimizer.lr = self.lr_schedule.next_lr(self.epoch, self.optimizer.lr, metric)
         row["next_lr"] = self.optimizer.lr

@@ -5,7 +5,10 @@ Every model offers the same low-level API (NumPy in and out):
 - ``parameters()``: dict name -> writable NumPy view into the model's one flat parameter buffer,
   with PyTorch's names and layouts where PyTorch has the same layer (``weight_ih_l0`` (4H, E), ...).
 - ``forward(tokens, state=None)`` -> ``(logits (B, T, V), new_state)``.
-- ``loss_and_grad(tokens, targets, state=None)`` -> ``(mean cross-entropy in nats, grads, new_state)``.
+- ``loss_and_grad(tokens, targets, state=None)`` -> ``(Loss: mean cross-entropy in nats with the
+  core's auxiliary terms in .aux, grads, new_state)``.
+- ``state``: None (zeros), a dict (PyTorch's ``hx`` style) or ``KEEP`` (continue from the carried
+  state); ``reset_state``, ``get_state``, ``set_state`` manage the carried state.
 - ``dtype="float64"`` on every model, for gradient checks.
 - ``inference_precision``: ``"float32"`` (default), ``"bfloat16"`` or ``"bfloat16-emulated"`` for
   evaluation-mode passes of float32 LSTM models (see ``LanguageModel.inference_precision``).
@@ -26,14 +29,42 @@ from .._native import core as _core
 
 State = Dict[str, np.ndarray]
 
+# Pass as ``state`` to continue from the state the model carries (the last call's final state, or
+# what ``reset_state``/``set_state`` left), PyTorch's ``hx`` being the explicit alternative.
+KEEP = "keep"
+
+
+class Loss(float):
+    """A mean cross-entropy (nats), as a float, with the core's auxiliary objective terms.
+
+    ``aux``: dict name -> value of each term the core adds to the objective (e.g. the VCRNN's
+    ``"vc_penalty"``; empty for most cores). ``total``: the objective, cross-entropy plus every
+    auxiliary term, whose gradient ``loss_and_grad`` returns.
+    """
+
+    aux: Dict[str, float]
+
+    def __new__(cls, xent: float, aux: Optional[Dict[str, float]] = None):
+        obj = super().__new__(cls, xent)
+        obj.aux = {str(k): float(v) for k, v in (aux or {}).items()}
+        return obj
+
+    @property
+    def total(self) -> float:
+        return float(self) + sum(self.aux.values())
+
+    def __repr__(self) -> str:
+        return f"Loss({float(self)!r}, aux={self.aux!r})" if self.aux else repr(float(self))
+
 _DTYPES = {"float32": np.float32, "float64": np.float64}
 
 
-def as_tokens(x, name: str, vocab_size: int) -> np.ndarray:
+def as_tokens(x, name: str, vocab_size: Optional[int]) -> np.ndarray:
     """Check a (batch, steps) array of token ids and return it as C-contiguous int32.
 
     Raises TypeError for a non-integer dtype, ValueError for a wrong shape and IndexError naming
-    the first id outside [0, vocab_size) with its (stream, step) position.
+    the first id outside [0, vocab_size) with its (stream, step) position (``vocab_size=None``
+    leaves the range to the core, which checks it with the same message).
     """
     a = np.asarray(x)
     if a.dtype == bool or not np.issubdtype(a.dtype, np.integer):
@@ -42,11 +73,17 @@ def as_tokens(x, name: str, vocab_size: int) -> np.ndarray:
         raise ValueError(f"{name} must have shape (batch, steps), got shape {a.shape}")
     if a.shape[0] < 1 or a.shape[1] < 1:
         raise ValueError(f"{name} is empty: shape {a.shape}")
-    bad = (a < 0) | (a >= vocab_size)
-    if bad.any():
+    if vocab_size is not None:
+        bad = (a < 0) | (a >= vocab_size)
+    elif a.dtype.itemsize > 4 or a.dtype == np.uint32:   # would not survive the cast to int32
+        bad = (a < 0) | (a > np.iinfo(np.int32).max)
+    else:
+        bad = None
+    if bad is not None and bad.any():
         b, t = np.argwhere(bad)[0]
-        raise IndexError(
-            f"{name} id {int(a[b, t])} at (stream {b}, step {t}) is outside the vocabulary [0, {vocab_size})")
+        limit = vocab_size if vocab_size is not None else "2**31"
+        raise IndexError(f"{name} id {int(a[b, t])} at (stream {b}, step {t}) is outside the vocabulary "
+                         f"[0, {limit})")
     return np.ascontiguousarray(a, dtype=np.int32)
 
 
@@ -336,16 +373,23 @@ class LanguageModel:
     def _inputs(self, x) -> np.ndarray:
         """Token ids (B, T) for an embedding model; real vectors (B, T, D) with ``input_size=D``."""
         if self.input_size is None:
-            return as_tokens(x, "token", self.vocab_size)
+            return as_tokens(x, "token", None)   # ids are range-checked once, by the core
         return as_values(x, self.input_size, self.dtype)
 
     # ---- state ------------------------------------------------------------------------------
-    def _set_state(self, state: Optional[State], batch: int) -> None:
+    # Every call that computes takes ``state``: None starts from zeros, a dict (name -> (B, size),
+    # as returned by the previous call) starts from it, and ``KEEP`` ("keep") continues from the
+    # state the model carries. Each returns the state after its last step.
+    def _set_state(self, state, batch: int) -> None:
         if state is None:
             self._impl.reset_state(batch)
             return
+        if isinstance(state, str):
+            if state != KEEP:
+                raise ValueError(f"state must be None, a dict name -> array or {KEEP!r}, got {state!r}")
+            return
         if not isinstance(state, dict):
-            raise TypeError(f"state must be a dict name -> array or None, got {type(state).__name__}")
+            raise TypeError(f"state must be a dict name -> array, None or {KEEP!r}, got {type(state).__name__}")
         conv = {}
         for k, v in state.items():
             a = np.asarray(v)
@@ -357,46 +401,70 @@ class LanguageModel:
         self._impl.set_state(conv)
 
     def initial_state(self, batch_size: int) -> State:
-        """Zero state for ``batch_size`` streams."""
+        """Zero state for ``batch_size`` streams (also the state the model now carries)."""
+        self.reset_state(batch_size)
+        return self.get_state()
+
+    def reset_state(self, batch_size: int) -> None:
+        """Make the carried state zeros for ``batch_size`` streams."""
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         self._impl.reset_state(int(batch_size))
+
+    def get_state(self) -> State:
+        """A copy of the carried state: dict name -> (B, size) array."""
         return self._impl.get_state()
 
+    def set_state(self, state: State) -> None:
+        """Make ``state`` (dict name -> (B, size) array, every entry of the core) the carried state."""
+        if not isinstance(state, dict) or not state:
+            raise TypeError(f"state must be a non-empty dict name -> array, got {state!r:.60}")
+        batch = np.asarray(next(iter(state.values()))).shape[0]
+        self._set_state(state, batch)
+
     # ---- computation ------------------------------------------------------------------------
-    def forward(self, tokens, state: Optional[State] = None, *, train: bool = False) -> Tuple[np.ndarray, State]:
-        """Logits (B, T, V) for int tokens (B, T), and the state after the last step."""
+    def forward(self, tokens, state=None, *, train: bool = False) -> Tuple[np.ndarray, State]:
+        """Logits (B, T, V) for int tokens (B, T) (or real inputs (B, T, D)), and the state after
+        the last step. ``state``: None (zeros), a dict, or ``KEEP``."""
         tok = self._inputs(tokens)
         self._set_state(state, tok.shape[0])
         logits = self._impl.forward(tok, train)
         return logits, self._impl.get_state()
 
-    def loss_and_grad(self, tokens, targets, state: Optional[State] = None, *, weights=None):
-        """Mean cross-entropy (nats) over all B*T targets, dict name -> gradient, new state.
-
-        Runs in training mode (dropout on, if any). Gradients are of this loss alone (copies).
-        ``weights`` (B, T), finite and non-negative, makes the loss the weighted mean
-        ``sum w * nll / sum w`` (e.g. ones on the last step only: the loss of that step alone).
-        """
-        tok = self._inputs(tokens)
-        tgt = as_tokens(targets, "target", self.vocab_size)
+    def _targets(self, targets, tok) -> np.ndarray:
+        tgt = as_tokens(targets, "target", None)
         if tgt.shape != tok.shape[:2]:
             raise ValueError(f"targets have shape {tgt.shape}, inputs {tok.shape[:2]}")
+        return tgt
+
+    def loss_and_grad(self, tokens, targets, state=None, *, weights=None, copy_grads: bool = True):
+        """Mean cross-entropy (nats) over all B*T targets, dict name -> gradient, new state.
+
+        Runs in training mode (dropout on, if any). The loss is a :class:`Loss`: a float, the
+        cross-entropy, whose ``aux`` holds the core's auxiliary objective terms (if any); the
+        gradient is that of ``loss.total``. Gradients are of this call alone: copies, or with
+        ``copy_grads=False`` left in ``gradients()`` / ``flat_gradients()`` (None is returned).
+        ``weights`` (B, T), finite and non-negative, makes the cross-entropy the weighted mean
+        ``sum w * nll / sum w`` (e.g. ones on the last step only: the loss of that step alone).
+        ``state``: None (zeros), a dict, or ``KEEP``.
+        """
+        tok = self._inputs(tokens)
+        tgt = self._targets(targets, tok)
         if weights is not None:
             weights = np.asarray(weights, dtype=np.float64)
             if weights.shape != tgt.shape:
                 raise ValueError(f"weights have shape {weights.shape}, targets {tgt.shape}")
         self._set_state(state, tok.shape[0])
         self._impl.zero_grad()
-        loss = self._impl.loss_and_grad(tok, tgt, weights)
-        grads = {k: v.copy() for k, v in self._grads.items()}
-        return float(loss), grads, self._impl.get_state()
+        loss = Loss(self._impl.loss_and_grad(tok, tgt, weights), self._impl.aux_losses())
+        grads = {k: v.copy() for k, v in self._grads.items()} if copy_grads else None
+        return loss, grads, self._impl.get_state()
 
-    def loss(self, tokens, targets, state: Optional[State] = None, *, per_token: bool = False):
+    def loss(self, tokens, targets, state=None, *, per_token: bool = False):
         """Evaluation-mode mean cross-entropy (nats) and the new state; with ``per_token=True``
-        also the (B, T) array of each -log p(target)."""
+        also the (B, T) array of each -log p(target). ``state``: None (zeros), a dict, or ``KEEP``."""
         tok = self._inputs(tokens)
-        tgt = as_tokens(targets, "target", self.vocab_size)
-        if tgt.shape != tok.shape[:2]:
-            raise ValueError(f"targets have shape {tgt.shape}, inputs {tok.shape[:2]}")
+        tgt = self._targets(targets, tok)
         self._set_state(state, tok.shape[0])
         out = self._impl.loss(tok, tgt, per_token)
         if per_token:
@@ -437,6 +505,8 @@ class LanguageModel:
 
     def set_option(self, name: str, value: float) -> None:
         """Change a core option between chunks (e.g. the HM-LSTM ``slope`` being annealed)."""
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise TypeError(f"option {name!r} must be a number, got {value!r}")
         self._impl.set_option(str(name), float(value))
         self.options[name] = value
 
