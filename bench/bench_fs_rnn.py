@@ -6,9 +6,10 @@ clipping to 1 and an Adam update; characters per second = B * T / (time per step
 the CPU-time ratio (process time, all threads) is printed beside it. Two models:
 
   paper   the paper's FS-LSTM-2: layer norm on each gate and on the cell state, zoneout on c and h,
-          dropout on the non-recurrent connections. PyTorch: Linear + LayerNorm per cell, zoneout
-          and dropout masks drawn each step.
-  plain   FS-LSTM-2 without layer norm, zoneout or dropout. PyTorch: three torch.nn.LSTMCell.
+          dropout on the non-recurrent connections. PyTorch (multiscale_rnn.reference.fs_rnn):
+          products + layer_norm per gate block, zoneout and dropout masks drawn each step.
+  plain   FS-LSTM-2 without layer norm, zoneout or dropout. PyTorch: torch.lstm_cell (nn.LSTMCell's
+          kernel) for each of the three cells.
 
     python bench/bench_fs_rnn.py                       # the default sizes, 2 threads
     python bench/bench_fs_rnn.py --fast 700 --slow 400 --batch 128 --bptt 150 --embed 128 --steps 3
@@ -24,89 +25,33 @@ import numpy as np
 
 import multiscale_rnn as msr
 from multiscale_rnn.models.base import _core
+from multiscale_rnn.reference import fs_rnn as reference, tensors
 
 
 def ours_step_fn(model, tok, tgt, opt):
-    impl = model._impl
     flat_g = model.flat_gradients()
-    impl.reset_state(tok.shape[0])
 
     def step():
-        impl.zero_grad()
-        impl.loss_and_grad(tok, tgt, None)
+        model.loss_and_grad(tok, tgt, None, copy_grads=False)
         _core.clip_by_norm(flat_g, 1.0)
         opt.step(model)
     return step
 
 
-def torch_model(torch, V, E, HF, HS, layer_norm, zc, zh, p):
-    nn = torch.nn
-
-    class LNLSTMCell(nn.Module):
-        """LSTM cell with layer norm on each gate and on the cell state (the paper's cell)."""
-
-        def __init__(self, E, H):
-            super().__init__()
-            self.H = H
-            self.ih = nn.Linear(E, 4 * H, bias=False)
-            self.hh = nn.Linear(H, 4 * H, bias=False)
-            self.ln_gates = nn.ModuleList([nn.LayerNorm(H) for _ in range(4)])
-            self.ln_cell = nn.LayerNorm(H)
-
-        def forward(self, x, state):
-            h, c = state
-            a = self.ih(x) + self.hh(h)
-            i, f, g, o = (ln(a_k) for ln, a_k in zip(self.ln_gates, a.chunk(4, 1)))
-            c_new = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-            return torch.sigmoid(o) * torch.tanh(self.ln_cell(c_new)), c_new
-
-    class FSLSTM(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.embedding = nn.Embedding(V, E)
-            cell = LNLSTMCell if layer_norm else nn.LSTMCell
-            self.f1, self.s, self.f2 = cell(E, HF), cell(HF, HS), cell(HS, HF)
-            self.decoder = nn.Linear(HF, V)
-
-        def zoneout(self, new, old, z):
-            if z == 0.0:
-                return new
-            m = torch.empty_like(new).bernoulli_(1 - z)
-            return m * new + (1 - m) * old
-
-        def cell(self, cell, x, state):
-            h, c = cell(x, state)
-            return self.zoneout(h, state[0], zh), self.zoneout(c, state[1], zc)
-
-        def forward(self, tok, state):
-            drop = nn.functional.dropout
-            x = drop(self.embedding(tok), p, self.training)
-            (hf, cf), (hs, cs) = state
-            out = []
-            for t in range(tok.shape[1]):
-                hf, cf = self.cell(self.f1, x[:, t], (hf, cf))
-                hs, cs = self.cell(self.s, drop(hf, p, self.training), (hs, cs))
-                hf, cf = self.cell(self.f2, drop(hs, p, self.training), (hf, cf))
-                out.append(hf)
-            y = drop(torch.stack(out, 1), p, self.training)
-            return self.decoder(y), ((hf.detach(), cf.detach()), (hs.detach(), cs.detach()))
-
-    return FSLSTM()
-
-
-def torch_step_fn(torch, model, tok, tgt, HF, HS):
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+def torch_step_fn(torch, ours, tok, tgt):
+    """A training step of the FS-LSTM written the natural way in PyTorch (multiscale_rnn.reference.fs_rnn,
+    float32, training-mode zoneout and dropout), from the same initial weights as ``ours``."""
+    P = tensors(ours, np.float32)
+    opt = torch.optim.Adam(list(P.values()), lr=1e-3)
     tok_t, tgt_t = torch.from_numpy(tok.astype(np.int64)), torch.from_numpy(tgt.astype(np.int64)).reshape(-1)
-    B = tok.shape[0]
-    z = lambda H: torch.zeros(B, H)
-    state = [((z(HF), z(HF)), (z(HS), z(HS)))]
+    options = reference.options(ours)
 
     def step():
         opt.zero_grad()
-        logits, state[0] = model(tok_t, state[0])
+        logits, _ = reference.forward(P, tok_t, None, train=True, **options)
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt_t)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(list(P.values()), 1.0)
         opt.step()
     return step
 
@@ -156,10 +101,8 @@ def main(argv=None):
         s = settings[name]
         ours = msr.FSRNN(V, E, HF, HS, layer_norm=s["layer_norm"], zoneout_c=s["zc"], zoneout_h=s["zh"],
                          dropout=s["p"], seed=0)
-        theirs = torch_model(torch, V, E, HF, HS, s["layer_norm"], s["zc"], s["zh"], s["p"])
-        theirs.train()
         (w_ours, c_ours), (w_torch, c_torch) = timed(ours_step_fn(ours, tok, tgt, msr.optim.Adam(lr=1e-3)),
-                                                     torch_step_fn(torch, theirs, tok, tgt, HF, HS), args.steps)
+                                                     torch_step_fn(torch, ours, tok, tgt), args.steps)
         print(f"{name:8s} {B * T / w_ours:13,.0f} {B * T / w_torch:14,.0f} {w_torch / w_ours:5.2f}x   "
               f"{c_torch / c_ours:13.2f}x", flush=True)
 

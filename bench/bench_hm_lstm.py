@@ -72,48 +72,15 @@ def timed(fn, repeat, cpu=None):
 
 
 def torch_masked_model(model):
-    """The HM-LSTM forward of public PyTorch code: all gates for all columns, masks select."""
+    """The HM-LSTM written the natural way in PyTorch (multiscale_rnn.reference.hm_lstm, float32): all
+    gates for all columns, the boundary weights select; a training call also runs backward."""
     import torch
+    from multiscale_rnn.reference import hm_lstm as reference, tensors
 
-    P = {k: torch.tensor(np.array(v, dtype=np.float32), requires_grad=True) for k, v in model.parameters().items()}
-    H = model.config["hidden_sizes"]
-    L = len(H)
-    a = model.slope
+    P = tensors(model, np.float32)
 
     def run(tok, targets=None):
-        Bn, Tn = tok.shape
-        x = P["embedding.weight"][tok]
-        h = [torch.zeros(Bn, n) for n in H]
-        c = [torch.zeros(Bn, n) for n in H]
-        z = [torch.zeros(Bn, 1) for _ in H]
-        ys = []
-        for t in range(Tn):
-            hb, zb = x[:, t], torch.ones(Bn, 1)
-            for l in range(L):
-                n, zp = H[l], z[l]
-                s = h[l] @ P[f"weight_hh_l{l}"].T + (zb * hb) @ P[f"weight_ih_l{l}"].T + P[f"bias_l{l}"]
-                if l + 1 < L:
-                    s = s + (zp * h[l + 1]) @ P[f"weight_td_l{l}"].T
-                i, f = torch.sigmoid(s[:, :n]), torch.sigmoid(s[:, n:2 * n])
-                g, o = torch.tanh(s[:, 2 * n:3 * n]), torch.sigmoid(s[:, 3 * n:4 * n])
-                wU, wC = (1 - zp) * zb, (1 - zp) * (1 - zb)
-                c_new = (1 - wC) * i * g + wU * f * c[l] + wC * c[l]
-                h_new = (1 - wC) * o * torch.tanh(c_new) + wC * h[l]
-                if s.shape[1] > 4 * n:
-                    zhat = torch.clamp((a * s[:, 4 * n:] + 1) / 2, 0, 1)
-                    zn = zhat + ((zhat > 0.5).float() - zhat).detach()
-                    z_new = (1 - wC) * zn + wC * zp
-                else:
-                    z_new = torch.zeros(Bn, 1)
-                h[l], c[l], z[l] = h_new, c_new, z_new
-                hb, zb = h_new, z_new
-            ys.append(torch.cat(h, 1))
-        Y = torch.stack(ys, 1)
-        gate = torch.sigmoid(Y @ P["output.gate.weight"].T)
-        parts = torch.split(Y, list(H), 2)
-        Yg = torch.cat([parts[l] * gate[..., l:l + 1] for l in range(L)], 2)
-        e = torch.relu(Yg @ P["output.embed.weight"].T)
-        logits = e @ P["decoder.weight"].T + P["decoder.bias"]
+        logits, _ = reference.forward(P, model.config, tok)
         if targets is None:
             return logits
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))

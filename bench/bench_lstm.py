@@ -152,7 +152,6 @@ class Ours:
     def __init__(self, a, L, precision="float32"):
         self.model = msr.LSTM(vocab_size=a.vocab, embed_size=a.embed, hidden_sizes=(a.hidden,) * L, seed=0)
         self.model.inference_precision = precision
-        self.impl = self.model._impl
         self.w = self.model.flat_parameters()
         self.g = self.model.flat_gradients()
         self.m = np.zeros_like(self.w)
@@ -161,18 +160,17 @@ class Ours:
         self.B, self.T = a.batch, a.bptt
 
     def run(self, data, chunks, train):
-        self.impl.reset_state(self.B)
+        self.model.reset_state(self.B)
         T = self.T
         for k in range(chunks):
             tok = np.ascontiguousarray(data[:, k * T:(k + 1) * T])
             tgt = np.ascontiguousarray(data[:, k * T + 1:(k + 1) * T + 1])
             if train:
-                self.impl.zero_grad()
-                self.impl.loss_and_grad(tok, tgt)
+                self.model.loss_and_grad(tok, tgt, "keep", copy_grads=False)
                 self.step += 1
                 msr._core.adam_step(self.w, self.g, self.m, self.v, self.step, 1e-3, 0.9, 0.999, 1e-8, 0.0)
             else:
-                self.impl.loss(tok, tgt)
+                self.model.loss(tok, tgt, "keep")
 
 
 class Torch:

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import multiscale_rnn as msr
+from multiscale_rnn.reference import fs_rnn as reference
 from multiscale_rnn.models.base import _core
 from multiscale_rnn.analysis import by_step
 from multiscale_rnn.testing import (assert_runs_equal, check_model_gradients, numeric_gradient, relative_error,
@@ -288,49 +289,6 @@ def test_rebuild_from_config():
 
 # ---- parity with a PyTorch reference FS-LSTM ----------------------------------------------------
 
-def _torch_reference(torch, P, tok, state, K, ln_gates, ln_cell, zc, zh, eps=1e-5, keep=None):
-    """An independent FS-LSTM in PyTorch (evaluation-mode zoneout), from the parameter dict P.
-    ``keep``: a dict that receives, per cell, the list over steps of h_t and of c~_t (gradients retained)."""
-    F = torch.nn.functional
-
-    def cell(sfx, x, h, c):
-        a = h @ P["weight_hh" + sfx].T
-        if x is not None:
-            a = a + x @ P["weight_ih" + sfx].T
-        H = h.shape[1]
-        if ln_gates:
-            g, b = P["ln_gates_weight" + sfx], P["ln_gates_bias" + sfx]
-            a = torch.cat([F.layer_norm(a[:, k * H:(k + 1) * H], (H,), g[k * H:(k + 1) * H], b[k * H:(k + 1) * H], eps)
-                           for k in range(4)], 1)
-        else:
-            a = a + P["bias_ih" + sfx] + P["bias_hh" + sfx]
-        i, f, g, o = torch.sigmoid(a[:, :H]), torch.sigmoid(a[:, H:2 * H]), torch.tanh(a[:, 2 * H:3 * H]), \
-            torch.sigmoid(a[:, 3 * H:])
-        ct = f * c + i * g
-        cn = F.layer_norm(ct, (H,), P["ln_cell_weight" + sfx], P["ln_cell_bias" + sfx], eps) if ln_cell else ct
-        ht = o * torch.tanh(cn)
-        hn = (1 - zh) * ht + zh * h
-        if keep is not None:
-            for name, v in (("h" + sfx, hn), ("c" + sfx, ct)):
-                v.retain_grad()
-                keep.setdefault(name, []).append(v)
-        return hn, (1 - zc) * ct + zc * c
-
-    x = P["embedding.weight"][tok]                           # (B, T, E)
-    hf, cf, hs, cs = (state[k] for k in ("h_fast", "c_fast", "h_slow", "c_slow"))
-    out = []
-    for t in range(tok.shape[1]):
-        hf, cf = cell("_f1", x[:, t], hf, cf)
-        hs, cs = cell("_s", hf, hs, cs)
-        hf, cf = cell("_f2", hs, hf, cf)
-        for i in range(3, K + 1):
-            hf, cf = cell(f"_f{i}", None, hf, cf)
-        out.append(hf)
-    y = torch.stack(out, 1)
-    logits = y @ P["decoder.weight"].T + P["decoder.bias"]
-    return logits, dict(h_fast=hf, c_fast=cf, h_slow=hs, c_slow=cs)
-
-
 @pytest.mark.parametrize("K,layer_norm", [(2, True), (4, True), (2, False), (3, "cell")])
 def test_matches_torch_reference(K, layer_norm):
     torch = pytest.importorskip("torch")
@@ -343,8 +301,8 @@ def test_matches_torch_reference(K, layer_norm):
     s_torch = {k: torch.zeros(v.shape, dtype=torch.float64) for k, v in ours.initial_state(3).items()}
     for chunk in (slice(0, 4), slice(4, 7)):
         P = {k: torch.tensor(np.array(v), requires_grad=True) for k, v in ours.parameters().items()}
-        logits_t, s_new = _torch_reference(torch, P, torch.from_numpy(tok[:, chunk]), s_torch, K, ln_gates, ln_cell,
-                                           0.0, 0.0)
+        logits_t, s_new = reference.forward(P, torch.from_numpy(tok[:, chunk]), s_torch, fast_cells=K,
+                                            ln_gates=ln_gates, ln_cell=ln_cell)
         loss_t = torch.nn.functional.cross_entropy(logits_t.reshape(-1, V), torch.from_numpy(tgt[:, chunk]).reshape(-1))
         loss_t.backward()
         logits, _ = ours.forward(tok[:, chunk], s_ours)
@@ -367,8 +325,8 @@ def test_matches_torch_reference_with_evaluation_zoneout():
     state = random_state(ours, rng, B=3)
     P = {k: torch.tensor(np.array(v)) for k, v in ours.parameters().items()}
     with torch.no_grad():
-        logits_t, s_t = _torch_reference(torch, P, torch.from_numpy(tok), {k: torch.tensor(v) for k, v in state.items()},
-                                         3, True, True, 0.5, 0.1)
+        logits_t, s_t = reference.forward(P, torch.from_numpy(tok), {k: torch.tensor(v) for k, v in state.items()},
+                                          **reference.options(ours))   # evaluation: expected zoneout
     logits, s = ours.forward(tok, state)                    # evaluation: no dropout, expected zoneout
     np.testing.assert_allclose(logits, logits_t.numpy(), rtol=1e-10, atol=1e-12)
     for k in s:
@@ -448,7 +406,7 @@ def test_record_gradients_match_torch():
     P = {k: torch.tensor(np.array(v), requires_grad=True) for k, v in ours.parameters().items()}
     keep = {}
     zero = {k: torch.zeros(v.shape, dtype=torch.float64) for k, v in ours.initial_state(2).items()}
-    logits, _ = _torch_reference(torch, P, torch.from_numpy(tok), zero, 3, True, True, 0.0, 0.0, keep=keep)
+    logits, _ = reference.forward(P, torch.from_numpy(tok), zero, fast_cells=3, keep=keep)
     torch.nn.functional.cross_entropy(logits[:, -1], torch.from_numpy(tgt[:, -1])).backward()
     assert set(got) == set(keep)
     for name, steps in keep.items():
@@ -476,8 +434,8 @@ def _fast_and_reference(make, B, T=5, chunks=2):
     pieces = [(data[:, k * T:(k + 1) * T], data[:, k * T + 1:(k + 1) * T + 1]) for k in range(chunks)]
     out = []
     try:
-        for reference in (False, True):
-            _core.set_reference_kernels(reference)
+        for plain in (False, True):
+            _core.set_reference_kernels(plain)
             model = make()  # same seed: the same weights and the same zoneout/dropout draws
             perturb(model, np.random.default_rng(3))
             out.append(run_chunks(model, pieces))

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import multiscale_rnn as msr
+from multiscale_rnn.reference import hm_lstm as reference
 from multiscale_rnn.models.hm_lstm import boundary_scores
 
 V, E, HS, B, T = 11, 5, (4, 3, 5), 3, 6
@@ -90,72 +91,7 @@ def test_one_layer_soft_finite_differences():
     assert finite_difference_error(m, tok, tgt, random_state(m, rng, soft=True)) < 1e-6
 
 
-# ---- PyTorch reference with the same straight-through rule -------------------------------------
-
-def torch_reference(m, tok, tgt, st, records=None):
-    """Loss and gradients of the HM-LSTM of the paper written directly in PyTorch autograd."""
-    torch = pytest.importorskip("torch")
-    cfg = m.config
-    H = cfg["hidden_sizes"]
-    L = len(H)
-    P = {k: torch.tensor(np.array(v), requires_grad=True) for k, v in m.parameters().items()}
-    Bn, Tn = tok.shape
-    a = cfg["slope"]
-    switch = cfg["gradient"] == "switch"
-    x = P["embedding.weight"][torch.tensor(tok)]  # (B, T, E)
-    h = [torch.tensor(st[f"h_l{l}"]) for l in range(L)]
-    c = [torch.tensor(st[f"c_l{l}"]) for l in range(L)]
-    z = [torch.tensor(st[f"z_l{l}"]) for l in range(L)]  # (B, 1)
-    ys = []
-    for t in range(Tn):
-        hb, zb = x[:, t], torch.ones(Bn, 1, dtype=torch.float64)
-        for l in range(L):
-            n, zp = H[l], z[l]
-            r = 1 - zp if cfg["flush_cut"] else 1.0
-            s = (r * h[l]) @ P[f"weight_hh_l{l}"].T + (zb * hb) @ P[f"weight_ih_l{l}"].T + P[f"bias_l{l}"]
-            if l + 1 < L:
-                s = s + (zp * h[l + 1]) @ P[f"weight_td_l{l}"].T
-            gates = s[:, :4 * n]
-            if cfg["layer_norm"]:
-                gates = torch.cat([torch.nn.functional.layer_norm(
-                    gates[:, q * n:(q + 1) * n], (n,), P[f"ln_weight_l{l}"][q * n:(q + 1) * n],
-                    P[f"ln_bias_l{l}"][q * n:(q + 1) * n], eps=1e-5) for q in range(4)], dim=1)
-            i, f = torch.sigmoid(gates[:, :n]), torch.sigmoid(gates[:, n:2 * n])
-            g, o = torch.tanh(gates[:, 2 * n:3 * n]), torch.sigmoid(gates[:, 3 * n:])
-            zpw, zbw = (zp.detach(), zb.detach()) if switch else (zp, zb)
-            wU, wC = (1 - zpw) * zbw, (1 - zpw) * (1 - zbw)
-            c_new = (1 - wC) * i * g + wU * f * c[l] + wC * c[l]
-            h_new = (1 - wC) * o * torch.tanh(c_new) + wC * h[l]
-            if s.shape[1] > 4 * n:
-                zhat = torch.clamp((a * s[:, 4 * n:] + 1) / 2, 0, 1)
-                if cfg["boundary"] == "step":
-                    zn = zhat + ((zhat > 0.5).double() - zhat).detach()
-                elif cfg["boundary"] == "sample":
-                    drawn = torch.tensor(records[f"znew_l{l}"][0, t * Bn:(t + 1) * Bn, None])
-                    zn = zhat + (drawn - zhat).detach()
-                else:
-                    zn = zhat
-                z_new = zn if cfg["copy_z"] == "recompute" else (1 - wC) * zn + wC * zp
-            else:
-                z_new = torch.zeros(Bn, 1, dtype=torch.float64)
-            h[l], c[l], z[l] = h_new, c_new, z_new
-            hb, zb = h_new, z_new
-        ys.append(torch.cat(h, dim=1))
-    Y = torch.stack(ys, dim=1)  # (B, T, sum H)
-    if cfg["head"] == "gated":
-        gate = torch.sigmoid(Y @ P["output.gate.weight"].T)  # (B, T, L)
-        parts = torch.split(Y, list(H), dim=2)
-        Yg = torch.cat([parts[l] * gate[..., l:l + 1] for l in range(L)], dim=2)
-        e = torch.relu(Yg @ P["output.embed.weight"].T)
-    else:
-        e = Y
-    logits = e @ P["decoder.weight"].T + P["decoder.bias"]
-    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V), torch.tensor(tgt).reshape(-1))
-    loss.backward()
-    grads = {k: (p.grad.numpy() if p.grad is not None else np.zeros(p.shape)) for k, p in P.items()}
-    state = {f"{w}_l{l}": v[l].detach().numpy() for l in range(L) for w, v in (("h", h), ("c", c), ("z", z))}
-    return float(loss.detach()), grads, state
-
+# ---- PyTorch reference with the same straight-through rule (multiscale_rnn.reference.hm_lstm) ----
 
 ST_OPTIONS = [
     {"boundary": "step"},
@@ -187,7 +123,7 @@ def test_matches_pytorch_reference(opts):
     rec = m.records()
     ops = np.concatenate([rec[f"op_l{l}"] for l in range(1, m.num_layers)])
     assert {0, 1, 2} <= set(np.unique(ops).astype(int)), "the check should see COPY, UPDATE and FLUSH"
-    rloss, rgrads, rstate = torch_reference(m, tok, tgt, st, rec)
+    rloss, rgrads, rstate = reference.loss_and_grad(m, tok, tgt, st, rec)
     assert loss == pytest.approx(rloss, rel=1e-12)
     for k in grads:
         np.testing.assert_allclose(grads[k], rgrads[k], rtol=1e-9, atol=1e-12, err_msg=k)
@@ -331,12 +267,12 @@ def test_threads_equal_reference_kernels(opts):
     hidden = (6, 9, 5)  # partial panels, K = Hb + H + Ht not a multiple of the panel
     results = {}
     try:
-        for threads, reference in ((1, True), (1, False), (2, False), (3, False)):
+        for threads, plain in ((1, True), (1, False), (2, False), (3, False)):
             msr.set_num_threads(threads)
-            _core.set_reference_kernels(reference)
+            _core.set_reference_kernels(plain)
             m = make(hidden=hidden, z_bias=-0.7, **opts)
             st = random_state(m, np.random.default_rng(29), batch=Bn)
-            results[(threads, reference)] = run_chunks(m, chunks, st)
+            results[(threads, plain)] = run_chunks(m, chunks, st)
     finally:
         _core.set_reference_kernels(False)
     ref, st_ref = results.pop((1, True))

@@ -22,10 +22,12 @@ def test_token_out_of_vocabulary_names_id_and_position(model):
         model.loss(np.zeros((2, 4), int), np.array([[0, 0, 0, 12], [0, 0, 0, 0]]))
 
 
-def test_core_checks_ids_too(model):
-    # The C++ core refuses bad ids itself, for callers that bypass the Python checks.
-    with pytest.raises(IndexError, match=r"id 99 at \(stream 0, step 1\)"):
-        model._impl.forward(np.array([[1, 99, 2]], np.int32), False)
+def test_ids_are_checked_once_by_the_core(model):
+    # The Python layer checks dtype and shape and leaves the range to the C++ core.
+    with pytest.raises(IndexError, match=r"token id 99 at \(stream 0, step 1\)"):
+        model.forward(np.array([[1, 99, 2]], np.int32))
+    with pytest.raises(IndexError, match=r"token id -3 at \(stream 0, step 2\)"):
+        msr._core.LanguageModelF32("lstm", 10, 4, [6]).forward(np.array([[1, 2, -3]], np.int32), False)
 
 
 def test_wrong_dtype_and_shape(model):

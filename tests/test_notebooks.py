@@ -7,13 +7,19 @@ import pytest
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 
 
+@pytest.fixture(autouse=True)
+def quick_env(monkeypatch):
+    """The notebooks' quick setting, for this test only (the kernel inherits the environment)."""
+    monkeypatch.setenv("MSRNN_QUICK", "1")
+    monkeypatch.delenv("MPLBACKEND", raising=False)  # the kernel's inline backend (Agg underneath) keeps PNGs
+
+
 def run_notebook(name, timeout=300):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     pytest.importorskip("ipykernel")
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
-    os.environ["MSRNN_QUICK"] = "1"
-    os.environ.pop("MPLBACKEND", None)  # the kernel's inline backend (Agg underneath) keeps figures as PNG
+    assert os.environ.get("MSRNN_QUICK") == "1"
     nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
     return nb
 

@@ -62,6 +62,6 @@ def test_core_refuses_nan_itself():
     x = np.zeros((1, 2, 3))
     x[0, 1, 2] = np.nan
     with pytest.raises(ValueError, match=r"\(stream 0, step 1, feature 2\) is not finite"):
-        model._impl.forward(x, False)
+        model.forward(x)
     with pytest.raises(TypeError, match="int32"):
-        msr.LSTM(vocab_size=5, embed_size=4, hidden_sizes=(6,))._impl.forward(np.zeros((1, 2)), False)
+        msr._core.LanguageModelF32("lstm", 5, 4, [6]).forward(np.zeros((1, 2)), False)

@@ -1,6 +1,5 @@
 """The hierarchical text generator and its ground-truth boundaries."""
 
-import time
 
 import numpy as np
 import pytest
@@ -72,12 +71,6 @@ def test_every_phrase_follows_a_template(h):
             assert token in class_of
             current.append(token)
     assert complete == h.phrase_boundaries[: h.text.rindex(" ")].sum() > 500
-
-
-def test_twenty_thousand_characters_well_under_a_second():
-    start = time.perf_counter()
-    data.synthetic_hierarchy(n_chars=20000, seed=5)
-    assert time.perf_counter() - start < 0.5
 
 
 def test_corpus_splits_and_aligned_boundaries(h):

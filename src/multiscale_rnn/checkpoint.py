@@ -21,14 +21,14 @@ checkpoint stays intact until the new one is complete.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Optional, Union
 
 import numpy as np
+
+from .storage import History, atomic_write  # noqa: F401 - atomic_write is part of this module's API
 
 __all__ = ["FORMAT", "VERSION", "CheckpointError", "Checkpoint", "save", "load", "check_config"]
 
@@ -102,43 +102,6 @@ def _text(s: str) -> np.ndarray:
 
 
 # ---- save ----------------------------------------------------------------------------------------
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def atomic_write(path: Union[str, Path], write) -> Path:
-    """Call ``write(fileobj)`` on a temporary file beside ``path``, fsync it, then rename it over
-    ``path``. On any error the temporary file is removed and ``path`` is untouched."""
-    path = Path(path)
-    folder = path.parent if str(path.parent) else Path(".")
-    folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual permissions
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    try:  # make the rename itself durable
-        dfd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except OSError:
-        pass
-    return path
-
-
 def save(path: Union[str, Path], model, optimizer=None, trainer_state: Optional[dict] = None, vocab=None,
          history=None, extra: Optional[dict] = None) -> Path:
     """Write a checkpoint atomically; returns the path.
@@ -283,7 +246,6 @@ def load(path: Union[str, Path], model=None) -> Checkpoint:
             pass
     history = meta.get("history")
     if history is not None:
-        from .trainer import History
         history = History(history)
     return Checkpoint(path=path, config=config, model=model, optimizer=optimizer, optimizer_state=opt_state,
                       trainer_state=trainer_state, vocab=vocab, history=history, extra=meta.get("extra") or {})

@@ -13,7 +13,6 @@ character on character corpora, bits per word on word corpora), ``perplexity`` =
 """
 from __future__ import annotations
 
-import json
 import math
 import time
 import zlib
@@ -24,6 +23,7 @@ import numpy as np
 
 from ._native import core as _core
 from .optim import Adam, Optimizer
+from .storage import History, history_path
 
 __all__ = ["Trainer", "History", "evaluate", "sample", "history_path"]
 
@@ -44,36 +44,6 @@ def _perplexity(loss: float) -> float:
 def _data():
     from . import data
     return data
-
-
-def history_path(checkpoint: Union[str, Path]) -> Path:
-    """Where the history JSON of a checkpoint goes: ``runs/x.npz`` -> ``runs/x.history.json``."""
-    p = Path(checkpoint)
-    return p.with_name(p.stem + ".history.json") if p.suffix else p.with_name(p.name + ".history.json")
-
-
-class History(list):
-    """One dict per completed epoch: ``epoch``, ``train_loss``, ``train_bpc``, ``valid_loss``,
-    ``valid_bpc``, ``valid_perplexity`` (None without validation data), ``lr``, ``seconds``,
-    ``tokens_per_s``, ``steps``, and ``train_aux`` (dict name -> epoch mean of each auxiliary
-    objective term, for cores that add any; the cross-entropy figures never include them)."""
-
-    def save(self, path: Union[str, Path]) -> Path:
-        from .checkpoint import atomic_write
-        text = json.dumps(list(self), indent=1)
-        return atomic_write(path, lambda f: f.write(text.encode()))
-
-    @classmethod
-    def load(cls, path: Union[str, Path]) -> "History":
-        path = Path(path)
-        if not path.exists():
-            raise FileNotFoundError(f"history file not found: {path}")
-        return cls(json.loads(path.read_text()))
-
-    def best(self, key: str = "valid_loss") -> Optional[dict]:
-        """The epoch with the lowest ``key`` (None if no epoch has it)."""
-        rows = [r for r in self if r.get(key) is not None]
-        return min(rows, key=lambda r: r[key]) if rows else None
 
 
 # ---- evaluation ----------------------------------------------------------------------------------

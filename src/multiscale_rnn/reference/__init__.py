@@ -8,7 +8,7 @@ raises ``ImportError`` saying how to install it. Import a family's module direct
 """
 from __future__ import annotations
 
-__all__ = ["torch"]
+__all__ = ["torch", "tensors"]
 
 
 def torch():
@@ -18,3 +18,12 @@ def torch():
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise ImportError("the reference implementations need PyTorch: pip install torch") from e
     return _torch
+
+
+def tensors(model, dtype=None, requires_grad: bool = True) -> dict:
+    """A model's parameters as torch tensors by the model's names (copies, in ``dtype``: the model's
+    by default), the ``P`` every reference's ``forward`` takes."""
+    import numpy as np
+    t = torch()
+    dt = {np.dtype("float32"): t.float32, np.dtype("float64"): t.float64}[np.dtype(dtype or model.dtype)]
+    return {k: t.tensor(np.array(v), dtype=dt, requires_grad=requires_grad) for k, v in model.parameters().items()}

@@ -1,0 +1,101 @@
+"""The HM-LSTM (Chung, Ahn & Bengio 2017, eq. 1-12) written directly in PyTorch autograd: every gate of
+every column computed, the operation chosen by the boundary weights (the masked computation of
+public HM-LSTM code), with the package's straight-through rule and parameter and state names.
+
+Used by the parity tests in float64 (``loss_and_grad``) and by ``bench/bench_hm_lstm.py`` as the
+masked model written the natural way (``forward`` in float32).
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from . import tensors
+from . import torch as _torch
+
+
+def forward(P: dict, config: dict, tok, state: Optional[dict] = None, drawn: Optional[dict] = None):
+    """Logits (B, T, V) and the state after the last step.
+
+    ``P``: parameter tensors by the model's names; ``config``: the model's config (``model.config``);
+    ``tok``: (B, T) token ids (LongTensor); ``state``: dict name -> (B, size) tensors (zeros if None);
+    ``drawn``: for ``boundary="sample"``, dict ``znew_l{l}`` -> (B, T) boundary draws to replay.
+    """
+    torch = _torch()
+    H = config["hidden_sizes"]
+    L = len(H)
+    a = config["slope"]
+    switch = config["gradient"] == "switch"
+    x = P["embedding.weight"][tok]                                   # (B, T, E)
+    Bn, Tn = tok.shape
+    dt = x.dtype
+    if state is None:
+        state = {}
+    zeros = lambda n: torch.zeros(Bn, n, dtype=dt)  # noqa: E731
+    h = [state.get(f"h_l{l}", zeros(H[l])) for l in range(L)]
+    c = [state.get(f"c_l{l}", zeros(H[l])) for l in range(L)]
+    z = [state.get(f"z_l{l}", zeros(1)) for l in range(L)]           # (B, 1)
+    ys = []
+    for t in range(Tn):
+        hb, zb = x[:, t], torch.ones(Bn, 1, dtype=dt)
+        for l in range(L):
+            n, zp = H[l], z[l]
+            r = 1 - zp if config["flush_cut"] else 1.0
+            s = (r * h[l]) @ P[f"weight_hh_l{l}"].T + (zb * hb) @ P[f"weight_ih_l{l}"].T + P[f"bias_l{l}"]
+            if l + 1 < L:
+                s = s + (zp * h[l + 1]) @ P[f"weight_td_l{l}"].T
+            gates = s[:, :4 * n]
+            if config["layer_norm"]:
+                gates = torch.cat([torch.nn.functional.layer_norm(
+                    gates[:, q * n:(q + 1) * n], (n,), P[f"ln_weight_l{l}"][q * n:(q + 1) * n],
+                    P[f"ln_bias_l{l}"][q * n:(q + 1) * n], eps=1e-5) for q in range(4)], dim=1)
+            i, f = torch.sigmoid(gates[:, :n]), torch.sigmoid(gates[:, n:2 * n])
+            g, o = torch.tanh(gates[:, 2 * n:3 * n]), torch.sigmoid(gates[:, 3 * n:])
+            zpw, zbw = (zp.detach(), zb.detach()) if switch else (zp, zb)
+            wU, wC = (1 - zpw) * zbw, (1 - zpw) * (1 - zbw)              # UPDATE, COPY (FLUSH = zp)
+            c_new = (1 - wC) * i * g + wU * f * c[l] + wC * c[l]
+            h_new = (1 - wC) * o * torch.tanh(c_new) + wC * h[l]
+            if s.shape[1] > 4 * n:
+                zhat = torch.clamp((a * s[:, 4 * n:] + 1) / 2, 0, 1)
+                if config["boundary"] == "step":
+                    zn = zhat + ((zhat > 0.5).to(dt) - zhat).detach()
+                elif config["boundary"] == "sample":
+                    d = torch.as_tensor(np.asarray(drawn[f"znew_l{l}"])[:, t, None], dtype=dt)
+                    zn = zhat + (d - zhat).detach()
+                else:
+                    zn = zhat
+                z_new = zn if config["copy_z"] == "recompute" else (1 - wC) * zn + wC * zp
+            else:
+                z_new = torch.zeros(Bn, 1, dtype=dt)
+            h[l], c[l], z[l] = h_new, c_new, z_new
+            hb, zb = h_new, z_new
+        ys.append(torch.cat(h, dim=1))
+    Y = torch.stack(ys, dim=1)                                        # (B, T, sum H)
+    if config["head"] == "gated":                                     # eq. 11-12
+        gate = torch.sigmoid(Y @ P["output.gate.weight"].T)            # (B, T, L)
+        parts = torch.split(Y, list(H), dim=2)
+        Yg = torch.cat([parts[l] * gate[..., l:l + 1] for l in range(L)], dim=2)
+        Y = torch.relu(Yg @ P["output.embed.weight"].T)
+    logits = Y @ P["decoder.weight"].T + P["decoder.bias"]
+    new_state = {f"{w}_l{l}": v[l] for l in range(L) for w, v in (("h", h), ("c", c), ("z", z))}
+    return logits, new_state
+
+
+def loss_and_grad(model, tok, tgt, state: dict, records: Optional[dict] = None):
+    """The reference's mean cross-entropy, gradients by the model's names and new state (NumPy),
+    in float64 from ``model``'s parameters; ``records``: the model's records of the same chunk
+    (``model.records()``, for the draws of sampled boundaries)."""
+    torch = _torch()
+    P = tensors(model, np.float64)
+    drawn = None
+    if records is not None:
+        B, T = tok.shape
+        drawn = {k: np.asarray(v)[0].reshape(T, B).T for k, v in records.items() if k.startswith("znew_")}
+    st = {k: torch.tensor(np.asarray(v, dtype=np.float64)) for k, v in state.items()}
+    logits, new = forward(P, model.config, torch.as_tensor(np.asarray(tok, dtype=np.int64)), st, drawn)
+    V = logits.shape[-1]
+    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V), torch.as_tensor(np.asarray(tgt, np.int64)).reshape(-1))
+    loss.backward()
+    grads = {k: (p.grad.numpy() if p.grad is not None else np.zeros(p.shape)) for k, p in P.items()}
+    return float(loss.detach()), grads, {k: v.detach().numpy() for k, v in new.items()}
