@@ -142,32 +142,14 @@ void bind_blocks(py::module_& parent) {
   // LSTM layer's bfloat16 step product: kernel "amx" (AmxBf16Matrix) or "emulated" (PackedPanels
   // holding the rounded A, times the rounded X).
   m.def("bf16_step_product", [](const F& A, const F& b, const F& X, Index K1, const std::string& kernel) {
-    const Index Mr = A.rows(), K = A.cols(), N = X.cols();
-    check_rows(X, K, "X");
-    check_rows(b, Mr, "b");
-    if (K1 < 0 || K1 > K) throw py::value_error(cat("split K1 = ", K1, " outside [0, ", K, "]"));
-    F C(Mr, N);
-    if (kernel == "amx") {
-      if (const char* why = amx_bf16_unavailable_reason()) throw std::runtime_error(why);
-      AmxBf16Matrix W;
-      W.resize(Mr, K);
-      W.pack(A.data(), Mr, 0, K1, 0, Mr);
-      W.pack(A.data() + K1 * Mr, Mr, K1, K - K1, 0, Mr);
-      W.set_bias(b.data(), 0, Mr);
-      std::vector<std::uint16_t> scratch(W.scratch_size(N));
-      W.multiply(C.data(), Mr, X.data(), K, K1, X.data() + K1, K, N, scratch.data());
-    } else if (kernel == "emulated") {
-      PackedPanels<float> W;
-      W.resize(1, Mr, K);
-      W.pack(A.data(), Mr, 0, K, 0, Mr);
-      W.set_bias(b.data(), 0, Mr);
-      W.round_to_bfloat16(0, Mr);
-      F Xr(K, N);
-      round_to_bf16(Xr.data(), X.data(), X.size());
-      W.multiply(C.data(), Mr, Xr.data(), K, K, nullptr, 0, N, 0, Mr, false);
-    } else {
+    check_rows(X, A.cols(), "X");
+    check_rows(b, A.rows(), "b");
+    if (K1 < 0 || K1 > A.cols()) throw py::value_error(cat("split K1 = ", K1, " outside [0, ", A.cols(), "]"));
+    if (kernel != "amx" && kernel != "emulated")
       throw py::value_error(cat("kernel must be 'amx' or 'emulated', got '", kernel, "'"));
-    }
+    F C(A.rows(), X.cols());
+    bf16_step_product(C.data(), A.data(), b.data(), X.data(), A.rows(), A.cols(), K1, X.cols(),
+                      kernel == "amx" ? Bf16Kernel::Amx : Bf16Kernel::Emulated);
     return C;
   }, py::arg("A"), py::arg("b"), py::arg("X"), py::arg("K1"), py::arg("kernel"));
 }

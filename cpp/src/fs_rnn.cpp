@@ -97,24 +97,6 @@ template <class S> void FSRNN<S>::set_state(const std::vector<NamedState<S>>& st
 // would cost more than it saves.
 constexpr Index kPackMinSteps = 4;
 
-template <class S> int FSRNN<S>::stream_threads(Index B, bool fast) const {
-  return fast ? std::max(1, std::min<int>(get_num_threads(), int(B))) : 1;
-}
-
-// Runs f(j0, nb, lane, thread) over nt threads, each on its own contiguous range of the B streams.
-template <class F> static void over_streams(Index B, int nt, F&& f) {
-  if (nt == 1) {
-    f(Index(0), B, 0);
-    return;
-  }
-#pragma omp parallel num_threads(nt)
-  {
-    const int k = thread_id();
-    const auto cols = thread_units(B, 1, k, threads_in_team());
-    if (cols.second > cols.first) f(cols.first, cols.second - cols.first, k);
-  }
-}
-
 template <class S> void FSRNN<S>::forward_streams(MRef<S> Y, Index j0, Index nb, Lane& lane, bool packed) {
   const Index T = T_, B = B_, K = static_cast<Index>(fast_.size()), HF = hf_.rows();
   const auto all = cells();
@@ -163,7 +145,7 @@ template <class S> void FSRNN<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index B
     for (auto* c : cells()) c->pack_forward();
   const int nt = stream_threads(B, packed);
   if (int(lanes_.size()) < nt) lanes_.resize(nt);
-  over_streams(B, nt, [&](Index j0, Index nb, int k) { forward_streams(Y, j0, nb, lanes_[k], packed); });
+  over_streams(B, nt, 1, [&](Index j0, Index nb, int k) { forward_streams(Y, j0, nb, lanes_[k], packed); });
 }
 
 template <class S>
@@ -212,15 +194,13 @@ template <class S> void FSRNN<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X) {
   const int nt = stream_threads(B, fast);
   if (int(lanes_.size()) < nt) lanes_.resize(nt);
   const bool own_grads = nt > 1;  // layer-norm parameter gradients summed over lanes below
-  std::vector<char> ran(nt, 0);
-  over_streams(B, nt, [&](Index j0, Index nb, int k) {
+  const auto ran = over_streams(B, nt, 1, [&](Index j0, Index nb, int k) {
     backward_streams(dY, j0, nb, lanes_[k], own_grads, packed);
-    ran[k] = 1;
   });
-  if (own_grads)  // in a fixed order
-    for (int k = 0; k < nt; ++k)
-      if (ran[k])
-        for (size_t i = 0; i < all.size(); ++i) all[i]->add_grads(lanes_[k].work[i]);
+  if (own_grads)
+    in_thread_order(ran, [&](int k) {
+      for (size_t i = 0; i < all.size(); ++i) all[i]->add_grads(lanes_[k].work[i]);
+    });
   Mat<S> none;
   fast_[0]->finish_backward(dX, X);
   const Mat<S> noX;
@@ -327,12 +307,12 @@ template <class S> void StackedRNN<S>::forward(MRef<S> Y, CRef<S> X, Index T, In
     // This layer's time loop with threads over streams (as in FSRNN::forward).
     const bool fast = !reference_kernels(), packed = fast && T >= kPackMinSteps;
     if (packed) cell.pack_forward();
-    const int nt = fast ? std::max(1, std::min<int>(get_num_threads(), int(B))) : 1;
+    const int nt = stream_threads(B, fast);
     if (int(work_.size()) < nt) work_.resize(nt);
     auto& h = h_[l];
     auto& c = c_[l];
     const bool has_c = cell.has_c();
-    over_streams(B, nt, [&](Index j0, Index nb, int k) {
+    over_streams(B, nt, 1, [&](Index j0, Index nb, int k) {
       cell.start_work(work_[k], nb, false);
       auto hb = h.middleCols(j0, nb);                                       // (H, nb)
       auto cb = has_c ? c.middleCols(j0, nb) : c.middleCols(0, 0);          // (H or 0, nb)
@@ -354,12 +334,11 @@ template <class S> void StackedRNN<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> 
     cell.begin_backward();
     const bool fast = !reference_kernels(), packed = fast && T >= kPackMinSteps;
     if (packed) cell.pack_backward();
-    const int nt = fast ? std::max(1, std::min<int>(get_num_threads(), int(B))) : 1;
+    const int nt = stream_threads(B, fast);
     if (int(work_.size()) < nt) work_.resize(nt);
     const bool own_grads = nt > 1;  // layer-norm parameter gradients summed over threads below
-    std::vector<char> ran(nt, 0);
     const Index H = cell.hidden_size(), Hc = cell.has_c() ? H : 0;
-    over_streams(B, nt, [&](Index j0, Index nb, int k) {
+    const auto ran = over_streams(B, nt, 1, [&](Index j0, Index nb, int k) {
       cell.start_work(work_[k], nb, own_grads);
       Mat<S> dh = Mat<S>::Zero(H, nb);   // (H, nb) gradient reaching the state after step t
       Mat<S> dc = Mat<S>::Zero(Hc, nb);  // (H or 0, nb)
@@ -367,11 +346,8 @@ template <class S> void StackedRNN<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> 
         dh += dy.block(0, t * B + j0, H, nb);
         cell.backward_step(t, j0, nb, dh, dc, none, work_[k], packed);
       }
-      ran[k] = 1;
     });
-    if (own_grads)  // in a fixed order
-      for (int k = 0; k < nt; ++k)
-        if (ran[k]) cell.add_grads(work_[k]);
+    if (own_grads) in_thread_order(ran, [&](int k) { cell.add_grads(work_[k]); });
     if (l == 0) {
       cell.finish_backward(dX, X);
     } else {

@@ -197,4 +197,29 @@ void PackedPanels<S>::multiply(S* C, Index ldc, const S* X1, Index ldx1, Index K
 template class PackedPanels<float>;
 template class PackedPanels<double>;
 
+void bf16_step_product(float* C, const float* A, const float* b, const float* X, Index M, Index K, Index K1, Index N,
+                       Bf16Kernel kernel) {
+  MSRNN_CHECK(M > 0 && K > 0 && N > 0 && K1 >= 0 && K1 <= K, "bfloat16 step product: sizes M=", M, " K=", K,
+              " K1=", K1, " N=", N);
+  if (kernel == Bf16Kernel::Amx) {
+    if (const char* why = amx_bf16_unavailable_reason()) throw std::runtime_error(why);
+    AmxBf16Matrix W;
+    W.resize(M, K);
+    W.pack(A, M, 0, K1, 0, M);
+    W.pack(A + K1 * M, M, K1, K - K1, 0, M);
+    W.set_bias(b, 0, M);
+    std::vector<std::uint16_t> scratch(static_cast<size_t>(W.scratch_size(N)));
+    W.multiply(C, M, X, K, K1, X + K1, K, N, scratch.data());
+    return;
+  }
+  PackedPanels<float> W;  // the emulated path: the rounded A in panels, times the rounded X
+  W.resize(1, M, K);
+  W.pack(A, M, 0, K, 0, M);
+  W.set_bias(b, 0, M);
+  W.round_to_bfloat16(0, M);
+  std::vector<float> Xr(static_cast<size_t>(K * N));  // (K, N)
+  round_to_bf16(Xr.data(), X, K * N);
+  W.multiply(C, M, Xr.data(), K, K, nullptr, 0, N, 0, M, false);
+}
+
 }  // namespace msrnn

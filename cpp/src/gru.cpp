@@ -3,30 +3,13 @@
 namespace msrnn {
 
 template <class S> void gru_pointwise_forward(MRef<S> act, MRef<S> h, CRef<S> ah, CRef<S> h_prev) {
-  const Index H = h.rows();
-  auto r = act.topRows(H).array();
-  auto z = act.middleRows(H, H).array();
-  auto n = act.bottomRows(H).array();
-  r = (r + ah.topRows(H).array()).logistic();
-  z = (z + ah.middleRows(H, H).array()).logistic();
-  n = (n + r * ah.bottomRows(H).array()).tanh();
-  h.array() = (S(1) - z) * n + z * h_prev.array();
+  gru_gates_forward<S>(act, h, ah, h_prev, [](Index) {});
 }
 
 template <class S>
 void gru_pointwise_backward(MRef<S> dax, MRef<S> dah, MRef<S> dh_prev, CRef<S> dh, CRef<S> act, CRef<S> ah,
                             CRef<S> h_prev) {
-  const Index H = dh.rows();
-  const auto r = act.topRows(H).array();
-  const auto z = act.middleRows(H, H).array();
-  const auto n = act.bottomRows(H).array();
-  auto dan = dax.bottomRows(H).array();
-  dan = dh.array() * (S(1) - z) * (S(1) - n.square());                          // d(ax_n)
-  dax.topRows(H).array() = dan * ah.bottomRows(H).array() * r * (S(1) - r);     // d(ax_r)
-  dax.middleRows(H, H).array() = dh.array() * (h_prev.array() - n) * z * (S(1) - z);  // d(ax_z)
-  dah.topRows(2 * H) = dax.topRows(2 * H);
-  dah.bottomRows(H).array() = dan * r;
-  dh_prev.array() = dh.array() * z;
+  gru_gates_backward<S>(dax, dah, dh_prev, dh, act, ah, h_prev, [](Index) {});
 }
 
 template <class S>

@@ -208,9 +208,7 @@ void LSTMLayer<S>::run(MRef<S> Y, CRef<S> X, const Mat<S>* P, const std::int32_t
   else
     W_p_.resize(4, H, Kx + H);
   const int nt = get_num_threads();
-#pragma omp parallel num_threads(nt)
-  {
-    const int k = thread_id(), team = threads_in_team();
+  auto pack = [&](int k, int team) {
     if constexpr (std::is_same<S, float>::value) {
       if (amx) {  // this thread's unit tiles of all 4H rows
         const auto rows = thread_units(4 * H, AmxBf16Matrix::kTile, k, team);
@@ -226,12 +224,11 @@ void LSTMLayer<S>::run(MRef<S> Y, CRef<S> X, const Mat<S>* P, const std::int32_t
       if (!P) W_p_.set_bias(b_sum_.data(), units.first, units.second);
       if (emulated) W_p_.round_to_bfloat16(units.first, units.second);
     }
-#pragma omp barrier
-    const auto cols = thread_units(B, NR, k, team);
-    const Index j0 = cols.first, nb = cols.second - cols.first;
+  };
+  over_streams(B, nt, NR, pack, [&](Index j0, Index nb, int) {
     std::vector<std::uint16_t> xb(amx ? W_amx_.scratch_size(nb) : 0);  // AMX: [x_t; h_{t-1}] in bf16
     Mat<S> xr(emulated ? Kx + H : 0, nb);                                // (Kx + H, nb) emulated: the same, rounded
-    for (Index t = 0; t < T && nb > 0; ++t) {
+    for (Index t = 0; t < T; ++t) {
       // act_t = b + W_ih x_t + W_hh h_{t-1} on this thread's columns, then the gates.
       const Index a0 = t * keep + j0, n0 = t * B + j0;  // first column in act_ / tanh_c_, in X / hs_ / cs_
       S* act = act_.data() + a0 * 4 * H;
@@ -276,7 +273,7 @@ void LSTMLayer<S>::run(MRef<S> Y, CRef<S> X, const Mat<S>* P, const std::int32_t
         lstm_gates_forward_eval<S>(gate(0), gate(1), gate(2), gate(3), MatMap<S>(c_new, H, nb), h_t,
                                    CMatMap<S>(c_prev, H, nb));
     }
-  }
+  });
   if (train) {
     Y = hs_.rightCols(N);
     h_ = hs_.rightCols(B);
@@ -298,19 +295,15 @@ template <class S> void LSTMLayer<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X
   W_hh_tp_.resize(1, H, 4 * H);
   dh_.resize(H, B);
   dc_.resize(H, B);
-  const int nt = get_num_threads();
-#pragma omp parallel num_threads(nt)
-  {
-    const int k = thread_id(), team = threads_in_team();
+  auto pack = [&](int k, int team) {
     const auto units = thread_units(H, MR, k, team);  // packing: rows u of W_hh^T = columns u of W_hh
     W_hh_tp_.pack_transposed(W_hh_.w.data(), 4 * H, 0, 4 * H, units.first, units.second);
-#pragma omp barrier
-    const auto cols = thread_units(B, NR, k, team);
-    const Index j0 = cols.first, nb = cols.second - cols.first;
+  };
+  over_streams(B, get_num_threads(), NR, pack, [&](Index j0, Index nb, int) {
     auto dh = dh_.middleCols(j0, nb);  // (H, nb) gradient reaching h_t
     auto dc = dc_.middleCols(j0, nb);  // (H, nb) gradient reaching c_t; becomes that of c_{t-1}
     dc.setZero();
-    for (Index t = T - 1; t >= 0 && nb > 0; --t) {
+    for (Index t = T - 1; t >= 0; --t) {
       const Index n0 = t * B + j0;  // first column of this thread in step t
       // dh_t = W_hh^T da_{t+1} + dY_t
       if (t + 1 < T)
@@ -323,7 +316,7 @@ template <class S> void LSTMLayer<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X
                              gate(act_, 1), gate(act_, 2), gate(act_, 3), tanh_c_.middleCols(n0, nb),
                              cs_.middleCols(n0, nb));
     }
-  }
+  });
   // Weight gradients of all steps in one product each, rows split over threads.
   parallel_slices(4 * H, 16, [&](Index r0, Index m) {
     auto da = da_.middleRows(r0, m);

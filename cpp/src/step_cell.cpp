@@ -225,7 +225,7 @@ void StepCell<S>::step(Index t, Index j0, Index nb, MRef<S> h, MRef<S> c, CRef<S
       ah.colwise() += b_hh_.w.col(0);
       gru_pointwise_forward<S>(a, w.ht, ah, hp);
     } else {
-      // Gates in order, each normalised before its nonlinearity; n needs r first.
+      // Each gate normalised before its nonlinearity (gru_gates_forward calls ln(k) there).
       auto rs = rstd_.middleCols(t * 3 * B_, 3 * B_);
       auto xh = blk(xhat_);
       auto ln = [&](Index k) {
@@ -233,19 +233,7 @@ void StepCell<S>::step(Index t, Index j0, Index nb, MRef<S> h, MRef<S> c, CRef<S
                               a.middleRows(k * H, H), g_gates_.w.middleRows(k * H, H), b_gates_.w.middleRows(k * H, H),
                               eps);
       };
-      auto r = a.topRows(H).array();
-      auto z = a.middleRows(H, H).array();
-      auto n = a.bottomRows(H).array();
-      r += ah.topRows(H).array();
-      ln(0);
-      r = r.logistic();
-      z += ah.middleRows(H, H).array();
-      ln(1);
-      z = z.logistic();
-      n += r * ah.bottomRows(H).array();
-      ln(2);
-      n = n.tanh();
-      w.ht.array() = (S(1) - z) * n + z * hp.array();
+      gru_gates_forward<S>(a, w.ht, ah, hp, ln);
     }
   }
   // Zoneout, then the new state.
@@ -356,9 +344,6 @@ void StepCell<S>::backward_step(Index t, Index j0, Index nb, MRef<S> dh, MRef<S>
     if (!spec_.ln_gates) {
       gru_pointwise_backward<S>(da, dah, tmp, dht, a, ah, hp);
     } else {
-      const auto r = a.topRows(H).array();
-      const auto z = a.middleRows(H, H).array();
-      const auto n = a.bottomRows(H).array();
       auto rs = rstd_.middleCols(t * 3 * B_, 3 * B_);
       auto xh = blk(xhat_);
       auto ln_back = [&](Index k) {
@@ -366,16 +351,7 @@ void StepCell<S>::backward_step(Index t, Index j0, Index nb, MRef<S> dh, MRef<S>
                                da.middleRows(k * H, H), xh.middleRows(k * H, H), rs.middleCols(k * B_ + j0, B),
                                g_gates_.w.middleRows(k * H, H));
       };
-      auto dn = da.bottomRows(H).array();
-      dn = dht.array() * (S(1) - z) * (S(1) - n.square());
-      ln_back(2);                                                            // d(ax_n + r * ah_n)
-      dah.bottomRows(H).array() = dn * r;
-      da.topRows(H).array() = dn * ah.bottomRows(H).array() * r * (S(1) - r);  // through r
-      ln_back(0);
-      da.middleRows(H, H).array() = dht.array() * (hp.array() - n) * z * (S(1) - z);
-      ln_back(1);
-      dah.topRows(2 * H) = da.topRows(2 * H);
-      tmp.array() = dht.array() * z;
+      gru_gates_backward<S>(da, dah, tmp, dht, a, ah, hp, ln_back);
     }
     dh += tmp;
     if (packed)

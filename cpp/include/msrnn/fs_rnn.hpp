@@ -90,8 +90,6 @@ template <class S> class FSRNN : public Core<S> {
     Mat<S> dxs, dxf2;                // (H_F, nb), (H_S, nb) gradients w.r.t. the inputs of S and F2
   };
   std::vector<Lane> lanes_;    // one per thread
-  // Threads over streams in the fast path (reference kernels: 1).
-  int stream_threads(Index B, bool fast) const;
   void forward_streams(MRef<S> Y, Index j0, Index nb, Lane& lane, bool packed);
   void backward_streams(CRef<S> dY, Index j0, Index nb, Lane& lane, bool own_grads, bool packed);
 };

@@ -8,16 +8,12 @@
 // by X directly. Rows come in G groups of R rows (the gates of an LSTM: G = 4, R = H), and each
 // group is padded to whole panels, so a thread can own the same units u in [u0, u1) of every gate.
 //
-// Also here: splitting rows or columns of a product over the core's OpenMP threads with
-// single-threaded Eigen inside (Eigen's own threading busy-waits, which collapses when the cores
-// are shared).
+// Splitting work over the core's threads (parallel_slices, thread_units, over_streams) is in
+// streams.hpp.
 #pragma once
 
 #include "msrnn/common.hpp"
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include "msrnn/streams.hpp"
 
 #include <algorithm>
 
@@ -66,43 +62,12 @@ template <class S> class PackedPanels {
   Mat<S> bias_;                          // (panel_rows(), G * P)
 };
 
-// Units (or columns) [u0, u1) of R owned by thread k of n: contiguous, starting at multiples of
-// `align`.
-inline std::pair<Index, Index> thread_units(Index R, Index align, int k, int n) {
-  const Index blocks = (R + align - 1) / align;
-  const Index b0 = blocks * k / n, b1 = blocks * (k + 1) / n;
-  return {std::min(R, b0 * align), std::min(R, b1 * align)};
-}
-
-inline int thread_id() {
-#ifdef _OPENMP
-  return omp_get_thread_num();
-#else
-  return 0;
-#endif
-}
-
-inline int threads_in_team() {
-#ifdef _OPENMP
-  return omp_get_num_threads();
-#else
-  return 1;
-#endif
-}
-
-// f(begin, count) on contiguous slices of [0, n) (multiples of `align` except the last), one per
-// thread of the core's thread count, run in parallel. Eigen inside runs single-threaded.
-template <class F> void parallel_slices(Index n, Index align, F&& f) {
-  const int nt = std::max(1, std::min<int>(get_num_threads(), int((n + align - 1) / align)));
-  if (nt == 1) {
-    f(Index(0), n);
-    return;
-  }
-#pragma omp parallel num_threads(nt)
-  {
-    const auto r = thread_units(n, align, thread_id(), threads_in_team());
-    if (r.second > r.first) f(r.first, r.second - r.first);
-  }
-}
+// The LSTM layer's bfloat16 step product on its own, for tests: C (M, N) = b + A [X1; X2] with A (M, K)
+// and X = [X1; X2] (K, N) split after row K1 (all column-major, float32), through the AMX kernel
+// (AmxBf16Matrix; std::runtime_error naming the reason when it cannot run here) or the emulated
+// one (PackedPanels holding the rounded A, times the rounded X).
+enum class Bf16Kernel { Amx, Emulated };
+void bf16_step_product(float* C, const float* A, const float* b, const float* X, Index M, Index K, Index K1, Index N,
+                       Bf16Kernel kernel);
 
 }  // namespace msrnn

@@ -53,6 +53,7 @@
 #include "msrnn/core.hpp"
 #include "msrnn/gemm.hpp"
 
+#include <algorithm>
 #include <map>
 
 namespace msrnn {
@@ -73,6 +74,9 @@ struct HMLSTMOptions {
 };
 // Read the options by name (the registered core "hm_lstm"); unknown names and bad values throw.
 HMLSTMOptions hm_lstm_options(CoreOptions& options);
+
+// zhat = hard_sigm(a) = clamp((slope * a + 1) / 2, 0, 1)   (eq. 9)
+template <class S> inline S hard_sigm(S a, S slope) { return std::min(S(1), std::max(S(0), (slope * a + S(1)) / S(2))); }
 
 // The pointwise part of one step for k columns, in the weighted form above.
 // act (G, k): in, pre-activations a; out, [i; f; g; o] (and zhat in row 4H when G = 4H+1).
@@ -129,21 +133,23 @@ template <class S> class HMLSTM : public Core<S> {
                                          // at the boundary row of recomputed COPY columns)
     Mat<S> dh[2], dc[2], dz[2];          // (H, B), (H, B), (1, B) gradients at step t (index t % 2) and t-1
   };
-  // Step scratch of one thread owning nb columns (k <= nb of them computed in a step).
+  // Step scratch of one thread owning nb streams. The suffix _k marks buffers holding the k <= nb
+  // columns of a step that are computed (UPDATE/FLUSH when skipping; all in the masked path), gathered
+  // side by side from the thread's streams.
   struct Scratch {
-    std::vector<Index> idx, cidx;        // computed / COPY column ids (within the batch)
-    Mat<S> gx;                           // (max K, nb) stacked, gated inputs [zb h^{l-1}_t; r h^l_{t-1}; zp h^{l+1}_{t-1}]
-    Mat<S> gs;                           // (max G, nb) pre-activations, then [i; f; g; o; zhat]
-    Mat<S> gc, gtc, gh, gcp, ghp;        // (max H, nb)
-    Mat<S> gzp, gzb;                     // (1, nb)
-    Mat<S> gxh, grs;                     // (4 max H, nb), (1, 4 nb) layer norm
-    Mat<S> gdh, gdc, gdcp, gdhp;         // (max H, nb)
-    Mat<S> gdwU, gdwC;                   // (1, nb)
-    Mat<S> gdz;                          // (1, B) gradient of znew, at the thread's columns
-    std::vector<S> dwCz;                 // (B) gradient of w_C through the carry (blend), at the thread's columns
-    Mat<S> gda;                          // (max G, nb)
-    Mat<S> gprod;                        // (max K, nb) [W U Utd]^T da
-    Mat<S> gact, gtcb, gcb;              // (max G, nb), (max H, nb), (max H, nb) gathered forward cache
+    std::vector<Index> idx, cidx;                    // computed / COPY column ids (within the batch)
+    Mat<S> x_k;                                      // (max K, nb) stacked inputs [zb h^{l-1}_t; r h^l_{t-1}; zp h^{l+1}_{t-1}]
+    Mat<S> act_k;                                    // (max G, nb) pre-activations, then [i; f; g; o; zhat]
+    Mat<S> c_k, tanh_c_k, h_k, c_prev_k, h_prev_k;   // (max H, nb)
+    Mat<S> z_prev_k, z_below_k;                      // (1, nb) z^l_{t-1}, z^{l-1}_t
+    Mat<S> xhat_k, rstd_k;                           // (4 max H, nb), (1, 4 nb) layer norm
+    Mat<S> dh_k, dc_k, dc_prev_k, dh_prev_k;         // (max H, nb)
+    Mat<S> dwU_k, dwC_k;                             // (1, nb)
+    Mat<S> dz_new;                                   // (1, B) gradient of znew, at the thread's columns
+    std::vector<S> dwCz;                             // (B) gradient of w_C through the carry (blend), at the thread's columns
+    Mat<S> da_k;                                     // (max G, nb)
+    Mat<S> dx_k;                                     // (max K, nb) [W U Utd]^T da
+    Mat<S> act_saved_k, tanh_c_saved_k, c_saved_k;   // (max G, nb), (max H, nb), (max H, nb) the forward's cache
     std::vector<Mat<S>> dln_g, dln_b;    // per layer (4 H_l, 1) layer-norm gradients of this thread
     void reserve(const std::vector<Layer>& layers, Index nb, Index B, bool layer_norm, bool backward);
   };
@@ -154,10 +160,8 @@ template <class S> class HMLSTM : public Core<S> {
   void layer_step_forward(size_t l, Index t, Index j0, Index nb, CRef<S> X, Scratch& s, bool fast);
   void layer_step_backward(size_t l, Index t, Index j0, Index nb, Scratch& s, bool fast);
   // The active columns s.idx of c^l_{t-1}, h^l_{t-1} (H, B), z^l_{t-1} and z^{l-1}_t (1, B) into
-  // s.gcp, s.ghp (H, k), s.gzp, s.gzb (1, k).
+  // s.c_prev_k, s.h_prev_k (H, k), s.z_prev_k, s.z_below_k (1, k).
   void gather_previous(Scratch& s, CRef<S> cp, CRef<S> hp, const S* zp, const S* zb) const;
-  // Threads for B columns (1 with the reference kernels).
-  int stream_threads(Index B, bool fast) const;
 
   Index E_, out_size_, T_ = 0, B_ = 0;
   std::vector<Index> H_;
