@@ -1,0 +1,139 @@
+"""The shape every model family shares: cores registered by name, declared options checked in one
+place, parameter roles, the public state API and the loss with auxiliary terms."""
+import inspect
+
+import numpy as np
+import pytest
+
+import multiscale_rnn as msr
+from multiscale_rnn.models import registry
+from multiscale_rnn.models.base import KEEP, Loss, Option
+
+V, E = 11, 5
+KINDS = {"embedding", "input", "recurrent", "bias", "gain", "shift", "output", "other"}
+FAMILIES = {
+    "LSTM": dict(hidden_sizes=(6, 4)), "GRU": dict(hidden_sizes=(6,)), "ElmanRNN": dict(hidden_sizes=(6,)),
+    "HMLSTM": dict(hidden_sizes=(6, 5), layer_norm=True), "FSRNN": dict(hidden_sizes=(6, 4)),
+    "StackedLSTM": dict(hidden_sizes=(6, 4)), "SequentialLSTM": dict(hidden_sizes=(6, 6)),
+}
+
+
+def test_every_core_is_registered_and_named_in_errors():
+    names = msr._core.core_names()
+    for core in ("lstm", "gru", "rnn_tanh", "hm_lstm", "fs_rnn", "stacked_lstm", "sequential_lstm"):
+        assert core in names
+    with pytest.raises(ValueError, match="unknown core 'nope'; known cores: .*'hm_lstm'"):
+        msr._core.LanguageModelF64("nope", V, E, [4])
+    for cls in msr.MODELS.values():
+        assert cls.core_name in names, cls
+
+
+def test_core_options_are_read_by_one_reader():
+    with pytest.raises(ValueError, match="the lstm core has no option 'slope'; it takes none"):
+        msr._core.LanguageModelF64("lstm", V, E, [4], options={"slope": 1.0})
+    with pytest.raises(ValueError, match="the hm_lstm option 'boundary' must be a string, got 1"):
+        msr._core.LanguageModelF64("hm_lstm", V, E, [4, 4], options={"boundary": 1.0})
+    with pytest.raises(ValueError, match="the fs_rnn option 'fast_cells' must be a whole number >= 2, got 1.5"):
+        msr._core.LanguageModelF64("fs_rnn", V, E, [4, 4], options={"fast_cells": 1.5})
+    with pytest.raises(ValueError, match="option 'cell' must be one of 'lstm', 'gru', got 'elman'"):
+        msr._core.LanguageModelF64("stacked_lstm", V, E, [4], options={"cell": "elman"})
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_families_declare_and_refuse(name):
+    cls = msr.MODELS[name]
+    kwargs = dict(FAMILIES[name])
+    with pytest.raises(TypeError, match=r"unexpected argument 'dropuot'; it takes .*dropout"):
+        cls(V, E, dropuot=0.5, **kwargs)
+    with pytest.raises(TypeError, match=f"{name}: seed must be an integer >= 0, got 'x'"):
+        cls(V, E, seed="x", **kwargs)
+    with pytest.raises(ValueError, match=f"{name}: dropout must be a number in \\[0, 1\\), got 1.5"):
+        cls(V, E, dropout=1.5, **kwargs)
+    sig = inspect.signature(cls)
+    for opt in cls.all_options():
+        assert opt in sig.parameters
+    # input_size works for every family (real-valued inputs through the linear encoder).
+    model = cls(V, E, input_size=3, dtype="float64", **kwargs)
+    x = np.random.default_rng(0).normal(size=(2, 4, 3))
+    assert model.forward(x)[0].shape == (2, 4, V)
+    # The config rebuilds the same model.
+    again = msr.MODELS[model.config["model"]](**{k: v for k, v in model.config.items() if k != "model"})
+    assert again.config == model.config
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_every_parameter_has_a_role(name):
+    model = msr.MODELS[name](V, E, **FAMILIES[name])
+    roles = model.parameter_roles()
+    params = model.parameters()
+    assert set(roles) == set(params)
+    for pname, role in roles.items():
+        assert role.kind in KINDS, pname
+        if role.unit:  # whole gate blocks (the HM-LSTM adds its boundary row)
+            assert params[pname].shape[0] % role.unit in (0, 1), pname
+        if role.kind in ("recurrent", "input") and name != "FSRNN":
+            assert role.layer and pname.endswith(role.layer), pname
+    assert roles["decoder.weight"].kind == "output"
+    assert roles["embedding.weight"].kind == "embedding"
+    for pname, role in roles.items():  # the default initialisation reads the roles
+        if role.kind == "gain":
+            assert np.all(params[pname] == 1.0), pname
+        elif role.kind == "shift" and name not in ("FSRNN", "StackedLSTM", "SequentialLSTM"):
+            assert np.all(params[pname] == 0.0), pname
+
+
+def test_a_family_registers_itself_by_being_defined():
+    try:
+        class TinyLSTM(msr.LSTM):
+            """An LSTM with a small default size."""
+            core_name = "lstm"
+            aliases = ("tiny-lstm",)
+            defaults = dict(embed_size=4, hidden_sizes=(3,))
+            family_options = (Option("note", str, "none", core=False),)
+
+            def core_options(self, values, sizes):
+                return {}
+
+        assert msr.MODELS["TinyLSTM"] is TinyLSTM
+        m = msr.build_model("Tiny_LSTM", vocab_size=V, note="hello")
+        assert isinstance(m, TinyLSTM) and m.config["note"] == "hello" and m.config["hidden_sizes"] == [3]
+        with pytest.raises(TypeError, match="TinyLSTM: note must be a string, got 3"):
+            TinyLSTM(V, note=3)
+    finally:
+        msr.MODELS.pop("TinyLSTM", None)
+        for key in ("tinylstm",):
+            registry._FACTORIES.pop(key, None)
+    with pytest.raises(ValueError, match="unknown model 'tiny-lstm'"):
+        msr.build_model("tiny-lstm", vocab_size=V)
+
+
+def test_state_keep_equals_passing_the_state():
+    rng = np.random.default_rng(3)
+    model = msr.HMLSTM(V, E, (6, 5), dtype="float64", seed=2)
+    tok = rng.integers(0, V, (3, 8))
+    tgt = rng.integers(0, V, (3, 8))
+    _, state = model.forward(tok[:, :4])                      # from zeros
+    explicit, s1 = model.forward(tok[:, 4:], state)
+    model.set_state(state)
+    kept, s2 = model.forward(tok[:, 4:], KEEP)
+    np.testing.assert_array_equal(explicit, kept)
+    for k in s1:
+        np.testing.assert_array_equal(s1[k], s2[k])
+    model.reset_state(3)
+    loss_a, _, _ = model.loss_and_grad(tok, tgt, KEEP, copy_grads=False)
+    loss_b, grads, _ = model.loss_and_grad(tok, tgt, None)
+    assert float(loss_a) == float(loss_b)
+    np.testing.assert_array_equal(grads["weight_hh_l0"], model.gradients()["weight_hh_l0"])
+    with pytest.raises(ValueError, match="state must be None, a dict name -> array or 'keep', got 'kept'"):
+        model.forward(tok, "kept")
+    with pytest.raises(ValueError, match="batch_size must be a positive integer, got 0"):
+        model.reset_state(0)
+
+
+def test_loss_carries_auxiliary_terms():
+    loss = Loss(1.25, {"penalty": 0.5})
+    assert float(loss) == 1.25 and loss.aux == {"penalty": 0.5} and loss.total == 1.75
+    model = msr.LSTM(V, E, (4,))
+    tok = np.zeros((2, 3), int)
+    got, _, _ = model.loss_and_grad(tok, tok)
+    assert isinstance(got, Loss) and got.aux == {} and got.total == float(got)
