@@ -10,8 +10,9 @@ Each tune's melody becomes a sequence of symbols (strings), one per event:
   ``"1/2"`` an eighth, ``"3/4"`` a dotted eighth, ``"1"``, ``"3/2"``, ``"2"``: the lengths of the
   paper's Table 2);
 - a rest ``"z:<length>"``;
-- a bar line ``"|"`` (every kind: ``|``, ``||``, ``|:``, ``:|``, ``::``, ``|]``, with repeat
-  endings ``[1`` / ``[2`` dropped; consecutive bar lines with no event between count once);
+- a bar line ``"|"`` (every kind: ``|``, ``||``, ``|:``, ``:|``, ``::``, ``|]``, ``[|``; a repeat
+  ending ``[1`` / ``|2`` counts as part of a bar line; consecutive bar lines with no event between
+  count once, and a bar line before the first event of a tune is dropped);
 - the tune separator ``"<eot>"`` (end of tune) after each tune.
 
 What the parser honours: ``K:`` key signatures (major, minor and the church modes, ``HP``/``none``
