@@ -94,7 +94,7 @@ def test_load_ptb_bits_real():
     if not ptb.is_dir():
         pytest.skip(f"the shared PTB copy is not at {ptb}")
     bits = data.load("ptb-bits", path=ptb)
-    assert bits.vocab_size == 2
+    assert bits.vocab_size == 2 and bits.name == "ptb-bits"
     assert {s: len(a) for s, a in bits.splits.items()} == {"train": 8 * 5_017_482, "valid": 8 * 393_042,
                                                           "test": 8 * 442_423}
     assert bits.buffer_bits == 0 and bits.positions["test"][:9].tolist() == [0, 1, 2, 3, 4, 5, 6, 7, 0]
@@ -203,6 +203,7 @@ def test_load_nottingham_real():
     c = data.load("nottingham", path=folder)
     n = {s: len(c.tunes[s]) for s in ("train", "valid", "test")}
     assert n == {"train": 828, "valid": 103, "test": 103} and sum(n.values()) == 1034
+    assert c.vocab_size == 265 and c.vocab.itos[-1] == "<unk>"  # 264 training symbols + <unk>
     kinds = data.symbol_classes(c.vocab.itos, by="kind")
     assert set(kinds) <= {"note", "rest", "bar", "end", "unknown"}
     assert kinds.count("bar") == 1 and kinds.count("end") == 1

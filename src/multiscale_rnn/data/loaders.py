@@ -117,10 +117,10 @@ def load(
     if key == "embedded-bits":
         if path is not None or url is not None or sha256 is not None:
             raise ValueError("the 'embedded-bits' corpus is built in and takes no path, url or sha256")
-        return bit_corpus(load("embedded"), **options)
+        return bit_corpus(load("embedded"), name=key, **options)
     if key == "ptb-bits":
         return bit_corpus(load("ptb-char", path, cache_dir, download, url=url, sha256=sha256, progress=progress),
-                          **options)
+                          name=key, **options)
     if key == "nottingham":
         if path is None:
             raise ValueError("load('nottingham') needs path=: the folder of ABC files (e.g. shared/data/"
