@@ -14,6 +14,7 @@ See ``docs/data.md`` for the corpora, the unseen-symbol rule and the caching.
 """
 
 from .batching import batchify, check_length, chunks, num_chunks
+from .bits import BitCorpus, bit_corpus, bit_positions, text_bits
 from .corpus import SPLITS, Corpus, char_corpus, split_contiguous, word_boundaries, word_corpus
 from .download import (
     ENV_CACHE,
@@ -27,6 +28,8 @@ from .download import (
     fetch,
 )
 from .loaders import LOADERS, embedded_text, load, ptb_char_text
+from .music import (BAR, END_OF_TUNE, MusicSymbol, Tune, music_corpus, parse_abc, read_abc_tunes, symbol_classes,
+                    symbol_info)
 from .synthetic import HierarchicalText, synthetic_hierarchy
 from .vocab import EOS, UNK_CHAR, UNK_WORD, Vocab, tokenize_words
 
@@ -61,4 +64,17 @@ __all__ = [
     "UNK_WORD",
     "UNK_CHAR",
     "SPLITS",
+    "BitCorpus",
+    "bit_corpus",
+    "bit_positions",
+    "text_bits",
+    "Tune",
+    "MusicSymbol",
+    "parse_abc",
+    "read_abc_tunes",
+    "music_corpus",
+    "symbol_info",
+    "symbol_classes",
+    "BAR",
+    "END_OF_TUNE",
 ]

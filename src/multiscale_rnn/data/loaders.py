@@ -10,6 +10,10 @@ enwik8         enwik8: UTF-8 bytes, 90M / 5M / 5M bytes
 shakespeare    Tiny Shakespeare: code points, 90 % / 5 % / 5 % contiguous split
 embedded       the text shipped with the package (public domain), 90 % / 5 % / 5 %
 synthetic      the hierarchical generator (characters, words, phrases) with boundaries
+ptb-bits       ptb-char as 8 ASCII bits per character (+ ``buffer_bits`` zero bits), 2 symbols
+embedded-bits  embedded as bits, the same way
+nottingham     folk tunes in ABC (local ``path`` only): one symbol per (pitch, length), rest,
+               bar line, tune end; 80 % / 10 % / 10 % of the tunes, seeded
 =============  ======================================================================
 """
 
@@ -23,11 +27,21 @@ from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 from .corpus import Corpus, char_corpus, split_contiguous, word_corpus
 from .download import fetch, open_archive_members
+from .bits import bit_corpus
+from .music import music_corpus, read_abc_tunes
 from .synthetic import synthetic_hierarchy
 
 __all__ = ["load", "LOADERS", "embedded_text", "ptb_char_text", "EMBEDDED_SHA256"]
 
-LOADERS = ("ptb-char", "ptb-word", "text8", "enwik8", "shakespeare", "embedded", "synthetic")
+LOADERS = ("ptb-char", "ptb-word", "text8", "enwik8", "shakespeare", "embedded", "synthetic", "ptb-bits",
+           "embedded-bits", "nottingham")
+
+#: Options accepted by each loader that takes some (the others take none).
+_OPTIONS = {
+    "ptb-bits": ("buffer_bits",),
+    "embedded-bits": ("buffer_bits",),
+    "nottingham": ("valid_fraction", "test_fraction", "seed"),
+}
 
 #: SHA-256 of the shipped text (after decompression).
 EMBEDDED_SHA256 = "87b6540b0e4066751c769117775bfde3d77c1f274e02064cb49ec7e9317c3019"
@@ -74,8 +88,14 @@ def load(
     there once from the canonical address (``url`` overrides it, ``sha256`` the
     expected checksum) unless ``download=False``.
 
-    ``options`` are accepted by ``"synthetic"`` only: the arguments of
-    :func:`synthetic_hierarchy` and ``valid_fraction`` / ``test_fraction``.
+    ``options`` are accepted by ``"synthetic"`` (the arguments of
+    :func:`synthetic_hierarchy` and ``valid_fraction`` / ``test_fraction``), by the bit corpora
+    ``"ptb-bits"`` / ``"embedded-bits"`` (``buffer_bits``: zero bits after each character, 0, 8
+    or 24 in the paper; see :mod:`multiscale_rnn.data.bits`) and by ``"nottingham"``
+    (``valid_fraction``, ``test_fraction``, ``seed`` of the split by tune; see
+    :mod:`multiscale_rnn.data.music`). ``"nottingham"`` has no download: give ``path`` (the
+    ``nottingham_abc`` folder, which is read from its ``ABC_cleaned`` sub-folder, any folder of
+    ``.abc`` files, or one ``.abc`` file).
     """
     if not isinstance(name, str):
         raise TypeError(f"name must be a str, got {type(name).__name__}")
@@ -91,8 +111,23 @@ def load(
         if key == "synthetic":
             split = {k: options.pop(k) for k in ("valid_fraction", "test_fraction") if k in options}
             return synthetic_hierarchy(**options).corpus(**split)
-    if options:
-        raise TypeError(f"load({key!r}) got unexpected option(s): {', '.join(sorted(options))}")
+    bad = sorted(set(options) - set(_OPTIONS.get(key, ())))
+    if bad:
+        raise TypeError(f"load({key!r}) got unexpected option(s): {', '.join(bad)}")
+    if key == "embedded-bits":
+        if path is not None or url is not None or sha256 is not None:
+            raise ValueError("the 'embedded-bits' corpus is built in and takes no path, url or sha256")
+        return bit_corpus(load("embedded"), name=key, **options)
+    if key == "ptb-bits":
+        return bit_corpus(load("ptb-char", path, cache_dir, download, url=url, sha256=sha256, progress=progress),
+                          name=key, **options)
+    if key == "nottingham":
+        if path is None:
+            raise ValueError("load('nottingham') needs path=: the folder of ABC files (e.g. shared/data/"
+                             "nottingham_abc) or one .abc file; this corpus is not downloaded")
+        if url is not None or sha256 is not None:
+            raise ValueError("load('nottingham') reads a local path only and takes no url or sha256")
+        return music_corpus(read_abc_tunes(path), name="nottingham", **options)
     if key == "embedded":
         train, valid, test = split_contiguous(embedded_text())
         return char_corpus(train, valid, test, name="embedded")
