@@ -122,4 +122,4 @@ def loss_and_grad(model, tok, tgt, state: Optional[dict] = None):
     aux = cfg["penalty_weight"] * penalty(rec["m"], cfg["penalty"], cfg["target"]).mean()
     (xent + aux).backward()
     grads = {k: p.grad.numpy() if p.grad is not None else np.zeros(tuple(p.shape)) for k, p in P.items()}
-    return float(xent), float(aux), grads, {k: v.detach().numpy() for k, v in new.items()}
+    return float(xent.detach()), float(aux.detach()), grads, {k: v.detach().numpy() for k, v in new.items()}
