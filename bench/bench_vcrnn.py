@@ -47,19 +47,27 @@ def main():
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--units", default="vcrnn,vcgru")
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--bits", action="store_true",
+                    help="read the text as bits (8 per character, V = 2, the paper's bit-level task): the "
+                         "softmax head becomes negligible and the timings show the recurrent core")
     args = ap.parse_args()
     msr.set_num_threads(args.threads)
 
     text = embedded_text()
-    symbols = sorted(set(text))
-    ids = np.array([symbols.index(c) for c in text[:200_000]], dtype=np.int64)
+    if args.bits:
+        symbols = ["0", "1"]
+        ids = np.unpackbits(np.frombuffer(text[:200_000].encode("ascii", "replace"), dtype=np.uint8)).astype(np.int64)
+    else:
+        symbols = sorted(set(text))
+        ids = np.array([symbols.index(c) for c in text[:200_000]], dtype=np.int64)
     V, D, B, T = len(symbols), args.hidden, args.batch, args.bptt
     rng = np.random.default_rng(0)
     starts = rng.integers(0, len(ids) - T - 1, B)
     tok = np.stack([ids[s:s + T] for s in starts])
     tgt = np.stack([ids[s + 1:s + T + 1] for s in starts])
     print(f"# VC benchmark: D={D}, B={B}, T={T}, V={V}, threads={args.threads}, mean m set to ~{args.mean_m}")
-    print(f"# command: python bench/bench_vcrnn.py --hidden {D} --batch {B} --bptt {T} --threads {args.threads}")
+    print(f"# command: python bench/bench_vcrnn.py --hidden {D} --batch {B} --bptt {T} --threads {args.threads}"
+          + (" --bits" if args.bits else ""))
     rows = []
     for unit in args.units.split(","):
         cls = {"vcrnn": msr.VCRNN, "vcgru": msr.VCGRU}[unit]
@@ -74,7 +82,7 @@ def main():
         ideal_model = (G * D * D + 2 * D + V * D) / (G * np.mean(d * d) + 2 * D + V * D)
         res = {}
         for skip in (True, False):
-            model.set_option("skip", skip)
+            model.set_option("skip", float(skip))
             res[("infer", skip)] = best(lambda: model.forward(tok, state), args.repeat)
             res[("train", skip)] = best(lambda: model.loss_and_grad(tok, tgt, state, copy_grads=False), args.repeat)
         line = dict(unit=unit, m=float(m.mean()), d=float(d.mean()), ideal=ideal, ideal_model=ideal_model, **{
