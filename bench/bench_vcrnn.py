@@ -1,0 +1,129 @@
+"""Benchmark: VCRNN/VCGRU skipped work (leading d_t x d_t blocks) against the masked full path, and
+against the masked model written in PyTorch.
+
+The model reads the text shipped with the package (The Devil's Dictionary) with its scheduler bias set
+so that the mean m_t is about 0.3 (b_m = logit(0.3), the other weights at their default
+initialisation; no training), lambda 1, eps 0.01. Then:
+
+1. d_t is measured on the timed batch (``records()["d"]``) and the ideal speedup of skipping over
+   masking is sum_t D^2 / sum_t d_t^2 (the recurrent matrix work; the scheduler, elementwise work,
+   embedding and softmax are not skipped). A second ideal also counts the softmax head (V D per column
+   in the forward) and the scheduler (2 D), both never skipped:
+   ideal_model = (G D^2 + 2 D + V D) / (G mean d_t^2 + 2 D + V D)   (per column, forward multiplications).
+2. Inference (evaluation forward) and a training step (forward + backward) are timed with ``skip``
+   on and off on the same model and data (best of --repeat), and the masked model in PyTorch
+   (``multiscale_rnn.reference.vcrnn``, float32, the same thread count).
+
+Usage: python bench/bench_vcrnn.py [--hidden 1024] [--batch 32] [--bptt 50] [--threads 1]
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import time
+
+import numpy as np
+
+import multiscale_rnn as msr
+from multiscale_rnn.data.loaders import embedded_text
+
+
+def best(fn, repeat):
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--hidden", type=int, default=1024)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--bptt", type=int, default=50)
+    ap.add_argument("--mean-m", type=float, default=0.3)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--units", default="vcrnn,vcgru")
+    ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--bits", action="store_true",
+                    help="read the text as bits (8 per character, V = 2, the paper's bit-level task): the "
+                         "softmax head becomes negligible and the timings show the recurrent core")
+    args = ap.parse_args()
+    msr.set_num_threads(args.threads)
+
+    text = embedded_text()
+    if args.bits:
+        symbols = ["0", "1"]
+        ids = np.unpackbits(np.frombuffer(text[:200_000].encode("ascii", "replace"), dtype=np.uint8)).astype(np.int64)
+    else:
+        symbols = sorted(set(text))
+        ids = np.array([symbols.index(c) for c in text[:200_000]], dtype=np.int64)
+    V, D, B, T = len(symbols), args.hidden, args.batch, args.bptt
+    rng = np.random.default_rng(0)
+    starts = rng.integers(0, len(ids) - T - 1, B)
+    tok = np.stack([ids[s:s + T] for s in starts])
+    tgt = np.stack([ids[s + 1:s + T + 1] for s in starts])
+    print(f"# VC benchmark: D={D}, B={B}, T={T}, V={V}, threads={args.threads}, mean m set to ~{args.mean_m}")
+    print(f"# command: python bench/bench_vcrnn.py --hidden {D} --batch {B} --bptt {T} --threads {args.threads}"
+          + (" --bits" if args.bits else ""))
+    rows = []
+    for unit in args.units.split(","):
+        cls = {"vcrnn": msr.VCRNN, "vcgru": msr.VCGRU}[unit]
+        G = 3 if unit == "vcgru" else 1
+        model = cls(V, hidden_sizes=(D,), seed=0)
+        model.parameters()["sched_bias_l0"][...] = math.log(args.mean_m / (1 - args.mean_m))
+        _, state = model.forward(tok)     # a realistic state: after reading the batch once
+        model.forward(tok, state)
+        d = model.records()["d"][0].astype(np.float64)
+        m = model.records()["m"][0]
+        ideal = D * D / np.mean(d * d)
+        ideal_model = (G * D * D + 2 * D + V * D) / (G * np.mean(d * d) + 2 * D + V * D)
+        res = {}
+        for skip in (True, False):
+            model.set_option("skip", float(skip))
+            res[("infer", skip)] = best(lambda: model.forward(tok, state), args.repeat)
+            res[("train", skip)] = best(lambda: model.loss_and_grad(tok, tgt, state, copy_grads=False), args.repeat)
+        line = dict(unit=unit, m=float(m.mean()), d=float(d.mean()), ideal=ideal, ideal_model=ideal_model, **{
+            f"{k}_{'skip' if s else 'mask'}": v for (k, s), v in res.items()})
+        if not args.no_torch:
+            import torch
+            from multiscale_rnn.reference import vcrnn as ref
+            torch.set_num_threads(args.threads)
+            P = ref.tensors(model.parameters(), torch.float32, requires_grad=True)
+            tk = torch.as_tensor(tok)
+            tg = torch.as_tensor(tgt).reshape(-1)
+            st = {"h_l0": torch.tensor(state["h_l0"], dtype=torch.float32)}
+
+            def t_infer():
+                with torch.no_grad():
+                    ref.forward(P, model.config, tk, st)
+
+            def t_train():
+                for p in P.values():
+                    p.grad = None
+                logits, _, rec = ref.forward(P, model.config, tk, st)
+                loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V), tg)
+                loss = loss + model.config["penalty_weight"] * ref.penalty(rec["m"], "l1", model.config["target"]).mean()
+                loss.backward()
+
+            line["infer_torch"] = best(t_infer, max(2, args.repeat // 2))
+            line["train_torch"] = best(t_train, max(2, args.repeat // 2))
+        rows.append(line)
+
+    print()
+    print("| unit | mean m | mean d_t | ideal (D²/d²) | ideal incl. head | pass | skip ms | mask ms | speedup | "
+          "% of ideal | PyTorch ms | skip vs PyTorch |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        for k in ("infer", "train"):
+            sp = r[f"{k}_mask"] / r[f"{k}_skip"]
+            tt = r.get(f"{k}_torch")
+            print(f"| {r['unit']} | {r['m']:.3f} | {r['d']:.1f} | {r['ideal']:.2f} | {r['ideal_model']:.2f} | {k} | "
+                  f"{1e3 * r[f'{k}_skip']:.1f} | {1e3 * r[f'{k}_mask']:.1f} | {sp:.2f} | {100 * sp / r['ideal']:.0f} % | "
+                  + (f"{1e3 * tt:.1f} | {tt / r[f'{k}_skip']:.1f}x |" if tt else "- | - |"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+// Variable Computation RNN and GRU (Jernite, Grave, Joulin & Mikolov, ICLR 2017, Section 4 and
+// Appendix A). One layer of D units reading x_t of size D (the embedding, E = D):
+//
+//   m_t = sigm(u . h_{t-1} + v . x_t + b_m)                                    scheduler (eq. 7)
+//   (e_t)_i = Thres_eps(sigm(lambda (m_t D - i - o)))   i = 0..D-1              mask (eq. 8/11)
+//             o = 0 (mask_index "zero": m_t = 1 updates every unit) or 1 ("one": eq. 8 with i = 1..D)
+//             Thres_eps(s) = 1 if s > 1 - eps, 0 if s < eps, else s
+//   h_bar = e_t . h_{t-1},  x_bar = e_t . x_t                                  (eq. 12)
+//   VCRNN: h_t = e_t . tanh(U h_bar + V x_bar + b) + (1 - e_t) . h_{t-1}         (eq. 13)
+//   VCGRU: r = sigm(U_r h_bar + V_r x_bar + b_r)                                (eq. 14-16)
+//          z = e_t . sigm(U_z h_bar + V_z x_bar + b_z)
+//          h~ = tanh(U_n (r . h_bar) + V_n x_bar + b_n)          (reset before the product)
+//          h_t = z . h~ + (1 - z) . h_{t-1}
+//
+// Gradients are exact through the sigmoid of the mask (de_i/dm = lambda D e_i (1 - e_i)) and zero
+// where Thres clamps (e_i in {0, 1}). The auxiliary term "vc_penalty" is
+//   w * mean over the N = T*B columns of f(m_t - m_bar),  f = |.| (l1), max(0, .) (one_sided), (.)^2 (l2).
+//
+// Skipped work: e is non-increasing in i, so with d_t = 1 + the last i with e_i > 0, units i >= d_t
+// keep h_{t-1} and h_bar, x_bar vanish there; a column needs only the leading d_t x d_t block of each
+// matrix. Each step groups its streams by q = min(D, d_t rounded up to `block`) and does one product
+// per group on the leading q x q blocks; the backward does the same, and the weight gradients are
+// accumulated once per chunk, one product per q over all columns of the chunk with that q. With
+// skip = false every column has q = D: the plain masked full computation (tests hold both equal).
+#pragma once
+
+#include "msrnn/core.hpp"
+
+#include <array>
+
+namespace msrnn {
+
+enum class VCUnit { Elman, GRU };
+enum class VCPenalty { L1, OneSided, L2 };
+
+struct VCOptions {
+  double sharpness = 1.0;        // lambda > 0
+  double eps = 0.01;             // Thres_eps, in (0, 0.5)
+  int mask_offset = 0;           // o above: 0 ("zero") or 1 ("one")
+  VCPenalty penalty = VCPenalty::L1;
+  double penalty_weight = 0.01;  // w >= 0
+  double target = 0.3;           // m_bar in [0, 1]
+  bool skip = true;              // products on the leading q x q blocks only
+  Index block = 16;              // q is d_t rounded up to a multiple of this
+};
+
+// Parameters (G = 1 for the VCRNN, 3 for the VCGRU with gate blocks [r; z; n]):
+//   weight_ih_l0 (G*D, D) V,  weight_hh_l0 (G*D, D) U,  bias_l0 (G*D) b,
+//   sched_weight_ih_l0 (1, D) v,  sched_weight_hh_l0 (1, D) u,  sched_bias_l0 (1) b_m.
+// State: h_l0 (D, B). Records: m (1, N), d (1, N) (d_t as a number), e (D, N).
+template <class S> class VCLayer : public Core<S> {
+ public:
+  VCLayer(ParamSet<S>& ps, VCUnit unit, Index E, Index D, const VCOptions& opt);
+  Index input_size() const override { return D_; }
+  Index output_size() const override { return D_; }
+  void bind(ParamSet<S>& ps) override;
+  void forward(MRef<S> Y, CRef<S> X, Index T, Index B, bool train) override;
+  void backward(MRef<S> dX, CRef<S> dY, CRef<S> X) override;
+  std::vector<NamedState<S>> get_state() const override;
+  void set_state(const std::vector<NamedState<S>>& state) override;
+  void reset_state(Index B) override;
+  void set_option(const std::string& name, double value) override;
+  std::vector<NamedState<S>> records() const override;
+  std::vector<std::pair<std::string, double>> aux_losses() const override;
+
+ private:
+  const char* unit_name() const { return unit_ == VCUnit::GRU ? "VCGRU" : "VCRNN"; }
+  // Mask of column n from m_n: fills e_ rows [0, d) (rows >= d are 0), returns d.
+  Index mask_column(Index n, S m);
+  // Penalty f(m - m_bar) and its derivative.
+  double penalty_value(double m) const;
+  double penalty_slope(double m) const;
+  // Groups columns [n0, n0 + B) by q: order_ lists them, groups_ holds (q, first, count) runs.
+  void group_step(Index n0, Index B);
+  // One gate's leading (q, q) block of a (G*D, D) matrix.
+  auto lead(MatMap<S>& A, Index gate, Index q) { return A.block(gate * D_, 0, q, q); }
+  // Weight gradients of the whole chunk, one product per q.
+  void accumulate_weight_grads(CRef<S> X);
+
+  VCUnit unit_;
+  Index G_, D_, T_ = 0, B_ = 0;
+  VCOptions opt_;
+  Param<S> W_, U_, b_, v_, u_, bm_;
+  Mat<S> h_;     // (D, B) carried state
+  Mat<S> hs_;    // (D, N + B) h_{t-1} of every column; block 0 is the state before the chunk
+  Mat<S> e_;     // (D, N) masks e_t
+  Mat<S> m_;     // (1, N) scheduler values m_t
+  std::vector<Index> d_;  // (N) d_t
+  std::vector<Index> q_;  // (N) q of each column (the rows its products use)
+  Mat<S> g_;     // (G*D, N) VCRNN: tanh(a); VCGRU: [r; sigm(a_z); h~]; rows >= q of a column unused
+  Mat<S> da_;    // (G*D, N) backward: gradients of the pre-activations (rows >= q unused)
+  double aux_ = 0.0;      // penalty of the last training forward
+  bool trained_ = false;  // whether the last forward was a training one
+  // Per-step work buffers (rows up to D, columns up to B).
+  std::vector<Index> order_;                              // (B) columns of a step sorted by q
+  std::vector<std::array<Index, 3>> groups_;              // (q, first, count) runs in order_
+  // Gathered per-group operands, each (D, B) of which the leading (q, count) block is used:
+  Mat<S> hb_, xb_;           // h_bar, x_bar
+  Mat<S> a_[3];              // pre-activations (forward), their gradients per gate (backward)
+  Mat<S> rh_;                // forward: r . h_bar; backward: gradient of r . h_bar
+  Mat<S> dhb_, de_, dhbar_, dxbar_;  // backward: dL/dh_t rows, dL/de, dL/dh_bar, dL/dx_bar
+};
+
+}  // namespace msrnn

@@ -1,0 +1,387 @@
+#include "msrnn/vcrnn.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace msrnn {
+
+template <class S>
+VCLayer<S>::VCLayer(ParamSet<S>& ps, VCUnit unit, Index E, Index D, const VCOptions& opt)
+    : unit_(unit), G_(unit == VCUnit::GRU ? 3 : 1), D_(D), opt_(opt) {
+  MSRNN_CHECK(D > 0, unit_name(), " hidden size must be positive, got ", D);
+  MSRNN_CHECK(E == D, "the ", unit_name(), " masks x_t with the same e_t as h_{t-1}, so it reads inputs of the ",
+              "hidden size: embed_size (or the encoder's output size) must equal the hidden size ", D, ", got ", E);
+  const std::string l = "_l0";
+  W_.id = ps.add("weight_ih" + l, G_ * D, D, {"input", D, l});
+  U_.id = ps.add("weight_hh" + l, G_ * D, D, {"recurrent", D, l});
+  b_.id = ps.add("bias" + l, G_ * D, 1, {"bias", D, l});
+  v_.id = ps.add("sched_weight_ih" + l, 1, D, {"input", 0, l});
+  u_.id = ps.add("sched_weight_hh" + l, 1, D, {"recurrent", 0, l});
+  bm_.id = ps.add("sched_bias" + l, 1, 1, {"bias", 0, l});
+}
+
+template <class S> void VCLayer<S>::bind(ParamSet<S>& ps) {
+  for (auto* p : {&W_, &U_, &b_, &v_, &u_, &bm_}) p->bind(ps);
+}
+
+template <class S> void VCLayer<S>::reset_state(Index B) { h_.setZero(D_, B); }
+
+template <class S> std::vector<NamedState<S>> VCLayer<S>::get_state() const { return {{"h_l0", h_}}; }
+
+template <class S> void VCLayer<S>::set_state(const std::vector<NamedState<S>>& state) {
+  const Index B = state.empty() ? 0 : state.front().value.cols();
+  h_ = find_state(state, "h_l0", D_, B);
+}
+
+template <class S> void VCLayer<S>::set_option(const std::string& name, double value) {
+  if (name == "sharpness") {
+    MSRNN_CHECK(std::isfinite(value) && value > 0.0, unit_name(), " sharpness (lambda) must be > 0, got ", value);
+    opt_.sharpness = value;
+  } else if (name == "eps") {
+    MSRNN_CHECK(value > 0.0 && value < 0.5, unit_name(), " eps must be in (0, 0.5), got ", value);
+    opt_.eps = value;
+  } else if (name == "penalty_weight") {
+    MSRNN_CHECK(std::isfinite(value) && value >= 0.0, unit_name(), " penalty_weight must be >= 0, got ", value);
+    opt_.penalty_weight = value;
+  } else if (name == "target") {
+    MSRNN_CHECK(value >= 0.0 && value <= 1.0, unit_name(), " target (m_bar) must be in [0, 1], got ", value);
+    opt_.target = value;
+  } else if (name == "skip") {
+    MSRNN_CHECK(value == 0.0 || value == 1.0, unit_name(), " option 'skip' must be 0 or 1, got ", value);
+    opt_.skip = value != 0.0;
+  } else {
+    throw std::invalid_argument(cat("the ", unit_name(), " cannot change option '", name,
+                                    "' after construction; changeable options are 'sharpness', 'eps', ",
+                                    "'penalty_weight', 'target' and 'skip'"));
+  }
+}
+
+template <class S> Index VCLayer<S>::mask_column(Index n, S m) {
+  const S lam = S(opt_.sharpness), eps = S(opt_.eps), mD = m * S(D_);
+  auto e = e_.col(n);
+  Index d = 0;
+  for (Index i = 0; i < D_; ++i) {
+    const S s = S(1) / (S(1) + std::exp(-lam * (mD - S(i + opt_.mask_offset))));
+    if (s < eps) {
+      if (opt_.skip) break;  // s decreases with i: every later unit is 0 as well
+      e(i) = S(0);
+      continue;
+    }
+    e(i) = s > S(1) - eps ? S(1) : s;
+    d = i + 1;
+  }
+  return d;
+}
+
+template <class S> double VCLayer<S>::penalty_value(double m) const {
+  const double x = m - opt_.target;
+  switch (opt_.penalty) {
+    case VCPenalty::L1: return std::abs(x);
+    case VCPenalty::OneSided: return x > 0.0 ? x : 0.0;
+    case VCPenalty::L2: return x * x;
+  }
+  return 0.0;
+}
+
+template <class S> double VCLayer<S>::penalty_slope(double m) const {
+  const double x = m - opt_.target;
+  switch (opt_.penalty) {
+    case VCPenalty::L1: return x > 0.0 ? 1.0 : (x < 0.0 ? -1.0 : 0.0);
+    case VCPenalty::OneSided: return x > 0.0 ? 1.0 : 0.0;
+    case VCPenalty::L2: return 2.0 * x;
+  }
+  return 0.0;
+}
+
+template <class S> void VCLayer<S>::group_step(Index n0, Index B) {
+  order_.resize(B);
+  std::iota(order_.begin(), order_.end(), Index(0));
+  std::stable_sort(order_.begin(), order_.end(), [&](Index a, Index b) { return q_[n0 + a] < q_[n0 + b]; });
+  groups_.clear();
+  for (Index k = 0; k < B;) {
+    const Index q = q_[n0 + order_[k]];
+    Index k1 = k;
+    while (k1 < B && q_[n0 + order_[k1]] == q) ++k1;
+    if (q > 0) groups_.push_back({q, k, k1 - k});
+    k = k1;
+  }
+}
+
+template <class S> void VCLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index B, bool train) {
+  MSRNN_CHECK(h_.cols() == B, unit_name(), " state has batch size ", h_.cols(), ", input has ", B);
+  MSRNN_CHECK(X.rows() == D_ && X.cols() == T * B, unit_name(), " input has shape (", X.rows(), ", ", X.cols(),
+              "), expected (", D_, ", ", T * B, ")");
+  const Index N = T * B, D = D_;
+  T_ = T;
+  B_ = B;
+  hs_.resize(D, N + B);
+  hs_.leftCols(B) = h_;
+  e_.setZero(D, N);
+  m_.resize(1, N);
+  g_.resize(G_ * D, N);
+  d_.assign(N, 0);
+  q_.assign(N, 0);
+  for (auto* M : {&hb_, &xb_, &a_[0], &a_[1], &a_[2], &rh_}) M->resize(D, B);
+  Mat<S> pm(1, B);  // (1, B) scheduler pre-activations
+  double pen = 0.0;
+  for (Index t = 0; t < T; ++t) {
+    const Index n0 = t * B;
+    auto Hp = step_block(hs_, t, B);  // h_{t-1} (D, B)
+    auto Hn = step_block(hs_, t + 1, B);
+    const auto Xt = X.middleCols(n0, B);
+    pm.noalias() = u_.w * Hp;
+    pm.noalias() += v_.w * Xt;
+    for (Index j = 0; j < B; ++j) {
+      const Index n = n0 + j;
+      const S m = S(1) / (S(1) + std::exp(-(pm(0, j) + bm_.w(0, 0))));
+      m_(0, n) = m;
+      d_[n] = mask_column(n, m);
+      q_[n] = opt_.skip ? std::min(D, (d_[n] + opt_.block - 1) / opt_.block * opt_.block) : D;
+      pen += penalty_value(double(m));
+    }
+    group_step(n0, B);
+    Hn = Hp;  // units i >= q of a column keep h_{t-1}; the groups overwrite rows < q
+    for (const auto& gr : groups_) {
+      const Index q = gr[0], k0 = gr[1], c = gr[2];
+      for (Index k = 0; k < c; ++k) {
+        const Index j = order_[k0 + k], n = n0 + j;
+        hb_.col(k).head(q) = e_.col(n).head(q).cwiseProduct(Hp.col(j).head(q));
+        xb_.col(k).head(q) = e_.col(n).head(q).cwiseProduct(Xt.col(j).head(q));
+      }
+      const auto hb = hb_.topLeftCorner(q, c), xb = xb_.topLeftCorner(q, c);
+      if (unit_ == VCUnit::Elman) {
+        auto a = a_[0].topLeftCorner(q, c);
+        a.noalias() = lead(U_.w, 0, q) * hb;
+        a.noalias() += lead(W_.w, 0, q) * xb;
+        for (Index k = 0; k < c; ++k) {
+          const Index j = order_[k0 + k], n = n0 + j;
+          auto g = g_.col(n).head(q);
+          g = (a.col(k) + b_.w.col(0).head(q)).array().tanh().matrix();
+          const auto e = e_.col(n).head(q).array();
+          Hn.col(j).head(q) = (e * g.array() + (S(1) - e) * Hp.col(j).head(q).array()).matrix();
+        }
+      } else {
+        auto ar = a_[0].topLeftCorner(q, c), az = a_[1].topLeftCorner(q, c), an = a_[2].topLeftCorner(q, c);
+        auto rh = rh_.topLeftCorner(q, c);
+        ar.noalias() = lead(U_.w, 0, q) * hb;
+        ar.noalias() += lead(W_.w, 0, q) * xb;
+        az.noalias() = lead(U_.w, 1, q) * hb;
+        az.noalias() += lead(W_.w, 1, q) * xb;
+        for (Index k = 0; k < c; ++k) {
+          const Index n = n0 + order_[k0 + k];
+          auto r = g_.col(n).segment(0, q);
+          r = ((-(ar.col(k) + b_.w.col(0).segment(0, q))).array().exp() + S(1)).inverse().matrix();
+          g_.col(n).segment(D, q) = ((-(az.col(k) + b_.w.col(0).segment(D, q))).array().exp() + S(1)).inverse().matrix();
+          rh.col(k) = r.cwiseProduct(hb.col(k));
+        }
+        an.noalias() = lead(U_.w, 2, q) * rh;
+        an.noalias() += lead(W_.w, 2, q) * xb;
+        for (Index k = 0; k < c; ++k) {
+          const Index j = order_[k0 + k], n = n0 + j;
+          auto nn = g_.col(n).segment(2 * D, q);
+          nn = (an.col(k) + b_.w.col(0).segment(2 * D, q)).array().tanh().matrix();
+          const auto z = e_.col(n).head(q).array() * g_.col(n).segment(D, q).array();
+          Hn.col(j).head(q) = (z * nn.array() + (S(1) - z) * Hp.col(j).head(q).array()).matrix();
+        }
+      }
+    }
+  }
+  Y = hs_.rightCols(N);
+  h_ = hs_.rightCols(B);
+  trained_ = train;
+  aux_ = train ? opt_.penalty_weight * pen / double(N) : 0.0;
+}
+
+template <class S> void VCLayer<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X) {
+  const Index T = T_, B = B_, N = T * B, D = D_;
+  MSRNN_CHECK(dY.rows() == D && dY.cols() == N, unit_name(), " backward: dY has shape (", dY.rows(), ", ", dY.cols(),
+              "), expected (", D, ", ", N, ")");
+  MSRNN_CHECK(trained_, unit_name(), " backward needs a training forward first");
+  const bool want_dx = dX.cols() > 0;
+  const S lamD = S(opt_.sharpness * double(D));
+  const S pw = S(opt_.penalty_weight / double(N));
+  da_.resize(G_ * D, N);
+  for (auto* M : {&hb_, &xb_, &a_[0], &a_[1], &a_[2], &rh_, &dhb_, &de_, &dhbar_, &dxbar_}) M->resize(D, B);
+  Mat<S> dh = Mat<S>::Zero(D, B);  // (D, B) gradient reaching h_t
+  Mat<S> dhp(D, B);                // (D, B) gradient reaching h_{t-1}
+  Mat<S> dxl(D, B);                // (D, B) gradient reaching x_t (when dX is not wanted)
+  Mat<S> dpm(1, B);                // (1, B) gradient of the scheduler pre-activations
+  for (Index t = T - 1; t >= 0; --t) {
+    const Index n0 = t * B;
+    dh += step_block(dY, t, B);
+    const auto Hp = step_block(hs_, t, B);
+    const auto Xt = X.middleCols(n0, B);
+    MRef<S> dxt = want_dx ? MRef<S>(step_block(dX, t, B)) : MRef<S>(dxl);
+    dxt.setZero();
+    dhp = dh;  // units i >= q of a column pass their gradient straight to h_{t-1}
+    dpm.setZero();
+    group_step(n0, B);
+    for (const auto& gr : groups_) {
+      const Index q = gr[0], k0 = gr[1], c = gr[2];
+      for (Index k = 0; k < c; ++k) {
+        const Index j = order_[k0 + k], n = n0 + j;
+        hb_.col(k).head(q) = e_.col(n).head(q).cwiseProduct(Hp.col(j).head(q));
+        xb_.col(k).head(q) = e_.col(n).head(q).cwiseProduct(Xt.col(j).head(q));
+        dhb_.col(k).head(q) = dh.col(j).head(q);
+      }
+      auto dhbar = dhbar_.topLeftCorner(q, c), dxbar = dxbar_.topLeftCorner(q, c);
+      if (unit_ == VCUnit::Elman) {
+        auto da = a_[0].topLeftCorner(q, c);
+        for (Index k = 0; k < c; ++k) {
+          const Index j = order_[k0 + k], n = n0 + j;
+          const auto g = g_.col(n).head(q).array();
+          const auto e = e_.col(n).head(q).array();
+          const auto dy = dhb_.col(k).head(q).array();
+          da.col(k) = (e * dy * (S(1) - g * g)).matrix();
+          da_.col(n).head(q) = da.col(k);
+          de_.col(k).head(q) = (dy * (g - Hp.col(j).head(q).array())).matrix();
+          dhp.col(j).head(q) = ((S(1) - e) * dy).matrix();
+        }
+        dhbar.noalias() = lead(U_.w, 0, q).transpose() * da;
+        dxbar.noalias() = lead(W_.w, 0, q).transpose() * da;
+      } else {
+        auto dar = a_[0].topLeftCorner(q, c), daz = a_[1].topLeftCorner(q, c), dan = a_[2].topLeftCorner(q, c);
+        auto drh = rh_.topLeftCorner(q, c);
+        for (Index k = 0; k < c; ++k) {
+          const Index j = order_[k0 + k], n = n0 + j;
+          const auto e = e_.col(n).head(q).array();
+          const auto zs = g_.col(n).segment(D, q).array();
+          const auto nn = g_.col(n).segment(2 * D, q).array();
+          const auto dy = dhb_.col(k).head(q).array();
+          const auto dz = (dy * (nn - Hp.col(j).head(q).array())).eval();
+          dan.col(k) = (dy * e * zs * (S(1) - nn * nn)).matrix();
+          daz.col(k) = (dz * e * zs * (S(1) - zs)).matrix();
+          de_.col(k).head(q) = (dz * zs).matrix();
+          dhp.col(j).head(q) = ((S(1) - e * zs) * dy).matrix();
+          da_.col(n).segment(D, q) = daz.col(k);
+          da_.col(n).segment(2 * D, q) = dan.col(k);
+        }
+        drh.noalias() = lead(U_.w, 2, q).transpose() * dan;
+        for (Index k = 0; k < c; ++k) {
+          const Index n = n0 + order_[k0 + k];
+          const auto r = g_.col(n).segment(0, q).array();
+          dar.col(k) = (drh.col(k).array() * hb_.col(k).head(q).array() * r * (S(1) - r)).matrix();
+          dhbar.col(k) = (drh.col(k).array() * r).matrix();
+          da_.col(n).segment(0, q) = dar.col(k);
+        }
+        dhbar.noalias() += lead(U_.w, 0, q).transpose() * dar;
+        dhbar.noalias() += lead(U_.w, 1, q).transpose() * daz;
+        dxbar.noalias() = lead(W_.w, 0, q).transpose() * dar;
+        dxbar.noalias() += lead(W_.w, 1, q).transpose() * daz;
+        dxbar.noalias() += lead(W_.w, 2, q).transpose() * dan;
+      }
+      for (Index k = 0; k < c; ++k) {
+        const Index j = order_[k0 + k], n = n0 + j;
+        const auto e = e_.col(n).head(q).array();
+        const auto de = (de_.col(k).head(q).array() + dhbar.col(k).array() * Hp.col(j).head(q).array() +
+                         dxbar.col(k).array() * Xt.col(j).head(q).array())
+                            .eval();
+        dhp.col(j).head(q).array() += e * dhbar.col(k).array();
+        dxt.col(j).head(q) = (e * dxbar.col(k).array()).matrix();
+        // de_i/dm = lambda D e_i (1 - e_i) where Thres left the sigmoid (0 < e_i < 1), else 0
+        const auto open = (e > S(0) && e < S(1)).template cast<S>();
+        dpm(0, j) = lamD * (de * e * (S(1) - e) * open).sum();
+      }
+    }
+    for (Index j = 0; j < B; ++j) {
+      const S m = m_(0, n0 + j);
+      dpm(0, j) = (dpm(0, j) + pw * S(penalty_slope(double(m)))) * m * (S(1) - m);
+    }
+    dhp.noalias() += u_.w.transpose() * dpm;
+    dxt.noalias() += v_.w.transpose() * dpm;
+    u_.g.noalias() += dpm * Hp.transpose();
+    v_.g.noalias() += dpm * Xt.transpose();
+    bm_.g(0, 0) += dpm.sum();
+    dh.swap(dhp);
+  }
+  accumulate_weight_grads(X);
+}
+
+template <class S> void VCLayer<S>::accumulate_weight_grads(CRef<S> X) {
+  const Index N = T_ * B_, D = D_;
+  std::vector<Index> cols(N);
+  std::iota(cols.begin(), cols.end(), Index(0));
+  std::stable_sort(cols.begin(), cols.end(), [&](Index a, Index b) { return q_[a] < q_[b]; });
+  Mat<S> HB, XB, DA, RH;  // (q, count) gathered h_bar, x_bar, pre-activation gradients, r . h_bar
+  for (Index k = 0; k < N;) {
+    const Index q = q_[cols[k]];
+    Index k1 = k;
+    while (k1 < N && q_[cols[k1]] == q) ++k1;
+    const Index c = k1 - k;
+    if (q > 0) {
+      HB.resize(q, c);
+      XB.resize(q, c);
+      DA.resize(q, c);
+      for (Index i = 0; i < c; ++i) {
+        const Index n = cols[k + i];
+        HB.col(i) = e_.col(n).head(q).cwiseProduct(hs_.col(n).head(q));
+        XB.col(i) = e_.col(n).head(q).cwiseProduct(X.col(n).head(q));
+      }
+      for (Index gate = 0; gate < G_; ++gate) {
+        for (Index i = 0; i < c; ++i) DA.col(i) = da_.col(cols[k + i]).segment(gate * D, q);
+        const bool reset = unit_ == VCUnit::GRU && gate == 2;
+        if (reset) {
+          RH.resize(q, c);
+          for (Index i = 0; i < c; ++i) RH.col(i) = g_.col(cols[k + i]).segment(0, q).cwiseProduct(HB.col(i));
+        }
+        U_.g.block(gate * D, 0, q, q).noalias() += DA * (reset ? RH : HB).transpose();
+        W_.g.block(gate * D, 0, q, q).noalias() += DA * XB.transpose();
+        b_.g.col(0).segment(gate * D, q) += DA.rowwise().sum();
+      }
+    }
+    k = k1;
+  }
+}
+
+template <class S> std::vector<NamedState<S>> VCLayer<S>::records() const {
+  const Index N = Index(d_.size());
+  Mat<S> d(1, N);
+  for (Index n = 0; n < N; ++n) d(0, n) = S(d_[n]);
+  return {{"m", m_}, {"d", d}, {"e", e_}};
+}
+
+template <class S> std::vector<std::pair<std::string, double>> VCLayer<S>::aux_losses() const {
+  if (!trained_) return {};
+  return {{"vc_penalty", aux_}};
+}
+
+template class VCLayer<float>;
+template class VCLayer<double>;
+
+namespace {
+
+template <class S> std::unique_ptr<Core<S>> make_vc(ParamSet<S>& ps, const CoreArgs& a, VCUnit unit) {
+  const char* name = unit == VCUnit::GRU ? "VCGRU" : "VCRNN";
+  CoreOptions& o = *a.options;
+  VCOptions opt;
+  opt.sharpness = o.number("sharpness", 1.0);
+  MSRNN_CHECK(opt.sharpness > 0.0, name, " sharpness (lambda) must be > 0, got ", opt.sharpness);
+  opt.eps = o.number("eps", 0.01);
+  MSRNN_CHECK(opt.eps > 0.0 && opt.eps < 0.5, name, " eps must be in (0, 0.5), got ", opt.eps);
+  opt.mask_offset = o.choice("mask_index", "zero", {"zero", "one"}) == "one" ? 1 : 0;
+  const std::string pen = o.choice("penalty", "l1", {"l1", "one_sided", "l2"});
+  opt.penalty = pen == "l1" ? VCPenalty::L1 : (pen == "l2" ? VCPenalty::L2 : VCPenalty::OneSided);
+  opt.penalty_weight = o.number("penalty_weight", 0.01, 0.0);
+  opt.target = o.number("target", 0.3, 0.0, 1.0);
+  opt.skip = o.flag("skip", true);
+  opt.block = o.count("block", 16, 1);
+  o.finish();
+  MSRNN_CHECK(a.hidden_sizes.size() == 1, "the ", name, " has one layer: hidden_sizes must hold one size, got ",
+              a.hidden_sizes.size());
+  return std::make_unique<VCLayer<S>>(ps, unit, a.input_size, a.hidden_sizes[0], opt);
+}
+
+template <class S> std::unique_ptr<Core<S>> make_vcrnn(ParamSet<S>& ps, const CoreArgs& a) {
+  return make_vc<S>(ps, a, VCUnit::Elman);
+}
+template <class S> std::unique_ptr<Core<S>> make_vcgru(ParamSet<S>& ps, const CoreArgs& a) {
+  return make_vc<S>(ps, a, VCUnit::GRU);
+}
+
+}  // namespace
+
+MSRNN_REGISTER_CORE("vcrnn", make_vcrnn);
+MSRNN_REGISTER_CORE("vcgru", make_vcgru);
+
+}  // namespace msrnn

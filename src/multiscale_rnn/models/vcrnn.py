@@ -1,0 +1,199 @@
+"""Variable Computation RNN and GRU (Jernite, Grave, Joulin & Mikolov, ICLR 2017, Section 4, Appendix A).
+
+One layer of D units reading x_t of size D (the embedding; ``embed_size`` defaults to D and must
+equal it). At each step a scheduler decides how many leading units to update::
+
+    m_t = sigm(u . h_{t-1} + v . x_t + b_m)                                     (eq. 7)
+    (e_t)_i = Thres_eps(sigm(lambda (m_t D - i - o)))   i = 0..D-1               (eq. 8/11)
+        o = 0 (mask_index="zero", m_t = 1 updates every unit) or 1 ("one": eq. 8 read with i = 1..D)
+        Thres_eps(s) = 1 if s > 1 - eps, 0 if s < eps, else s
+    h_bar = e_t . h_{t-1},  x_bar = e_t . x_t                                   (eq. 12)
+    VCRNN: h_t = e_t . tanh(U h_bar + V x_bar + b) + (1 - e_t) . h_{t-1}          (eq. 13)
+    VCGRU: r = sigm(U_r h_bar + V_r x_bar + b_r)                                 (eq. 14-16)
+           z = e_t . sigm(U_z h_bar + V_z x_bar + b_z)
+           h~ = tanh(U_n (r . h_bar) + V_n x_bar + b_n)          (reset before the product)
+           h_t = z . h~ + (1 - z) . h_{t-1}
+
+Training adds ``vc_penalty`` = w * mean_n f(m_n - m_bar) over the N = T*B columns (``Loss.aux``),
+f = |.| (``penalty="l1"``, the paper's), max(0, .) (``"one_sided"``) or (.)^2 (``"l2"``). Gradients are
+exact through the mask's sigmoid and zero where Thres clamps. Where e_t is 0 nothing is computed:
+a step of one stream uses the leading d_t x d_t block of each matrix (``skip=True``). See
+docs/models/vcrnn.md for every option and reading.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import numpy as np
+
+from .base import LanguageModel, Option
+
+__all__ = ["VCRNN", "VCGRU", "VCTrace", "sharpness_schedule", "equivalent_dim", "corpus_equivalent_dim"]
+
+
+def equivalent_dim(d, hidden_size: int, unit: str = "vcrnn", gates: Optional[float] = None) -> float:
+    """RNN-d (Table 3 of the paper): the size of an Elman RNN doing as many multiplications per step.
+
+    An Elman RNN of size n reading inputs of size n does 2 n^2 multiplications per step (U h and
+    V x). A VC step that updates d_t units does 2 G d_t^2, G = 1 (VCRNN) or 3 (VCGRU: three gates),
+    plus 2 D for the scheduler (u . h and v . x over all D units). So
+
+        RNN-d = sqrt(mean_t (G d_t^2 + D)),
+
+    with d_t the measured number of leading units with e_t > 0 (``VCTrace.d``). ``gates`` overrides G:
+    the paper's table counts a GRU as 2 Elman RNNs (GRU-1024 has RNN-d 1450 = sqrt(2) 1024), so
+    ``gates=2`` gives VCGRU figures in the paper's convention.
+    """
+    d = np.asarray(d, dtype=np.float64)
+    if d.size == 0:
+        raise ValueError("equivalent_dim needs at least one step")
+    if unit not in ("vcrnn", "vcgru"):
+        raise ValueError(f"unit must be 'vcrnn' or 'vcgru', got {unit!r}")
+    g = float(gates) if gates is not None else (3.0 if unit == "vcgru" else 1.0)
+    if not g > 0:
+        raise ValueError(f"gates must be > 0, got {gates!r}")
+    return float(np.sqrt(np.mean(g * d * d + hidden_size)))
+
+
+@dataclass
+class VCTrace:
+    """What one read of T symbols did. ``tokens`` (T,); ``text`` the symbols or None; ``m`` (T,)
+    scheduler values m_t; ``d`` (T,) int, the leading units updated (1 + the last i with e_i > 0);
+    ``e`` (D, T) the masks; ``equivalent_dim`` RNN-d of this read (:func:`equivalent_dim`)."""
+
+    tokens: np.ndarray
+    text: Optional[Sequence[str]]
+    m: np.ndarray
+    d: np.ndarray
+    e: np.ndarray
+    equivalent_dim: float
+
+    def __len__(self) -> int:
+        return int(len(self.m))
+
+
+def sharpness_schedule(start: float = 0.1, end: float = 1.0, per_epoch: float = 0.1):
+    """The paper's schedule of lambda, for ``Trainer(model_options={"sharpness": sharpness_schedule()})``:
+    0.1 at the start, +0.1 per epoch, up to 1 (``multiscale_rnn.schedules.linear``)."""
+    from ..schedules import linear
+    return linear(start, end, per_epoch)
+
+
+def _mean_m_check(v) -> bool:
+    return 0.0 <= v <= 1.0
+
+
+class _VCBase(LanguageModel):
+    """Shared options and accounting of the VCRNN and VCGRU (see the module docstring)."""
+
+    defaults = dict(embed_size=None, hidden_sizes=(1024,))
+    family_options = (
+        Option("sharpness", float, 1.0, check=lambda v: v > 0, rule="> 0",
+               doc="lambda of the mask (annealed: sharpness_schedule())"),
+        Option("eps", float, 0.01, check=lambda v: 0 < v < 0.5, rule="in (0, 0.5)",
+               doc="Thres_eps: mask values above 1 - eps become 1, below eps 0"),
+        Option("mask_index", str, "zero", choices=("zero", "one"),
+               doc="i = 0..D-1 (m = 1 updates every unit) or i = 1..D (eq. 8 literally)"),
+        Option("penalty", str, "l1", choices=("l1", "one_sided", "l2"), doc="f of the penalty on m_t"),
+        Option("penalty_weight", float, 0.01, check=lambda v: v >= 0, rule=">= 0", doc="w of the penalty"),
+        Option("target", float, 0.3, check=_mean_m_check, rule="in [0, 1]", doc="m_bar of the penalty"),
+        Option("skip", bool, True, doc="compute only the leading d_t x d_t blocks (False: masked full path)"),
+        Option("block", int, 16, check=lambda v: v >= 1, rule=">= 1",
+               doc="d_t is rounded up to a multiple of this to group the streams of a step"),
+    )
+
+    def core_options(self, values, sizes):
+        owner = type(self).__name__
+        hidden = sizes["hidden_sizes"]
+        if hidden is not None and not np.isscalar(hidden):
+            hidden = tuple(hidden)
+            if len(hidden) != 1:
+                raise ValueError(f"{owner} has one layer: hidden_sizes must hold one size, got {hidden!r}")
+            hidden = hidden[0]
+        if sizes["embed_size"] is None:
+            sizes["embed_size"] = hidden
+        elif hidden is not None and sizes["embed_size"] != hidden:
+            raise ValueError(f"{owner} masks x_t with the same e_t as h_(t-1), so embed_size must equal the hidden "
+                             f"size {hidden}, got {sizes['embed_size']!r} (leave embed_size out to get it)")
+        return super().core_options(values, sizes)
+
+    @property
+    def hidden_size(self) -> int:
+        return int(self.config["hidden_sizes"][0])
+
+    @property
+    def sharpness(self) -> float:
+        return float(self.options["sharpness"])
+
+    @sharpness.setter
+    def sharpness(self, lam: float) -> None:
+        self.set_option("sharpness", lam)
+
+    def equivalent_dim(self, d, gates: Optional[float] = None) -> float:
+        """RNN-d of measured d_t values (see :func:`equivalent_dim`)."""
+        return equivalent_dim(d, self.hidden_size, self.core_name, gates)
+
+    def trace(self, text_or_tokens, vocab=None, state=None) -> VCTrace:
+        """Read one sequence in evaluation mode and return what the scheduler did (a :class:`VCTrace`).
+
+        ``text_or_tokens``: a string (encoded with ``vocab``, a :class:`multiscale_rnn.data.Vocab`) or a
+        1-D sequence of ids. Starts from ``state`` (zeros by default, a dict, or ``KEEP``); the model
+        carries the state after the read.
+        """
+        if isinstance(text_or_tokens, (str, bytes)):
+            if vocab is None:
+                raise ValueError("a text needs its vocabulary: trace(text, vocab=corpus.vocab)")
+            tokens = np.asarray(vocab.encode(text_or_tokens), dtype=np.int64)
+            symbols = list(text_or_tokens) if isinstance(text_or_tokens, str) else None
+        else:
+            tokens = np.asarray(text_or_tokens)
+            if tokens.ndim != 1:
+                raise ValueError(f"tokens must be a 1-D sequence of ids, got shape {tokens.shape}")
+            symbols = [vocab.decode([int(t)]) for t in tokens] if vocab is not None else None
+        if symbols is not None and len(symbols) != len(tokens):
+            symbols = None
+        self.forward(tokens[None, :], state)
+        rec = self.records()
+        d = rec["d"][0].astype(np.int64)
+        return VCTrace(tokens=tokens, text=symbols, m=rec["m"][0].astype(np.float64), d=d,
+                       e=rec["e"].astype(np.float64), equivalent_dim=self.equivalent_dim(d))
+
+
+class VCRNN(_VCBase):
+    """Variable Computation Elman RNN (eq. 13). Parameters: ``weight_ih_l0`` V (D, D), ``weight_hh_l0``
+    U (D, D), ``bias_l0`` b (D,), scheduler ``sched_weight_ih_l0`` v (1, D), ``sched_weight_hh_l0`` u (1, D),
+    ``sched_bias_l0`` b_m (1,). State ``h_l0``."""
+    core_name = "vcrnn"
+    aliases = ("vc-rnn",)
+
+
+class VCGRU(_VCBase):
+    """Variable Computation GRU (eq. 14-16, reset before the product). Gate blocks [r; z; n] in
+    ``weight_ih_l0`` (3D, D), ``weight_hh_l0`` (3D, D), ``bias_l0`` (3D,); scheduler as in :class:`VCRNN`."""
+    core_name = "vcgru"
+    aliases = ("vc-gru",)
+
+
+def corpus_equivalent_dim(model: _VCBase, tokens, batch_size: int = 1, chunk: int = 1000,
+                          gates: Optional[float] = None) -> float:
+    """RNN-d of ``model`` reading a corpus (1-D token ids) in evaluation mode: the stream is cut into
+    ``batch_size`` parallel streams read in chunks of ``chunk`` steps with the state carried, and the
+    measured d_t of every step of every stream enter :func:`equivalent_dim`."""
+    from .base import KEEP
+    tok = np.asarray(tokens)
+    if tok.ndim != 1:
+        raise ValueError(f"tokens must be 1-D, got shape {tok.shape}")
+    if batch_size < 1 or chunk < 1:
+        raise ValueError(f"batch_size and chunk must be >= 1, got {batch_size} and {chunk}")
+    T = len(tok) // batch_size
+    if T < 1:
+        raise ValueError(f"{len(tok)} tokens cannot fill {batch_size} streams")
+    streams = tok[:T * batch_size].reshape(batch_size, T)
+    ds = []
+    state = None
+    for t0 in range(0, T, chunk):
+        model.forward(streams[:, t0:t0 + chunk], state)
+        state = KEEP
+        ds.append(model.records()["d"][0])
+    return model.equivalent_dim(np.concatenate(ds), gates)

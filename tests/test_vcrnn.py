@@ -1,0 +1,277 @@
+"""VCRNN and VCGRU: finite-difference gradients, m forced to 1 recovers the Elman RNN / reset-before GRU,
+parity with the PyTorch reference for every option, the penalty, skipping == masking, traces,
+and bad input."""
+import numpy as np
+import pytest
+
+import multiscale_rnn as msr
+from multiscale_rnn.models.vcrnn import VCTrace, corpus_equivalent_dim, equivalent_dim, sharpness_schedule
+from multiscale_rnn.testing import assert_runs_equal, run_chunks
+
+V, D, B, T = 7, 8, 3, 5
+UNITS = [msr.VCRNN, msr.VCGRU]
+
+
+def make(cls, seed=0, scale=0.6, sched_bias=0.0, **kw):
+    """A float64 model with N(0, scale^2) weights; the scheduler bias shifts m_t (0 gives m ~ 0.5)."""
+    kw.setdefault("block", 2)
+    m = cls(V, hidden_sizes=(D,), dtype="float64", seed=seed, **kw)
+    rng = np.random.default_rng(seed)
+    for name, p in m.parameters().items():
+        p[...] = rng.normal(0.0, scale, p.shape)
+    m.parameters()["sched_bias_l0"][...] = sched_bias
+    return m
+
+
+def data(seed, steps=T, batch=B):
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, V, (batch, steps)), rng.integers(0, V, (batch, steps))
+
+
+def random_state(seed, batch=B):
+    return {"h_l0": np.random.default_rng(seed).normal(0, 0.5, (batch, D))}
+
+
+def fd_error(m, tok, tgt, st, n=120, eps=1e-6, seed=0):
+    """Relative error of loss_and_grad's gradient of the objective (cross-entropy + vc_penalty)
+    against central differences, on n random entries of the flat parameters."""
+    m.loss_and_grad(tok, tgt, st, copy_grads=False)
+    flat = m.flat_parameters()
+    grad = m.flat_gradients().copy()
+    idx = np.random.default_rng(seed).choice(len(flat), min(n, len(flat)), replace=False)
+    fd = np.empty(len(idx))
+    for j, i in enumerate(idx):
+        old = flat[i]
+        flat[i] = old + eps
+        lp = m.loss_and_grad(tok, tgt, st, copy_grads=False)[0].total
+        flat[i] = old - eps
+        lm = m.loss_and_grad(tok, tgt, st, copy_grads=False)[0].total
+        flat[i] = old
+        fd[j] = (lp - lm) / (2 * eps)
+    an = grad[idx]
+    assert np.linalg.norm(an) > 0
+    return np.linalg.norm(fd - an) / (np.linalg.norm(fd) + np.linalg.norm(an))
+
+
+# ---- gradients ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("cls", UNITS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("lam", [0.1, 1.0, 10.0])
+@pytest.mark.parametrize("eps", [0.01, 0.1, 0.3])
+def test_gradients_match_finite_differences(cls, lam, eps):
+    # m ~ 0.5 puts m_t D near the integer 4; two chunks with the state carried; the penalty is on.
+    m = make(cls, seed=1, scale=0.4, sharpness=lam, eps=eps, penalty_weight=0.3, target=0.4)
+    tok, tgt = data(2, steps=6)
+    st = random_state(3)
+    _, _, st1 = m.loss_and_grad(tok[:, :3], tgt[:, :3], st)
+    assert fd_error(m, tok[:, :3], tgt[:, :3], st) < 1e-6
+    assert fd_error(m, tok[:, 3:], tgt[:, 3:], st1, seed=1) < 1e-6
+    e = m.records()["e"]
+    if lam == 10.0:  # thresholds really active: units clamped to 0 and to 1
+        assert (e == 0).any() and (e == 1).any()
+    if lam == 1.0 and eps >= 0.1:
+        assert ((e == 0) | (e == 1)).any()
+
+
+@pytest.mark.parametrize("cls", UNITS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("opts", [{"mask_index": "one"}, {"penalty": "one_sided"}, {"penalty": "l2"},
+                                  {"skip": False}], ids=str)
+def test_gradients_match_finite_differences_options(cls, opts):
+    m = make(cls, seed=4, scale=0.4, sharpness=2.0, eps=0.05, penalty_weight=0.5, **opts)
+    tok, tgt = data(5, steps=4)
+    assert fd_error(m, tok, tgt, random_state(6)) < 1e-6
+
+
+# ---- m forced to 1 ------------------------------------------------------------------------------
+
+def test_vcrnn_with_m_one_is_the_elman_rnn():
+    vc = make(msr.VCRNN, seed=7, sched_bias=60.0, sharpness=50.0)
+    el = msr.ElmanRNN(V, D, (D,), dtype="float64")
+    p, q = vc.parameters(), el.parameters()
+    for name in ("embedding.weight", "decoder.weight", "decoder.bias", "weight_ih_l0", "weight_hh_l0"):
+        q[name][...] = p[name]
+    q["bias_ih_l0"][...] = p["bias_l0"]
+    q["bias_hh_l0"][...] = 0.0
+    tok, tgt = data(8)
+    st = random_state(9)
+    lv, gv, sv = vc.loss_and_grad(tok, tgt, st)
+    le, ge, se = el.loss_and_grad(tok, tgt, st)
+    assert (vc.records()["e"] == 1).all() and (vc.records()["d"] == D).all()
+    assert float(lv) == pytest.approx(float(le), rel=1e-13)
+    np.testing.assert_allclose(sv["h_l0"], se["h_l0"], rtol=1e-13, atol=1e-14)
+    for name in ("embedding.weight", "decoder.weight", "weight_ih_l0", "weight_hh_l0"):
+        np.testing.assert_allclose(gv[name], ge[name], rtol=1e-11, atol=1e-14, err_msg=name)
+    np.testing.assert_allclose(gv["bias_l0"], ge["bias_ih_l0"], rtol=1e-11, atol=1e-14)
+    assert np.abs(gv["sched_weight_hh_l0"]).max() == 0.0  # m = 1 and every e clamped: no gradient
+
+
+def test_vcgru_with_m_one_is_the_reset_before_gru():
+    torch = pytest.importorskip("torch")
+    from multiscale_rnn.reference import vcrnn as ref
+    vc = make(msr.VCGRU, seed=10, sched_bias=60.0, sharpness=50.0)
+    tok, tgt = data(11)
+    st = random_state(12)
+    logits, new = vc.forward(tok, st)
+    P = ref.tensors(vc.parameters(), torch.float64)
+    z, s = ref.gru_reset_before(P, torch.as_tensor(tok), {"h_l0": torch.tensor(st["h_l0"])})
+    np.testing.assert_allclose(logits, z.numpy(), rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(new["h_l0"], s["h_l0"].numpy(), rtol=1e-12, atol=1e-13)
+    # PyTorch's GRU resets after the product, so it differs (the test above can tell them apart)
+    g = torch.nn.GRU(D, D, batch_first=True).double()
+    with torch.no_grad():
+        p = vc.parameters()
+        g.weight_ih_l0.copy_(torch.tensor(p["weight_ih_l0"]))
+        g.weight_hh_l0.copy_(torch.tensor(p["weight_hh_l0"]))
+        g.bias_ih_l0.copy_(torch.tensor(p["bias_l0"]))
+        g.bias_hh_l0.zero_()
+        y, _ = g(P["embedding.weight"][torch.as_tensor(tok)], torch.tensor(st["h_l0"])[None])
+    assert np.abs(y[:, -1].numpy() - new["h_l0"]).max() > 1e-6
+
+
+def test_literal_mask_index_leaves_last_unit_half_updated():
+    m = make(msr.VCRNN, sched_bias=60.0, sharpness=50.0, mask_index="one")
+    m.forward(data(0)[0])
+    e = m.records()["e"]
+    assert (e[:D - 1] == 1).all()
+    np.testing.assert_allclose(e[D - 1], 0.5)
+
+
+# ---- parity with the PyTorch reference ----------------------------------------------------------
+
+PARITY = [{}, {"mask_index": "one"}, {"penalty": "one_sided", "target": 0.45}, {"penalty": "l2"},
+          {"skip": False}, {"eps": 0.2}, {"sharpness": 0.1}, {"sharpness": 10.0, "block": 1},
+          {"block": 3, "penalty_weight": 0.0}]
+
+
+@pytest.mark.parametrize("cls", UNITS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("opts", PARITY, ids=str)
+def test_matches_reference(cls, opts):
+    pytest.importorskip("torch")
+    from multiscale_rnn.reference import vcrnn as ref
+    opts = dict({"sharpness": 2.0, "eps": 0.05, "penalty_weight": 0.2}, **opts)
+    m = make(cls, seed=13, **opts)
+    tok, tgt = data(14, steps=6)
+    st = random_state(15)
+    for chunk in (slice(0, 3), slice(3, 6)):
+        loss, grads, new = m.loss_and_grad(tok[:, chunk], tgt[:, chunk], st)
+        xent, aux, rgrads, rnew = ref.loss_and_grad(m, tok[:, chunk], tgt[:, chunk], st)
+        assert float(loss) == pytest.approx(xent, rel=1e-12)
+        assert loss.aux["vc_penalty"] == pytest.approx(aux, rel=1e-12, abs=1e-15)
+        for name, g in rgrads.items():
+            np.testing.assert_allclose(grads[name], g, rtol=1e-9, atol=1e-12, err_msg=name)
+        np.testing.assert_allclose(new["h_l0"], rnew["h_l0"], rtol=1e-12, atol=1e-13)
+        st = new
+
+
+# ---- the penalty --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["l1", "one_sided", "l2"])
+def test_penalty_value_and_gradient(kind):
+    # One step: m_n = sigm(u . h_0 + v . x + b_m) depends on b_m only directly, so
+    # d vc_penalty / d b_m = w / N sum_n f'(m_n - m_bar) m_n (1 - m_n).
+    w, target = 0.7, 0.67
+    f = {"l1": (np.abs, np.sign), "one_sided": (lambda x: np.maximum(x, 0), lambda x: (x > 0) * 1.0),
+         "l2": (np.square, lambda x: 2 * x)}[kind]
+    tok, tgt = data(16, steps=1, batch=6)
+    st = random_state(17, batch=6)
+    grads = {}
+    for weight in (w, 0.0):
+        m = make(msr.VCRNN, seed=18, penalty=kind, penalty_weight=weight, target=target)
+        loss, grads[weight], _ = m.loss_and_grad(tok, tgt, st)
+        mm = m.records()["m"][0]
+        assert len(mm) == 6 and (mm > target).any() and (mm < target).any()
+        assert loss.aux["vc_penalty"] == pytest.approx(weight * f[0](mm - target).mean(), rel=1e-12, abs=0)
+        assert loss.total == pytest.approx(float(loss) + loss.aux["vc_penalty"], rel=1e-14)
+    expect = w / 6 * (f[1](mm - target) * mm * (1 - mm)).sum()
+    got = grads[w]["sched_bias_l0"] - grads[0.0]["sched_bias_l0"]
+    assert got[0] == pytest.approx(expect, rel=1e-10)
+    assert abs(expect) > 1e-3
+    m = make(msr.VCRNN, seed=18, penalty=kind, penalty_weight=w)
+    assert m.loss(tok, tgt, st)[0] == pytest.approx(float(loss), rel=1e-12)  # evaluation: no penalty
+
+
+# ---- skipping == masking ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("cls", UNITS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("opts", [{"block": 1}, {"block": 3, "mask_index": "one"}, {"block": 2, "eps": 0.2},
+                                  {"block": 16}], ids=str)
+def test_skipping_equals_masking(cls, opts):
+    chunks = [data(s, steps=4, batch=5) for s in (19, 20)]
+    runs = {}
+    for skip in (True, False):
+        kw = dict({"eps": 0.05}, **opts)
+        m = make(cls, seed=21, sched_bias=-0.5, sharpness=3.0, penalty_weight=0.3, skip=skip, **kw)
+        runs[skip] = run_chunks(m, chunks, random_state(22, batch=5))
+        d = m.records()["d"][0]
+        assert d.min() < D and len(np.unique(d)) > 2  # mixed d_t: the groups and the skipping really run
+    assert_runs_equal(runs[True], runs[False], rtol=1e-12, grad_rtol=1e-12, atol=1e-13)
+
+
+# ---- traces, records, schedules ------------------------------------------------------------------
+
+def test_trace_and_records():
+    m = make(msr.VCGRU, seed=23, sched_bias=-0.5, sharpness=3.0)
+    tok = np.random.default_rng(24).integers(0, V, 12)
+    tr = m.trace(tok)
+    assert isinstance(tr, VCTrace) and len(tr) == 12 and tr.text is None
+    assert tr.e.shape == (D, 12) and tr.m.shape == (12,) and tr.d.dtype.kind == "i"
+    np.testing.assert_array_equal(tr.d, [(tr.e[:, t] > 0).sum() for t in range(12)])
+    for t in range(12):  # the mask is non-increasing: its support is the leading d_t units
+        assert (np.diff(tr.e[:, t]) <= 0).all()
+    assert tr.equivalent_dim == pytest.approx(np.sqrt(np.mean(3 * tr.d ** 2 + D)))
+    rec = m.records()
+    np.testing.assert_allclose(rec["m"][0], tr.m)
+    with pytest.raises(ValueError, match="vocab"):
+        m.trace("abc")
+
+
+def test_equivalent_dim_and_corpus():
+    assert equivalent_dim([10, 10], 0) == pytest.approx(10.0)
+    assert equivalent_dim([4, 2], 8, "vcgru") == pytest.approx(np.sqrt((48 + 12) / 2 + 8))
+    with pytest.raises(ValueError, match="unit"):
+        equivalent_dim([1], 4, "lstm")
+    m = make(msr.VCRNN, seed=25, sched_bias=-0.5, sharpness=3.0)
+    tok = np.random.default_rng(26).integers(0, V, 41)
+    whole = corpus_equivalent_dim(m, tok, batch_size=2, chunk=7)  # chunks of 7, 7, 6 steps, state carried
+    m.forward(tok[:40].reshape(2, 20))
+    assert whole == pytest.approx(m.equivalent_dim(m.records()["d"][0]), rel=1e-12)
+    assert 0 < whole < np.sqrt(D * D + D)
+
+
+def test_sharpness_schedule_and_set_option():
+    s = sharpness_schedule()
+    assert [s(e) for e in (0, 1, 4.5, 9, 20)] == pytest.approx([0.1, 0.2, 0.55, 1.0, 1.0])
+    m = make(msr.VCRNN, seed=27)
+    tok = data(28)[0]
+    a, _ = m.forward(tok)
+    m.sharpness = 0.1
+    assert m.options["sharpness"] == 0.1
+    b, _ = m.forward(tok)
+    assert np.abs(a - b).max() > 1e-6
+    m.set_option("sharpness", 1.0)
+    np.testing.assert_allclose(m.forward(tok)[0], a, rtol=1e-14)
+
+
+# ---- bad input ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("cls", UNITS, ids=lambda c: c.__name__)
+def test_bad_input_is_refused(cls):
+    for kw, what in [({"eps": 0.0}, "eps"), ({"eps": 0.5}, "eps"), ({"eps": -0.1}, "eps"),
+                     ({"sharpness": 0.0}, "sharpness"), ({"sharpness": -1.0}, "sharpness"),
+                     ({"target": -0.1}, "target"), ({"target": 1.5}, "target"),
+                     ({"penalty_weight": -1.0}, "penalty_weight"), ({"block": 0}, "block")]:
+        with pytest.raises(ValueError, match=what):
+            cls(V, hidden_sizes=(D,), **kw)
+    with pytest.raises(ValueError, match="penalty"):
+        cls(V, hidden_sizes=(D,), penalty="l3")
+    with pytest.raises(ValueError, match="one layer"):
+        cls(V, hidden_sizes=(D, D))
+    with pytest.raises(ValueError, match="embed_size must equal"):
+        cls(V, 5, (D,))
+    m = cls(V, hidden_sizes=(D,))
+    assert m.config["embed_size"] == D
+    for name, value in [("sharpness", 0.0), ("eps", 0.5), ("target", 2.0), ("penalty_weight", -1.0)]:
+        with pytest.raises(ValueError, match=name):
+            m.set_option(name, value)
+    with pytest.raises(ValueError, match="mask_index"):
+        m.set_option("mask_index", 1.0)
