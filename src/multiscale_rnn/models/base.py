@@ -499,9 +499,10 @@ class LanguageModel:
         self._impl.set_inference_precision(value)
 
     def set_option(self, name: str, value: float) -> None:
-        """Change a core option between chunks (e.g. the HM-LSTM ``slope`` being annealed)."""
-        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-            raise TypeError(f"option {name!r} must be a number, got {value!r}")
+        """Change a core option between chunks (e.g. the HM-LSTM ``slope`` being annealed, or
+        ``skip=False``); bools are 1.0 / 0.0."""
+        if not isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)):
+            raise TypeError(f"option {name!r} must be a number or a bool, got {value!r}")
         self._impl.set_option(str(name), float(value))
         self.options[name] = value
 
