@@ -1,5 +1,6 @@
 #include "msrnn/language_model.hpp"
 
+#include "msrnn/class_softmax.hpp"
 #include "msrnn/output_module.hpp"
 
 #include <atomic>
@@ -42,9 +43,37 @@ const char* precision_name(Precision p) {
   return "?";
 }
 
+// The class sizes of the "class" head travel with the core options under this name, as text: the
+// sizes separated by spaces ("12 40 155").
+static const char* const kHeadClasses = "head_classes";
+
+static std::vector<Index> parse_sizes(const std::string& text) {
+  std::vector<Index> sizes;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    if (text[i] == ' ') {
+      ++i;
+      continue;
+    }
+    std::size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(text.substr(i), &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    MSRNN_CHECK(used > 0, "head_classes must be class sizes separated by spaces, got '", text, "'");
+    sizes.push_back(Index(v));
+    i += used;
+  }
+  return sizes;
+}
+
 // The core named by cfg.core, from the registry (each core registers itself, core.hpp).
 template <class S> static std::unique_ptr<Core<S>> build_core(const ModelConfig& cfg, ParamSet<S>& ps, Rng* rng) {
-  CoreOptions options(cfg.core, cfg.num_options, cfg.text_options);
+  auto text = cfg.text_options;
+  text.erase(kHeadClasses);  // the head's, not the core's
+  CoreOptions options(cfg.core, cfg.num_options, text);
   CoreArgs args;
   args.input_size = cfg.embed_size;
   args.hidden_sizes = cfg.hidden_sizes;
@@ -60,8 +89,16 @@ template <class S> static std::unique_ptr<Head<S>> make_head(const ModelConfig& 
     MSRNN_CHECK(cfg.head_size == 0, "the linear head has no hidden size; got head_size ", cfg.head_size);
     return std::make_unique<LinearHead<S>>(ps, core.output_size(), cfg.vocab_size);
   }
+  const auto classes = cfg.text_options.find(kHeadClasses);
+  if (cfg.head == "class") {
+    MSRNN_CHECK(cfg.head_size == 0, "the class head has no hidden size; got head_size ", cfg.head_size);
+    MSRNN_CHECK(classes != cfg.text_options.end(), "the class head needs head_classes (the class sizes)");
+    return std::make_unique<ClassSoftmaxHead<S>>(ps, core.output_size(), cfg.vocab_size, parse_sizes(classes->second));
+  }
+  MSRNN_CHECK(classes == cfg.text_options.end() && !cfg.num_options.count(kHeadClasses),
+              "head_classes is for the class head; this head is '", cfg.head, "'");
   if (cfg.head == "gated") return std::make_unique<GatedOutputHead<S>>(ps, core.output_parts(), cfg.head_size, cfg.vocab_size);
-  throw std::invalid_argument(cat("unknown head '", cfg.head, "'; expected 'linear' or 'gated'"));
+  throw std::invalid_argument(cat("unknown head '", cfg.head, "'; expected 'linear', 'gated' or 'class'"));
 }
 
 // Throws std::invalid_argument naming the first NaN or infinity in values (D, T*B) by stream, step, feature.
@@ -97,7 +134,7 @@ template <class S> LanguageModel<S>::LanguageModel(const ModelConfig& cfg) : cfg
   core_->reset_state(1);
 }
 
-template <class S> void LanguageModel<S>::run_forward(const Inputs<S>& in, Index T, Index B, bool train) {
+template <class S> void LanguageModel<S>::run_body(const Inputs<S>& in, Index T, Index B, bool train) {
   MSRNN_CHECK(T > 0 && B > 0, "a chunk needs at least one step and one stream, got T=", T, " B=", B);
   const Index N = T * B;
   dropped_ = train && cfg_.dropout > 0.0;
@@ -118,8 +155,6 @@ template <class S> void LanguageModel<S>::run_forward(const Inputs<S>& in, Index
     dropout_mask<S>(my_, cfg_.dropout, rng_);
     yin_ = y_.cwiseProduct(my_);
   }
-  logits_.resize(cfg_.vocab_size, N);
-  head_->forward(logits_, dropped_ ? yin_ : y_, T, B, train);
 }
 
 template <class S> void LanguageModel<S>::run_core(const Inputs<S>& in, Index T, Index B, bool train) {
@@ -141,8 +176,8 @@ template <class S> void LanguageModel<S>::run_core(const Inputs<S>& in, Index T,
 }
 
 template <class S> void LanguageModel<S>::forward(MRef<S> logits, const Inputs<S>& in, Index T, Index B, bool train) {
-  run_forward(in, T, B, train);
-  logits = logits_;
+  run_body(in, T, B, train);
+  head_->forward(logits, dropped_ ? yin_ : y_, T, B, train);
 }
 
 template <class S>
@@ -160,22 +195,25 @@ double LanguageModel<S>::loss_and_grad(const Inputs<S>& in, const std::int32_t* 
     }
     MSRNN_CHECK(wsum > 0.0, "loss weights must not all be zero");
   }
-  run_forward(in, T, B, /*train=*/true);
-  double loss;
-  if (!weights) {
-    loss = softmax_xent_forward<S>(logits_, logits_, targets) / double(N);
-    softmax_xent_backward<S>(logits_, logits_, targets, S(1.0 / double(N)));  // logits_ now holds dZ
-  } else {
-    std::vector<double> nll(N);
-    softmax_xent_forward<S>(logits_, logits_, targets, nll.data());
-    loss = 0.0;
-    for (Index n = 0; n < N; ++n) loss += weights[n] * nll[n];
-    loss /= wsum;
-    softmax_xent_backward<S>(logits_, logits_, targets, S(1));
-    for (Index n = 0; n < N; ++n) logits_.col(n) *= S(weights[n] / wsum);
-  }
+  run_body(in, T, B, /*train=*/true);
+  CRefV<S> y = dropped_ ? yin_ : y_;
+  nll_.resize(N);
+  head_->nll(nll_.data(), y, targets, T, B, /*train=*/true);
+  double loss = 0.0;
   dy_.resize(y_.rows(), N);
-  head_->backward(dy_, logits_, dropped_ ? yin_ : y_);
+  if (!weights) {
+    for (Index n = 0; n < N; ++n) loss += nll_[n];
+    loss /= double(N);
+    head_->nll_backward(dy_, y, targets, S(1.0 / double(N)), nullptr);
+  } else {
+    std::vector<double> w(N);
+    for (Index n = 0; n < N; ++n) {
+      w[n] = weights[n] / wsum;
+      loss += weights[n] * nll_[n];
+    }
+    loss /= wsum;
+    head_->nll_backward(dy_, y, targets, S(1), w.data());
+  }
   if (dropped_) dy_.array() *= my_.array();
   dx_.resize(x_.rows(), N);
   core_->backward(dx_, dy_, dropped_ ? xin_ : x_);
@@ -191,8 +229,14 @@ template <class S>
 double LanguageModel<S>::loss(const Inputs<S>& in, const std::int32_t* targets, Index T, Index B,
                               double* per_token) {
   check_tokens(targets, T, B, cfg_.vocab_size, "target");
-  run_forward(in, T, B, /*train=*/false);
-  return softmax_xent_forward<S>(logits_, logits_, targets, per_token) / double(T * B);
+  run_body(in, T, B, /*train=*/false);
+  const Index N = T * B;
+  nll_.resize(N);
+  head_->nll(nll_.data(), y_, targets, T, B, /*train=*/false);
+  double loss = 0.0;
+  for (Index n = 0; n < N; ++n) loss += nll_[n];
+  if (per_token) std::copy(nll_.begin(), nll_.end(), per_token);
+  return loss / double(N);
 }
 
 template <class S> void LanguageModel<S>::set_inference_precision(Precision p) {
