@@ -22,6 +22,7 @@ Timing: runs of the two heads are interleaved and repeated; the best repeat (lea
 other processes) and the median are shown, in milliseconds per chunk and tokens per second.
 
   python bench/bench_softmax.py --threads 2 --vocab 10000 44000 --repeats 5
+  python bench/bench_softmax.py --threads 1 --cpu-time
 """
 from __future__ import annotations
 
@@ -43,6 +44,9 @@ def parse_args(argv=None):
     p.add_argument("--chunks", type=int, default=5, help="timed chunks per repeat")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--classes", type=int, default=None, help="classes (default round(sqrt(V)))")
+    p.add_argument("--cpu-time", action="store_true",
+                   help="time in process CPU seconds (all threads): far less disturbed by other processes; "
+                        "meant for --threads 1")
     return p.parse_args(argv)
 
 
@@ -51,22 +55,28 @@ def zipf(V):
     return p / p.sum()
 
 
+CLOCK = time.perf_counter
+
+
 def timed(fn, chunks):
     fn()  # warm-up: buffers sized, caches filled
-    t0 = time.perf_counter()
+    t0 = CLOCK()
     for _ in range(chunks):
         fn()
-    return (time.perf_counter() - t0) / chunks
+    return (CLOCK() - t0) / chunks
 
 
 def main(argv=None):
     a = parse_args(argv)
+    global CLOCK
+    CLOCK = time.process_time if a.cpu_time else time.perf_counter
     import multiscale_rnn as msr
     from multiscale_rnn import data, optim
 
     msr.set_num_threads(a.threads)
     print(f"multiscale_rnn ISA {msr.ISA}, threads {a.threads}, CPU {_cpu()}, load {os.getloadavg()}")
-    print(f"Elman RNN H = E = {a.hidden}, B = {a.batch}, T = {a.bptt}; times in ms per chunk of "
+    print(f"Elman RNN H = E = {a.hidden}, B = {a.batch}, T = {a.bptt}; {'CPU' if a.cpu_time else 'wall'} "
+          f"times in ms per chunk of "
           f"{a.batch * a.bptt} tokens, best (median) of {a.repeats} repeats of {a.chunks} chunks")
     rng = np.random.default_rng(0)
     for V in a.vocab:
