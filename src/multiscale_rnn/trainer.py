@@ -159,12 +159,15 @@ class Trainer:
     progress : show a tqdm bar (loss, bits per token, tokens per second).
     eval_batch_size : streams for validation (default: ``batch_size``; see ``evaluate``).
     unit : "char" or "word": only the label of the bits figure in the progress bar (bpc / bpw).
+    constraint : a callable of the model run after every optimiser step (e.g.
+        ``optim.ColumnNorm(max_norm)``, column normalisation); None: off.
     """
 
     def __init__(self, model, optimizer: Optional[Optimizer] = None, clip_norm: Optional[float] = None,
                  clip_value: Optional[float] = None, batch_size: int = 64, bptt: int = 100, lr_schedule=None,
                  model_options: Optional[Dict[str, Union[float, Callable]]] = None, seed: int = 0,
-                 progress: bool = True, eval_batch_size: Optional[int] = None, unit: str = "char"):
+                 progress: bool = True, eval_batch_size: Optional[int] = None, unit: str = "char",
+                 constraint: Optional[Callable] = None):
         self.model = model
         self.optimizer = optimizer if optimizer is not None else Adam()
         if not isinstance(self.optimizer, Optimizer):
@@ -187,6 +190,9 @@ class Trainer:
         if unit not in ("char", "word"):
             raise ValueError(f"unit must be 'char' or 'word', got {unit!r}")
         self.unit = unit
+        if constraint is not None and not callable(constraint):
+            raise TypeError(f"constraint must be a callable of the model, got {type(constraint).__name__}")
+        self.constraint = constraint
         self.history = History()
         # progress
         self.epoch = 0          # completed epochs
@@ -404,6 +410,8 @@ class Trainer:
                     if self.clip_value is not None:
                         _core.clip_by_value(flat_g, self.clip_value)
                     opt.step(model)
+                    if self.constraint is not None:
+                        self.constraint(model)
                     self.step += 1
                     self.chunk = k + 1
                     done += 1

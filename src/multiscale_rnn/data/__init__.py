@@ -13,6 +13,7 @@ with ground-truth boundaries.
 See ``docs/data.md`` for the corpora, the unseen-symbol rule and the caching.
 """
 
+from .classes import class_sizes
 from .batching import batchify, check_length, chunks, num_chunks
 from .bits import BitCorpus, bit_corpus, bit_positions, text_bits
 from .corpus import SPLITS, Corpus, char_corpus, split_contiguous, word_boundaries, word_corpus
@@ -38,6 +39,7 @@ __all__ = [
     "Corpus",
     "char_corpus",
     "word_corpus",
+    "class_sizes",
     "tokenize_words",
     "word_boundaries",
     "split_contiguous",

@@ -6,6 +6,8 @@ name           corpus
 ptb-char       Penn Treebank, characters: 50 symbols (49 + end of line), Mikolov's split
 ptb-word       Penn Treebank, words: 10,000 words with ``<eos>``, Mikolov's split
 text8          text8: 27 symbols, 90M / 5M / 5M characters
+text8-word     text8, words: the same split (cut at spaces), words seen < 10 times in training -> ``<unk>``,
+               ids in descending training frequency (about 44k words on the full text8)
 enwik8         enwik8: UTF-8 bytes, 90M / 5M / 5M bytes
 shakespeare    Tiny Shakespeare: code points, 90 % / 5 % / 5 % contiguous split
 embedded       the text shipped with the package (public domain), 90 % / 5 % / 5 %
@@ -33,8 +35,8 @@ from .synthetic import synthetic_hierarchy
 
 __all__ = ["load", "LOADERS", "embedded_text", "ptb_char_text", "EMBEDDED_SHA256"]
 
-LOADERS = ("ptb-char", "ptb-word", "text8", "enwik8", "shakespeare", "embedded", "synthetic", "ptb-bits",
-           "embedded-bits", "nottingham")
+LOADERS = ("ptb-char", "ptb-word", "text8", "text8-word", "enwik8", "shakespeare", "embedded", "synthetic",
+           "ptb-bits", "embedded-bits", "nottingham")
 
 #: Options accepted by each loader that takes some (the others take none).
 _OPTIONS = {
@@ -48,7 +50,7 @@ EMBEDDED_SHA256 = "87b6540b0e4066751c769117775bfde3d77c1f274e02064cb49ec7e9317c3
 _EMBEDDED_FILE = "devils_dictionary.txt.gz"
 
 #: Source of each downloadable loader (a key of ``download.SOURCES``).
-_SOURCE = {"ptb-char": "ptb", "ptb-word": "ptb", "text8": "text8", "enwik8": "enwik8", "shakespeare": "shakespeare"}
+_SOURCE = {"ptb-char": "ptb", "ptb-word": "ptb", "text8": "text8", "text8-word": "text8", "enwik8": "enwik8", "shakespeare": "shakespeare"}
 
 #: Files each loader reads: one tuple of accepted names per file, the first of
 #: which is the name in the cache folder.
@@ -56,6 +58,7 @@ _FILES: Dict[str, Tuple[Tuple[str, ...], ...]] = {
     "ptb-char": (("ptb.char.train.txt",), ("ptb.char.valid.txt",), ("ptb.char.test.txt",)),
     "ptb-word": (("ptb.train.txt",), ("ptb.valid.txt",), ("ptb.test.txt",)),
     "text8": (("text8", "text8.txt", "text8_prefix.txt"),),
+    "text8-word": (("text8", "text8.txt", "text8_prefix.txt"),),
     "enwik8": (("enwik8", "enwik8.txt"),),
     "shakespeare": (("input.txt", "tinyshakespeare.txt", "shakespeare.txt"),),
 }
@@ -205,13 +208,31 @@ def _ptb_word(raw: Dict[str, bytes]) -> Corpus:
     return word_corpus(*texts, name="ptb-word")
 
 
-def _text8(raw: Dict[str, bytes]) -> Corpus:
+def _text8_text(raw: Dict[str, bytes]) -> str:
     text = raw["text8"].decode("utf-8")
     if len(text) != FULL_LENGTH and not text.endswith(" "):
         cut = text.rfind(" ")  # a prefix of text8 ends mid-word: drop that partial word
         text = text[:cut] if cut > 0 else text
+    return text
+
+
+def _text8(raw: Dict[str, bytes]) -> Corpus:
+    text = _text8_text(raw)
     a, b = _fixed_or_proportional(len(text))
     return char_corpus(text[:a], text[a:b], text[b:], name="text8")
+
+
+#: text8 words: training words seen fewer times than this become ``<unk>``.
+TEXT8_MIN_COUNT = 10
+
+
+def _text8_word(raw: Dict[str, bytes]) -> Corpus:
+    text = _text8_text(raw)
+    a, b = _fixed_or_proportional(len(text))
+    # Each cut moves to the next space, so that no word is split between two parts.
+    a, b = (text.find(" ", c) if text.find(" ", c) >= 0 else len(text) for c in (a, b))
+    return word_corpus(text[:a], text[a:b], text[b:], name="text8-word", min_count=TEXT8_MIN_COUNT,
+                       order="frequency")
 
 
 def _enwik8(raw: Dict[str, bytes]) -> Corpus:
@@ -229,6 +250,7 @@ _BUILDERS = {
     "ptb-char": _ptb_char,
     "ptb-word": _ptb_word,
     "text8": _text8,
+    "text8-word": _text8_word,
     "enwik8": _enwik8,
     "shakespeare": _shakespeare,
 }
