@@ -48,20 +48,24 @@ def assert_gradients(model, seed=0, T=5, B=2):
 
 
 # ---- gradients -------------------------------------------------------------------------------
+# Finite differences run thousands of tiny forwards: one thread (threads are checked below).
 
 @pytest.mark.parametrize("pooling", POOLINGS)
 @pytest.mark.parametrize("order", [1, 2, 3, 4])
+@pytest.mark.usefixtures("one_thread")
 def test_gradients(pooling, order):
     assert_gradients(make(order=order, pooling=pooling), seed=order, T=order + 2)
 
 
 @pytest.mark.parametrize("activation", ["tanh", "relu"])
 @pytest.mark.parametrize("pooling", POOLINGS)
+@pytest.mark.usefixtures("one_thread")
 def test_gradients_activations(activation, pooling):
     assert_gradients(make(order=3, pooling=pooling, activation=activation), seed=7)
 
 
 @pytest.mark.parametrize("pooling", ["plain", "gated"])
+@pytest.mark.usefixtures("one_thread")
 def test_gradients_without_bias_and_with_dropout(pooling):
     assert_gradients(make(order=2, pooling=pooling, bias=False), seed=3)
     assert_gradients(make(hidden=(5, 6, 4), order=3, pooling=pooling, dropout=0.3), seed=4)
@@ -71,6 +75,7 @@ def test_gradients_without_bias_and_with_dropout(pooling):
 
 @pytest.mark.parametrize("pooling", POOLINGS)
 @pytest.mark.parametrize("order", [1, 2, 3, 4])
+@pytest.mark.usefixtures("one_thread")
 def test_matches_pytorch_reference(pooling, order):
     pytest.importorskip("torch")
     from multiscale_rnn.reference import hornn as ref
@@ -194,10 +199,9 @@ def test_fast_equals_reference_kernels(pooling):
     """Packed products (T = 5 >= 4), unpacked (T = 2) and threads over streams (1, 2, 3 threads,
     B = 7: uneven splits) give what the reference kernels give, over two chunks with the state
     carried; hidden sizes not multiples of the panel."""
-    rng = np.random.default_rng(6)
     Bn = 7
     cases = {}
-    threads0 = msr.get_num_threads() if hasattr(msr, "get_num_threads") else 1
+    threads0 = msr.get_num_threads()
     try:
         for T in (5, 2):
             chunks = two_chunks(np.random.default_rng(T), B=Bn, T=T)
@@ -215,7 +219,6 @@ def test_fast_equals_reference_kernels(pooling):
         ref = cases[(T, 1, True)]
         for threads in (1, 2, 3):
             assert_runs_equal(cases[(T, threads, False)], ref, rtol=1e-12, grad_rtol=1e-10)
-    assert rng is not None
 
 
 def test_float32_close_to_float64():
