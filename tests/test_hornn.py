@@ -299,3 +299,12 @@ def test_bad_state_refused():
     m.reset_state(3)
     with pytest.raises(ValueError, match="batch size"):
         m.forward(tok, msr.models.base.KEEP)
+
+
+@pytest.mark.parametrize("pooling", POOLINGS)
+def test_ptb_word_presets_build(pooling):
+    from multiscale_rnn.presets import get_preset
+    s = get_preset(f"ptb-word-hornn-{pooling}")
+    assert (s["optimizer"], s["lr"], s["batch_size"], s["bptt"], s["clip_value"]) == ("sgd", 0.5, 20, 30, 5.0)
+    m = msr.build_model(s["model"], vocab_size=V, embed_size=4, hidden_sizes=[3], **s["options"])
+    assert isinstance(m, HORNN) and m.config["order"] == 3 and m.config["pooling"] == pooling
