@@ -57,6 +57,8 @@ template <class S> static std::unique_ptr<Core<S>> build_core(const ModelConfig&
 
 // The head named by cfg.head, reading the core's output parts.
 template <class S> static std::unique_ptr<Head<S>> make_head(const ModelConfig& cfg, ParamSet<S>& ps, const Core<S>& core) {
+  MSRNN_CHECK(cfg.head == "class" || cfg.head_classes.empty(), "head_classes is for head='class'; this model's head is '",
+              cfg.head, "'");
   if (cfg.head == "linear") {
     MSRNN_CHECK(cfg.head_size == 0, "the linear head has no hidden size; got head_size ", cfg.head_size);
     return std::make_unique<LinearHead<S>>(ps, core.output_size(), cfg.vocab_size);
@@ -67,7 +69,6 @@ template <class S> static std::unique_ptr<Head<S>> make_head(const ModelConfig& 
                 "multiscale_rnn.data.class_sizes)");
     return std::make_unique<ClassSoftmaxHead<S>>(ps, core.output_size(), cfg.vocab_size, cfg.head_classes);
   }
-  MSRNN_CHECK(cfg.head_classes.empty(), "head_classes is for head='class'; this model's head is '", cfg.head, "'");
   if (cfg.head == "gated") return std::make_unique<GatedOutputHead<S>>(ps, core.output_parts(), cfg.head_size, cfg.vocab_size);
   throw std::invalid_argument(cat("unknown head '", cfg.head, "'; expected 'linear', 'gated' or 'class'"));
 }
