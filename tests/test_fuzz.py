@@ -10,7 +10,6 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
 
 SEED = 12
 CASES = {"checkpoint": 110, "corpus": 70, "model": 80, "cli": 24}
@@ -173,7 +172,7 @@ def case_model(rng, i):
             m.set_option(rng.choice(["slope", "nothing", ""]), rng.choice([1.0, float("nan"), "x", -1.0]))
         else:
             msr.set_num_threads(rng.choice([0, -3, 2 ** 31, 10 ** 6, 1.5, 1]))
-    except (TypeError, ValueError, IndexError, KeyError) as e:
+    except (TypeError, ValueError, IndexError, KeyError, MemoryError) as e:
         return type(e).__name__, str(e), names + ["state", "option", "threads", "tokens", "targets", "token",
                                                   "inputs", "shape", "dtype", "id"]
     return "ok", "", []

@@ -307,6 +307,19 @@ def test_thread_count_limits():
     msr.set_num_threads(1)
 
 
+@pytest.mark.parametrize("family", ["LSTM", "GRU", "ElmanRNN"])
+def test_sizes_are_checked_before_allocating(family):
+    cls = getattr(msr, family)
+    with pytest.raises(ValueError, match=r"hidden_sizes\[0\] = 4,611,686,018,427,387,904 is too large"):
+        cls(10, 8, [2 ** 62])
+    with pytest.raises(ValueError, match="vocab_size .* is too large"):
+        cls(2 ** 40, 8, [8])
+    with pytest.raises(MemoryError, match=r"need at least .* GiB .* more than this machine"):
+        cls(10, 8, [2 ** 31 - 1])
+    with pytest.raises(TypeError, match="dropuot"):
+        cls(10, 8, [8], dropuot=0.5)
+
+
 def test_trainer_seed_is_checked():
     with pytest.raises(ValueError, match="seed must be a non-negative integer, got -1"):
         msr.Trainer(msr.LSTM(10, 4, 8), seed=-1)
