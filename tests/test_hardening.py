@@ -75,7 +75,7 @@ def _refused(path, match=None, **kw):
 def test_edited_npy_header_is_refused_before_use(saved):
     m = _members(saved)
     blob = m["params.npy"]
-    n = checkpoint.load(saved).model.num_parameters
+    n = checkpoint.load(saved).model.flat_parameters().size
     edited = blob.replace(f"({n},)".encode(), f"({n - 1},)".encode(), 1)
     assert edited != blob
     m["params.npy"] = edited
@@ -94,7 +94,7 @@ def test_huge_declared_member_is_not_allocated(saved):
     np.lib.format.write_array_header_1_0(buf, header)
     m["params.npy"] = buf.getvalue() + b"\0" * 64
     m["unknown_member.npy"] = buf.getvalue()  # not named by the format: never read
-    _refused(_rewrite(saved, m), "params")
+    _refused(_rewrite(saved, m), "parameter array declares shape (1099511627776,)")
 
 
 def test_unknown_member_is_ignored(saved):
@@ -315,7 +315,7 @@ def test_sizes_are_checked_before_allocating(family):
     with pytest.raises(ValueError, match="vocab_size .* is too large"):
         cls(2 ** 40, 8, [8])
     with pytest.raises(MemoryError, match=r"need at least .* GiB .* more than this machine"):
-        cls(10, 8, [2 ** 31 - 1])
+        cls(10, 8, [200_000])
     with pytest.raises(TypeError, match="dropuot"):
         cls(10, 8, [8], dropuot=0.5)
 
@@ -344,7 +344,7 @@ def test_invalid_utf8_names_file_and_offset(tmp_path):
 
 def test_whitespace_only_word_text_is_refused(tmp_path):
     p = tmp_path / "blank.txt"
-    p.write_text("  \n\t \n" * 10)
+    p.write_text("  \t   " * 10)
     with pytest.raises(ValueError, match="only whitespace"):
         data.load(path=p, unit="word")
 
