@@ -17,7 +17,7 @@ MEMORY_CAP = 3 << 30      # bytes of address space per case
 CASE_SECONDS = 20         # a case running longer is a hang
 
 WORKER = textwrap.dedent(r'''
-import io, json, os, random, resource, signal, sys, tempfile, zipfile
+import io, json, os, random, resource, signal, sys, zipfile
 import numpy as np
 import multiscale_rnn as msr
 from multiscale_rnn import checkpoint, data
@@ -26,7 +26,7 @@ from multiscale_rnn.cli import main
 
 SEED, CASES, CAP, SECONDS = int(sys.argv[1]), json.loads(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 msr.set_num_threads(1)
-work = tempfile.mkdtemp(prefix="msr-fuzz-")
+work = sys.argv[5]
 
 # one valid checkpoint to mutate
 _c = data.char_corpus(data.embedded_text()[:3000])
@@ -207,7 +207,7 @@ def case_cli(rng, i):
     text = err.getvalue()
     if code not in (0, 1, 2) or "Traceback" in text or (code == 1 and text.count("error:") != 1):
         return "BadExit", f"exit {code}: {text}", ["never"]
-    return "ok", "", []
+    return ("ok" if code == 0 else f"exit {code}"), text, ["error:", "usage:"]
 
 
 def run(kind, i):
@@ -253,7 +253,7 @@ def test_fuzz_inputs_are_refused_cleanly(tmp_path):
     script = tmp_path / "fuzz_worker.py"
     script.write_text(WORKER)
     r = subprocess.run([sys.executable, str(script), str(SEED), json.dumps(CASES), str(MEMORY_CAP),
-                        str(CASE_SECONDS)], capture_output=True, text=True, timeout=600)
+                        str(CASE_SECONDS), str(tmp_path)], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     results = json.loads(r.stdout.strip().splitlines()[-1])
     assert len(results) == sum(CASES.values())

@@ -112,12 +112,15 @@ _SETTING_RULES = {
 }
 
 
+_NULLABLE = ("clip_norm", "clip_value", "threads", "max_chunks", "checkpoint_every", "data_path")
+
+
 def check_settings(settings: Dict[str, Any]) -> None:
     """``ValueError`` naming the first setting of the wrong type or out of range (no silent
     conversion: ``batch_size = 4.5`` or ``0`` is refused, not read as 4 or the default)."""
     for key, (ok, words) in _SETTING_RULES.items():
         v = settings.get(key)
-        if v is None and _presets.DEFAULTS.get(key, 0) is None:
+        if v is None and key in _NULLABLE:
             continue
         if not ok(v):
             raise ValueError(f"{key.replace('_', '-')} must be {words}, got {v!r}")
