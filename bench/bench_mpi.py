@@ -15,8 +15,9 @@ with t_1 the step time of one process (B T tokens; proportional to P B T: measur
 c = t_1 / (P B T) seconds per parameter-token), P parameters (4P bytes of gradient), bw the link's
 bandwidth and lat its latency. The speed-up is t_1 / t_K; K machines pay off when t_comm is small
 against t_1 / K. As both t_1 and the bytes grow with P, the ratio t_comm / (t_1 / K) depends on
-the tokens per rank per step (B T / K) and the network far more than on the model size; the
-latency term decides for small models.
+the tokens per rank per step (B T / K), the speed of a rank and the network, far more than on
+the model size; the latency term decides only for small models. Two tables: a rank as fast as one
+core here (c measured), and a rank --node-speedup times faster (a cluster node).
 
   python bench/bench_mpi.py                       # both K, 3 repeats; prints figures and the model
   python bench/bench_mpi.py --hidden 256 --layers 2 --batch 32 --bptt 100 --chunks 6 --repeats 5
@@ -48,6 +49,9 @@ def parse_args(argv=None):
     p.add_argument("--warmup", type=int, default=2, help="untimed chunks first")
     p.add_argument("--repeats", type=int, default=3, help="interleaved runs of K = 1 and 2")
     p.add_argument("--reduces", type=int, default=20, help="timed all-reduces of the gradient buffer")
+    p.add_argument("--node-speedup", type=float, default=30.0,
+                   help="second cost table: a rank computes this many times faster than one core here (default 30, "
+                        "a many-core cluster node)")
     return p.parse_args(argv)
 
 
@@ -95,10 +99,9 @@ NETWORKS = (("1 Gb/s Ethernet", 0.125e9, 50e-6), ("10 Gb/s Ethernet", 1.25e9, 20
             ("100 Gb/s InfiniBand", 12.5e9, 2e-6))
 
 
-def model_table(c: float, tokens: int) -> str:
+def model_table(c: float, tokens: int, title: str) -> str:
     """Speed-up t_1 / t_K of the cost model for sizes, networks and K, at ``tokens`` = B T per step."""
-    lines = [f"cost model: t_1 = c P B T with c = {c:.3g} s per parameter-token (measured), B T = {tokens:,} tokens "
-             "per step; ring all-reduce of 4P bytes", "",
+    lines = [f"{title}: c = {c:.3g} s per parameter-token, B T = {tokens:,} tokens per step (global)", "",
              "| parameters | network | t_1 (ms) | K = 2 | K = 4 | K = 8 | K = 16 |",
              "|---:|---|---:|---:|---:|---:|---:|"]
     for P in (1e5, 1e6, 1e7, 5e7):
@@ -109,9 +112,10 @@ def model_table(c: float, tokens: int) -> str:
                 comm = 2 * (k - 1) / k * 4 * P / bw + 2 * (k - 1) * lat
                 cells.append(f"{t1 / (t1 / k + comm):.2f}")
             lines.append(f"| {P:,.0f} | {name} | {t1 * 1e3:,.1f} | " + " | ".join(cells) + " |")
-    lines += ["", "break-even tokens per rank per step (B T / K at which t_comm = t_1 / K, large P):"]
+    lines += ["", "break-even: the bandwidth term equals t_1 / K at B T / K = 8 (K-1) / (K bw c) tokens per rank "
+              "per step:"]
     for name, bw, lat in NETWORKS:
-        lines.append(f"  {name}: {8 / (bw * c):,.0f} tokens (K = 2: {4 / (bw * c):,.0f})")
+        lines.append(f"  {name}: K = 2: {4 / (bw * c):,.0f} tokens per rank; large K: {8 / (bw * c):,.0f}")
     return "\n".join(lines)
 
 
@@ -137,8 +141,13 @@ def main(argv=None) -> None:
           f"all-reduce share of a K=2 step: {best[2]['allreduce_s'] / best[2]['step_s']:.1%}; "
           f"load average {os.getloadavg()[0]:.2f}")
     c = best[1]["step_s"] / (best[1]["params"] * a.batch * a.bptt)
+    bw = best[2]["bytes"] / best[2]["allreduce_s"]
+    print(f"all-reduce here (2 ranks, shared memory): {bw / 1e9:.2f} GB/s of gradient")
     print()
-    print(model_table(c, 64 * 100))
+    print(model_table(c, 64 * 100, "cost model, a rank = one core of this machine (c measured above)"))
+    print()
+    print(model_table(c / a.node_speedup, 64 * 100,
+                      f"cost model, a rank = a node {a.node_speedup:g}x faster than one core here"))
 
 
 if __name__ == "__main__":
