@@ -204,3 +204,18 @@ def test_command_line_error_on_every_rank_is_reported_once(tmp_path):
     p = _cli(tmp_path, "--bptt", "0")
     assert p.returncode != 0
     assert p.stderr.count("error: bptt must be a positive integer") == 1, p.stderr
+
+
+def test_command_line_error_on_one_rank_is_reported_once_with_its_rank(tmp_path):
+    # rank 1 is given a corpus file that does not exist (two programs in one job: "A : B")
+    text = tmp_path / "own.txt"
+    text.write_text("the cat sat on the mat. " * 400)
+    common = ["-m", "multiscale_rnn", "train", "--distributed", "--model", "lstm", "--hidden-sizes", "8",
+              "--batch-size", "4", "--bptt", "10", "--max-chunks", "1", "--threads", "1", "--no-progress",
+              "--out", str(tmp_path / "x.npz")]
+    p = subprocess.run([_mpiexec(), "-n", "1", sys.executable, *common, "--data-path", str(text), ":",
+                        "-n", "1", sys.executable, *common, "--data-path", str(tmp_path / "absent.txt")],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT)
+    assert p.returncode != 0
+    assert p.stderr.count("error: rank 1 of 2:") == 1 and "absent.txt" in p.stderr, p.stderr
+    assert not (tmp_path / "x.npz").exists()
