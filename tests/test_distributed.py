@@ -219,3 +219,15 @@ def test_command_line_error_on_one_rank_is_reported_once_with_its_rank(tmp_path)
     assert p.returncode != 0
     assert p.stderr.count("error: rank 1 of 2:") == 1 and "absent.txt" in p.stderr, p.stderr
     assert not (tmp_path / "x.npz").exists()
+
+
+def test_command_line_error_of_a_single_rank_ends_the_job_instead_of_hanging(tmp_path):
+    # rank 1 fails while rank 0 waits in a collective: the command line's error path must abort the job
+    code = ("import sys\nfrom mpi4py import MPI\nfrom multiscale_rnn.cli import build_parser, _failed\n"
+            "args = build_parser().parse_args(['train', '--distributed'])\n"
+            "if MPI.COMM_WORLD.Get_rank() == 1:\n"
+            "    sys.exit(_failed(args, RuntimeError('disk on fire'), 'error: disk on fire', 1))\n"
+            "MPI.COMM_WORLD.Barrier()\n")
+    p = _mpi(sys.executable, "-c", code, cwd=tmp_path, timeout=60)
+    assert p.returncode != 0
+    assert "multiscale-rnn train (rank 1): error: disk on fire" in p.stderr, p.stderr
