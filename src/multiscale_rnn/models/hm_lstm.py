@@ -38,7 +38,9 @@ class HMTrace:
     ||h^l_t||; ``gates`` (L, T) output gates g^l_t (None without the gated head); ``updates`` (L,)
     UPDATE + FLUSH counts per layer; ``reduction`` the fraction of layer updates saved against a
     stacked LSTM (L*T updates); ``scores`` per layer a dict precision / recall / f1 against
-    ``reference`` boundaries (when given); ``text`` the symbols (for plots) or None.
+    ``reference`` boundaries (when given); ``text`` the symbols (for plots) or None; ``detectors``
+    (L,) bool, true for the layers with a boundary detector (all but the top one, which has one with
+    ``top_boundary=True``).
     """
 
     tokens: np.ndarray
@@ -54,6 +56,7 @@ class HMTrace:
     scores: Optional[list] = None
     tolerance: int = 0
     extra: Dict[str, np.ndarray] = field(default_factory=dict)
+    detectors: Optional[np.ndarray] = None  # (L,) bool: the layer has a boundary detector
 
     @property
     def num_layers(self) -> int:
@@ -75,7 +78,7 @@ class HMTrace:
                        gates=None if self.gates is None else self.gates[:, sl], updates=updates,
                        reduction=float(1.0 - updates.sum() / max(1, z.size)),
                        text=None if self.text is None else self.text[sl], reference=ref, scores=scores,
-                       tolerance=self.tolerance)
+                       tolerance=self.tolerance, detectors=self.detectors)
 
 
 def boundary_scores(predicted, reference, tolerance: int = 0) -> Dict[str, float]:
@@ -145,7 +148,19 @@ class HMLSTM(LanguageModel):
         Option("slope", float, 1.0, check=lambda a: a > 0, rule="> 0"),
         Option("layer_norm", bool, False),
         Option("skip", bool, True),
+        Option("rate_penalty", float, 0.0, check=lambda v: v >= 0 and np.isfinite(v), rule=">= 0"),
+        Option("boundary_bias", float, 0.0, check=lambda v: np.isfinite(v), rule="finite", core=False),
     )
+
+    def reset_parameters(self, seed: int = 0) -> None:
+        """The default initialisation, then ``boundary_bias`` added to the bias of every boundary row."""
+        super().reset_parameters(seed)
+        shift = float(self.config.get("boundary_bias", 0.0))
+        if shift:
+            for l, h in enumerate(self.config["hidden_sizes"]):
+                b = self.parameters()[f"bias_l{l}"]
+                if b.shape[0] == 4 * h + 1:
+                    b[4 * h] += shift
 
     def core_options(self, values, sizes):
         if values["gradient"] is None:
@@ -210,4 +225,5 @@ class HMLSTM(LanguageModel):
             scores = [boundary_scores(z[l] > 0.5, ref, tolerance) for l in range(L)]
         return HMTrace(tokens=tokens, z=z.astype(np.float64), zhat=zhat.astype(np.float64), ops=ops,
                        h_norms=norms.astype(np.float64), gates=gates, updates=updates, reduction=float(reduction),
-                       text=symbols, reference=ref, scores=scores, tolerance=int(tolerance))
+                       text=symbols, reference=ref, scores=scores, tolerance=int(tolerance),
+                       detectors=np.array([l < L - 1 or bool(self.config["top_boundary"]) for l in range(L)]))
