@@ -34,44 +34,18 @@ from multiscale_rnn.models.hm_lstm import boundary_scores
 EPOCHS = 8
 
 
-class BlendThenSwitch:
-    """A model-option schedule for ``blend``: 1 (gradient "blend") before ``epoch``, then 0 ("switch")."""
-
-    def __init__(self, epoch: float):
-        self.epoch = float(epoch)
-
-    def __call__(self, epoch: float, step: int = 0) -> float:
-        return 1.0 if epoch < self.epoch else 0.0
-
-    def __repr__(self) -> str:
-        return f"BlendThenSwitch({self.epoch})"
-
-
-class StartAt:
-    """A model-option schedule: 0 before ``epoch``, then ``value``."""
-
-    def __init__(self, value: float, epoch: float):
-        self.value, self.epoch = float(value), float(epoch)
-
-    def __call__(self, epoch: float, step: int = 0) -> float:
-        return self.value if epoch >= self.epoch else 0.0
-
-    def __repr__(self) -> str:
-        return f"StartAt({self.value}, {self.epoch})"
-
-
 def configuration(name: str):
     """(model options, trainer settings, model-option schedules) of a configuration name.
 
-    ``default``: the model's defaults and ``HMLSTM.recipe()``. Otherwise words joined by ``+``:
+    ``default``: the model's defaults, no option schedule. Otherwise words joined by ``+``:
     ``paper`` (gradient switch, no flush cut, no rate term, slope 1 -> 5 by 1 per epoch), ``switch``,
-    ``blend``, ``cut`` (flush_cut), ``nocut``, ``ln`` (layer_norm), ``sample`` (Bernoulli boundaries),
+    ``blend``, ``cut`` (flush_cut), ``nocut``, ``ln`` (layer_norm), ``sample`` (Bernoulli boundaries), ``soft`` (z = zhat),
     ``rate<x>`` (rate_penalty; ``rate<x>@<e>`` from epoch e on), ``bias<x>`` (boundary_bias), ``lr<x>``, ``ep<n>`` (epochs), ``h<a>_<b>..`` (layer sizes, the last repeated to the model's depth),
     ``slope<a0>_<a1>`` (linear, 1 per epoch) or ``slope<a>`` (constant), ``b2s<e>`` (blend until epoch e,
-    then switch).
+    then switch), ``oracle`` (layer 1's boundaries fixed on the spaces, for comparison), ``notd`` (the top-down weights held at zero by a constraint after every update).
     """
-    if name == "default":
-        return {}, None, None
+    if name == "default":  # the model's defaults, the same optimiser, no schedule (slope stays 1)
+        return {}, dict(lr=5e-3, epochs=EPOCHS), {}
     opts = dict(gradient="switch", flush_cut=False, rate_penalty=0.0, boundary_bias=0.0)
     train = dict(lr=5e-3, epochs=EPOCHS)
     sched = {"slope": msr.schedules.linear(1.0, 5.0, per_epoch=1.0)}
@@ -88,10 +62,17 @@ def configuration(name: str):
             opts["layer_norm"] = True
         elif word == "sample":
             opts["boundary"] = "sample"
+        elif word == "soft":
+            opts["boundary"] = "soft"
+            opts["gradient"] = "blend"
+        elif word == "oracle":
+            train["oracle"] = True
+        elif word == "notd":
+            train["no_top_down"] = True
         elif word.startswith("rate"):
             value, _, start = word[4:].partition("@")
             if start:  # the term switched on at an epoch
-                sched["rate_penalty"] = StartAt(float(value), float(start))
+                sched["rate_penalty"] = msr.schedules.step(0.0, float(value), at_epoch=float(start))
                 opts["rate_penalty"] = 0.0
             else:
                 opts["rate_penalty"] = float(value)
@@ -108,11 +89,33 @@ def configuration(name: str):
             sched["slope"] = (float(a[0]) if len(a) == 1
                               else msr.schedules.linear(float(a[0]), float(a[1]), per_epoch=1.0))
         elif word.startswith("b2s"):
-            sched["blend"] = BlendThenSwitch(float(word[3:]))
+            sched["blend"] = msr.schedules.step(1.0, 0.0, at_epoch=float(word[3:]))
             opts["gradient"] = "blend"
         else:
             raise ValueError(f"unknown configuration word {word!r} in {name!r}")
     return opts, train, sched
+
+
+def oracle_boundaries(model, vocab, then=None):
+    """A constraint that fixes layer 1's boundary row to fire exactly on the spaces (the reference),
+    whatever the rest of the network learns: embedding dimension 0 is 1 for those
+    symbols and 0 for others, the boundary row reads only it (s = 20 x_0 - 10). For comparison only."""
+    marks = [vocab.stoi[" "]]
+    H = model.config["hidden_sizes"][0]
+
+    def fix(m):
+        P = m.parameters()
+        P["embedding.weight"][:, 0] = 0.0
+        P["embedding.weight"][marks, 0] = 1.0
+        for k in ("weight_ih_l0", "weight_hh_l0", "weight_td_l0"):
+            if k in P:
+                P[k][4 * H, :] = 0.0
+        P["weight_ih_l0"][4 * H, 0] = 20.0
+        P["bias_l0"][4 * H] = -10.0
+        if then is not None:
+            then(m)
+    fix(model)
+    return fix
 
 
 def make_text(kind: str, layers: int):
@@ -136,12 +139,19 @@ def run(name, layers, kind, seed, hidden=32, read=2000):
         given = train["hidden"]
         sizes = [given[min(l, len(given) - 1)] for l in range(layers)]
     model = msr.HMLSTM(corpus.vocab_size, 16, sizes, seed=seed, **opts)
-    if train is None:
-        trainer_kw, epochs = msr.HMLSTM.recipe(), EPOCHS
-    else:
-        trainer_kw = dict(optimizer=msr.optim.Adam(train["lr"]), clip_norm=1.0, batch_size=32, bptt=50,
-                          model_options=sched)
-        epochs = train["epochs"]
+    trainer_kw = dict(optimizer=msr.optim.Adam(train["lr"]), clip_norm=1.0, batch_size=32, bptt=50,
+                      model_options=sched)
+    if train.get("no_top_down"):  # the top-down weights held at zero (an experiment, not a model option)
+        td = [k for k in model.parameters() if k.startswith("weight_td")]
+
+        def zero_top_down(m):
+            for k in td:
+                m.parameters()[k][...] = 0.0
+        zero_top_down(model)
+        trainer_kw["constraint"] = zero_top_down
+    if train.get("oracle"):  # z^1 held at 1 on the separators and 0 elsewhere (the boundaries given)
+        trainer_kw["constraint"] = oracle_boundaries(model, corpus.vocab, trainer_kw.get("constraint"))
+    epochs = train["epochs"]
     trainer = msr.Trainer(model, progress=False, seed=seed, **trainer_kw)
     t0 = time.perf_counter()
     trainer.fit(corpus.train, epochs=epochs)
@@ -160,8 +170,14 @@ def run(name, layers, kind, seed, hidden=32, read=2000):
     return out
 
 
+HEADER = ("| configuration | layers | text | seed 0 | seed 1 | seed 2 | seed 3 | seed 4 | F1 >= 0.9 (z^1)"
+          "[, >= 0.7 (z^2)] | mean valid BPC | slowest run (s) |\n|---|---|---|---|---|---|---|---|---|---|---|")
+
+
 def row(results, config, layers, kind):
-    rs = [r for r in results if (r["config"], r["layers"], r["text"]) == (config, layers, kind)]
+    rs = sorted((r for r in results if (r["config"], r["layers"], r["text"]) == (config, layers, kind)),
+                key=lambda r: r["seed"])
+    rs = list({r["seed"]: r for r in rs}.values())
     cells = []
     for r in rs:
         c = f"{r['f1_l0']:.2f} ({r['rate_l0']:.2f})"
@@ -174,7 +190,8 @@ def row(results, config, layers, kind):
         ok += f", {sum(r['f1_l1'] >= 0.7 for r in rs)}/{len(rs)}"
     bpc = np.mean([r["bpc"] for r in rs])
     sec = max(r["seconds"] for r in rs)
-    return f"| `{config}` | {layers} | {kind} | " + " | ".join(cells) + f" | {ok} | {bpc:.3f} | {sec:.0f} |"
+    cells += ["-"] * (5 - len(cells))
+    return f"| `{config}` | {layers} | {kind} | " + " | ".join(cells[:5]) + f" | {ok} | {bpc:.3f} | {sec:.0f} |"
 
 
 def main(argv=None):
@@ -185,8 +202,18 @@ def main(argv=None):
     p.add_argument("--seeds", default="0,1,2,3,4")
     p.add_argument("--hidden", type=int, default=32)
     p.add_argument("--json", default=None, help="append every run's figures to this file (JSON lines)")
+    p.add_argument("--table", nargs="+", default=None, metavar="FILE",
+                   help="print the table of runs saved by --json (no training)")
     a = p.parse_args(argv)
+    if a.table:
+        results = [json.loads(line) for f in a.table for line in open(f) if line.strip()]
+        keys = list(dict.fromkeys((r["config"], r["layers"], r["text"]) for r in results))
+        print(HEADER)
+        for config, layers, kind in keys:
+            print(row(results, config, layers, kind))
+        return
     msr.set_num_threads(1)
+    print(HEADER)
     results = []
     for kind in a.text.split(","):
         for layers in (int(x) for x in a.layers.split(",")):

@@ -187,3 +187,32 @@ def test_boundary_map_rows_follow_the_trace(tmp_path, top_boundary):
     fig.savefig(tmp_path / "map.png")
     assert (tmp_path / "map.png").stat().st_size > 1000
     plt.close("all")
+
+
+def test_defaults_and_the_papers_reading():
+    m = msr.HMLSTM(V, E, HS)
+    assert m.config["gradient"] == "blend" and m.config["flush_cut"] is True
+    assert m.config["rate_penalty"] == 0.0 and m.config["boundary_bias"] == 0.0
+    paper = msr.HMLSTM(V, E, HS, gradient="switch", flush_cut=False)
+    assert paper.config["gradient"] == "switch" and not paper.config["flush_cut"]
+    from multiscale_rnn.cli import resolve_settings
+    s = resolve_settings("ptb-char-hm-lstm")
+    assert s["options"]["gradient"] == "switch" and s["options"]["flush_cut"] is False
+
+
+def test_step_schedule_switches_the_gradient_reading():
+    sched = msr.schedules.step(1, 0, at_epoch=2)
+    assert [sched(e) for e in (0, 1, 1.9, 2, 3)] == [1.0, 1.0, 1.0, 0.0, 0.0]
+    assert msr.schedules.step(0.0, 0.5, at_step=10)(0, 9) == 0.0 and msr.schedules.step(0.0, 0.5, at_step=10)(0, 10) == 0.5
+    with pytest.raises(ValueError, match="exactly one"):
+        msr.schedules.step(1, 0)
+    with pytest.raises(ValueError, match="finite"):
+        msr.schedules.step(float("inf"), 0, at_epoch=1)
+    h = msr.data.synthetic_hierarchy(n_chars=3000, seed=0)
+    corpus = h.corpus()
+    m = msr.HMLSTM(corpus.vocab_size, 8, (8, 8), seed=0)
+    seen = []
+    trainer = msr.Trainer(m, optimizer=msr.optim.Adam(1e-3), batch_size=4, bptt=20, progress=False,
+                          model_options={"blend": sched})
+    trainer.fit(corpus.train, epochs=4, log=lambda d: seen.append(m.options["blend"]) if d.get("event") == "epoch" else None)
+    assert seen == [1.0, 1.0, 0.0, 0.0]

@@ -118,16 +118,27 @@ def boundary_scores(predicted, reference, tolerance: int = 0) -> Dict[str, float
 class HMLSTM(LanguageModel):
     """Hierarchical multiscale LSTM language model (see the module docstring for the equations).
 
-    Options (the paper's reading is the default where it has one):
+    Options:
 
     - ``boundary``: ``"step"`` (eq. 9, straight-through gradient through the hard sigmoid), ``"sample"``
       (Bernoulli(zhat), straight-through) or ``"soft"`` (z = zhat; the cases of eq. 2 become blends).
     - ``top_boundary``: False (paper: no detector in the top layer) or True (the top layer can FLUSH).
     - ``copy_z``: ``"carry"`` (paper: nothing is computed on COPY, z stays) or ``"recompute"``.
-    - ``flush_cut``: False (eq. 5 as printed) or True (recurrent term times 1 - z^l_{t-1}, the slides).
-    - ``gradient``: ``"switch"`` (default for step/sample: the operation choice is a switch; z gets
-      gradient through the z-gated terms only, so COPY columns do no work in training either) or
-      ``"blend"`` (also through eq. 2-3 written as blends; the only choice for soft boundaries).
+    - ``flush_cut``: True (default: recurrent term times 1 - z^l_{t-1}, the hard reset of the slides)
+      or False (eq. 5 as printed).
+    - ``gradient``: ``"blend"`` (default: z also gets gradient through eq. 2-3 written as blends;
+      the only choice for soft boundaries) or ``"switch"`` (the paper's text: the operation choice is
+      a switch and z gets gradient through the z-gated terms only, so COPY columns do no work in
+      training either). Changeable between chunks with ``set_option("blend", 1 or 0)``, e.g. blend
+      first and switch once the boundaries have settled to keep training-time skipping:
+      ``Trainer(model_options={"blend": schedules.step(1, 0, at_epoch=4)})``.
+    - ``rate_penalty``: lambda >= 0 of the boundary-rate term lambda / (T B) sum_l sum_t z^l_t added to
+      the objective (``Loss.aux["boundary_rate"]``; default 0, off). Beyond the paper.
+    - ``boundary_bias``: added to the bias of every boundary row at initialisation (default 0; negative
+      starts with fewer boundaries). Beyond the paper.
+
+    The paper's reading is ``gradient="switch", flush_cut=False`` with the slope annealed; the
+    defaults are what found word boundaries most often in docs/models/hm_lstm.md's study.
     - ``slope``: a of the hard sigmoid (annealed during training through ``set_option("slope", a)``).
     - ``layer_norm``: layer normalisation of each gate block of s^l_t (gains 1, shifts 0 at init).
     - ``skip``: gather the UPDATE/FLUSH columns and do no matrix work on COPY ones (True), or the
@@ -143,7 +154,7 @@ class HMLSTM(LanguageModel):
         Option("boundary", str, "step", choices=("step", "sample", "soft")),
         Option("top_boundary", bool, False),
         Option("copy_z", str, "carry", choices=("carry", "recompute")),
-        Option("flush_cut", bool, False),
+        Option("flush_cut", bool, True),
         Option("gradient", str, None, choices=("switch", "blend")),
         Option("slope", float, 1.0, check=lambda a: a > 0, rule="> 0"),
         Option("layer_norm", bool, False),
@@ -164,7 +175,7 @@ class HMLSTM(LanguageModel):
 
     def core_options(self, values, sizes):
         if values["gradient"] is None:
-            values["gradient"] = "blend" if values["boundary"] == "soft" else "switch"
+            values["gradient"] = "blend"
         if values["head_size"] is None and values["head"] == "gated":
             hidden = sizes["hidden_sizes"]
             values["head_size"] = int(hidden if np.isscalar(hidden) else hidden[-1])
