@@ -10,6 +10,10 @@ Layers l = 1..L of sizes H_l; h^0_t = x_t (the embedding), z^0_t = 1. At each st
     h^l_t = (1 - w_C) o*tanh(c^l_t) + w_C h^l_{t-1}                    (eq. 3)
     z^l_t = step(zhat) | Bernoulli(zhat) | zhat,  kept from t-1 on COPY (copy_z="carry")   (eq. 8-9)
 
+With ``rate_penalty=lambda > 0`` the objective gains the boundary-rate term (beyond the paper)::
+
+    R = lambda / (T B) * sum_{l with a detector} sum_{t, b} z^l_t        (loss.aux["boundary_rate"])
+
 The top layer has no boundary detector (z^L = 0) unless ``top_boundary=True``. With ``layer_norm=True``
 each gate block (i, f, g, o) of s^l_t is layer-normalised after the bias (the boundary row is not).
 The head is the gated output module of eq. 11-12 (``head="gated"``): g^l_t = sigm(w^l [h^1_t; ...; h^L_t]),
