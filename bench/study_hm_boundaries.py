@@ -118,7 +118,7 @@ def oracle_boundaries(model, vocab, then=None):
     return fix
 
 
-def make_text(kind: str, layers: int):
+def make_text(kind: str):
     sep = {"sep": " ", "nosep": ""}[kind]
     return msr.data.synthetic_hierarchy(n_chars=40_000, seed=0, separator=sep)
 
@@ -132,7 +132,7 @@ def first_seen(ends: np.ndarray) -> np.ndarray:
 
 def run(name, layers, kind, seed, hidden=32, read=2000):
     opts, train, sched = configuration(name)
-    h = make_text(kind, layers)
+    h = make_text(kind)
     corpus = h.corpus(valid_fraction=0.1, test_fraction=0.0)
     sizes = [hidden] * layers
     if train is not None and "hidden" in train:
