@@ -11,7 +11,12 @@ V, E, HS, B, T = 11, 5, (4, 3, 5), 3, 6
 
 
 def make(seed=3, hidden=HS, scale=0.5, z_bias=None, **kw):
-    """A float64 HM-LSTM with N(0, scale^2) weights (boundaries then fire at mixed steps)."""
+    """A float64 HM-LSTM with N(0, scale^2) weights (boundaries then fire at mixed steps). Options not
+    given follow the paper's reading (gradient "switch" for binary boundaries, no flush cut), which
+    these tests were written for; the package's defaults are checked in test_hm_lstm_recipe.py."""
+    kw.setdefault("flush_cut", False)
+    if kw.get("boundary", "step") != "soft":
+        kw.setdefault("gradient", "switch")
     m = msr.HMLSTM(V, E, hidden, dtype="float64", seed=seed, **kw)
     rng = np.random.default_rng(seed)
     for name, p in m.parameters().items():
@@ -428,10 +433,11 @@ def test_trace_arrays_and_counts():
 # ---- a short training run finds word boundaries ----------------------------------------------------
 
 def train_synthetic(epochs=6, seed=0):
-    """A 2-layer HM-LSTM trained briefly on the shipped hierarchical text (seeded, one thread)."""
+    """A 2-layer HM-LSTM with the default options trained briefly on the shipped hierarchical text
+    (seeded, one thread)."""
     h = msr.data.synthetic_hierarchy(n_chars=40_000, seed=0)
     corpus = h.corpus(valid_fraction=0.05, test_fraction=0.05)
-    m = msr.HMLSTM(corpus.vocab_size, 16, (32, 32), flush_cut=True, gradient="blend", seed=seed)
+    m = msr.HMLSTM(corpus.vocab_size, 16, (32, 32), seed=seed)  # the defaults: flush cut, gradient "blend"
     trainer = msr.Trainer(m, optimizer=msr.optim.Adam(5e-3), clip_norm=1.0, batch_size=32, bptt=50,
                           progress=False, seed=seed,
                           model_options={"slope": msr.schedules.linear(1.0, 5.0, per_epoch=1.0)})
@@ -440,7 +446,9 @@ def train_synthetic(epochs=6, seed=0):
 
 
 def test_trained_layer1_boundaries_match_words():
-    """After 6 epochs of 36k characters (a few seconds), z^1 fires at the space after each word.
+    """After 6 epochs of 36k characters (a few seconds) with the default options, z^1 fires at the
+    space after each word. (The issue's target, F1 >= 0.9, is not reached by any recipe measured:
+    see the study in docs/models/hm_lstm.md; this test holds what the defaults do reach.)
 
     The reference is the generator's word boundaries (true at a word's last character) moved one
     step later, to the space that follows every word: the model can only know that a word has

@@ -27,6 +27,9 @@ HMLSTMOptions hm_lstm_options(CoreOptions& opts) {
   MSRNN_CHECK(o.slope > 0.0, "HM-LSTM slope must be positive and finite, got ", o.slope);
   o.ln_eps = opts.number("ln_eps", 1e-5);
   MSRNN_CHECK(o.ln_eps > 0.0, "HM-LSTM ln_eps must be positive, got ", o.ln_eps);
+  o.rate_penalty = opts.number("rate_penalty", 0.0);
+  MSRNN_CHECK(o.rate_penalty >= 0.0 && std::isfinite(o.rate_penalty),
+              "HM-LSTM rate_penalty must be >= 0 and finite, got ", o.rate_penalty);
   opts.finish();
   return o;
 }
@@ -131,10 +134,25 @@ template <class S> void HMLSTM<S>::set_option(const std::string& name, double va
   } else if (name == "skip") {
     MSRNN_CHECK(value == 0.0 || value == 1.0, "HM-LSTM option 'skip' must be 0 or 1, got ", value);
     opt_.skip = value != 0.0;
+  } else if (name == "blend") {
+    MSRNN_CHECK(value == 0.0 || value == 1.0, "HM-LSTM option 'blend' must be 0 (gradient 'switch') or 1 ('blend'), got ",
+                value);
+    MSRNN_CHECK(value == 1.0 || opt_.boundary != HMBoundary::Soft,
+                "HM-LSTM gradient 'switch' needs binary boundaries; with boundary 'soft' blend must stay 1");
+    opt_.blend = value != 0.0;
+  } else if (name == "rate_penalty") {
+    MSRNN_CHECK(value >= 0.0 && std::isfinite(value), "HM-LSTM rate_penalty must be >= 0 and finite, got ", value);
+    opt_.rate_penalty = value;
   } else {
     throw std::invalid_argument(cat("the HM-LSTM cannot change option '", name,
-                                    "' after construction; changeable options are 'slope' and 'skip'"));
+                                    "' after construction; changeable options are 'slope', 'skip', 'blend' and "
+                                    "'rate_penalty'"));
   }
+}
+
+template <class S> std::vector<std::pair<std::string, double>> HMLSTM<S>::aux_losses() const {
+  if (opt_.rate_penalty == 0.0) return {};
+  return {{"boundary_rate", aux_}};
 }
 
 template <class S> bool HMLSTM<S>::skipping(bool train) const {

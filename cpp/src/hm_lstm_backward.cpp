@@ -143,6 +143,11 @@ template <class S> void HMLSTM<S>::layer_step_backward(size_t l, Index t, Index 
     const S zh = layer.zhat(0, n);
     return (zh > S(0) && zh < S(1)) ? half : S(0);
   };
+  // The boundary-rate term adds lambda / N to the gradient of every z^l_t of a detector layer.
+  if (layer.detector && opt_.rate_penalty > 0.0) {
+    const S g = S(opt_.rate_penalty / double(T_ * B));
+    for (Index b = j0; b < j0 + nb; ++b) dz_cur(0, b) += g;
+  }
   // Gradient of z^l_t split into znew (s.dz_new) and the carried z^l_{t-1}.
   for (Index b = j0; b < j0 + nb; ++b) {
     const Index n = t * B + b;
@@ -231,7 +236,7 @@ template <class S> void HMLSTM<S>::layer_step_backward(size_t l, Index t, Index 
       }
     }
     // The operation weights w_U = (1 - zp) zb, w_C = (1 - zp)(1 - zb) (blend reading only).
-    if (opt_.blend || opt_.boundary == HMBoundary::Soft) {
+    if (blend_) {
       for (Index j = 0; j < k; ++j) {
         const Index b = s.idx[j];
         const S dwU = s.dwU_k(0, j), dwC = s.dwC_k(0, j) + s.dwCz[b];

@@ -15,6 +15,7 @@ template <class S> void HMLSTM<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index 
   B_ = B;
   train_ = train;
   skip_ = skipping(train);
+  blend_ = opt_.blend || opt_.boundary == HMBoundary::Soft;
   const bool fast = !reference_kernels();
   const S nan = std::numeric_limits<S>::quiet_NaN();
   for (auto& layer : layers_) {
@@ -79,6 +80,14 @@ template <class S> void HMLSTM<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index 
       for (Index t = 0; t < T; ++t)
         for (Index l = 0; l < L; ++l) layer_step_forward(l, t, j0, nb, X, s, true);
     });
+  }
+  // Boundary-rate term: lambda / N * (sum of z^l_t over detector layers, steps and streams).
+  aux_ = 0.0;
+  if (train && opt_.rate_penalty > 0.0) {
+    double sum = 0.0;
+    for (const auto& layer : layers_)
+      if (layer.detector) sum += double(layer.zs.rightCols(N).sum());
+    aux_ = opt_.rate_penalty * sum / double(N);
   }
   Index row = 0;
   for (auto& layer : layers_) {

@@ -80,7 +80,8 @@ PRESETS: Dict[str, Dict[str, Any]] = {
                  "when validation stops improving. The paper gives no epoch count; 100 epochs is where the "
                  "slope reaches 5.",
         "model": "hmlstm", "embed_size": 128, "hidden_sizes": [512, 512, 512], "data": "ptb-char",
-        "options": {"boundary": "step", "layer_norm": True, "head": "gated", "head_size": 512},
+        "options": {"boundary": "step", "layer_norm": True, "head": "gated", "head_size": 512,
+                    "gradient": "switch", "flush_cut": False},
         "anneal": {"slope": [1.0, 5.0, 0.04]},
         "epochs": 100, "batch_size": 64, "bptt": 100, "optimizer": "adam", "lr": 2e-3, "clip_norm": 1.0,
         "lr_schedule": "plateau", "lr_factor": 50.0, "patience": 0, "out": "runs/ptb-char-hm-lstm.npz",

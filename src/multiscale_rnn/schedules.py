@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from typing import Callable, Optional
 
-__all__ = ["LRSchedule", "Constant", "HalveAfter", "ReduceOnPlateau", "LambdaLR", "MultiStep", "Linear", "linear",
+__all__ = ["LRSchedule", "Constant", "HalveAfter", "ReduceOnPlateau", "LambdaLR", "MultiStep", "Linear", "linear", "Step", "step",
            "LR_SCHEDULES", "make_lr_schedule"]
 
 
@@ -255,3 +255,38 @@ def linear(start: float, end: float, per_epoch: Optional[float] = None, per_step
     """A model-option schedule: ``min(end, start + per_epoch * epoch)`` (e.g. the HM-LSTM slope,
     ``linear(1.0, 5.0, per_epoch=0.04)``), or ``start + per_step * step`` moving after every update."""
     return Linear(start, end, per_epoch, per_step)
+
+
+class Step:
+    """``before`` until ``at`` (an epoch, fractional allowed, or an update count with
+    ``per="step"``), ``after`` from then on; a callable of ``(epoch, step=0)``."""
+
+    def __init__(self, before: float, after: float, at: float, per: str = "epoch"):
+        if per not in ("epoch", "step"):
+            raise ValueError(f"a step schedule counts per 'epoch' or 'step', got {per!r}")
+        self.before, self.after, self.at, self.per = float(before), float(after), float(at), per
+        for k, v in self.params().items():
+            if not math.isfinite(v):
+                raise ValueError(f"step schedule {k} must be finite, got {v!r}")
+
+    def __call__(self, epoch: float, step: int = 0) -> float:
+        now = epoch if self.per == "epoch" else step
+        return self.before if now < self.at else self.after
+
+    def params(self) -> dict:
+        return {"before": self.before, "after": self.after, f"at_{self.per}": self.at}
+
+    def state_dict(self) -> dict:
+        return {"name": "Step", "params": self.params()}
+
+    def __repr__(self) -> str:
+        return f"step(before={self.before}, after={self.after}, at_{self.per}={self.at})"
+
+
+def step(before: float, after: float, at_epoch: Optional[float] = None, at_step: Optional[int] = None) -> Step:
+    """A model-option schedule that changes once: ``before`` until epoch ``at_epoch`` (or update
+    ``at_step``), then ``after``; e.g. the HM-LSTM's gradient reading, blended first and switched
+    once the boundaries have settled: ``{"blend": step(1, 0, at_epoch=4)}``."""
+    if (at_epoch is None) == (at_step is None):
+        raise ValueError("a step schedule needs exactly one of at_epoch and at_step")
+    return Step(before, after, at_epoch if at_step is None else at_step, "epoch" if at_step is None else "step")

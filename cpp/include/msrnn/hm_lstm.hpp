@@ -21,6 +21,12 @@
 //   Boundary (eq. 8-9): znew = [zhat > 1/2] (boundary "step"), ~ Bernoulli(zhat) ("sample"), or zhat ("soft").
 //   z^l_t = (1 - w_C) znew + w_C z^l_{t-1}  (copy_z "carry": COPY keeps z, paper) or znew (copy_z "recompute").
 //
+// Boundary-rate term (option rate_penalty = lambda, beyond the paper; 0 = off): the objective gains
+//   R = lambda / (T B) * sum_{l with a detector} sum_{t, b} z^l_t(b)
+// (the fraction of steps with a boundary, per layer, summed over layers; reported by aux_losses() as
+// "boundary_rate"). Its gradient lambda / (T B) enters dz^l_t and follows z's own gradient paths (straight-
+// through in step/sample modes), so every column pays for a boundary and the detector keeps the useful ones.
+//
 // Gradients. dznew/dzhat = 1 (straight-through in step and sample modes, exact in soft), dzhat/da_z = slope/2
 // inside (0, 1) and 0 outside. The choice of operation:
 //   gradient "switch" (default in step/sample): w_F, w_U, w_C are a switch with no gradient; z is reached only
@@ -71,6 +77,7 @@ struct HMLSTMOptions {
   bool layer_norm = false;                 // "layer_norm"
   bool skip = true;                        // "skip": gather active columns (1) or the masked path (0)
   double ln_eps = 1e-5;                    // "ln_eps"
+  double rate_penalty = 0.0;               // "rate_penalty": lambda of the boundary-rate term (>= 0)
 };
 // Read the options by name (the registered core "hm_lstm"); unknown names and bad values throw.
 HMLSTMOptions hm_lstm_options(CoreOptions& options);
@@ -103,8 +110,10 @@ template <class S> class HMLSTM : public Core<S> {
   std::vector<NamedState<S>> get_state() const override;
   void set_state(const std::vector<NamedState<S>>& state) override;
   void reset_state(Index B) override;
-  void set_option(const std::string& name, double value) override;  // "slope" (> 0), "skip" (0 or 1)
+  // "slope" (> 0), "skip" (0 or 1), "blend" (0 or 1: the gradient reading), "rate_penalty" (>= 0)
+  void set_option(const std::string& name, double value) override;
   std::vector<NamedState<S>> records() const override;
+  std::vector<std::pair<std::string, double>> aux_losses() const override;  // {"boundary_rate", value}
   const HMLSTMOptions& options() const { return opt_; }
 
  private:
@@ -169,6 +178,8 @@ template <class S> class HMLSTM : public Core<S> {
   Rng* rng_;
   std::vector<Layer> layers_;
   bool train_ = false, skip_ = false;    // mode of the last forward
+  bool blend_ = false;                   // gradient reading of the last forward (backward follows it)
+  double aux_ = 0.0;                     // boundary-rate term of the last training forward
   Mat<S> ones_;                          // (1, B) z^0_t
   std::vector<double> uniforms_;         // (T, L, B) uniforms of Bernoulli boundaries, entry (t L + l) B + b
   std::vector<Scratch> scratch_;         // one per thread

@@ -10,10 +10,12 @@ The generative process, all drawn from one seeded ``numpy.random.Generator``:
 3. **Phrase templates**: ``n_templates`` templates, each a sequence of word
    classes of a length drawn from ``phrase_len`` (inclusive) and one closing
    punctuation mark drawn from ``punctuation``.
-4. **Text**: phrases one after another, separated by a space. A phrase picks a
-   template uniformly, fills each slot with a word drawn uniformly from the
-   slot's class, joins the words with spaces and ends with the template's
-   punctuation mark.
+4. **Text**: phrases one after another, separated by ``separator`` (a space).
+   A phrase picks a template uniformly, fills each slot with a word drawn
+   uniformly from the slot's class, joins the words with ``separator`` and
+   ends with the template's punctuation mark. With ``separator=""`` the words
+   follow each other with nothing between them (``"thecatsat."``): a model
+   must then find the words from the statistics of the letters alone.
 
 So within a word the next character is nearly determined (the lexicon is
 small), the next word's class is determined by the template and the position in
@@ -21,12 +23,13 @@ the phrase, and the closing mark depends on a choice made at the start of the
 phrase: structure at three time scales for a multiscale model to find.
 
 Boundaries: ``word_boundaries[i]`` is true when character ``i`` is the last
-character of a word, a word being a maximal run of non-space characters, so the
-last word of a phrase ends at the punctuation mark (as
-:func:`multiscale_rnn.data.word_boundaries` would say); ``phrase_boundaries[i]``
-is true at each punctuation mark. Every phrase boundary is also a word boundary.
-Spaces are never boundaries. Text cut at ``n_chars`` does not mark the cut
-word or phrase as ended.
+character of a word, the last word of a phrase ending at the punctuation mark
+(with the space separator this is what :func:`multiscale_rnn.data.word_boundaries`
+says of maximal runs of non-space characters); ``phrase_boundaries[i]`` is true
+at each punctuation mark. Every phrase boundary is also a word boundary.
+Separators are never boundaries. Text cut at ``n_chars`` does not mark the cut
+word or phrase as ended. The generator records the boundaries as it writes the
+words, so they are known without separators too.
 """
 
 from dataclasses import dataclass, field
@@ -34,7 +37,7 @@ from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
-from .corpus import Corpus, char_corpus, split_points, word_boundaries
+from .corpus import Corpus, char_corpus, split_points
 from .vocab import text_codes
 
 __all__ = ["synthetic_hierarchy", "HierarchicalText"]
@@ -105,6 +108,7 @@ def synthetic_hierarchy(
     n_templates: int = 12,
     alphabet: str = "abcdefghijklmnopqrstuvwxyz",
     punctuation: str = ".!?;",
+    separator: str = " ",
 ) -> HierarchicalText:
     """Generate ``n_chars`` characters of hierarchical text (see the module
     docstring for the process and the meaning of the boundary arrays).
@@ -128,6 +132,8 @@ def synthetic_hierarchy(
             raise ValueError(f"{what} must be a non-empty str, got {chars!r}")
         if any(c.isspace() for c in chars) or len(set(chars)) != len(chars):
             raise ValueError(f"{what} must hold distinct non-space characters, got {chars!r}")
+    if not isinstance(separator, str) or len(separator) > 1 or (separator and separator in alphabet + punctuation):
+        raise ValueError(f"separator must be '' or one character outside the alphabet and punctuation, got {separator!r}")
     if set(alphabet) & set(punctuation):
         raise ValueError(f"alphabet and punctuation share {''.join(sorted(set(alphabet) & set(punctuation)))!r}")
     if n_classes > n_words:
@@ -162,6 +168,7 @@ def synthetic_hierarchy(
     class_words = [[lexicon[i] for i in members] for members in classes]
     class_sizes = np.array([len(members) for members in classes])
     pieces: List[str] = []
+    ends: List[int] = []  # position of the last character of every word (in the full text)
     total = 0
     while total <= n_chars:  # one character beyond n_chars tells whether the last one ends a word
         chosen = rng.integers(0, n_templates, size=_PHRASES_PER_BATCH)
@@ -172,15 +179,23 @@ def synthetic_hierarchy(
             slots, mark = templates[t]
             words = [class_words[c][picks[k + j]] for j, c in enumerate(slots)]
             k += len(slots)
-            phrase = " ".join(words) + mark + " "
+            pos = total
+            for w in words[:-1]:
+                ends.append(pos + len(w) - 1)
+                pos += len(w) + len(separator)
+            ends.append(pos + len(words[-1]))  # the last word ends at the mark
+            phrase = separator.join(words) + mark + separator
             pieces.append(phrase)
             total += len(phrase)
     full = "".join(pieces)
     text = full[:n_chars]
     is_mark = np.isin(text_codes(text, "codepoint"), [ord(c) for c in punctuation])
+    words_end = np.zeros(n_chars, dtype=bool)
+    ends_arr = np.asarray(ends, dtype=np.int64)
+    words_end[ends_arr[ends_arr < n_chars]] = True
     return HierarchicalText(
         text=text,
-        word_boundaries=word_boundaries(full[: n_chars + 1])[:n_chars],
+        word_boundaries=words_end,
         phrase_boundaries=is_mark,
         lexicon=lexicon,
         classes=classes,
@@ -195,5 +210,6 @@ def synthetic_hierarchy(
             "n_templates": n_templates,
             "alphabet": alphabet,
             "punctuation": punctuation,
+            "separator": separator,
         },
     )

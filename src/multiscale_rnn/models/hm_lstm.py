@@ -10,6 +10,10 @@ Layers l = 1..L of sizes H_l; h^0_t = x_t (the embedding), z^0_t = 1. At each st
     h^l_t = (1 - w_C) o*tanh(c^l_t) + w_C h^l_{t-1}                    (eq. 3)
     z^l_t = step(zhat) | Bernoulli(zhat) | zhat,  kept from t-1 on COPY (copy_z="carry")   (eq. 8-9)
 
+With ``rate_penalty=lambda > 0`` the objective gains the boundary-rate term (beyond the paper)::
+
+    R = lambda / (T B) * sum_{l with a detector} sum_{t, b} z^l_t        (loss.aux["boundary_rate"])
+
 The top layer has no boundary detector (z^L = 0) unless ``top_boundary=True``. With ``layer_norm=True``
 each gate block (i, f, g, o) of s^l_t is layer-normalised after the bias (the boundary row is not).
 The head is the gated output module of eq. 11-12 (``head="gated"``): g^l_t = sigm(w^l [h^1_t; ...; h^L_t]),
@@ -38,7 +42,9 @@ class HMTrace:
     ||h^l_t||; ``gates`` (L, T) output gates g^l_t (None without the gated head); ``updates`` (L,)
     UPDATE + FLUSH counts per layer; ``reduction`` the fraction of layer updates saved against a
     stacked LSTM (L*T updates); ``scores`` per layer a dict precision / recall / f1 against
-    ``reference`` boundaries (when given); ``text`` the symbols (for plots) or None.
+    ``reference`` boundaries (when given); ``text`` the symbols (for plots) or None; ``detectors``
+    (L,) bool, true for the layers with a boundary detector (all but the top one, which has one with
+    ``top_boundary=True``).
     """
 
     tokens: np.ndarray
@@ -54,6 +60,7 @@ class HMTrace:
     scores: Optional[list] = None
     tolerance: int = 0
     extra: Dict[str, np.ndarray] = field(default_factory=dict)
+    detectors: Optional[np.ndarray] = None  # (L,) bool: the layer has a boundary detector
 
     @property
     def num_layers(self) -> int:
@@ -75,7 +82,7 @@ class HMTrace:
                        gates=None if self.gates is None else self.gates[:, sl], updates=updates,
                        reduction=float(1.0 - updates.sum() / max(1, z.size)),
                        text=None if self.text is None else self.text[sl], reference=ref, scores=scores,
-                       tolerance=self.tolerance)
+                       tolerance=self.tolerance, detectors=self.detectors)
 
 
 def boundary_scores(predicted, reference, tolerance: int = 0) -> Dict[str, float]:
@@ -115,16 +122,27 @@ def boundary_scores(predicted, reference, tolerance: int = 0) -> Dict[str, float
 class HMLSTM(LanguageModel):
     """Hierarchical multiscale LSTM language model (see the module docstring for the equations).
 
-    Options (the paper's reading is the default where it has one):
+    Options:
 
     - ``boundary``: ``"step"`` (eq. 9, straight-through gradient through the hard sigmoid), ``"sample"``
       (Bernoulli(zhat), straight-through) or ``"soft"`` (z = zhat; the cases of eq. 2 become blends).
     - ``top_boundary``: False (paper: no detector in the top layer) or True (the top layer can FLUSH).
     - ``copy_z``: ``"carry"`` (paper: nothing is computed on COPY, z stays) or ``"recompute"``.
-    - ``flush_cut``: False (eq. 5 as printed) or True (recurrent term times 1 - z^l_{t-1}, the slides).
-    - ``gradient``: ``"switch"`` (default for step/sample: the operation choice is a switch; z gets
-      gradient through the z-gated terms only, so COPY columns do no work in training either) or
-      ``"blend"`` (also through eq. 2-3 written as blends; the only choice for soft boundaries).
+    - ``flush_cut``: True (default: recurrent term times 1 - z^l_{t-1}, the hard reset of the slides)
+      or False (eq. 5 as printed).
+    - ``gradient``: ``"blend"`` (default: z also gets gradient through eq. 2-3 written as blends;
+      the only choice for soft boundaries) or ``"switch"`` (the paper's text: the operation choice is
+      a switch and z gets gradient through the z-gated terms only, so COPY columns do no work in
+      training either). Changeable between chunks with ``set_option("blend", 1 or 0)``, e.g. blend
+      first and switch once the boundaries have settled to keep training-time skipping:
+      ``Trainer(model_options={"blend": schedules.step(1, 0, at_epoch=4)})``.
+    - ``rate_penalty``: lambda >= 0 of the boundary-rate term lambda / (T B) sum_l sum_t z^l_t added to
+      the objective (``Loss.aux["boundary_rate"]``; default 0, off). Beyond the paper.
+    - ``boundary_bias``: added to the bias of every boundary row at initialisation (default 0; negative
+      starts with fewer boundaries). Beyond the paper.
+
+    The paper's reading is ``gradient="switch", flush_cut=False`` with the slope annealed; the
+    defaults are what found word boundaries most often in docs/models/hm_lstm.md's study.
     - ``slope``: a of the hard sigmoid (annealed during training through ``set_option("slope", a)``).
     - ``layer_norm``: layer normalisation of each gate block of s^l_t (gains 1, shifts 0 at init).
     - ``skip``: gather the UPDATE/FLUSH columns and do no matrix work on COPY ones (True), or the
@@ -140,16 +158,28 @@ class HMLSTM(LanguageModel):
         Option("boundary", str, "step", choices=("step", "sample", "soft")),
         Option("top_boundary", bool, False),
         Option("copy_z", str, "carry", choices=("carry", "recompute")),
-        Option("flush_cut", bool, False),
+        Option("flush_cut", bool, True),
         Option("gradient", str, None, choices=("switch", "blend")),
         Option("slope", float, 1.0, check=lambda a: a > 0, rule="> 0"),
         Option("layer_norm", bool, False),
         Option("skip", bool, True),
+        Option("rate_penalty", float, 0.0, check=lambda v: v >= 0 and np.isfinite(v), rule=">= 0"),
+        Option("boundary_bias", float, 0.0, check=lambda v: np.isfinite(v), rule="finite", core=False),
     )
+
+    def reset_parameters(self, seed: int = 0) -> None:
+        """The default initialisation, then ``boundary_bias`` added to the bias of every boundary row."""
+        super().reset_parameters(seed)
+        shift = float(self.config.get("boundary_bias", 0.0))
+        if shift:
+            for l, h in enumerate(self.config["hidden_sizes"]):
+                b = self.parameters()[f"bias_l{l}"]
+                if b.shape[0] == 4 * h + 1:
+                    b[4 * h] += shift
 
     def core_options(self, values, sizes):
         if values["gradient"] is None:
-            values["gradient"] = "blend" if values["boundary"] == "soft" else "switch"
+            values["gradient"] = "blend"
         if values["head_size"] is None and values["head"] == "gated":
             hidden = sizes["hidden_sizes"]
             values["head_size"] = int(hidden if np.isscalar(hidden) else hidden[-1])
@@ -210,4 +240,5 @@ class HMLSTM(LanguageModel):
             scores = [boundary_scores(z[l] > 0.5, ref, tolerance) for l in range(L)]
         return HMTrace(tokens=tokens, z=z.astype(np.float64), zhat=zhat.astype(np.float64), ops=ops,
                        h_norms=norms.astype(np.float64), gates=gates, updates=updates, reduction=float(reduction),
-                       text=symbols, reference=ref, scores=scores, tolerance=int(tolerance))
+                       text=symbols, reference=ref, scores=scores, tolerance=int(tolerance),
+                       detectors=np.array([l < L - 1 or bool(self.config["top_boundary"]) for l in range(L)]))

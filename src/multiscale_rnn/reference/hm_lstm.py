@@ -15,12 +15,15 @@ from . import tensors
 from . import torch as _torch
 
 
-def forward(P: dict, config: dict, tok, state: Optional[dict] = None, drawn: Optional[dict] = None):
+def forward(P: dict, config: dict, tok, state: Optional[dict] = None, drawn: Optional[dict] = None,
+            terms: Optional[dict] = None):
     """Logits (B, T, V) and the state after the last step.
 
     ``P``: parameter tensors by the model's names; ``config``: the model's config (``model.config``);
     ``tok``: (B, T) token ids (LongTensor); ``state``: dict name -> (B, size) tensors (zeros if None);
     ``drawn``: for ``boundary="sample"``, dict ``znew_l{l}`` -> (B, T) boundary draws to replay.
+    ``terms``: a dict that receives ``"boundary_rate"``, the tensor lambda / (B T) * sum of z^l_t over the
+    detector layers (``rate_penalty`` = lambda; 0 when off).
     """
     torch = _torch()
     H = config["hidden_sizes"]
@@ -37,6 +40,7 @@ def forward(P: dict, config: dict, tok, state: Optional[dict] = None, drawn: Opt
     c = [state.get(f"c_l{l}", zeros(H[l])) for l in range(L)]
     z = [state.get(f"z_l{l}", zeros(1)) for l in range(L)]           # (B, 1)
     ys = []
+    zsum = torch.zeros((), dtype=dt)                                  # sum of z over detector layers (rate term)
     for t in range(Tn):
         hb, zb = x[:, t], torch.ones(Bn, 1, dtype=dt)
         for l in range(L):
@@ -66,6 +70,7 @@ def forward(P: dict, config: dict, tok, state: Optional[dict] = None, drawn: Opt
                 else:
                     zn = zhat
                 z_new = zn if config["copy_z"] == "recompute" else (1 - wC) * zn + wC * zp
+                zsum = zsum + z_new.sum()
             else:
                 z_new = torch.zeros(Bn, 1, dtype=dt)
             h[l], c[l], z[l] = h_new, c_new, z_new
@@ -79,11 +84,14 @@ def forward(P: dict, config: dict, tok, state: Optional[dict] = None, drawn: Opt
         Y = torch.relu(Yg @ P["output.embed.weight"].T)
     logits = Y @ P["decoder.weight"].T + P["decoder.bias"]
     new_state = {f"{w}_l{l}": v[l] for l in range(L) for w, v in (("h", h), ("c", c), ("z", z))}
+    if terms is not None:
+        terms["boundary_rate"] = config.get("rate_penalty", 0.0) * zsum / (Bn * Tn)
     return logits, new_state
 
 
 def loss_and_grad(model, tok, tgt, state: dict, records: Optional[dict] = None):
-    """The reference's mean cross-entropy, gradients by the model's names and new state (NumPy),
+    """The reference's mean cross-entropy, gradients of the objective (cross-entropy plus the
+    boundary-rate term when ``rate_penalty`` > 0) by the model's names and new state (NumPy),
     in float64 from ``model``'s parameters; ``records``: the model's records of the same chunk
     (``model.records()``, for the draws of sampled boundaries)."""
     torch = _torch()
@@ -93,9 +101,10 @@ def loss_and_grad(model, tok, tgt, state: dict, records: Optional[dict] = None):
         B, T = tok.shape
         drawn = {k: np.asarray(v)[0].reshape(T, B).T for k, v in records.items() if k.startswith("znew_")}
     st = {k: torch.tensor(np.asarray(v, dtype=np.float64)) for k, v in state.items()}
-    logits, new = forward(P, model.config, torch.as_tensor(np.asarray(tok, dtype=np.int64)), st, drawn)
+    terms = {}
+    logits, new = forward(P, model.config, torch.as_tensor(np.asarray(tok, dtype=np.int64)), st, drawn, terms)
     V = logits.shape[-1]
     loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V), torch.as_tensor(np.asarray(tgt, np.int64)).reshape(-1))
-    loss.backward()
+    (loss + terms["boundary_rate"]).backward()
     grads = {k: (p.grad.numpy() if p.grad is not None else np.zeros(p.shape)) for k, p in P.items()}
     return float(loss.detach()), grads, {k: v.detach().numpy() for k, v in new.items()}

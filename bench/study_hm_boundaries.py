@@ -1,0 +1,232 @@
+"""Boundary discovery of the HM-LSTM on the generated hierarchical text: options x seeds.
+
+For each configuration and seed, trains a small HM-LSTM on ``synthetic_hierarchy(40_000, seed=0)``
+(with spaces, or with ``--text nosep`` the same process with no separator between words), then reads
+the first 2000 validation characters from a zero state and reports, per layer with a detector:
+
+- F1 of z^l against the reference boundaries at tolerance 1 (``boundary_scores``). The reference is
+  where a boundary can first be seen: one step after the end of each word (layer 1) or phrase
+  (layer 2), i.e. the separator after it (the first letter of the next word without separators);
+  tolerance 1 also accepts a boundary on the last character itself;
+- the fraction of steps with z^l = 1;
+- the validation bits per character, and the training time (one thread).
+
+    python bench/study_hm_boundaries.py                      # the default recipe, 2 and 3 layers, 5 seeds
+    python bench/study_hm_boundaries.py --configs paper,blend+cut+rate0.05 --seeds 0,1,2 --layers 2
+
+Configuration names: see ``configuration`` (e.g. ``paper``, ``blend+cut``, ``switch+cut+rate0.05+bias-1``).
+
+Prints one markdown row per (configuration, layers, text) with every seed's "F1 (rate)" and the
+count of seeds reaching F1 >= 0.9 in layer 1 (and 0.7 in layer 2 of 3-layer models).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import numpy as np
+
+import multiscale_rnn as msr
+from multiscale_rnn.models.hm_lstm import boundary_scores
+
+EPOCHS = 8
+
+
+def configuration(name: str):
+    """(model options, trainer settings, model-option schedules) of a configuration name.
+
+    ``default``: the model's defaults, no option schedule. Otherwise words joined by ``+``:
+    ``paper`` (gradient switch, no flush cut, no rate term, slope 1 -> 5 by 1 per epoch), ``switch``,
+    ``blend``, ``cut`` (flush_cut), ``nocut``, ``ln`` (layer_norm), ``sample`` (Bernoulli boundaries), ``soft`` (z = zhat),
+    ``rate<x>`` (rate_penalty; ``rate<x>@<e>`` from epoch e on), ``bias<x>`` (boundary_bias), ``lr<x>``, ``ep<n>`` (epochs), ``h<a>_<b>..`` (layer sizes, the last repeated to the model's depth),
+    ``slope<a0>_<a1>`` (linear, 1 per epoch) or ``slope<a>`` (constant), ``b2s<e>`` (blend until epoch e,
+    then switch), ``oracle`` (layer 1's boundaries fixed on the spaces, for comparison), ``notd`` (the top-down weights held at zero by a constraint after every update).
+    """
+    if name == "default":  # the model's defaults, the same optimiser, no schedule (slope stays 1)
+        return {}, dict(lr=5e-3, epochs=EPOCHS), {}
+    opts = dict(gradient="switch", flush_cut=False, rate_penalty=0.0, boundary_bias=0.0)
+    train = dict(lr=5e-3, epochs=EPOCHS)
+    sched = {"slope": msr.schedules.linear(1.0, 5.0, per_epoch=1.0)}
+    for word in name.split("+"):
+        if word in ("paper", "switch"):
+            opts["gradient"] = "switch"
+        elif word == "blend":
+            opts["gradient"] = "blend"
+        elif word == "cut":
+            opts["flush_cut"] = True
+        elif word == "nocut":
+            opts["flush_cut"] = False
+        elif word == "ln":
+            opts["layer_norm"] = True
+        elif word == "sample":
+            opts["boundary"] = "sample"
+        elif word == "soft":
+            opts["boundary"] = "soft"
+            opts["gradient"] = "blend"
+        elif word == "oracle":
+            train["oracle"] = True
+        elif word == "notd":
+            train["no_top_down"] = True
+        elif word.startswith("rate"):
+            value, _, start = word[4:].partition("@")
+            if start:  # the term switched on at an epoch
+                sched["rate_penalty"] = msr.schedules.step(0.0, float(value), at_epoch=float(start))
+                opts["rate_penalty"] = 0.0
+            else:
+                opts["rate_penalty"] = float(value)
+        elif word.startswith("bias"):
+            opts["boundary_bias"] = float(word[4:])
+        elif word.startswith("h") and word[1:2].isdigit():
+            train["hidden"] = [int(x) for x in word[1:].split("_")]
+        elif word.startswith("lr"):
+            train["lr"] = float(word[2:])
+        elif word.startswith("ep"):
+            train["epochs"] = int(word[2:])
+        elif word.startswith("slope"):
+            a = word[5:].split("_")
+            sched["slope"] = (float(a[0]) if len(a) == 1
+                              else msr.schedules.linear(float(a[0]), float(a[1]), per_epoch=1.0))
+        elif word.startswith("b2s"):
+            sched["blend"] = msr.schedules.step(1.0, 0.0, at_epoch=float(word[3:]))
+            opts["gradient"] = "blend"
+        else:
+            raise ValueError(f"unknown configuration word {word!r} in {name!r}")
+    return opts, train, sched
+
+
+def oracle_boundaries(model, vocab, then=None):
+    """A constraint that fixes layer 1's boundary row to fire exactly on the spaces (the reference),
+    whatever the rest of the network learns: embedding dimension 0 is 1 for those
+    symbols and 0 for others, the boundary row reads only it (s = 20 x_0 - 10). For comparison only."""
+    marks = [vocab.stoi[" "]]
+    H = model.config["hidden_sizes"][0]
+
+    def fix(m):
+        P = m.parameters()
+        P["embedding.weight"][:, 0] = 0.0
+        P["embedding.weight"][marks, 0] = 1.0
+        for k in ("weight_ih_l0", "weight_hh_l0", "weight_td_l0"):
+            if k in P:
+                P[k][4 * H, :] = 0.0
+        P["weight_ih_l0"][4 * H, 0] = 20.0
+        P["bias_l0"][4 * H] = -10.0
+        if then is not None:
+            then(m)
+    fix(model)
+    return fix
+
+
+def make_text(kind: str):
+    sep = {"sep": " ", "nosep": ""}[kind]
+    return msr.data.synthetic_hierarchy(n_chars=40_000, seed=0, separator=sep)
+
+
+def first_seen(ends: np.ndarray) -> np.ndarray:
+    """Boundaries moved one step later: where the end of a segment can first be seen."""
+    out = np.zeros_like(ends)
+    out[1:] = ends[:-1]
+    return out
+
+
+def run(name, layers, kind, seed, hidden=32, read=2000):
+    opts, train, sched = configuration(name)
+    h = make_text(kind)
+    corpus = h.corpus(valid_fraction=0.1, test_fraction=0.0)
+    sizes = [hidden] * layers
+    if train is not None and "hidden" in train:
+        given = train["hidden"]
+        sizes = [given[min(l, len(given) - 1)] for l in range(layers)]
+    model = msr.HMLSTM(corpus.vocab_size, 16, sizes, seed=seed, **opts)
+    trainer_kw = dict(optimizer=msr.optim.Adam(train["lr"]), clip_norm=1.0, batch_size=32, bptt=50,
+                      model_options=sched)
+    if train.get("no_top_down"):  # the top-down weights held at zero (an experiment, not a model option)
+        td = [k for k in model.parameters() if k.startswith("weight_td")]
+
+        def zero_top_down(m):
+            for k in td:
+                m.parameters()[k][...] = 0.0
+        zero_top_down(model)
+        trainer_kw["constraint"] = zero_top_down
+    if train.get("oracle"):  # z^1 held at 1 on the separators and 0 elsewhere (the boundaries given)
+        trainer_kw["constraint"] = oracle_boundaries(model, corpus.vocab, trainer_kw.get("constraint"))
+    epochs = train["epochs"]
+    trainer = msr.Trainer(model, progress=False, seed=seed, **trainer_kw)
+    t0 = time.perf_counter()
+    trainer.fit(corpus.train, epochs=epochs)
+    seconds = time.perf_counter() - t0
+    ids = corpus.valid[:read]
+    word = first_seen(corpus.boundaries["valid"]["word"][:read])
+    phrase = first_seen(corpus.boundaries["valid"]["phrase"][:read])
+    tr = model.trace(ids)
+    out = {"config": name, "layers": layers, "text": kind, "seed": seed, "seconds": seconds,
+           "bpc": msr.evaluate(model, corpus.valid, batch_size=16)["bpc"]}
+    for l, ref in ((0, word), (1, phrase)):
+        if l < layers - 1:
+            z = tr.z[l] > 0.5
+            out[f"f1_l{l}"] = boundary_scores(z, ref, 1)["f1"]
+            out[f"rate_l{l}"] = float(z.mean())
+    return out
+
+
+HEADER = ("| configuration | layers | text | seed 0 | seed 1 | seed 2 | seed 3 | seed 4 | F1 >= 0.9 (z^1)"
+          "[, >= 0.7 (z^2)] | mean valid BPC | slowest run (s) |\n|---|---|---|---|---|---|---|---|---|---|---|")
+
+
+def row(results, config, layers, kind):
+    rs = sorted((r for r in results if (r["config"], r["layers"], r["text"]) == (config, layers, kind)),
+                key=lambda r: r["seed"])
+    rs = list({r["seed"]: r for r in rs}.values())
+    cells = []
+    for r in rs:
+        c = f"{r['f1_l0']:.2f} ({r['rate_l0']:.2f})"
+        if layers >= 3:
+            c += f" / {r['f1_l1']:.2f} ({r['rate_l1']:.2f})"
+        cells.append(c)
+    ok1 = sum(r["f1_l0"] >= 0.9 for r in rs)
+    ok = f"{ok1}/{len(rs)}"
+    if layers >= 3:
+        ok += f", {sum(r['f1_l1'] >= 0.7 for r in rs)}/{len(rs)}"
+    bpc = np.mean([r["bpc"] for r in rs])
+    sec = max(r["seconds"] for r in rs)
+    cells += ["-"] * (5 - len(cells))
+    return f"| `{config}` | {layers} | {kind} | " + " | ".join(cells[:5]) + f" | {ok} | {bpc:.3f} | {sec:.0f} |"
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--configs", default="default")
+    p.add_argument("--layers", default="2,3")
+    p.add_argument("--text", default="sep")
+    p.add_argument("--seeds", default="0,1,2,3,4")
+    p.add_argument("--hidden", type=int, default=32)
+    p.add_argument("--json", default=None, help="append every run's figures to this file (JSON lines)")
+    p.add_argument("--table", nargs="+", default=None, metavar="FILE",
+                   help="print the table of runs saved by --json (no training)")
+    a = p.parse_args(argv)
+    if a.table:
+        results = [json.loads(line) for f in a.table for line in open(f) if line.strip()]
+        keys = list(dict.fromkeys((r["config"], r["layers"], r["text"]) for r in results))
+        print(HEADER)
+        for config, layers, kind in keys:
+            print(row(results, config, layers, kind))
+        return
+    msr.set_num_threads(1)
+    print(HEADER)
+    results = []
+    for kind in a.text.split(","):
+        for layers in (int(x) for x in a.layers.split(",")):
+            for config in a.configs.split(","):
+                for seed in (int(x) for x in a.seeds.split(",")):
+                    r = run(config, layers, kind, seed, a.hidden)
+                    results.append(r)
+                    print(json.dumps(r), file=sys.stderr, flush=True)
+                    if a.json:
+                        with open(a.json, "a") as f:
+                            f.write(json.dumps(r) + "\n")
+                print(row(results, config, layers, kind), flush=True)
+
+
+if __name__ == "__main__":
+    main()

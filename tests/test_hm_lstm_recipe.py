@@ -1,0 +1,218 @@
+"""HM-LSTM boundary discovery: the boundary-rate term (finite differences, the PyTorch reference,
+skipping == masking), the options changeable between chunks, the boundary-bias initialisation,
+the generator's text without separators, and the default recipe finding word boundaries."""
+import numpy as np
+import pytest
+
+import multiscale_rnn as msr
+from multiscale_rnn.models.hm_lstm import boundary_scores
+from multiscale_rnn.reference import hm_lstm as reference
+
+from test_hm_lstm import B, HS, T, V, E, batch, make, random_state
+
+
+def total_fd_error(m, tok, tgt, st, n=150, eps=1e-6, seed=0):
+    """Relative error of the gradient of the whole objective (cross-entropy + aux terms)."""
+    loss, _, _ = m.loss_and_grad(tok, tgt, st)
+    assert loss.aux, "the check needs the auxiliary term on"
+    grad = m.flat_gradients().copy()
+    flat = m.flat_parameters()
+    idx = np.random.default_rng(seed).choice(len(flat), min(n, len(flat)), replace=False)
+    fd = np.empty(len(idx))
+    for j, i in enumerate(idx):
+        old = flat[i]
+        flat[i] = old + eps
+        lp = m.loss_and_grad(tok, tgt, st)[0].total
+        flat[i] = old - eps
+        lm = m.loss_and_grad(tok, tgt, st)[0].total
+        flat[i] = old
+        fd[j] = (lp - lm) / (2 * eps)
+    an = grad[idx]
+    return np.linalg.norm(fd - an) / (np.linalg.norm(fd) + np.linalg.norm(an))
+
+
+@pytest.mark.parametrize("opts", [{}, {"flush_cut": True, "copy_z": "recompute", "top_boundary": True}],
+                         ids=["plain", "cut,recompute,top"])
+def test_rate_term_soft_finite_differences(opts):
+    rng = np.random.default_rng(21)
+    m = make(boundary="soft", rate_penalty=0.7, **opts)
+    tok, tgt = batch(rng)
+    st = random_state(m, rng, soft=True)
+    loss, _, _ = m.loss_and_grad(tok, tgt, st)
+    rec = m.records()
+    zsum = sum(rec[f"z_l{l}"].sum() for l in range(m.num_layers))
+    assert loss.aux["boundary_rate"] == pytest.approx(0.7 * zsum / (B * T), rel=1e-12)
+    assert loss.total == pytest.approx(float(loss) + loss.aux["boundary_rate"], rel=1e-12)
+    assert total_fd_error(m, tok, tgt, st) < 1e-6
+    # two chunks with the state carried: the second chunk's gradient is checked from the carried state
+    _, _, st2 = m.loss_and_grad(tok, tgt, st)
+    assert total_fd_error(m, tok[:, ::-1].copy(), tgt, st2, seed=1) < 1e-6
+
+
+RATE_OPTIONS = [
+    {"boundary": "step"},
+    {"boundary": "step", "gradient": "blend", "flush_cut": True},
+    {"boundary": "sample", "copy_z": "recompute"},
+    {"boundary": "step", "top_boundary": True, "layer_norm": True},
+]
+
+
+@pytest.mark.parametrize("opts", RATE_OPTIONS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()))
+def test_rate_term_matches_pytorch_reference(opts):
+    pytest.importorskip("torch")
+    rng = np.random.default_rng(6)
+    m = make(rate_penalty=0.4, **opts)
+    tok, tgt = batch(rng, steps=8, batch=4)
+    st = random_state(m, rng, batch=4)
+    loss, grads, state = m.loss_and_grad(tok, tgt, st)
+    rec = m.records()
+    rloss, rgrads, rstate = reference.loss_and_grad(m, tok, tgt, st, rec)
+    assert loss == pytest.approx(rloss, rel=1e-12)
+    assert loss.aux["boundary_rate"] > 0
+    without = make(rate_penalty=0.0, **opts)
+    g0 = without.loss_and_grad(tok, tgt, st)[1]
+    assert any(np.abs(grads[k] - g0[k]).max() > 1e-6 for k in grads), "the rate term should change gradients"
+    for k in grads:
+        np.testing.assert_allclose(grads[k], rgrads[k], rtol=1e-9, atol=1e-12, err_msg=k)
+    for k in state:
+        np.testing.assert_allclose(state[k], rstate[k], rtol=1e-12, atol=1e-14, err_msg=k)
+
+
+def test_rate_term_skipping_equals_masking():
+    rng = np.random.default_rng(8)
+    tok, tgt = batch(rng, steps=7, batch=5)
+    out = []
+    for skip in (True, False):
+        m = make(rate_penalty=0.5, skip=skip, z_bias=-0.5)
+        st = random_state(m, np.random.default_rng(9), batch=5)
+        loss, grads, _ = m.loss_and_grad(tok, tgt, st)
+        out.append((loss.total, grads))
+    assert out[0][0] == pytest.approx(out[1][0], rel=1e-12)
+    for k in out[0][1]:
+        np.testing.assert_allclose(out[0][1][k], out[1][1][k], rtol=1e-10, atol=1e-13, err_msg=k)
+
+
+def test_options_changed_between_chunks():
+    rng = np.random.default_rng(10)
+    tok, tgt = batch(rng)
+    st = random_state(make(), rng)
+    m = make(rate_penalty=0.0)
+    assert not m.loss_and_grad(tok, tgt, st)[0].aux
+    m.set_option("rate_penalty", 0.25)
+    assert m.loss_and_grad(tok, tgt, st)[0].aux["boundary_rate"] > 0
+    # switching the gradient reading gives what a model built with that reading gives
+    m.set_option("blend", 1.0)
+    g = {k: v.copy() for k, v in m.loss_and_grad(tok, tgt, st)[1].items()}
+    built = make(rate_penalty=0.25, gradient="blend")
+    g2 = built.loss_and_grad(tok, tgt, st)[1]
+    for k in g:
+        np.testing.assert_allclose(g[k], g2[k], rtol=1e-12, atol=1e-14, err_msg=k)
+    with pytest.raises(ValueError, match="rate_penalty"):
+        m.set_option("rate_penalty", -1.0)
+    with pytest.raises(ValueError, match="blend"):
+        m.set_option("blend", 0.5)
+    with pytest.raises(ValueError, match="blend"):
+        make(boundary="soft").set_option("blend", 0.0)
+    with pytest.raises(ValueError, match="rate_penalty"):
+        msr.HMLSTM(V, E, HS, rate_penalty=-0.1)
+
+
+def test_boundary_bias_initialisation():
+    a = msr.HMLSTM(V, E, HS, seed=4, boundary_bias=0.0)
+    b = msr.HMLSTM(V, E, HS, seed=4, boundary_bias=-1.5)
+    pa, pb = a.parameters(), b.parameters()
+    for l, h in enumerate(HS):
+        d = pb[f"bias_l{l}"] - pa[f"bias_l{l}"]
+        want = np.zeros_like(d)
+        if l < len(HS) - 1:
+            want[4 * h] = -1.5
+        np.testing.assert_array_equal(d, want)
+    with pytest.raises(ValueError, match="boundary_bias"):
+        msr.HMLSTM(V, E, HS, boundary_bias=float("nan"))
+
+
+def test_text_without_separators():
+    spaced = msr.data.synthetic_hierarchy(n_chars=3000, seed=3)
+    joined = msr.data.synthetic_hierarchy(n_chars=3000, seed=3, separator="")
+    assert " " not in joined.text
+    assert spaced.lexicon == joined.lexicon and spaced.templates == joined.templates
+    # the same words in the same order, with the same boundaries at their letters
+    words = [w for w in spaced.text.replace(".", " ").replace("!", " ").replace("?", " ").replace(";", " ").split()]
+    ends = np.flatnonzero(joined.word_boundaries)
+    starts = np.r_[0, ends[:-1] + 1]
+    cut = [joined.text[s:e + 1].rstrip(".!?;") for s, e in zip(starts, ends)]
+    assert len(cut) > len(words) and cut[:len(words) - 1] == words[:-1]  # the spaced text's last word is cut
+    assert np.array_equal(joined.phrase_boundaries, np.isin(list(joined.text), list(".!?;")))
+    assert not (joined.phrase_boundaries & ~joined.word_boundaries).any()
+    # the space-separated boundaries are what the text's words say
+    np.testing.assert_array_equal(spaced.word_boundaries[:-10], msr.data.word_boundaries(spaced.text)[:-10])
+    with pytest.raises(ValueError, match="separator"):
+        msr.data.synthetic_hierarchy(n_chars=10, separator="a")
+    with pytest.raises(ValueError, match="separator"):
+        msr.data.synthetic_hierarchy(n_chars=10, separator="--")
+
+
+@pytest.mark.parametrize("top_boundary", [False, True])
+def test_boundary_map_rows_follow_the_trace(tmp_path, top_boundary):
+    """One row per layer with a detector (z^L too with top_boundary), the highest on top, above the
+    reference and the text; long text wraps; every cell is the trace's z."""
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    h = msr.data.synthetic_hierarchy(n_chars=400, seed=1)
+    corpus = h.corpus(valid_fraction=0.0, test_fraction=0.0)
+    m = msr.HMLSTM(corpus.vocab_size, 8, (6, 5, 4), seed=2, top_boundary=top_boundary, boundary_bias=0.3)
+    n, width = 130, 40
+    tr = m.trace(h.text[:n], corpus.vocab, reference_boundaries=h.word_boundaries[:n])
+    want_layers = [2, 1, 0] if top_boundary else [1, 0]
+    img, labels, band, layers = msr.plot.boundary_rows(tr, width=width)
+    assert layers == want_layers
+    assert labels == [f"$z^{{{l + 1}}}$" for l in want_layers] + ["ref", "text", ""]
+    assert img.shape == (4 * band, width)  # 130 steps wrap into 4 bands of 40
+    for t in range(n):
+        r, c = divmod(t, width)
+        for j, l in enumerate(want_layers):
+            assert img[r * band + j, c] == float(tr.z[l, t] > 0.5), (t, l)
+        assert img[r * band + len(want_layers), c] == (0.5 if tr.reference[t] else 0.0)
+    assert np.isnan(img[3 * band:, n - 3 * width:]).all()  # past the end of the text
+    assert {tuple(np.unique(tr.z[l])) for l in want_layers} >= {(0.0, 1.0)}, "the check needs both values"
+    ax = msr.plot.boundaries(tr, width=width)
+    assert len(ax.texts) == n
+    assert ax.texts[width].get_position() == (0, band + len(want_layers) + 1)  # 2nd band's text row
+    np.testing.assert_array_equal(np.ma.filled(ax.images[0].get_array(), np.nan), img)
+    only = msr.plot.boundary_rows(tr, width=width, layers=[0], reference=False)
+    assert only[1] == ["$z^{1}$", "text", ""]
+    fig = ax.figure
+    fig.savefig(tmp_path / "map.png")
+    assert (tmp_path / "map.png").stat().st_size > 1000
+    plt.close("all")
+
+
+def test_defaults_and_the_papers_reading():
+    m = msr.HMLSTM(V, E, HS)
+    assert m.config["gradient"] == "blend" and m.config["flush_cut"] is True
+    assert m.config["rate_penalty"] == 0.0 and m.config["boundary_bias"] == 0.0
+    paper = msr.HMLSTM(V, E, HS, gradient="switch", flush_cut=False)
+    assert paper.config["gradient"] == "switch" and not paper.config["flush_cut"]
+    from multiscale_rnn.cli import resolve_settings
+    s = resolve_settings("ptb-char-hm-lstm")
+    assert s["options"]["gradient"] == "switch" and s["options"]["flush_cut"] is False
+
+
+def test_step_schedule_switches_the_gradient_reading():
+    sched = msr.schedules.step(1, 0, at_epoch=2)
+    assert [sched(e) for e in (0, 1, 1.9, 2, 3)] == [1.0, 1.0, 1.0, 0.0, 0.0]
+    assert msr.schedules.step(0.0, 0.5, at_step=10)(0, 9) == 0.0 and msr.schedules.step(0.0, 0.5, at_step=10)(0, 10) == 0.5
+    with pytest.raises(ValueError, match="exactly one"):
+        msr.schedules.step(1, 0)
+    with pytest.raises(ValueError, match="finite"):
+        msr.schedules.step(float("inf"), 0, at_epoch=1)
+    h = msr.data.synthetic_hierarchy(n_chars=3000, seed=0)
+    corpus = h.corpus()
+    m = msr.HMLSTM(corpus.vocab_size, 8, (8, 8), seed=0)
+    seen = []
+    trainer = msr.Trainer(m, optimizer=msr.optim.Adam(1e-3), batch_size=4, bptt=20, progress=False,
+                          model_options={"blend": sched})
+    trainer.fit(corpus.train, epochs=4, log=lambda d: seen.append(m.options["blend"]) if d.get("event") == "epoch" else None)
+    assert seen == [1.0, 1.0, 0.0, 0.0]
