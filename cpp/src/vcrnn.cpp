@@ -59,15 +59,18 @@ template <class S> void VCLayer<S>::set_option(const std::string& name, double v
 
 template <class S> Index VCLayer<S>::mask_column(Index n, S m) {
   const S lam = S(opt_.sharpness), eps = S(opt_.eps), mD = m * S(D_);
-  auto e = e_.col(n);
-  Index d = 0;
-  for (Index i = 0; i < D_; ++i) {
+  auto e = e_.col(n);  // rows start at 0 (forward's setZero)
+  // With x_i = lambda (m D - o - i), Thres gives exactly 1 where x_i > logit(1 - eps) = L and exactly 0
+  // where x_i < -L. Outside a margin of 0.05 (far above rounding) no exponential is needed:
+  // units [0, i1) are 1 and units [i2, D) are 0; only [i1, i2) evaluate the sigmoid.
+  const double L = std::log((1.0 - opt_.eps) / opt_.eps) + 0.05, c = double(mD) - double(opt_.mask_offset);
+  const auto clampD = [&](double v) { return Index(std::min(std::max(v, 0.0), double(D_))); };
+  const Index i1 = clampD(std::floor(c - L / opt_.sharpness) + 1.0), i2 = clampD(std::ceil(c + L / opt_.sharpness));
+  e.head(i1).setOnes();
+  Index d = i1;
+  for (Index i = i1; i < i2; ++i) {
     const S s = S(1) / (S(1) + std::exp(-lam * (mD - S(i + opt_.mask_offset))));
-    if (s < eps) {
-      if (opt_.skip) break;  // s decreases with i: every later unit is 0 as well
-      e(i) = S(0);
-      continue;
-    }
+    if (s < eps) break;  // s decreases with i: every later unit is 0 as well
     e(i) = s > S(1) - eps ? S(1) : s;
     d = i + 1;
   }
@@ -98,15 +101,39 @@ template <class S> void VCLayer<S>::group_step(Index n0, Index B) {
   order_.resize(B);
   std::iota(order_.begin(), order_.end(), Index(0));
   std::stable_sort(order_.begin(), order_.end(), [&](Index a, Index b) { return q_[n0 + a] < q_[n0 + b]; });
-  groups_.clear();
-  for (Index k = 0; k < B;) {
+  levels_.clear();
+  first_ = B;
+  for (Index k = B - 1; k >= 0 && q_[n0 + order_[k]] > 0; --k) first_ = k;
+  for (Index k = first_; k < B; ++k) {
     const Index q = q_[n0 + order_[k]];
-    Index k1 = k;
-    while (k1 < B && q_[n0 + order_[k1]] == q) ++k1;
-    if (q > 0) groups_.push_back({q, k, k1 - k});
-    k = k1;
+    if (levels_.empty() || levels_.back()[0] != q) levels_.push_back({q, k});
   }
 }
+
+namespace {
+
+// Out[0:q_k, k] (= or +=) A[0:q_k, 0:q_k] In[0:q_k, k] for the columns k in [first, B) of a step, sorted by
+// q ascending, with levels = (q, first column with that q). Block (row band r, column band s) of A, bands
+// cut at the levels' q, is needed by the columns of level >= max(r, s), a suffix of the columns: each level
+// does its row band (r = l, s <= l) and its column band (r < l, s = l) in one product each over every
+// column that needs it, so every entry of A is read once per call and the products stay wide.
+template <class AT, class InT, class OutT>
+void stair_product(const AT& A, const InT& In, OutT& Out, const std::vector<std::array<Index, 2>>& levels, Index B,
+                   bool accumulate) {
+  Index b0 = 0;
+  for (const auto& lv : levels) {
+    const Index b = lv[0], f = lv[1], w = b - b0, n = B - f;
+    auto band = Out.block(b0, f, w, n);
+    if (accumulate)
+      band.noalias() += A.block(b0, 0, w, b) * In.block(0, f, b, n);
+    else
+      band.noalias() = A.block(b0, 0, w, b) * In.block(0, f, b, n);
+    if (b0 > 0) Out.block(0, f, b0, n).noalias() += A.block(0, b0, b0, w) * In.block(b0, f, w, n);
+    b0 = b;
+  }
+}
+
+}  // namespace
 
 template <class S> void VCLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index B, bool train) {
   MSRNN_CHECK(h_.cols() == B, unit_name(), " state has batch size ", h_.cols(), ", input has ", B);
@@ -141,49 +168,44 @@ template <class S> void VCLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index
       pen += penalty_value(double(m));
     }
     group_step(n0, B);
-    Hn = Hp;  // units i >= q of a column keep h_{t-1}; the groups overwrite rows < q
-    for (const auto& gr : groups_) {
-      const Index q = gr[0], k0 = gr[1], c = gr[2];
-      for (Index k = 0; k < c; ++k) {
-        const Index j = order_[k0 + k], n = n0 + j;
-        hb_.col(k).head(q) = e_.col(n).head(q).cwiseProduct(Hp.col(j).head(q));
-        xb_.col(k).head(q) = e_.col(n).head(q).cwiseProduct(Xt.col(j).head(q));
+    Hn = Hp;  // units i >= q of a column keep h_{t-1}; the products overwrite rows < q
+    // Operands in sorted order: column k of hb_, xb_, a_, rh_ is stream order_[k] (k >= first_).
+    for (Index k = first_; k < B; ++k) {
+      const Index j = order_[k], n = n0 + j, q = q_[n];
+      hb_.col(k).head(q) = e_.col(n).head(q).cwiseProduct(Hp.col(j).head(q));
+      xb_.col(k).head(q) = e_.col(n).head(q).cwiseProduct(Xt.col(j).head(q));
+    }
+    if (unit_ == VCUnit::Elman) {
+      stair_product(lead(U_.w, 0, D), hb_, a_[0], levels_, B, false);
+      stair_product(lead(W_.w, 0, D), xb_, a_[0], levels_, B, true);
+      for (Index k = first_; k < B; ++k) {
+        const Index j = order_[k], n = n0 + j, q = q_[n];
+        auto g = g_.col(n).head(q);
+        g = (a_[0].col(k).head(q) + b_.w.col(0).head(q)).array().tanh().matrix();
+        const auto e = e_.col(n).head(q).array();
+        Hn.col(j).head(q) = (e * g.array() + (S(1) - e) * Hp.col(j).head(q).array()).matrix();
       }
-      const auto hb = hb_.topLeftCorner(q, c), xb = xb_.topLeftCorner(q, c);
-      if (unit_ == VCUnit::Elman) {
-        auto a = a_[0].topLeftCorner(q, c);
-        a.noalias() = lead(U_.w, 0, q) * hb;
-        a.noalias() += lead(W_.w, 0, q) * xb;
-        for (Index k = 0; k < c; ++k) {
-          const Index j = order_[k0 + k], n = n0 + j;
-          auto g = g_.col(n).head(q);
-          g = (a.col(k) + b_.w.col(0).head(q)).array().tanh().matrix();
-          const auto e = e_.col(n).head(q).array();
-          Hn.col(j).head(q) = (e * g.array() + (S(1) - e) * Hp.col(j).head(q).array()).matrix();
-        }
-      } else {
-        auto ar = a_[0].topLeftCorner(q, c), az = a_[1].topLeftCorner(q, c), an = a_[2].topLeftCorner(q, c);
-        auto rh = rh_.topLeftCorner(q, c);
-        ar.noalias() = lead(U_.w, 0, q) * hb;
-        ar.noalias() += lead(W_.w, 0, q) * xb;
-        az.noalias() = lead(U_.w, 1, q) * hb;
-        az.noalias() += lead(W_.w, 1, q) * xb;
-        for (Index k = 0; k < c; ++k) {
-          const Index n = n0 + order_[k0 + k];
-          auto r = g_.col(n).segment(0, q);
-          r = ((-(ar.col(k) + b_.w.col(0).segment(0, q))).array().exp() + S(1)).inverse().matrix();
-          g_.col(n).segment(D, q) = ((-(az.col(k) + b_.w.col(0).segment(D, q))).array().exp() + S(1)).inverse().matrix();
-          rh.col(k) = r.cwiseProduct(hb.col(k));
-        }
-        an.noalias() = lead(U_.w, 2, q) * rh;
-        an.noalias() += lead(W_.w, 2, q) * xb;
-        for (Index k = 0; k < c; ++k) {
-          const Index j = order_[k0 + k], n = n0 + j;
-          auto nn = g_.col(n).segment(2 * D, q);
-          nn = (an.col(k) + b_.w.col(0).segment(2 * D, q)).array().tanh().matrix();
-          const auto z = e_.col(n).head(q).array() * g_.col(n).segment(D, q).array();
-          Hn.col(j).head(q) = (z * nn.array() + (S(1) - z) * Hp.col(j).head(q).array()).matrix();
-        }
+    } else {
+      for (Index gate = 0; gate < 2; ++gate) {
+        stair_product(lead(U_.w, gate, D), hb_, a_[gate], levels_, B, false);
+        stair_product(lead(W_.w, gate, D), xb_, a_[gate], levels_, B, true);
+      }
+      for (Index k = first_; k < B; ++k) {
+        const Index n = n0 + order_[k], q = q_[n];
+        auto r = g_.col(n).segment(0, q);
+        r = ((-(a_[0].col(k).head(q) + b_.w.col(0).segment(0, q))).array().exp() + S(1)).inverse().matrix();
+        g_.col(n).segment(D, q) =
+            ((-(a_[1].col(k).head(q) + b_.w.col(0).segment(D, q))).array().exp() + S(1)).inverse().matrix();
+        rh_.col(k).head(q) = r.cwiseProduct(hb_.col(k).head(q));
+      }
+      stair_product(lead(U_.w, 2, D), rh_, a_[2], levels_, B, false);
+      stair_product(lead(W_.w, 2, D), xb_, a_[2], levels_, B, true);
+      for (Index k = first_; k < B; ++k) {
+        const Index j = order_[k], n = n0 + j, q = q_[n];
+        auto nn = g_.col(n).segment(2 * D, q);
+        nn = (a_[2].col(k).head(q) + b_.w.col(0).segment(2 * D, q)).array().tanh().matrix();
+        const auto z = e_.col(n).head(q).array() * g_.col(n).segment(D, q).array();
+        Hn.col(j).head(q) = (z * nn.array() + (S(1) - z) * Hp.col(j).head(q).array()).matrix();
       }
     }
   }
@@ -217,72 +239,69 @@ template <class S> void VCLayer<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X) 
     dhp = dh;  // units i >= q of a column pass their gradient straight to h_{t-1}
     dpm.setZero();
     group_step(n0, B);
-    for (const auto& gr : groups_) {
-      const Index q = gr[0], k0 = gr[1], c = gr[2];
-      for (Index k = 0; k < c; ++k) {
-        const Index j = order_[k0 + k], n = n0 + j;
-        hb_.col(k).head(q) = e_.col(n).head(q).cwiseProduct(Hp.col(j).head(q));
-        xb_.col(k).head(q) = e_.col(n).head(q).cwiseProduct(Xt.col(j).head(q));
-        dhb_.col(k).head(q) = dh.col(j).head(q);
-      }
-      auto dhbar = dhbar_.topLeftCorner(q, c), dxbar = dxbar_.topLeftCorner(q, c);
-      if (unit_ == VCUnit::Elman) {
-        auto da = a_[0].topLeftCorner(q, c);
-        for (Index k = 0; k < c; ++k) {
-          const Index j = order_[k0 + k], n = n0 + j;
-          const auto g = g_.col(n).head(q).array();
-          const auto e = e_.col(n).head(q).array();
-          const auto dy = dhb_.col(k).head(q).array();
-          da.col(k) = (e * dy * (S(1) - g * g)).matrix();
-          da_.col(n).head(q) = da.col(k);
-          de_.col(k).head(q) = (dy * (g - Hp.col(j).head(q).array())).matrix();
-          dhp.col(j).head(q) = ((S(1) - e) * dy).matrix();
-        }
-        dhbar.noalias() = lead(U_.w, 0, q).transpose() * da;
-        dxbar.noalias() = lead(W_.w, 0, q).transpose() * da;
-      } else {
-        auto dar = a_[0].topLeftCorner(q, c), daz = a_[1].topLeftCorner(q, c), dan = a_[2].topLeftCorner(q, c);
-        auto drh = rh_.topLeftCorner(q, c);
-        for (Index k = 0; k < c; ++k) {
-          const Index j = order_[k0 + k], n = n0 + j;
-          const auto e = e_.col(n).head(q).array();
-          const auto zs = g_.col(n).segment(D, q).array();
-          const auto nn = g_.col(n).segment(2 * D, q).array();
-          const auto dy = dhb_.col(k).head(q).array();
-          const auto dz = (dy * (nn - Hp.col(j).head(q).array())).eval();
-          dan.col(k) = (dy * e * zs * (S(1) - nn * nn)).matrix();
-          daz.col(k) = (dz * e * zs * (S(1) - zs)).matrix();
-          de_.col(k).head(q) = (dz * zs).matrix();
-          dhp.col(j).head(q) = ((S(1) - e * zs) * dy).matrix();
-          da_.col(n).segment(D, q) = daz.col(k);
-          da_.col(n).segment(2 * D, q) = dan.col(k);
-        }
-        drh.noalias() = lead(U_.w, 2, q).transpose() * dan;
-        for (Index k = 0; k < c; ++k) {
-          const Index n = n0 + order_[k0 + k];
-          const auto r = g_.col(n).segment(0, q).array();
-          dar.col(k) = (drh.col(k).array() * hb_.col(k).head(q).array() * r * (S(1) - r)).matrix();
-          dhbar.col(k) = (drh.col(k).array() * r).matrix();
-          da_.col(n).segment(0, q) = dar.col(k);
-        }
-        dhbar.noalias() += lead(U_.w, 0, q).transpose() * dar;
-        dhbar.noalias() += lead(U_.w, 1, q).transpose() * daz;
-        dxbar.noalias() = lead(W_.w, 0, q).transpose() * dar;
-        dxbar.noalias() += lead(W_.w, 1, q).transpose() * daz;
-        dxbar.noalias() += lead(W_.w, 2, q).transpose() * dan;
-      }
-      for (Index k = 0; k < c; ++k) {
-        const Index j = order_[k0 + k], n = n0 + j;
+    // Sorted order as in the forward: column k of the work buffers is stream order_[k].
+    for (Index k = first_; k < B; ++k) {
+      const Index j = order_[k], n = n0 + j, q = q_[n];
+      hb_.col(k).head(q) = e_.col(n).head(q).cwiseProduct(Hp.col(j).head(q));
+      xb_.col(k).head(q) = e_.col(n).head(q).cwiseProduct(Xt.col(j).head(q));
+      dhb_.col(k).head(q) = dh.col(j).head(q);
+    }
+    if (unit_ == VCUnit::Elman) {
+      auto& da = a_[0];
+      for (Index k = first_; k < B; ++k) {
+        const Index j = order_[k], n = n0 + j, q = q_[n];
+        const auto g = g_.col(n).head(q).array();
         const auto e = e_.col(n).head(q).array();
-        const auto de = (de_.col(k).head(q).array() + dhbar.col(k).array() * Hp.col(j).head(q).array() +
-                         dxbar.col(k).array() * Xt.col(j).head(q).array())
-                            .eval();
-        dhp.col(j).head(q).array() += e * dhbar.col(k).array();
-        dxt.col(j).head(q) = (e * dxbar.col(k).array()).matrix();
-        // de_i/dm = lambda D e_i (1 - e_i) where Thres left the sigmoid (0 < e_i < 1), else 0
-        const auto open = (e > S(0) && e < S(1)).template cast<S>();
-        dpm(0, j) = lamD * (de * e * (S(1) - e) * open).sum();
+        const auto dy = dhb_.col(k).head(q).array();
+        da.col(k).head(q) = (e * dy * (S(1) - g * g)).matrix();
+        da_.col(n).head(q) = da.col(k).head(q);
+        de_.col(k).head(q) = (dy * (g - Hp.col(j).head(q).array())).matrix();
+        dhp.col(j).head(q) = ((S(1) - e) * dy).matrix();
       }
+      stair_product(lead(U_.w, 0, D).transpose(), da, dhbar_, levels_, B, false);
+      stair_product(lead(W_.w, 0, D).transpose(), da, dxbar_, levels_, B, false);
+    } else {
+      auto &dar = a_[0], &daz = a_[1], &dan = a_[2];
+      for (Index k = first_; k < B; ++k) {
+        const Index j = order_[k], n = n0 + j, q = q_[n];
+        const auto e = e_.col(n).head(q).array();
+        const auto zs = g_.col(n).segment(D, q).array();
+        const auto nn = g_.col(n).segment(2 * D, q).array();
+        const auto dy = dhb_.col(k).head(q).array();
+        const auto dz = (dy * (nn - Hp.col(j).head(q).array())).eval();
+        dan.col(k).head(q) = (dy * e * zs * (S(1) - nn * nn)).matrix();
+        daz.col(k).head(q) = (dz * e * zs * (S(1) - zs)).matrix();
+        de_.col(k).head(q) = (dz * zs).matrix();
+        dhp.col(j).head(q) = ((S(1) - e * zs) * dy).matrix();
+        da_.col(n).segment(D, q) = daz.col(k).head(q);
+        da_.col(n).segment(2 * D, q) = dan.col(k).head(q);
+      }
+      stair_product(lead(U_.w, 2, D).transpose(), dan, rh_, levels_, B, false);  // gradient of r . h_bar
+      for (Index k = first_; k < B; ++k) {
+        const Index n = n0 + order_[k], q = q_[n];
+        const auto r = g_.col(n).segment(0, q).array();
+        const auto drh = rh_.col(k).head(q).array();
+        dar.col(k).head(q) = (drh * hb_.col(k).head(q).array() * r * (S(1) - r)).matrix();
+        dhbar_.col(k).head(q) = (drh * r).matrix();
+        da_.col(n).segment(0, q) = dar.col(k).head(q);
+      }
+      stair_product(lead(U_.w, 0, D).transpose(), dar, dhbar_, levels_, B, true);
+      stair_product(lead(U_.w, 1, D).transpose(), daz, dhbar_, levels_, B, true);
+      stair_product(lead(W_.w, 0, D).transpose(), dar, dxbar_, levels_, B, false);
+      stair_product(lead(W_.w, 1, D).transpose(), daz, dxbar_, levels_, B, true);
+      stair_product(lead(W_.w, 2, D).transpose(), dan, dxbar_, levels_, B, true);
+    }
+    for (Index k = first_; k < B; ++k) {
+      const Index j = order_[k], n = n0 + j, q = q_[n];
+      const auto e = e_.col(n).head(q).array();
+      const auto dhbar = dhbar_.col(k).head(q).array(), dxbar = dxbar_.col(k).head(q).array();
+      const auto de =
+          (de_.col(k).head(q).array() + dhbar * Hp.col(j).head(q).array() + dxbar * Xt.col(j).head(q).array()).eval();
+      dhp.col(j).head(q).array() += e * dhbar;
+      dxt.col(j).head(q) = (e * dxbar).matrix();
+      // de_i/dm = lambda D e_i (1 - e_i) where Thres left the sigmoid (0 < e_i < 1), else 0
+      const auto open = (e > S(0) && e < S(1)).template cast<S>();
+      dpm(0, j) = lamD * (de * e * (S(1) - e) * open).sum();
     }
     for (Index j = 0; j < B; ++j) {
       const S m = m_(0, n0 + j);

@@ -18,10 +18,14 @@
 //
 // Skipped work: e is non-increasing in i, so with d_t = 1 + the last i with e_i > 0, units i >= d_t
 // keep h_{t-1} and h_bar, x_bar vanish there; a column needs only the leading d_t x d_t block of each
-// matrix. Each step groups its streams by q = min(D, d_t rounded up to `block`) and does one product
-// per group on the leading q x q blocks; the backward does the same, and the weight gradients are
-// accumulated once per chunk, one product per q over all columns of the chunk with that q. With
-// skip = false every column has q = D: the plain masked full computation (tests hold both equal).
+// matrix. Each step sorts its streams by q = min(D, d_t rounded up to `block`); the products run as a
+// staircase over the distinct values of q (the levels): the band of rows and the band of columns of each
+// matrix between two consecutive levels are multiplied, in one product each, by every stream whose q
+// reaches that level, so each entry of a matrix is read once per step and a stream does only its leading
+// q x q block. The backward does the same per step; the weight gradients are accumulated once per chunk,
+// one product per q over all columns of the chunk with that q. The mask evaluates the sigmoid only where
+// Thres_eps can leave it open (other units are exactly 0 or 1). With skip = false every column has
+// q = D: the plain masked full computation (tests hold both equal).
 #pragma once
 
 #include "msrnn/core.hpp"
@@ -70,7 +74,8 @@ template <class S> class VCLayer : public Core<S> {
   // Penalty f(m - m_bar) and its derivative.
   double penalty_value(double m) const;
   double penalty_slope(double m) const;
-  // Groups columns [n0, n0 + B) by q: order_ lists them, groups_ holds (q, first, count) runs.
+  // Sorts the columns [n0, n0 + B) of a step by q: order_ lists them, first_ is the first with q > 0,
+  // levels_ holds (q, first sorted column with that q) for every distinct q > 0.
   void group_step(Index n0, Index B);
   // One gate's leading (q, q) block of a (G*D, D) matrix.
   auto lead(MatMap<S>& A, Index gate, Index q) { return A.block(gate * D_, 0, q, q); }
@@ -93,8 +98,9 @@ template <class S> class VCLayer : public Core<S> {
   bool trained_ = false;  // whether the last forward was a training one
   // Per-step work buffers (rows up to D, columns up to B).
   std::vector<Index> order_;                              // (B) columns of a step sorted by q
-  std::vector<std::array<Index, 3>> groups_;              // (q, first, count) runs in order_
-  // Gathered per-group operands, each (D, B) of which the leading (q, count) block is used:
+  Index first_ = 0;                                       // first column of order_ with q > 0
+  std::vector<std::array<Index, 2>> levels_;              // (q, first) for each distinct q > 0
+  // Gathered operands of a step in sorted order, each (D, B); column k uses its leading q rows:
   Mat<S> hb_, xb_;           // h_bar, x_bar
   Mat<S> a_[3];              // pre-activations (forward), their gradients per gate (backward)
   Mat<S> rh_;                // forward: r . h_bar; backward: gradient of r . h_bar
