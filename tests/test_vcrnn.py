@@ -302,3 +302,20 @@ def test_bad_input_is_refused(cls):
             m.set_option(name, value)
     with pytest.raises(ValueError, match="mask_index"):
         m.set_option("mask_index", 1.0)
+
+
+# ---- presets --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["ptb-char-vcrnn", "ptb-char-vcgru", "ptb-bits-vcrnn", "nottingham-vcrnn",
+                                  "text8-vcgru-0.3", "text8-vcgru-0.4", "text8-vcgru-0.5"])
+def test_presets_build_the_papers_models(name):
+    from multiscale_rnn.cli import model_from_settings, resolve_settings
+    s = resolve_settings(name)
+    assert s["anneal"] == {"sharpness": [0.1, 1.0, 0.1]}  # the paper's lambda: 0.1, +0.1 per epoch, up to 1
+    m = model_from_settings(s, vocab_size=5)
+    assert isinstance(m, msr.VCGRU if "vcgru" in name else msr.VCRNN)
+    assert m.config["penalty"] == "l1" and m.config["embed_size"] == m.config["hidden_sizes"][0]
+    if name.startswith("text8"):
+        assert m.config["target"] == float(name.rsplit("-", 1)[1])
+    if name == "ptb-bits-vcrnn":
+        assert s["data_options"] == {"buffer_bits": 8}

@@ -1,5 +1,7 @@
 #include "msrnn/vcrnn.hpp"
 
+#include "msrnn/gemm.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -97,16 +99,16 @@ template <class S> double VCLayer<S>::penalty_slope(double m) const {
   return 0.0;
 }
 
-template <class S> void VCLayer<S>::group_step(Index n0, Index B) {
-  order_.resize(B);
-  std::iota(order_.begin(), order_.end(), Index(0));
-  std::stable_sort(order_.begin(), order_.end(), [&](Index a, Index b) { return q_[n0 + a] < q_[n0 + b]; });
-  levels_.clear();
-  first_ = B;
-  for (Index k = B - 1; k >= 0 && q_[n0 + order_[k]] > 0; --k) first_ = k;
-  for (Index k = first_; k < B; ++k) {
-    const Index q = q_[n0 + order_[k]];
-    if (levels_.empty() || levels_.back()[0] != q) levels_.push_back({q, k});
+template <class S> void VCLayer<S>::group_step(Work& w, Index n0, Index nb) const {
+  w.order.resize(nb);
+  std::iota(w.order.begin(), w.order.end(), Index(0));
+  std::stable_sort(w.order.begin(), w.order.end(), [&](Index a, Index b) { return q_[n0 + a] < q_[n0 + b]; });
+  w.levels.clear();
+  w.first = nb;
+  for (Index k = nb - 1; k >= 0 && q_[n0 + w.order[k]] > 0; --k) w.first = k;
+  for (Index k = w.first; k < nb; ++k) {
+    const Index q = q_[n0 + w.order[k]];
+    if (w.levels.empty() || w.levels.back()[0] != q) w.levels.push_back({q, k});
   }
 }
 
@@ -149,66 +151,75 @@ template <class S> void VCLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index
   g_.resize(G_ * D, N);
   d_.assign(N, 0);
   q_.assign(N, 0);
-  for (auto* M : {&hb_, &xb_, &a_[0], &a_[1], &a_[2], &rh_}) M->resize(D, B);
-  Mat<S> pm(1, B);  // (1, B) scheduler pre-activations
+  const int nt = stream_threads(B, !reference_kernels());
+  work_.resize(nt);
+  // Threads over streams: thread k runs every step of its streams [j0, j0 + nb); column j of a step block
+  // below is stream j0 + j, global column n = t B + j0 + j.
+  const auto ran = over_streams(B, nt, 1, [&](Index j0, Index nb, int k) {
+    Work& w = work_[k];
+    for (auto* M : {&w.hb, &w.xb, &w.a[0], &w.a[1], &w.a[2], &w.rh}) M->resize(D, nb);
+    w.pm.resize(1, nb);
+    w.pen = 0.0;
+    for (Index t = 0; t < T; ++t) {
+      const Index n0 = t * B + j0;
+      auto Hp = hs_.middleCols(n0, nb);  // h_{t-1} (D, nb)
+      auto Hn = hs_.middleCols(n0 + B, nb);
+      const auto Xt = X.middleCols(n0, nb);
+      w.pm.noalias() = u_.w * Hp;
+      w.pm.noalias() += v_.w * Xt;
+      for (Index j = 0; j < nb; ++j) {
+        const Index n = n0 + j;
+        const S m = S(1) / (S(1) + std::exp(-(w.pm(0, j) + bm_.w(0, 0))));
+        m_(0, n) = m;
+        d_[n] = mask_column(n, m);
+        q_[n] = opt_.skip ? std::min(D, (d_[n] + opt_.block - 1) / opt_.block * opt_.block) : D;
+        w.pen += penalty_value(double(m));
+      }
+      group_step(w, n0, nb);
+      Hn = Hp;  // units i >= q of a column keep h_{t-1}; the products overwrite rows < q
+      // Operands in sorted order: column k of w.hb, w.xb, w.a, w.rh is column w.order[k] (k >= w.first).
+      for (Index k = w.first; k < nb; ++k) {
+        const Index j = w.order[k], n = n0 + j, q = q_[n];
+        w.hb.col(k).head(q) = e_.col(n).head(q).cwiseProduct(Hp.col(j).head(q));
+        w.xb.col(k).head(q) = e_.col(n).head(q).cwiseProduct(Xt.col(j).head(q));
+      }
+      if (unit_ == VCUnit::Elman) {
+        stair_product(lead(U_.w, 0, D), w.hb, w.a[0], w.levels, nb, false);
+        stair_product(lead(W_.w, 0, D), w.xb, w.a[0], w.levels, nb, true);
+        for (Index k = w.first; k < nb; ++k) {
+          const Index j = w.order[k], n = n0 + j, q = q_[n];
+          auto g = g_.col(n).head(q);
+          g = (w.a[0].col(k).head(q) + b_.w.col(0).head(q)).array().tanh().matrix();
+          const auto e = e_.col(n).head(q).array();
+          Hn.col(j).head(q) = (e * g.array() + (S(1) - e) * Hp.col(j).head(q).array()).matrix();
+        }
+      } else {
+        for (Index gate = 0; gate < 2; ++gate) {
+          stair_product(lead(U_.w, gate, D), w.hb, w.a[gate], w.levels, nb, false);
+          stair_product(lead(W_.w, gate, D), w.xb, w.a[gate], w.levels, nb, true);
+        }
+        for (Index k = w.first; k < nb; ++k) {
+          const Index n = n0 + w.order[k], q = q_[n];
+          auto r = g_.col(n).segment(0, q);
+          r = ((-(w.a[0].col(k).head(q) + b_.w.col(0).segment(0, q))).array().exp() + S(1)).inverse().matrix();
+          g_.col(n).segment(D, q) =
+              ((-(w.a[1].col(k).head(q) + b_.w.col(0).segment(D, q))).array().exp() + S(1)).inverse().matrix();
+          w.rh.col(k).head(q) = r.cwiseProduct(w.hb.col(k).head(q));
+        }
+        stair_product(lead(U_.w, 2, D), w.rh, w.a[2], w.levels, nb, false);
+        stair_product(lead(W_.w, 2, D), w.xb, w.a[2], w.levels, nb, true);
+        for (Index k = w.first; k < nb; ++k) {
+          const Index j = w.order[k], n = n0 + j, q = q_[n];
+          auto nn = g_.col(n).segment(2 * D, q);
+          nn = (w.a[2].col(k).head(q) + b_.w.col(0).segment(2 * D, q)).array().tanh().matrix();
+          const auto z = e_.col(n).head(q).array() * g_.col(n).segment(D, q).array();
+          Hn.col(j).head(q) = (z * nn.array() + (S(1) - z) * Hp.col(j).head(q).array()).matrix();
+        }
+      }
+    }
+  });
   double pen = 0.0;
-  for (Index t = 0; t < T; ++t) {
-    const Index n0 = t * B;
-    auto Hp = step_block(hs_, t, B);  // h_{t-1} (D, B)
-    auto Hn = step_block(hs_, t + 1, B);
-    const auto Xt = X.middleCols(n0, B);
-    pm.noalias() = u_.w * Hp;
-    pm.noalias() += v_.w * Xt;
-    for (Index j = 0; j < B; ++j) {
-      const Index n = n0 + j;
-      const S m = S(1) / (S(1) + std::exp(-(pm(0, j) + bm_.w(0, 0))));
-      m_(0, n) = m;
-      d_[n] = mask_column(n, m);
-      q_[n] = opt_.skip ? std::min(D, (d_[n] + opt_.block - 1) / opt_.block * opt_.block) : D;
-      pen += penalty_value(double(m));
-    }
-    group_step(n0, B);
-    Hn = Hp;  // units i >= q of a column keep h_{t-1}; the products overwrite rows < q
-    // Operands in sorted order: column k of hb_, xb_, a_, rh_ is stream order_[k] (k >= first_).
-    for (Index k = first_; k < B; ++k) {
-      const Index j = order_[k], n = n0 + j, q = q_[n];
-      hb_.col(k).head(q) = e_.col(n).head(q).cwiseProduct(Hp.col(j).head(q));
-      xb_.col(k).head(q) = e_.col(n).head(q).cwiseProduct(Xt.col(j).head(q));
-    }
-    if (unit_ == VCUnit::Elman) {
-      stair_product(lead(U_.w, 0, D), hb_, a_[0], levels_, B, false);
-      stair_product(lead(W_.w, 0, D), xb_, a_[0], levels_, B, true);
-      for (Index k = first_; k < B; ++k) {
-        const Index j = order_[k], n = n0 + j, q = q_[n];
-        auto g = g_.col(n).head(q);
-        g = (a_[0].col(k).head(q) + b_.w.col(0).head(q)).array().tanh().matrix();
-        const auto e = e_.col(n).head(q).array();
-        Hn.col(j).head(q) = (e * g.array() + (S(1) - e) * Hp.col(j).head(q).array()).matrix();
-      }
-    } else {
-      for (Index gate = 0; gate < 2; ++gate) {
-        stair_product(lead(U_.w, gate, D), hb_, a_[gate], levels_, B, false);
-        stair_product(lead(W_.w, gate, D), xb_, a_[gate], levels_, B, true);
-      }
-      for (Index k = first_; k < B; ++k) {
-        const Index n = n0 + order_[k], q = q_[n];
-        auto r = g_.col(n).segment(0, q);
-        r = ((-(a_[0].col(k).head(q) + b_.w.col(0).segment(0, q))).array().exp() + S(1)).inverse().matrix();
-        g_.col(n).segment(D, q) =
-            ((-(a_[1].col(k).head(q) + b_.w.col(0).segment(D, q))).array().exp() + S(1)).inverse().matrix();
-        rh_.col(k).head(q) = r.cwiseProduct(hb_.col(k).head(q));
-      }
-      stair_product(lead(U_.w, 2, D), rh_, a_[2], levels_, B, false);
-      stair_product(lead(W_.w, 2, D), xb_, a_[2], levels_, B, true);
-      for (Index k = first_; k < B; ++k) {
-        const Index j = order_[k], n = n0 + j, q = q_[n];
-        auto nn = g_.col(n).segment(2 * D, q);
-        nn = (a_[2].col(k).head(q) + b_.w.col(0).segment(2 * D, q)).array().tanh().matrix();
-        const auto z = e_.col(n).head(q).array() * g_.col(n).segment(D, q).array();
-        Hn.col(j).head(q) = (z * nn.array() + (S(1) - z) * Hp.col(j).head(q).array()).matrix();
-      }
-    }
-  }
+  in_thread_order(ran, [&](int k) { pen += work_[k].pen; });
   Y = hs_.rightCols(N);
   h_ = hs_.rightCols(B);
   trained_ = train;
@@ -224,96 +235,112 @@ template <class S> void VCLayer<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X) 
   const S lamD = S(opt_.sharpness * double(D));
   const S pw = S(opt_.penalty_weight / double(N));
   da_.resize(G_ * D, N);
-  for (auto* M : {&hb_, &xb_, &a_[0], &a_[1], &a_[2], &rh_, &dhb_, &de_, &dhbar_, &dxbar_}) M->resize(D, B);
-  Mat<S> dh = Mat<S>::Zero(D, B);  // (D, B) gradient reaching h_t
-  Mat<S> dhp(D, B);                // (D, B) gradient reaching h_{t-1}
-  Mat<S> dxl(D, B);                // (D, B) gradient reaching x_t (when dX is not wanted)
-  Mat<S> dpm(1, B);                // (1, B) gradient of the scheduler pre-activations
-  for (Index t = T - 1; t >= 0; --t) {
-    const Index n0 = t * B;
-    dh += step_block(dY, t, B);
-    const auto Hp = step_block(hs_, t, B);
-    const auto Xt = X.middleCols(n0, B);
-    MRef<S> dxt = want_dx ? MRef<S>(step_block(dX, t, B)) : MRef<S>(dxl);
-    dxt.setZero();
-    dhp = dh;  // units i >= q of a column pass their gradient straight to h_{t-1}
-    dpm.setZero();
-    group_step(n0, B);
-    // Sorted order as in the forward: column k of the work buffers is stream order_[k].
-    for (Index k = first_; k < B; ++k) {
-      const Index j = order_[k], n = n0 + j, q = q_[n];
-      hb_.col(k).head(q) = e_.col(n).head(q).cwiseProduct(Hp.col(j).head(q));
-      xb_.col(k).head(q) = e_.col(n).head(q).cwiseProduct(Xt.col(j).head(q));
-      dhb_.col(k).head(q) = dh.col(j).head(q);
-    }
-    if (unit_ == VCUnit::Elman) {
-      auto& da = a_[0];
-      for (Index k = first_; k < B; ++k) {
-        const Index j = order_[k], n = n0 + j, q = q_[n];
-        const auto g = g_.col(n).head(q).array();
+  const int nt = stream_threads(B, !reference_kernels());
+  work_.resize(nt);
+  // Threads over streams as in the forward: thread k runs its streams [j0, j0 + nb) backwards through the
+  // chunk and keeps its own sums of the scheduler's gradients, added in thread order.
+  const auto ran = over_streams(B, nt, 1, [&](Index j0, Index nb, int k) {
+    Work& w = work_[k];
+    for (auto* M : {&w.hb, &w.xb, &w.a[0], &w.a[1], &w.a[2], &w.rh, &w.dhb, &w.de, &w.dhbar, &w.dxbar}) M->resize(D, nb);
+    w.dh.setZero(D, nb);  // gradient reaching h_t
+    w.dhp.resize(D, nb);  // gradient reaching h_{t-1}
+    w.dxl.resize(D, nb);  // gradient reaching x_t (when dX is not wanted)
+    w.pm.resize(1, nb);   // gradient of the scheduler pre-activations
+    w.gu.setZero(1, D);
+    w.gv.setZero(1, D);
+    w.gb = S(0);
+    auto &dh = w.dh, &dhp = w.dhp;
+    for (Index t = T - 1; t >= 0; --t) {
+      const Index n0 = t * B + j0;
+      dh += dY.middleCols(n0, nb);
+      const auto Hp = hs_.middleCols(n0, nb);
+      const auto Xt = X.middleCols(n0, nb);
+      MRef<S> dxt = want_dx ? MRef<S>(dX.middleCols(n0, nb)) : MRef<S>(w.dxl);
+      dxt.setZero();
+      dhp = dh;  // units i >= q of a column pass their gradient straight to h_{t-1}
+      w.pm.setZero();
+      group_step(w, n0, nb);
+      // Sorted order as in the forward: column k of the work buffers is stream w.order[k].
+      for (Index k = w.first; k < nb; ++k) {
+        const Index j = w.order[k], n = n0 + j, q = q_[n];
+        w.hb.col(k).head(q) = e_.col(n).head(q).cwiseProduct(Hp.col(j).head(q));
+        w.xb.col(k).head(q) = e_.col(n).head(q).cwiseProduct(Xt.col(j).head(q));
+        w.dhb.col(k).head(q) = dh.col(j).head(q);
+      }
+      if (unit_ == VCUnit::Elman) {
+        auto& da = w.a[0];
+        for (Index k = w.first; k < nb; ++k) {
+          const Index j = w.order[k], n = n0 + j, q = q_[n];
+          const auto g = g_.col(n).head(q).array();
+          const auto e = e_.col(n).head(q).array();
+          const auto dy = w.dhb.col(k).head(q).array();
+          da.col(k).head(q) = (e * dy * (S(1) - g * g)).matrix();
+          da_.col(n).head(q) = da.col(k).head(q);
+          w.de.col(k).head(q) = (dy * (g - Hp.col(j).head(q).array())).matrix();
+          dhp.col(j).head(q) = ((S(1) - e) * dy).matrix();
+        }
+        stair_product(lead(U_.w, 0, D).transpose(), da, w.dhbar, w.levels, nb, false);
+        stair_product(lead(W_.w, 0, D).transpose(), da, w.dxbar, w.levels, nb, false);
+      } else {
+        auto &dar = w.a[0], &daz = w.a[1], &dan = w.a[2];
+        for (Index k = w.first; k < nb; ++k) {
+          const Index j = w.order[k], n = n0 + j, q = q_[n];
+          const auto e = e_.col(n).head(q).array();
+          const auto zs = g_.col(n).segment(D, q).array();
+          const auto nn = g_.col(n).segment(2 * D, q).array();
+          const auto dy = w.dhb.col(k).head(q).array();
+          const auto dz = (dy * (nn - Hp.col(j).head(q).array())).eval();
+          dan.col(k).head(q) = (dy * e * zs * (S(1) - nn * nn)).matrix();
+          daz.col(k).head(q) = (dz * e * zs * (S(1) - zs)).matrix();
+          w.de.col(k).head(q) = (dz * zs).matrix();
+          dhp.col(j).head(q) = ((S(1) - e * zs) * dy).matrix();
+          da_.col(n).segment(D, q) = daz.col(k).head(q);
+          da_.col(n).segment(2 * D, q) = dan.col(k).head(q);
+        }
+        stair_product(lead(U_.w, 2, D).transpose(), dan, w.rh, w.levels, nb, false);  // gradient of r . h_bar
+        for (Index k = w.first; k < nb; ++k) {
+          const Index n = n0 + w.order[k], q = q_[n];
+          const auto r = g_.col(n).segment(0, q).array();
+          const auto drh = w.rh.col(k).head(q).array();
+          dar.col(k).head(q) = (drh * w.hb.col(k).head(q).array() * r * (S(1) - r)).matrix();
+          w.dhbar.col(k).head(q) = (drh * r).matrix();
+          da_.col(n).segment(0, q) = dar.col(k).head(q);
+        }
+        stair_product(lead(U_.w, 0, D).transpose(), dar, w.dhbar, w.levels, nb, true);
+        stair_product(lead(U_.w, 1, D).transpose(), daz, w.dhbar, w.levels, nb, true);
+        stair_product(lead(W_.w, 0, D).transpose(), dar, w.dxbar, w.levels, nb, false);
+        stair_product(lead(W_.w, 1, D).transpose(), daz, w.dxbar, w.levels, nb, true);
+        stair_product(lead(W_.w, 2, D).transpose(), dan, w.dxbar, w.levels, nb, true);
+      }
+      for (Index k = w.first; k < nb; ++k) {
+        const Index j = w.order[k], n = n0 + j, q = q_[n];
         const auto e = e_.col(n).head(q).array();
-        const auto dy = dhb_.col(k).head(q).array();
-        da.col(k).head(q) = (e * dy * (S(1) - g * g)).matrix();
-        da_.col(n).head(q) = da.col(k).head(q);
-        de_.col(k).head(q) = (dy * (g - Hp.col(j).head(q).array())).matrix();
-        dhp.col(j).head(q) = ((S(1) - e) * dy).matrix();
+        const auto dhbar = w.dhbar.col(k).head(q).array(), dxbar = w.dxbar.col(k).head(q).array();
+        const auto de =
+            (w.de.col(k).head(q).array() + dhbar * Hp.col(j).head(q).array() + dxbar * Xt.col(j).head(q).array()).eval();
+        dhp.col(j).head(q).array() += e * dhbar;
+        dxt.col(j).head(q) = (e * dxbar).matrix();
+        // de_i/dm = lambda D e_i (1 - e_i) where Thres left the sigmoid (0 < e_i < 1), else 0
+        const auto open = (e > S(0) && e < S(1)).template cast<S>();
+        w.pm(0, j) = lamD * (de * e * (S(1) - e) * open).sum();
       }
-      stair_product(lead(U_.w, 0, D).transpose(), da, dhbar_, levels_, B, false);
-      stair_product(lead(W_.w, 0, D).transpose(), da, dxbar_, levels_, B, false);
-    } else {
-      auto &dar = a_[0], &daz = a_[1], &dan = a_[2];
-      for (Index k = first_; k < B; ++k) {
-        const Index j = order_[k], n = n0 + j, q = q_[n];
-        const auto e = e_.col(n).head(q).array();
-        const auto zs = g_.col(n).segment(D, q).array();
-        const auto nn = g_.col(n).segment(2 * D, q).array();
-        const auto dy = dhb_.col(k).head(q).array();
-        const auto dz = (dy * (nn - Hp.col(j).head(q).array())).eval();
-        dan.col(k).head(q) = (dy * e * zs * (S(1) - nn * nn)).matrix();
-        daz.col(k).head(q) = (dz * e * zs * (S(1) - zs)).matrix();
-        de_.col(k).head(q) = (dz * zs).matrix();
-        dhp.col(j).head(q) = ((S(1) - e * zs) * dy).matrix();
-        da_.col(n).segment(D, q) = daz.col(k).head(q);
-        da_.col(n).segment(2 * D, q) = dan.col(k).head(q);
+      for (Index j = 0; j < nb; ++j) {
+        const S m = m_(0, n0 + j);
+        w.pm(0, j) = (w.pm(0, j) + pw * S(penalty_slope(double(m)))) * m * (S(1) - m);
       }
-      stair_product(lead(U_.w, 2, D).transpose(), dan, rh_, levels_, B, false);  // gradient of r . h_bar
-      for (Index k = first_; k < B; ++k) {
-        const Index n = n0 + order_[k], q = q_[n];
-        const auto r = g_.col(n).segment(0, q).array();
-        const auto drh = rh_.col(k).head(q).array();
-        dar.col(k).head(q) = (drh * hb_.col(k).head(q).array() * r * (S(1) - r)).matrix();
-        dhbar_.col(k).head(q) = (drh * r).matrix();
-        da_.col(n).segment(0, q) = dar.col(k).head(q);
-      }
-      stair_product(lead(U_.w, 0, D).transpose(), dar, dhbar_, levels_, B, true);
-      stair_product(lead(U_.w, 1, D).transpose(), daz, dhbar_, levels_, B, true);
-      stair_product(lead(W_.w, 0, D).transpose(), dar, dxbar_, levels_, B, false);
-      stair_product(lead(W_.w, 1, D).transpose(), daz, dxbar_, levels_, B, true);
-      stair_product(lead(W_.w, 2, D).transpose(), dan, dxbar_, levels_, B, true);
+      dhp.noalias() += u_.w.transpose() * w.pm;
+      dxt.noalias() += v_.w.transpose() * w.pm;
+      w.gu.noalias() += w.pm * Hp.transpose();
+      w.gv.noalias() += w.pm * Xt.transpose();
+      w.gb += w.pm.sum();
+      dh.swap(dhp);
     }
-    for (Index k = first_; k < B; ++k) {
-      const Index j = order_[k], n = n0 + j, q = q_[n];
-      const auto e = e_.col(n).head(q).array();
-      const auto dhbar = dhbar_.col(k).head(q).array(), dxbar = dxbar_.col(k).head(q).array();
-      const auto de =
-          (de_.col(k).head(q).array() + dhbar * Hp.col(j).head(q).array() + dxbar * Xt.col(j).head(q).array()).eval();
-      dhp.col(j).head(q).array() += e * dhbar;
-      dxt.col(j).head(q) = (e * dxbar).matrix();
-      // de_i/dm = lambda D e_i (1 - e_i) where Thres left the sigmoid (0 < e_i < 1), else 0
-      const auto open = (e > S(0) && e < S(1)).template cast<S>();
-      dpm(0, j) = lamD * (de * e * (S(1) - e) * open).sum();
-    }
-    for (Index j = 0; j < B; ++j) {
-      const S m = m_(0, n0 + j);
-      dpm(0, j) = (dpm(0, j) + pw * S(penalty_slope(double(m)))) * m * (S(1) - m);
-    }
-    dhp.noalias() += u_.w.transpose() * dpm;
-    dxt.noalias() += v_.w.transpose() * dpm;
-    u_.g.noalias() += dpm * Hp.transpose();
-    v_.g.noalias() += dpm * Xt.transpose();
-    bm_.g(0, 0) += dpm.sum();
-    dh.swap(dhp);
-  }
+  });
+  in_thread_order(ran, [&](int k) {
+    u_.g += work_[k].gu;
+    v_.g += work_[k].gv;
+    bm_.g(0, 0) += work_[k].gb;
+  });
   accumulate_weight_grads(X);
 }
 
