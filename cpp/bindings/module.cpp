@@ -115,12 +115,13 @@ template <class S> py::array_t<S> view_of(Vec<S>& v, py::handle owner) {
 
 ModelConfig make_config(const std::string& core, Index vocab, Index embed, const std::vector<Index>& hidden, double dropout,
                         std::uint64_t seed, const py::dict& options, const std::string& head, Index head_size,
-                        Index input_size) {
+                        Index input_size, const std::vector<Index>& head_classes) {
   ModelConfig c;
   c.input_size = input_size;
   c.core = core;
   c.head = head;
   c.head_size = head_size;
+  c.head_classes = head_classes;
   c.vocab_size = vocab;
   c.embed_size = embed;
   c.hidden_sizes = hidden;
@@ -144,13 +145,13 @@ template <class S> void bind_model(py::module_& m, const char* name) {
   py::class_<M>(m, name)
       .def(py::init([](const std::string& core, Index vocab, Index embed, const std::vector<Index>& hidden,
                        double dropout, std::uint64_t seed, const py::dict& options, const std::string& head,
-                       Index head_size, Index input_size) {
-             return std::make_unique<M>(
-                 make_config(core, vocab, embed, hidden, dropout, seed, options, head, head_size, input_size));
+                       Index head_size, Index input_size, const std::vector<Index>& head_classes) {
+             return std::make_unique<M>(make_config(core, vocab, embed, hidden, dropout, seed, options, head,
+                                                    head_size, input_size, head_classes));
            }),
            py::arg("core"), py::arg("vocab_size"), py::arg("embed_size"), py::arg("hidden_sizes"),
            py::arg("dropout") = 0.0, py::arg("seed") = 0, py::arg("options") = py::dict(), py::arg("head") = "linear",
-           py::arg("head_size") = 0, py::arg("input_size") = 0)
+           py::arg("head_size") = 0, py::arg("input_size") = 0, py::arg("head_classes") = std::vector<Index>())
       .def("param_info",
            [](M& self) {
              py::list out;

@@ -1,5 +1,6 @@
 #include "msrnn/language_model.hpp"
 
+#include "msrnn/class_softmax.hpp"
 #include "msrnn/output_module.hpp"
 
 #include <atomic>
@@ -56,12 +57,20 @@ template <class S> static std::unique_ptr<Core<S>> build_core(const ModelConfig&
 
 // The head named by cfg.head, reading the core's output parts.
 template <class S> static std::unique_ptr<Head<S>> make_head(const ModelConfig& cfg, ParamSet<S>& ps, const Core<S>& core) {
+  MSRNN_CHECK(cfg.head == "class" || cfg.head_classes.empty(), "head_classes is for head='class'; this model's head is '",
+              cfg.head, "'");
   if (cfg.head == "linear") {
     MSRNN_CHECK(cfg.head_size == 0, "the linear head has no hidden size; got head_size ", cfg.head_size);
     return std::make_unique<LinearHead<S>>(ps, core.output_size(), cfg.vocab_size);
   }
+  if (cfg.head == "class") {
+    MSRNN_CHECK(cfg.head_size == 0, "the class head has no hidden size; got head_size ", cfg.head_size);
+    MSRNN_CHECK(!cfg.head_classes.empty(), "the class head needs head_classes (the class sizes; see "
+                "multiscale_rnn.data.class_sizes)");
+    return std::make_unique<ClassSoftmaxHead<S>>(ps, core.output_size(), cfg.vocab_size, cfg.head_classes);
+  }
   if (cfg.head == "gated") return std::make_unique<GatedOutputHead<S>>(ps, core.output_parts(), cfg.head_size, cfg.vocab_size);
-  throw std::invalid_argument(cat("unknown head '", cfg.head, "'; expected 'linear' or 'gated'"));
+  throw std::invalid_argument(cat("unknown head '", cfg.head, "'; expected 'linear', 'gated' or 'class'"));
 }
 
 // Throws std::invalid_argument naming the first NaN or infinity in values (D, T*B) by stream, step, feature.
@@ -97,7 +106,7 @@ template <class S> LanguageModel<S>::LanguageModel(const ModelConfig& cfg) : cfg
   core_->reset_state(1);
 }
 
-template <class S> void LanguageModel<S>::run_forward(const Inputs<S>& in, Index T, Index B, bool train) {
+template <class S> void LanguageModel<S>::run_body(const Inputs<S>& in, Index T, Index B, bool train) {
   MSRNN_CHECK(T > 0 && B > 0, "a chunk needs at least one step and one stream, got T=", T, " B=", B);
   const Index N = T * B;
   dropped_ = train && cfg_.dropout > 0.0;
@@ -118,8 +127,6 @@ template <class S> void LanguageModel<S>::run_forward(const Inputs<S>& in, Index
     dropout_mask<S>(my_, cfg_.dropout, rng_);
     yin_ = y_.cwiseProduct(my_);
   }
-  logits_.resize(cfg_.vocab_size, N);
-  head_->forward(logits_, dropped_ ? yin_ : y_, T, B, train);
 }
 
 template <class S> void LanguageModel<S>::run_core(const Inputs<S>& in, Index T, Index B, bool train) {
@@ -141,8 +148,8 @@ template <class S> void LanguageModel<S>::run_core(const Inputs<S>& in, Index T,
 }
 
 template <class S> void LanguageModel<S>::forward(MRef<S> logits, const Inputs<S>& in, Index T, Index B, bool train) {
-  run_forward(in, T, B, train);
-  logits = logits_;
+  run_body(in, T, B, train);
+  head_->forward(logits, dropped_ ? yin_ : y_, T, B, train);
 }
 
 template <class S>
@@ -160,22 +167,25 @@ double LanguageModel<S>::loss_and_grad(const Inputs<S>& in, const std::int32_t* 
     }
     MSRNN_CHECK(wsum > 0.0, "loss weights must not all be zero");
   }
-  run_forward(in, T, B, /*train=*/true);
-  double loss;
-  if (!weights) {
-    loss = softmax_xent_forward<S>(logits_, logits_, targets) / double(N);
-    softmax_xent_backward<S>(logits_, logits_, targets, S(1.0 / double(N)));  // logits_ now holds dZ
-  } else {
-    std::vector<double> nll(N);
-    softmax_xent_forward<S>(logits_, logits_, targets, nll.data());
-    loss = 0.0;
-    for (Index n = 0; n < N; ++n) loss += weights[n] * nll[n];
-    loss /= wsum;
-    softmax_xent_backward<S>(logits_, logits_, targets, S(1));
-    for (Index n = 0; n < N; ++n) logits_.col(n) *= S(weights[n] / wsum);
-  }
+  run_body(in, T, B, /*train=*/true);
+  CRefV<S> y = dropped_ ? yin_ : y_;
+  nll_.resize(N);
+  head_->nll(nll_.data(), y, targets, T, B, /*train=*/true);
+  double loss = 0.0;
   dy_.resize(y_.rows(), N);
-  head_->backward(dy_, logits_, dropped_ ? yin_ : y_);
+  if (!weights) {
+    for (Index n = 0; n < N; ++n) loss += nll_[n];
+    loss /= double(N);
+    head_->nll_backward(dy_, y, targets, S(1.0 / double(N)), nullptr);
+  } else {
+    std::vector<double> w(N);
+    for (Index n = 0; n < N; ++n) {
+      w[n] = weights[n] / wsum;
+      loss += weights[n] * nll_[n];
+    }
+    loss /= wsum;
+    head_->nll_backward(dy_, y, targets, S(1), w.data());
+  }
   if (dropped_) dy_.array() *= my_.array();
   dx_.resize(x_.rows(), N);
   core_->backward(dx_, dy_, dropped_ ? xin_ : x_);
@@ -191,8 +201,14 @@ template <class S>
 double LanguageModel<S>::loss(const Inputs<S>& in, const std::int32_t* targets, Index T, Index B,
                               double* per_token) {
   check_tokens(targets, T, B, cfg_.vocab_size, "target");
-  run_forward(in, T, B, /*train=*/false);
-  return softmax_xent_forward<S>(logits_, logits_, targets, per_token) / double(T * B);
+  run_body(in, T, B, /*train=*/false);
+  const Index N = T * B;
+  nll_.resize(N);
+  head_->nll(nll_.data(), y_, targets, T, B, /*train=*/false);
+  double loss = 0.0;
+  for (Index n = 0; n < N; ++n) loss += nll_[n];
+  if (per_token) std::copy(nll_.begin(), nll_.end(), per_token);
+  return loss / double(N);
 }
 
 template <class S> void LanguageModel<S>::set_inference_precision(Precision p) {

@@ -28,7 +28,7 @@ import numpy as np
 
 from ._native import core as _core
 
-__all__ = ["Optimizer", "Adam", "SGD", "OPTIMIZERS", "optimizer_from_state"]
+__all__ = ["Optimizer", "Adam", "SGD", "OPTIMIZERS", "optimizer_from_state", "ColumnNorm"]
 
 
 def _nonneg(value, name: str) -> float:
@@ -181,3 +181,71 @@ def optimizer_from_state(state: dict) -> Optimizer:
     opt = OPTIMIZERS[name](**hyper)
     opt.load_state_dict(state)
     return opt
+
+
+class ColumnNorm:
+    """Column normalisation (Pachitariu & Sahani 2013), a constraint applied after every update
+    (``Trainer(constraint=ColumnNorm(...))``, or call ``constraint(model)`` yourself)::
+
+        w_j <- w_j * min(1, max_norm / ||w_j||_2)        for every column w_j of a chosen matrix
+
+    A matrix W (rows, cols) maps its input to its output (``W x``), so column j holds the weights
+    leaving input unit j. Matrices that stack gate blocks (an LSTM's ``weight_ih`` (4H, E), whose
+    role has ``unit = H``) are capped per block: each gate's column separately. The matrices are
+    chosen by role kind (``kinds``, default the recurrent and input weights: ``("recurrent",
+    "input")``; see ``model.parameter_roles()``), optionally narrowed by ``names`` (fnmatch patterns).
+    Vectors (biases, gains) are never touched. Vectorised NumPy on the parameter views, in place.
+    """
+
+    def __init__(self, max_norm: float = 2.0, kinds=("recurrent", "input"), names=None):
+        v = float(max_norm)
+        if not np.isfinite(v) or v <= 0:
+            raise ValueError(f"max_norm must be a finite number > 0, got {max_norm!r}")
+        self.max_norm = v
+        if isinstance(kinds, str):
+            kinds = (kinds,)
+        self.kinds = tuple(kinds)
+        if not self.kinds:
+            raise ValueError("kinds must name at least one parameter role kind")
+        if isinstance(names, str):
+            names = (names,)
+        self.names = None if names is None else tuple(names)
+
+    def matrices(self, model):
+        """The (name, view, unit) triples this constraint caps, in the model's parameter order."""
+        import fnmatch
+
+        roles = model.parameter_roles()
+        params = model.parameters()
+        known = {r.kind for r in roles.values()}
+        unknown = [k for k in self.kinds if k not in known]
+        if unknown:
+            raise ValueError(f"ColumnNorm: no parameter has role kind {unknown}; this model's kinds are {sorted(known)}")
+        out = []
+        for name, p in params.items():
+            if p.ndim != 2 or roles[name].kind not in self.kinds:
+                continue
+            if self.names is not None and not any(fnmatch.fnmatch(name, pat) for pat in self.names):
+                continue
+            out.append((name, p, roles[name].unit))
+        if not out:
+            raise ValueError(f"ColumnNorm: no matrix of kinds {list(self.kinds)} matches names {list(self.names or [])}")
+        return out
+
+    def __call__(self, model) -> None:
+        for name, w, unit in self.matrices(model):
+            rows, cols = w.shape
+            if w.flags.c_contiguous and not w.flags.f_contiguous:
+                # NumPy-transposed storage (an embedding (V, E)): the math's columns are its rows
+                w = w.T
+                rows, cols = w.shape
+                unit = 0
+            block = unit if unit and rows % unit == 0 else rows
+            blocks = w.reshape(rows // block, block, cols)  # (blocks, block, cols); row a*block + b of w
+            norms = np.sqrt(np.einsum("kbc,kbc->kc", blocks, blocks))  # (blocks, cols)
+            scale = np.minimum(1.0, self.max_norm / np.maximum(norms, np.finfo(w.dtype).tiny))
+            if (scale < 1.0).any():
+                w *= np.repeat(scale.astype(w.dtype), block, axis=0)
+
+    def __repr__(self) -> str:
+        return f"ColumnNorm(max_norm={self.max_norm!r}, kinds={self.kinds!r}, names={self.names!r})"

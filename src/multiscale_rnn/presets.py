@@ -38,7 +38,8 @@ DEFAULTS: Dict[str, Any] = {
     "patience": 0,               # plateau
     "halve_after": 4,            # halve: epochs at the initial rate
     "lr_milestones": [],         # multistep: completed-epoch counts after which lr is divided by lr_factor
-    "anneal": {},                # option -> [start, end, per_epoch], e.g. {"slope": [1.0, 5.0, 0.04]}
+    "lr_every": "epoch",         # halve / multistep count epochs, or "step": optimiser updates
+    "anneal": {},                # option -> [start, end, per_epoch] (or [start, end, per_step, "step"])
     "max_chunks": None,
     "checkpoint_every": None,
     "eval_batch_size": 16,
@@ -137,6 +138,26 @@ PRESETS.update({
 })
 for _name in ("ptb-char-fs-lstm-2", "ptb-char-fs-lstm-4", "enwik8-fs-lstm-2", "enwik8-fs-lstm-4", "enwik8-large-fs-lstm-4"):
     PRESETS[_name]["out"] = f"runs/{_name}.npz"
+
+
+def _hornn(pooling):
+    """Soltani & Jiang 2016, Section 4: a 3rd-order HORNN of 400 sigmoid units on PTB words."""
+    return {
+        "about": f"Soltani & Jiang 2016, Section 4.1 (needs --data-path): a 3rd-order {pooling} HORNN, one layer "
+                 "of 400 sigmoid units, embedding 400, SGD lr 0.5 with momentum 0.9, halved when the validation "
+                 "loss does not improve, batch 20, BPTT 30, gradients clipped to [-5, 5]. Not included: the "
+                 "paper's N(0, 0.1^2) initialisation (presets cannot set it; call msr.init.gaussian), weight "
+                 "decay (value not given) and column normalisation. Table 2 (order 3): plain 108, max 109, "
+                 "FOFE 101, gated 100 test perplexity.",
+        "model": "hornn", "embed_size": 400, "hidden_sizes": [400], "data": "ptb-word",
+        "options": {"order": 3, "pooling": pooling, "activation": "sigmoid", **({"alpha": 0.6} if pooling == "fofe" else {})},
+        "epochs": 20, "batch_size": 20, "bptt": 30, "optimizer": "sgd", "lr": 0.5, "momentum": 0.9,
+        "clip_norm": None, "clip_value": 5.0, "lr_schedule": "plateau", "lr_factor": 2.0, "patience": 0,
+        "out": f"runs/ptb-word-hornn-{pooling}.npz",
+    }
+
+
+PRESETS.update({f"ptb-word-hornn-{p}": _hornn(p) for p in ("plain", "max", "fofe", "gated")})
 
 DEFAULT_PRESET = "quick"
 

@@ -1,5 +1,6 @@
-// Output heads: map the core's output Y (I, N) to logits Z (V, N). The softmax cross-entropy on top
-// is the model's (blocks.hpp), so every head works with every loss.
+// Output heads: map the core's output Y (I, N) to logits Z (V, N), whose softmax is the model's
+// distribution over the V symbols. A head also owns its loss: by default the softmax cross-entropy
+// of its logits (blocks.hpp); a head may override it with a cheaper exact form (class_softmax.hpp).
 #pragma once
 
 #include "msrnn/blocks.hpp"
@@ -19,6 +20,18 @@ template <class S> class Head {
   virtual void backward(MRef<S> dY, CRef<S> dZ, CRef<S> Y) = 0;
   // Named matrices the last forward recorded (e.g. output gates), each (rows, N); none by default.
   virtual std::vector<NamedState<S>> records() const { return {}; }
+
+  // The loss the model trains and evaluates: nll (N) out, nll_n = -log p(targets_n | y_n), targets
+  // (N) in [0, V). With train = true, keeps what nll_backward needs. Default: the softmax
+  // cross-entropy of forward's logits (all V of them).
+  virtual void nll(double* nll, CRef<S> Y, const std::int32_t* targets, Index T, Index B, bool train);
+  // After nll(train = true) on the same Y and targets: dY (I, N) out, the gradient of
+  //   L = scale * sum_n w_n nll_n     (w_n = weights[n], or 1 without weights);
+  // accumulates parameter gradients.
+  virtual void nll_backward(MRef<S> dY, CRef<S> Y, const std::int32_t* targets, S scale, const double* weights);
+
+ private:
+  Mat<S> p_;  // (V, N) default loss: logits, then probabilities, then dZ
 };
 
 // Softmax head: Z = W Y + b, PyTorch names decoder.weight (V, I) and decoder.bias (V).

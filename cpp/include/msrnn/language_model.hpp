@@ -5,7 +5,8 @@
 //                                          a linear encoder: encoder.weight (E, D), encoder.bias (E)
 //   y_t = core(m_x * x_t)                  the core's parameters and state
 //   z_t = head(m_y * y_t)                  logits (V, B)
-//   loss = mean over B*T of -log softmax(z_t)[target_t]
+//   loss = mean over B*T of -log softmax(z_t)[target_t]   computed by the head (Head::nll), which
+//                                          may skip forming z_t (the class softmax does)
 // m_x, m_y: inverted-dropout masks on the embedding and on the core's output (training only).
 // Tokens are step-major: n = t*B + b.
 #pragma once
@@ -20,8 +21,10 @@ namespace msrnn {
 
 struct ModelConfig {
   std::string core = "lstm";          // a registered core's name (core.hpp, core_names())
-  std::string head = "linear";        // "linear" (LinearHead) or "gated" (GatedOutputHead, eq. 11-12)
+  std::string head = "linear";        // "linear" (LinearHead), "gated" (GatedOutputHead, eq. 11-12) or
+                                      // "class" (ClassSoftmaxHead over head_classes)
   Index head_size = 0;                // the head's hidden size (gated: output embedding He); 0 for linear
+  std::vector<Index> head_classes;    // the class head's class sizes over consecutive ids; empty otherwise
   Index vocab_size = 0;               // V (output classes)
   Index input_size = 0;               // D: 0 reads token ids; D > 0 reads real vectors (linear encoder)
   Index embed_size = 0;               // E
@@ -96,7 +99,7 @@ template <class S> class LanguageModel {
   std::vector<NamedState<S>> record_grads() const;
 
  private:
-  void run_forward(const Inputs<S>& in, Index T, Index B, bool train);  // fills logits_
+  void run_body(const Inputs<S>& in, Index T, Index B, bool train);     // encoder, core, output dropout: fills y_ (yin_)
   void run_core(const Inputs<S>& in, Index T, Index B, bool train);     // encoder, input dropout, core: fills y_
 
   ModelConfig cfg_;
@@ -110,7 +113,7 @@ template <class S> class LanguageModel {
   Precision precision_ = Precision::Float32;
   Mat<S> x_, xin_, mx_;   // (E, N) encoded inputs, masked, mask
   Mat<S> y_, yin_, my_;   // (O, N) core output, masked output, mask
-  Mat<S> logits_;         // (V, N) logits, then probabilities
+  std::vector<double> nll_;  // (N) -log p(target) of each token, from the head's loss
   Mat<S> dy_, dx_;        // (O, N), (E, N) backward
 };
 

@@ -13,6 +13,7 @@ with ground-truth boundaries.
 See ``docs/data.md`` for the corpora, the unseen-symbol rule and the caching.
 """
 
+from .classes import class_sizes
 from .batching import batchify, check_length, chunks, num_chunks
 from .bits import BitCorpus, bit_corpus, bit_positions, text_bits
 from .corpus import SPLITS, Corpus, char_corpus, split_contiguous, word_boundaries, word_corpus
@@ -31,6 +32,7 @@ from .loaders import LOADERS, embedded_text, load, ptb_char_text
 from .music import (BAR, END_OF_TUNE, MusicSymbol, Tune, music_corpus, parse_abc, read_abc_tunes, symbol_classes,
                     symbol_info)
 from .synthetic import HierarchicalText, synthetic_hierarchy
+from .text import TEXT_SPLIT_FILES, decode_utf8, text_corpus
 from .vocab import EOS, UNK_CHAR, UNK_WORD, Vocab, tokenize_words
 
 __all__ = [
@@ -38,6 +40,7 @@ __all__ = [
     "Corpus",
     "char_corpus",
     "word_corpus",
+    "class_sizes",
     "tokenize_words",
     "word_boundaries",
     "split_contiguous",
@@ -77,4 +80,7 @@ __all__ = [
     "symbol_classes",
     "BAR",
     "END_OF_TUNE",
+    "text_corpus",
+    "decode_utf8",
+    "TEXT_SPLIT_FILES",
 ]

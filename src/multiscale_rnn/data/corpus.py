@@ -126,6 +126,24 @@ class Corpus:
             "unk_tokens": {s: (0 if unk is None else int(np.count_nonzero(a == unk))) for s, a in splits.items()},
         }
 
+    def counts(self) -> np.ndarray:
+        """Occurrences of each id in the training split, shape ``(vocab_size,)`` (int64)."""
+        return np.bincount(self.train, minlength=self.vocab_size).astype(np.int64)
+
+    def by_frequency(self) -> "Corpus":
+        """The same corpus with ids renumbered in descending training frequency
+        (ties keep their id order), as the class softmax's frequency binning
+        needs; ``self`` is unchanged. The unknown symbol keeps its name."""
+        counts = self.counts()
+        perm = np.argsort(-counts, kind="stable")  # new id -> old id
+        new_of_old = np.empty_like(perm)
+        new_of_old[perm] = np.arange(len(perm))
+        vocab = Vocab([self.vocab.itos[i] for i in perm], unit=self.vocab.unit, unk=self.vocab.unk,
+                      level=self.vocab.level)
+        remap = {s: new_of_old[a].astype(np.int32) for s, a in self.splits.items()}
+        return Corpus(remap["train"], remap.get("valid"), remap.get("test"), vocab, self.name, self.unit,
+                      unknown=self.unknown, boundaries=self.boundaries)
+
     def __repr__(self) -> str:
         sizes = ", ".join(f"{s}={len(a):,}" for s, a in self.splits.items())
         return f"Corpus({self.name!r}, unit={self.unit!r}, vocab_size={self.vocab_size}, {sizes})"
@@ -195,14 +213,26 @@ def word_corpus(
     valid_text: Optional[str] = None,
     test_text: Optional[str] = None,
     name: str = "words",
+    *,
+    min_count: int = 1,
+    order: str = "sorted",
 ) -> Corpus:
     """A word corpus: tokens split on whitespace, ``"<eos>"`` at each newline
     (see :func:`multiscale_rnn.data.tokenize_words`).
 
-    The vocabulary holds the training tokens, sorted. Validation/test tokens
-    unseen in training map to ``"<unk>"``, which is in the vocabulary only when
-    needed or when the training text already contains it.
+    The vocabulary holds the training tokens seen at least ``min_count`` times;
+    rarer training tokens, and validation/test tokens not in it, map to
+    ``"<unk>"``, which is in the vocabulary only when needed or when the
+    training text already contains it. ``order="sorted"`` (the default) gives
+    ids in string order; ``order="frequency"`` gives ids in descending training
+    frequency (ties in string order; ``"<unk>"`` placed by the count of training
+    tokens it stands for), which the class softmax's frequency binning needs
+    (:func:`multiscale_rnn.data.class_sizes`).
     """
+    if isinstance(min_count, bool) or not isinstance(min_count, (int, np.integer)) or min_count < 1:
+        raise ValueError(f"min_count must be a positive integer, got {min_count!r}")
+    if order not in ("sorted", "frequency"):
+        raise ValueError(f"order must be 'sorted' or 'frequency', got {order!r}")
     tokens = {}
     for split, text in (("train", train_text), ("valid", valid_text), ("test", test_text)):
         if text is None and split != "train":
@@ -211,9 +241,21 @@ def word_corpus(
         tokens[split] = tokenize_words(text)
         if not tokens[split]:
             raise ValueError(f"{name} {split} text has no tokens (only whitespace)")
-    known = set(tokens["train"])
-    needs_unk = UNK_WORD in known or any(t not in known for s, toks in tokens.items() if s != "train" for t in toks)
-    vocab = Vocab(sorted(known), unit="word", unk=UNK_WORD if needs_unk else None)
+    counts = Counter(tokens["train"])
+    known = {w for w, n in counts.items() if n >= min_count}
+    if not known:
+        raise ValueError(f"no training word of {name} occurs {min_count} times or more")
+    needs_unk = (UNK_WORD in counts or len(known) < len(counts)
+                 or any(t not in known for s, toks in tokens.items() if s != "train" for t in toks))
+    if order == "sorted":
+        symbols = sorted(known)
+    else:
+        unk_count = sum(n for w, n in counts.items() if w not in known or w == UNK_WORD)
+        ranked = {w: counts[w] for w in known if w != UNK_WORD}
+        if needs_unk:
+            ranked[UNK_WORD] = unk_count
+        symbols = sorted(ranked, key=lambda w: (-ranked[w], w))
+    vocab = Vocab(symbols, unit="word", unk=UNK_WORD if needs_unk else None)
     ids, unknown = {}, {}
     for split, toks in tokens.items():
         ids[split], unknown[split] = vocab.encode_counted(toks)

@@ -6,6 +6,8 @@ name           corpus
 ptb-char       Penn Treebank, characters: 50 symbols (49 + end of line), Mikolov's split
 ptb-word       Penn Treebank, words: 10,000 words with ``<eos>``, Mikolov's split
 text8          text8: 27 symbols, 90M / 5M / 5M characters
+text8-word     text8, words: the same split (cut at spaces), words seen < 10 times in training -> ``<unk>``,
+               ids in descending training frequency (about 44k words on the full text8)
 enwik8         enwik8: UTF-8 bytes, 90M / 5M / 5M bytes
 shakespeare    Tiny Shakespeare: code points, 90 % / 5 % / 5 % contiguous split
 embedded       the text shipped with the package (public domain), 90 % / 5 % / 5 %
@@ -14,6 +16,8 @@ ptb-bits       ptb-char as 8 ASCII bits per character (+ ``buffer_bits`` zero bi
 embedded-bits  embedded as bits, the same way
 nottingham     folk tunes in ABC (local ``path`` only): one symbol per (pitch, length), rest,
                bar line, tune end; 80 % / 10 % / 10 % of the tunes, seeded
+text           your own text (``path`` only): a file cut 90 % / 5 % / 5 %, or a folder of
+               train.txt / valid.txt / test.txt; named after the file (``data.text``)
 =============  ======================================================================
 """
 
@@ -30,17 +34,19 @@ from .download import fetch, open_archive_members
 from .bits import bit_corpus
 from .music import music_corpus, read_abc_tunes
 from .synthetic import synthetic_hierarchy
+from .text import decode_utf8, text_corpus
 
 __all__ = ["load", "LOADERS", "embedded_text", "ptb_char_text", "EMBEDDED_SHA256"]
 
-LOADERS = ("ptb-char", "ptb-word", "text8", "enwik8", "shakespeare", "embedded", "synthetic", "ptb-bits",
-           "embedded-bits", "nottingham")
+LOADERS = ("ptb-char", "ptb-word", "text8", "text8-word", "enwik8", "shakespeare", "embedded", "synthetic",
+           "ptb-bits", "embedded-bits", "nottingham", "text")
 
 #: Options accepted by each loader that takes some (the others take none).
 _OPTIONS = {
     "ptb-bits": ("buffer_bits",),
     "embedded-bits": ("buffer_bits",),
     "nottingham": ("valid_fraction", "test_fraction", "seed"),
+    "text": ("unit", "level", "valid_fraction", "test_fraction", "name"),
 }
 
 #: SHA-256 of the shipped text (after decompression).
@@ -48,7 +54,7 @@ EMBEDDED_SHA256 = "87b6540b0e4066751c769117775bfde3d77c1f274e02064cb49ec7e9317c3
 _EMBEDDED_FILE = "devils_dictionary.txt.gz"
 
 #: Source of each downloadable loader (a key of ``download.SOURCES``).
-_SOURCE = {"ptb-char": "ptb", "ptb-word": "ptb", "text8": "text8", "enwik8": "enwik8", "shakespeare": "shakespeare"}
+_SOURCE = {"ptb-char": "ptb", "ptb-word": "ptb", "text8": "text8", "text8-word": "text8", "enwik8": "enwik8", "shakespeare": "shakespeare"}
 
 #: Files each loader reads: one tuple of accepted names per file, the first of
 #: which is the name in the cache folder.
@@ -56,6 +62,7 @@ _FILES: Dict[str, Tuple[Tuple[str, ...], ...]] = {
     "ptb-char": (("ptb.char.train.txt",), ("ptb.char.valid.txt",), ("ptb.char.test.txt",)),
     "ptb-word": (("ptb.train.txt",), ("ptb.valid.txt",), ("ptb.test.txt",)),
     "text8": (("text8", "text8.txt", "text8_prefix.txt"),),
+    "text8-word": (("text8", "text8.txt", "text8_prefix.txt"),),
     "enwik8": (("enwik8", "enwik8.txt"),),
     "shakespeare": (("input.txt", "tinyshakespeare.txt", "shakespeare.txt"),),
 }
@@ -65,7 +72,7 @@ FULL_LENGTH = 100_000_000
 
 
 def load(
-    name: str,
+    name: Optional[str] = None,
     path: Union[str, Path, None] = None,
     cache_dir: Union[str, Path, None] = None,
     download: bool = True,
@@ -96,10 +103,23 @@ def load(
     :mod:`multiscale_rnn.data.music`). ``"nottingham"`` has no download: give ``path`` (the
     ``nottingham_abc`` folder, which is read from its ``ABC_cleaned`` sub-folder, any folder of
     ``.abc`` files, or one ``.abc`` file).
+
+    Your own text: ``load(path="my.txt")`` (or ``load("text", path=...)``, or ``load("my.txt")``
+    when no corpus has that name) reads a plain-text file or a folder of ``train.txt`` /
+    ``valid.txt`` / ``test.txt`` (:func:`multiscale_rnn.data.text_corpus`; options ``unit``
+    ("char" or "word"), ``level`` ("codepoint" or "byte"), ``valid_fraction``,
+    ``test_fraction``, ``name``).
     """
+    if name is None:
+        if path is None:
+            raise TypeError("load() needs a corpus name or path= (a text file or a folder of train.txt, valid.txt, "
+                            "test.txt)")
+        name = "text"
     if not isinstance(name, str):
         raise TypeError(f"name must be a str, got {type(name).__name__}")
     key = name.strip().lower().replace("_", "-")
+    if key not in LOADERS and path is None and Path(name).expanduser().exists():
+        key, path = "text", name  # a path given as the name: your own text
     if key not in LOADERS:
         close = difflib.get_close_matches(key, LOADERS, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
@@ -114,6 +134,13 @@ def load(
     bad = sorted(set(options) - set(_OPTIONS.get(key, ())))
     if bad:
         raise TypeError(f"load({key!r}) got unexpected option(s): {', '.join(bad)}")
+    if key == "text":
+        if path is None:
+            raise ValueError("load('text') needs path=: a plain-text file or a folder of train.txt, valid.txt, "
+                             "test.txt")
+        if url is not None or sha256 is not None:
+            raise ValueError("load('text') reads a local path only and takes no url or sha256")
+        return text_corpus(path, **options)
     if key == "embedded-bits":
         if path is not None or url is not None or sha256 is not None:
             raise ValueError("the 'embedded-bits' corpus is built in and takes no path, url or sha256")
@@ -196,22 +223,41 @@ def _fixed_or_proportional(n: int) -> Tuple[int, int]:
 
 
 def _ptb_char(raw: Dict[str, bytes]) -> Corpus:
-    texts = [ptb_char_text(raw[f"ptb.char.{s}.txt"].decode("utf-8")) for s in ("train", "valid", "test")]
+    texts = [ptb_char_text(decode_utf8(raw[f"ptb.char.{s}.txt"], f"ptb.char.{s}.txt", s))
+             for s in ("train", "valid", "test")]
     return char_corpus(*texts, name="ptb-char")
 
 
 def _ptb_word(raw: Dict[str, bytes]) -> Corpus:
-    texts = [raw[f"ptb.{s}.txt"].decode("utf-8") for s in ("train", "valid", "test")]
+    texts = [decode_utf8(raw[f"ptb.{s}.txt"], f"ptb.{s}.txt", s) for s in ("train", "valid", "test")]
     return word_corpus(*texts, name="ptb-word")
 
 
-def _text8(raw: Dict[str, bytes]) -> Corpus:
-    text = raw["text8"].decode("utf-8")
+def _text8_text(raw: Dict[str, bytes]) -> str:
+    text = decode_utf8(raw["text8"], "text8")
     if len(text) != FULL_LENGTH and not text.endswith(" "):
         cut = text.rfind(" ")  # a prefix of text8 ends mid-word: drop that partial word
         text = text[:cut] if cut > 0 else text
+    return text
+
+
+def _text8(raw: Dict[str, bytes]) -> Corpus:
+    text = _text8_text(raw)
     a, b = _fixed_or_proportional(len(text))
     return char_corpus(text[:a], text[a:b], text[b:], name="text8")
+
+
+#: text8 words: training words seen fewer times than this become ``<unk>``.
+TEXT8_MIN_COUNT = 10
+
+
+def _text8_word(raw: Dict[str, bytes]) -> Corpus:
+    text = _text8_text(raw)
+    a, b = _fixed_or_proportional(len(text))
+    # Each cut moves to the next space, so that no word is split between two parts.
+    a, b = (text.find(" ", c) if text.find(" ", c) >= 0 else len(text) for c in (a, b))
+    return word_corpus(text[:a], text[a:b], text[b:], name="text8-word", min_count=TEXT8_MIN_COUNT,
+                       order="frequency")
 
 
 def _enwik8(raw: Dict[str, bytes]) -> Corpus:
@@ -221,7 +267,7 @@ def _enwik8(raw: Dict[str, bytes]) -> Corpus:
 
 
 def _shakespeare(raw: Dict[str, bytes]) -> Corpus:
-    train, valid, test = split_contiguous(raw["input.txt"].decode("utf-8"))
+    train, valid, test = split_contiguous(decode_utf8(raw["input.txt"], "shakespeare input.txt"))
     return char_corpus(train, valid, test, name="shakespeare")
 
 
@@ -229,6 +275,7 @@ _BUILDERS = {
     "ptb-char": _ptb_char,
     "ptb-word": _ptb_word,
     "text8": _text8,
+    "text8-word": _text8_word,
     "enwik8": _enwik8,
     "shakespeare": _shakespeare,
 }

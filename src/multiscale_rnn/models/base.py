@@ -26,6 +26,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 import numpy as np
 
 from .._native import core as _core
+from ..limits import check_model_size
 
 State = Dict[str, np.ndarray]
 
@@ -168,6 +169,11 @@ def _positive_int(v) -> bool:
     return v >= 1
 
 
+def _class_sizes_ok(v) -> bool:
+    # a list of Python ints, so that the config stays JSON
+    return isinstance(v, list) and len(v) >= 1 and all(type(n) is int and n >= 1 for n in v)
+
+
 # The options every model takes (the base class reads them; families do not redeclare them).
 SHARED_OPTIONS = (
     Option("dropout", float, 0.0, check=lambda v: 0.0 <= v < 1.0, rule="in [0, 1)", core=False,
@@ -176,10 +182,14 @@ SHARED_OPTIONS = (
            doc="the parameters' and computation's dtype (float64 for gradient checks)"),
     Option("seed", int, 0, check=lambda v: v >= 0, rule=">= 0", core=False,
            doc="seeds the initialisation and the core's generator (dropout, sampling)"),
-    Option("head", str, "linear", choices=("linear", "gated"), core=False,
-           doc="'linear' softmax on the core's output, or 'gated' (the HM-LSTM output module, eq. 11-12)"),
+    Option("head", str, "linear", choices=("linear", "gated", "class"), core=False,
+           doc="'linear' softmax on the core's output, 'gated' (the HM-LSTM output module, eq. 11-12) "
+               "or 'class' (class-based softmax over head_classes, docs/models/heads.md)"),
     Option("head_size", int, None, check=lambda v: v >= 0, rule=">= 0", core=False,
-           doc="the gated head's output embedding size; 0 (the default) for the linear head"),
+           doc="the gated head's output embedding size; 0 (the default) for the linear and class heads"),
+    Option("head_classes", list, None, check=_class_sizes_ok, rule="of class sizes (Python ints >= 1)", core=False,
+           doc="the class head's class sizes over consecutive ids (ids in descending training "
+               "frequency; multiscale_rnn.data.class_sizes computes them)"),
     Option("input_size", int, None, check=_positive_int, rule=">= 1", core=False,
            doc="None reads token ids; D reads real vectors (B, T, D) through a linear encoder"),
 )
@@ -281,6 +291,8 @@ class LanguageModel:
             values["head_size"] = 0
         dtype, seed, input_size = values["dtype"], values["seed"], values["input_size"]
         self.dtype = np.dtype(_DTYPES[dtype])
+        check_model_size(owner, int(vocab_size), int(embed_size), hidden, self.dtype.itemsize, values["head_size"],
+                         input_size)  # too large, or more than the memory: refused before the core allocates
         self.vocab_size = int(vocab_size)
         self.input_size = input_size
         self.options = dict(core_options)
@@ -292,7 +304,7 @@ class LanguageModel:
         cls_impl = _core.LanguageModelF32 if dtype == "float32" else _core.LanguageModelF64
         self._impl = cls_impl(self.core_name, int(vocab_size), int(embed_size), list(hidden), values["dropout"],
                               int(seed) % (1 << 64), self.options, values["head"], values["head_size"],
-                              input_size or 0)
+                              input_size or 0, values["head_classes"] or [])
         self._flat = self._impl.flat_params()
         self._flat_grad = self._impl.flat_grads()
         self._info = self._impl.param_info()
@@ -499,9 +511,10 @@ class LanguageModel:
         self._impl.set_inference_precision(value)
 
     def set_option(self, name: str, value: float) -> None:
-        """Change a core option between chunks (e.g. the HM-LSTM ``slope`` being annealed)."""
-        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-            raise TypeError(f"option {name!r} must be a number, got {value!r}")
+        """Change a core option between chunks (e.g. the HM-LSTM ``slope`` being annealed, or
+        ``skip=False``); bools are 1.0 / 0.0."""
+        if not isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)):
+            raise TypeError(f"option {name!r} must be a number or a bool, got {value!r}")
         self._impl.set_option(str(name), float(value))
         self.options[name] = value
 

@@ -1,0 +1,60 @@
+"""Higher order RNN (Soltani & Jiang, "Higher Order Recurrent Neural Networks", 2016).
+
+Layer l of order N reads x_t (the embedding, or the layer below's h_t) and its own N previous
+states through N weighted paths p_{t,n} = W_hn h_{t-n}, combined by a pooling function:
+
+    plain (eq. 3):   h_t = f(W_in x_t + b + sum_{n=1..N} p_{t,n})
+    max   (eq. 4):   h_t = f(W_in x_t + b + max_n p_{t,n})            element-wise; ties: lowest n
+    fofe  (eq. 5):   h_t = f(W_in x_t + b + sum_n alpha^n p_{t,n})    0 < alpha < 1
+    gated (eq. 6-7): r_{t,n} = sigm(W1n^g x_t + W2n^g h_{t-n} + b^g_n)
+                     h_t = f(W_in x_t + b + sum_n r_{t,n} * p_{t,n})
+    logits_t = W_dec h^L_t + b_dec
+
+f is ``activation``: "sigmoid" (the paper's), "tanh" or "relu". N = 1 with plain pooling is the
+Elman RNN. The biases b and b^g_n are not in the paper's equations; ``bias=False`` drops them.
+
+Parameters per layer (suffix ``_l0``, ``_l1``, ...): ``weight_ih`` (H, E), ``weight_hh`` (N*H, H)
+stacking [W_h1; ...; W_hN] (block n-1 is W_hn), ``bias`` (H); gated pooling adds
+``gate_weight_ih`` (N*H, E) = [W1_1^g; ...], ``gate_weight_hh`` (N*H, H) = [W2_1^g; ...] and
+``gate_bias`` (N*H). State per layer: ``h_l0_lag1`` .. ``h_l0_lagN``, the state n steps back.
+See docs/models/hornn.md for the readings chosen where the paper leaves a choice.
+"""
+from __future__ import annotations
+
+from .base import LanguageModel, Option
+
+__all__ = ["HORNN", "POOLINGS", "ACTIVATIONS"]
+
+POOLINGS = ("plain", "max", "fofe", "gated")
+ACTIVATIONS = ("sigmoid", "tanh", "relu")
+
+
+class HORNN(LanguageModel):
+    """Higher order RNN language model (Soltani & Jiang 2016).
+
+    ``hidden_sizes``: one size per layer. ``order``: N >= 1 previous states per layer.
+    ``pooling``: "plain" (eq. 3), "max" (eq. 4), "fofe" (eq. 5) or "gated" (eq. 6-7).
+    ``alpha``: FOFE's forgetting factor, in (0, 1) (default 0.6; fofe pooling only).
+    ``activation``: "sigmoid" (the paper's), "tanh" or "relu". ``bias``: add b (and b^g_n).
+    """
+    core_name = "hornn"
+    aliases = ("higher-order-rnn",)
+    family_options = (
+        Option("order", int, 3, check=lambda v: 1 <= v <= 255, rule="in [1, 255]",
+               doc="N, the number of previous states each layer reads"),
+        Option("pooling", str, "plain", choices=POOLINGS, doc="how the N paths combine"),
+        Option("alpha", float, None, check=lambda v: 0.0 < v < 1.0, rule="in (0, 1)", core=False,
+               doc="FOFE forgetting factor (fofe pooling only; 0.6 by default)"),
+        Option("activation", str, "sigmoid", choices=ACTIVATIONS, doc="f, the hidden activation"),
+        Option("bias", bool, True, doc="biases b (and the gates' b^g_n), absent from the paper's equations"),
+    )
+
+    def core_options(self, values, sizes):
+        opts = {o.name: values[o.name] for o in self.family_options if o.core}
+        if values["pooling"] == "fofe":
+            if values["alpha"] is None:
+                values["alpha"] = 0.6
+            opts["alpha"] = values["alpha"]
+        elif values["alpha"] is not None:
+            raise ValueError(f"HORNN: alpha applies to pooling='fofe' only, got pooling={values['pooling']!r}")
+        return opts
