@@ -10,10 +10,11 @@
   per symbol class (bar lines, rests, note lengths) on the validation tunes.
 - ``bits``: Table 3 middle and Figure 2, bit-level Penn Treebank with 0, 8 and 24 buffer bits: VCRNN-D
   (and, without buffer, Elman RNNs of size D and of the VCRNN's RNN-d), bits per bit, and the per-bit
-  profile of the top 5 % of the dimensions drawn to --figure (a PNG).
+  profile (activity of the top 5 % of the dimensions, and m_t) drawn to --figure (a PNG).
 
-Every model is trained for the same number of chunks (--chunks of --batch x --bptt steps; one pass over
-a prefix of the training split, not to convergence) with Adam --lr and the gradient norm clipped to 1.
+Every model is trained for the same number of chunks (--chunks of --batch x --bptt steps: a prefix of the
+training split, or several passes over a small one; not to convergence) with Adam --lr and the
+gradient norm clipped to 1.
 The VC models use the symmetric l1 penalty (weight --penalty-weight, target m_bar) and a sharpness
 raised linearly from 0.5 to 1 over the run (the paper: 0.1, +0.1 per epoch, up to 1, over full runs).
 Validation and test figures are on the first --eval tokens of their splits.
@@ -54,7 +55,8 @@ def train_and_test(kind, corpus, H, target=None, label=None):
         opts = {"sharpness": lambda epoch, step: min(1.0, 0.5 + 0.5 * step / ARGS.chunks)}
     trainer = msr.Trainer(model, optimizer=msr.optim.Adam(ARGS.lr), clip_norm=1.0, batch_size=ARGS.batch,
                           bptt=ARGS.bptt, progress=False, model_options=opts)
-    trainer.fit(corpus.train, epochs=1, max_chunks=ARGS.chunks)
+    per_epoch = max(1, len(corpus.train) // (ARGS.batch * ARGS.bptt))   # a small corpus: several passes
+    trainer.fit(corpus.train, epochs=ARGS.chunks // per_epoch + 1, max_chunks=ARGS.chunks)
     test = corpus.test[:ARGS.eval]
     r = evaluate(model, test, batch_size=16, bptt=100)
     row = dict(unit=label or f"{kind}-{H}", target=target, bits=r["bpc"], perplexity=r["perplexity"])
@@ -123,9 +125,9 @@ def task_bits():
     from multiscale_rnn import plot
 
     buffers = [int(b) for b in ARGS.buffers.split(",")]
-    fig, axes = plt.subplots(len(buffers), 1, figsize=(10, 2.6 * len(buffers)), squeeze=False)
+    fig, axes = plt.subplots(len(buffers), 2, figsize=(13, 2.6 * len(buffers)), squeeze=False)
     header()
-    for ax, buf in zip(axes[:, 0], buffers):
+    for (a1, a2), buf in zip(axes, buffers):
         corpus = msr.data.load("ptb-bits", path=ARGS.data_path, buffer_bits=buf)
         model, row = train_and_test("VCRNN", corpus, ARGS.hidden, ARGS.target,
                                     label=f"VCRNN-{ARGS.hidden}, {buf} buffer bits")
@@ -136,11 +138,14 @@ def task_bits():
         n = min(ARGS.eval, len(corpus.valid))
         trace = model.trace(corpus.valid[:n])
         pos = corpus.positions["valid"][:n]
-        prof = analysis.bit_position_profile(trace, positions=pos, buffer_bits=buf)
-        print(f"\n{buf} buffer bits: top-5 % activity by position in the frame: "
-              + ", ".join(f"{k}: {v:.2f}" for k, v in prof.items()) + "\n", flush=True)
-        plot.bit_profile(trace, positions=pos, buffer_bits=buf, ax=ax)
-        ax.set_title(f"VCRNN-{ARGS.hidden}, bit-level PTB, {buf} buffer bits: top 5 % of the dimensions")
+        for top, what in ((0.05, "activity of the top 5 % of the dimensions"), (None, "m_t")):
+            prof = analysis.bit_position_profile(trace, positions=pos, buffer_bits=buf, top=top)
+            print(f"{buf} buffer bits, {what} by position in the frame: "
+                  + ", ".join(f"{k}: {v:.2f}" for k, v in prof.items()), flush=True)
+        plot.bit_profile(trace, positions=pos, buffer_bits=buf, ax=a1)
+        a1.set_title(f"VCRNN-{ARGS.hidden}, bit-level PTB, {buf} buffer bits: top 5 % of the dimensions", fontsize=9)
+        plot.bit_profile(trace, positions=pos, buffer_bits=buf, top=None, ax=a2)
+        a2.set_title(f"{buf} buffer bits: mean m_t", fontsize=9)
     fig.tight_layout()
     fig.savefig(ARGS.figure, dpi=90)
     print(f"figure: {ARGS.figure}")

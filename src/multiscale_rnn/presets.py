@@ -199,8 +199,8 @@ PRESETS.update({
                           data_options={"buffer_bits": 8}),
     "nottingham-vcrnn": _vc("vcrnn", "nottingham", 500, 0.3,
                             "Table 1 (needs --data-path to the nottingham_abc folder): a VCRNN on folk tunes in ABC "
-                            "notation, one symbol per (pitch, length), standing in for the paper's Irish tunes. "
-                            "The paper's size is not given; 500 here."),
+                            "notation, one symbol per (pitch, length), standing in for the paper's Irish tunes "
+                            "(the paper: VCRNN-500 at RNN-d 233, test perplexity 8.51 on its own corpus)."),
     **{f"text8-vcgru-{t}": _vc("vcgru", "text8", 1024, t,
                                f"Table 3 (needs --data-path): VCGRU-1024 on text8 characters with m_bar = {t}; "
                                + {0.3: "1.69 bpc at RNN-d 464", 0.4: "1.64 bpc at RNN-d 648",
