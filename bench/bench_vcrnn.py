@@ -48,6 +48,9 @@ def train_model(cls, unit, V, D, train_ids, args):
     path = args.checkpoint.format(unit=unit) if args.checkpoint else None
     if path and os.path.exists(path):
         model = ckpt.load(path).model
+        if (model.core_name, model.hidden_size, model.vocab_size) != (unit, D, V):
+            raise SystemExit(f"{path} holds {model.core_name} D={model.hidden_size} V={model.vocab_size}, "
+                             f"not {unit} D={D} V={V}: remove it or give another --checkpoint")
         model.train_bits = float("nan")
         print(f"# {unit}: loaded {path}", flush=True)
         return model
