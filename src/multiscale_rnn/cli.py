@@ -5,6 +5,7 @@
     multiscale-rnn train --config run.toml --lr 1e-3       # flags override the file
     multiscale-rnn evaluate runs/quick.npz --split test
     multiscale-rnn sample runs/quick.npz --prompt "LOVE, n." --temperature 0.7
+    mpirun -n 4 multiscale-rnn train --distributed ...     # data-parallel over MPI (docs/training.md)
 
 Settings are resolved as defaults < preset < TOML config < flags (see ``docs/cli.md``).
 """
@@ -271,41 +272,52 @@ def _set_threads(n):
         set_num_threads(n)
 
 
+def _data_parallel(args):
+    """``--distributed``: the ``DataParallel`` of ``MPI.COMM_WORLD`` (ImportError without mpi4py); else None."""
+    if not getattr(args, "distributed", False):
+        return None
+    from .distributed import DataParallel
+    return DataParallel()
+
+
 def cmd_train(args) -> int:
+    return _train(args, _data_parallel(args))
+
+
+def _train(args, dist) -> int:
     from .storage import check_writable, history_path
     from .trainer import Trainer, evaluate
 
-    flags = {k: v for k, v in vars(args).items() if k in _presets.DEFAULTS or k == "preset"}
-    flags.pop("config", None)
-    if getattr(args, "option", None):
-        flags["options"] = _key_values(args.option, "--option")
-    if getattr(args, "data_option", None):
-        flags["data_options"] = _key_values(args.data_option, "--data-option")
-    if getattr(args, "anneal", None):
-        flags["anneal"] = {k: _anneal_flag(k, v) for k, v in _key_values(args.anneal, "--anneal").items()}
-    config = load_config(args.config) if getattr(args, "config", None) else {}
-    for key in ("options", "data_options"):
-        if key in flags and key in config:
-            flags[key] = {**config[key], **flags[key]}
-    preset_given = bool(flags.get("preset") or config.get("preset"))
-    s = resolve_settings(config=config, flags=flags)
-    out = Path(s["out"])
-    check_writable(out, "--out checkpoint")  # before any work
-    check_writable(history_path(out), "history")
-    if getattr(args, "resume", False) and not out.exists():
-        raise FileNotFoundError(f"--resume: no checkpoint at {out} to continue")
-    _set_threads(s["threads"])
-    corpus = _load_corpus(s)
-    model = model_from_settings(s, corpus.vocab_size)
+    def say(text: str) -> None:
+        if dist is None or dist.root:
+            print(text, flush=True)
+
+    def setup():
+        s, config, flags, preset_given = _train_settings(args)
+        out = Path(s["out"])
+        if dist is None or dist.root:
+            check_writable(out, "--out checkpoint")  # before any work
+            check_writable(history_path(out), "history")
+            if getattr(args, "resume", False) and not out.exists():
+                raise FileNotFoundError(f"--resume: no checkpoint at {out} to continue")
+        _set_threads(s["threads"])
+        corpus = _load_corpus(s)
+        model = model_from_settings(s, corpus.vocab_size)
+        return s, config, flags, preset_given, out, corpus, model
+
+    s, config, flags, preset_given, out, corpus, model = setup() if dist is None else dist.together(setup)
     trainer = Trainer(model, optimizer=_optimizer(s), clip_norm=s["clip_norm"], clip_value=s["clip_value"],
                       batch_size=s["batch_size"], bptt=s["bptt"], lr_schedule=_lr_schedule(s),
                       model_options={k: anneal_schedule(v) for k, v in s["anneal"].items()}, seed=s["seed"],
-                      progress=bool(s["progress"]), eval_batch_size=s["eval_batch_size"], unit=_token_unit(corpus))
+                      progress=bool(s["progress"]), eval_batch_size=s["eval_batch_size"], unit=_token_unit(corpus),
+                      distributed=dist)
     label = _label(corpus)
-    print(f"{s['model']} {model.num_parameters:,} parameters on {corpus.name} ({len(corpus.train):,} training "
-          f"tokens, vocabulary {corpus.vocab_size})", flush=True)
-    print(settings_sources(s["preset"], preset_given, config, flags,
-                           config_name=str(getattr(args, "config", "config"))), flush=True)
+    say(f"{s['model']} {model.num_parameters:,} parameters on {corpus.name} ({len(corpus.train):,} training "
+        f"tokens, vocabulary {corpus.vocab_size})")
+    say(settings_sources(s["preset"], preset_given, config, flags, config_name=str(getattr(args, "config", "config"))))
+    if dist is not None:
+        say(f"data-parallel over {dist.size} MPI ranks: {s['batch_size']} streams, "
+            f"{s['batch_size'] // dist.size}{'+' if s['batch_size'] % dist.size else ''} per rank")
 
     def log(event):
         if event["event"] == "epoch" and not s["progress"]:
@@ -321,11 +333,30 @@ def cmd_train(args) -> int:
     for split in ("valid", "test"):
         ids = getattr(corpus, split)
         if ids is not None and len(ids) >= 2:
-            results[split] = evaluate(model, ids, batch_size=int(s["eval_batch_size"]), bptt=int(s["bptt"]))
+            results[split] = evaluate(model, ids, batch_size=int(s["eval_batch_size"]), bptt=int(s["bptt"]),
+                                      distributed=dist)
     parts = [f"{split} {label} {r['bpc']:.4f}" + (f" (perplexity {r['perplexity']:.1f})" if corpus.unit == "word" else "")
              for split, r in results.items()]
-    print(f"done after {trainer.epoch} epoch(s), {trainer.step} steps: {', '.join(parts)}; checkpoint {out}", flush=True)
+    say(f"done after {trainer.epoch} epoch(s), {trainer.step} steps: {', '.join(parts)}; checkpoint {out}")
     return 0
+
+
+def _train_settings(args):
+    """The resolved settings of ``train`` and where they came from: (settings, config, flags, preset given)."""
+    flags = {k: v for k, v in vars(args).items() if k in _presets.DEFAULTS or k == "preset"}
+    flags.pop("config", None)
+    if getattr(args, "option", None):
+        flags["options"] = _key_values(args.option, "--option")
+    if getattr(args, "data_option", None):
+        flags["data_options"] = _key_values(args.data_option, "--data-option")
+    if getattr(args, "anneal", None):
+        flags["anneal"] = {k: _anneal_flag(k, v) for k, v in _key_values(args.anneal, "--anneal").items()}
+    config = load_config(args.config) if getattr(args, "config", None) else {}
+    for key in ("options", "data_options"):
+        if key in flags and key in config:
+            flags[key] = {**config[key], **flags[key]}
+    preset_given = bool(flags.get("preset") or config.get("preset"))
+    return resolve_settings(config=config, flags=flags), config, flags, preset_given
 
 
 def _anneal_flag(name: str, value) -> list:
@@ -458,6 +489,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--checkpoint-every", type=int, help="also checkpoint every K chunks")
     g.add_argument("--eval-batch-size", type=int)
     g.add_argument("--resume", action="store_true", help="continue the run saved in --out")
+    g.add_argument("--distributed", action="store_true",
+                   help="data-parallel over MPI: start with 'mpirun -n K'; the batch's streams are shared by the "
+                        "K ranks (needs mpi4py: pip install \"multiscale-rnn[mpi]\")")
     g.add_argument("--seed", type=int)
     g.add_argument("--threads", type=int)
     g.add_argument("--out", help="checkpoint path (.npz); the history goes beside it (.history.json)")
@@ -497,15 +531,29 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except (ValueError, TypeError, IndexError, OSError, CheckpointError, FloatingPointError, OverflowError) as e:
-        print(f"multiscale-rnn {args.command}: error: {e}", file=sys.stderr)
-        return 1
+    except (ValueError, TypeError, IndexError, OSError, CheckpointError, FloatingPointError, OverflowError,
+            ImportError) as e:
+        return _failed(args, e, f"error: {e}", 1)
     except MemoryError as e:
-        print(f"multiscale-rnn {args.command}: error: out of memory{': ' + str(e) if str(e) else ''}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print(f"multiscale-rnn {args.command}: interrupted", file=sys.stderr)
-        return 130
+        return _failed(args, e, f"error: out of memory{': ' + str(e) if str(e) else ''}", 1)
+    except KeyboardInterrupt as e:
+        return _failed(args, e, "interrupted", 130)
+
+
+def _failed(args, error: BaseException, text: str, status: int) -> int:
+    """Report an error and return the exit status. Under ``--distributed`` an error every rank
+    raised together is reported by rank 0 alone; one raised on a single rank is reported with its
+    rank and ends the whole MPI job (``MPI_Abort``), as the other ranks would wait for it forever."""
+    rank = None
+    MPI = sys.modules.get("mpi4py.MPI")   # imported (and MPI started) by --distributed only
+    if getattr(args, "distributed", False) and MPI is not None:
+        rank = MPI.COMM_WORLD.Get_rank()
+        if not getattr(error, "all_ranks", False):
+            print(f"multiscale-rnn {args.command} (rank {rank}): {text}", file=sys.stderr, flush=True)
+            MPI.COMM_WORLD.Abort(status)
+    if rank in (None, 0):
+        print(f"multiscale-rnn {args.command}: {text}", file=sys.stderr, flush=True)
+    return status
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -23,6 +23,7 @@ from typing import Callable, Dict, List, Optional, Union
 import numpy as np
 
 from ._native import core as _core
+from .distributed import data_parallel
 from .optim import Adam, Optimizer
 from .storage import History, check_writable, history_path
 
@@ -56,7 +57,7 @@ def _data():
 
 
 # ---- evaluation ----------------------------------------------------------------------------------
-def evaluate(model, ids, batch_size: int = 16, bptt: int = 100) -> Dict[str, float]:
+def evaluate(model, ids, batch_size: int = 16, bptt: int = 100, *, distributed=None) -> Dict[str, float]:
     """Evaluation-mode loss of ``model`` on 1-D token ids.
 
     The ids are cut into ``B = min(batch_size, len(ids) // 2)`` contiguous streams, each read from
@@ -64,6 +65,10 @@ def evaluate(model, ids, batch_size: int = 16, bptt: int = 100) -> Dict[str, flo
     ``bptt``, which only bounds the memory used); the ``len(ids) % B`` tokens at the end are left out. Returns ``loss`` (nats per token), ``bpc``
     (bits per token), ``perplexity``, ``tokens`` (targets scored) and ``streams`` (B). The model's
     carried state is left at the end of the streams.
+
+    ``distributed`` (True, an mpi4py communicator or a ``distributed.DataParallel``; collective):
+    each rank reads its share of the B streams and the sums are added over the ranks, so every rank
+    returns the figures of all B streams (equal to one process's up to the order of the sums).
     """
     data = _data()
     ids = np.asarray(ids)
@@ -81,12 +86,19 @@ def evaluate(model, ids, batch_size: int = 16, bptt: int = 100) -> Dict[str, flo
         bad = int(np.flatnonzero((ids < 0) | (ids >= model.vocab_size))[0])
         raise IndexError(f"token id {int(ids[bad])} at position {bad} is outside the model's vocabulary "
                          f"[0, {model.vocab_size})")
-    model.reset_state(B)
+    dist = data_parallel(distributed)
+    if dist is not None:
+        streams = streams[dist.shard(B)]   # may be empty when B < ranks
     total, count = 0.0, 0
-    for x, y in data.chunks(streams, int(bptt)):
-        n = x.size
-        total += model.loss(x, y, "keep")[0] * n
-        count += n
+    if len(streams):
+        model.reset_state(len(streams))
+        for x, y in data.chunks(streams, int(bptt)):
+            n = x.size
+            total += model.loss(x, y, "keep")[0] * n
+            count += n
+    if dist is not None:
+        total, count = dist.sum([total, count])
+        count = int(count)
     loss = total / count
     return {"loss": loss, "bpc": _bits(loss), "perplexity": _perplexity(loss), "tokens": count, "streams": B}
 
@@ -197,6 +209,8 @@ _STATE_ENTRIES = {
     "model_options": (lambda v: isinstance(v, dict), "an object", True),
     "data": (lambda v: isinstance(v, dict) and _is_int(v.get("tokens")) and _is_int(v.get("crc32")),
              "an object with integer 'tokens' and 'crc32'", True),
+    "rank_rngs": (lambda v: isinstance(v, np.ndarray) and v.ndim == 2 and v.shape[0] >= 1 and v.dtype == np.uint64,
+                  "a (ranks, words) uint64 array", True),
 }
 
 
@@ -244,13 +258,18 @@ class Trainer:
         (bpc, bpw, bits/bit, bits/symbol).
     constraint : a callable of the model run after every optimiser step (e.g.
         ``optim.ColumnNorm(max_norm)``, column normalisation); None: off.
+    distributed : False, or data-parallel training over MPI (``multiscale_rnn.distributed``): True
+        for ``MPI.COMM_WORLD``, or an mpi4py communicator. Each rank reads its share of the
+        ``batch_size`` streams and the gradients are averaged after each chunk, so K ranks give the
+        parameters one process gives; only rank 0 prints, calls ``log`` and writes checkpoints.
+        ``fit``, ``save_checkpoint`` and ``resume_from`` are then collective (every rank calls them).
     """
 
     def __init__(self, model, optimizer: Optional[Optimizer] = None, clip_norm: Optional[float] = None,
                  clip_value: Optional[float] = None, batch_size: int = 64, bptt: int = 100, lr_schedule=None,
                  model_options: Optional[Dict[str, Union[float, Callable]]] = None, seed: int = 0,
                  progress: bool = True, eval_batch_size: Optional[int] = None, unit: str = "char",
-                 constraint: Optional[Callable] = None):
+                 constraint: Optional[Callable] = None, distributed=False):
         self.model = model
         self.optimizer = optimizer if optimizer is not None else Adam()
         if not isinstance(self.optimizer, Optimizer):
@@ -280,6 +299,7 @@ class Trainer:
         if constraint is not None and not callable(constraint):
             raise TypeError(f"constraint must be a callable of the model, got {type(constraint).__name__}")
         self.constraint = constraint
+        self.dist = data_parallel(distributed)  # None, or a distributed.DataParallel
         self.history = History()
         # progress
         self.epoch = 0          # completed epochs
@@ -294,12 +314,13 @@ class Trainer:
         self.best_epoch: Optional[int] = None
         self.best_params: Optional[np.ndarray] = None
         self._data_id: Optional[dict] = None
+        self._rank_rngs: Optional[np.ndarray] = None  # (K, 4) every rank's random state, for checkpoints
         self._applied: Dict[str, float] = {}
         self.option_values: Dict[str, float] = {}
 
     def _progress_mode(self, tqdm=True) -> Optional[str]:
         """None, "bar" or "lines" (True picks the bar only when standard error is a terminal)."""
-        if not self.progress:
+        if not self.progress or not self._speaks:
             return None
         if self.progress is True:
             tty = getattr(sys.stderr, "isatty", None)
@@ -307,6 +328,11 @@ class Trainer:
         else:
             mode = self.progress
         return "lines" if mode == "bar" and tqdm is None else mode
+
+    @property
+    def _speaks(self) -> bool:
+        """True where this process prints, logs and writes (not a rank other than 0)."""
+        return self.dist is None or self.dist.root
 
     # ---- model options --------------------------------------------------------------------------
     def _set_option(self, name: str, value: float) -> None:
@@ -335,6 +361,7 @@ class Trainer:
             "model_options": {k: {"value": self._applied.get(k),
                                   "schedule": repr(s)} for k, s in self.model_options.items()},
             "data": self._data_id,
+            **({"rank_rngs": self._rank_rngs} if self._rank_rngs is not None else {}),
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -365,17 +392,49 @@ class Trainer:
         bp = state.get("best_params")
         self.best_params = None if bp is None else np.array(bp, copy=True)
         self._data_id = state.get("data")
+        rngs = state.get("rank_rngs")
+        self._rank_rngs = None if rngs is None else np.array(rngs, copy=True)
 
     def save_checkpoint(self, path: Union[str, Path], vocab=None, extra: Optional[dict] = None) -> Path:
-        """Write model, optimiser, progress and history to ``path`` and the history to its JSON."""
+        """Write model, optimiser, progress and history to ``path`` and the history to its JSON.
+
+        With ``distributed`` it is collective: every rank's random state is gathered, rank 0 writes,
+        and an error in writing is raised on every rank."""
         from . import checkpoint
-        out = checkpoint.save(path, self.model, self.optimizer, self.state_dict(), vocab=vocab,
-                              history=self.history, extra=extra)
-        self.history.save(history_path(out))
-        return out
+        self._rank_rngs = None if self.dist is None else self.dist.gather_rng(self.model.get_rng_state())
+
+        def write() -> Path:
+            out = checkpoint.save(path, self.model, self.optimizer, self.state_dict(), vocab=vocab,
+                                  history=self.history, extra=extra)
+            self.history.save(history_path(out))
+            return out
+        return write() if self.dist is None else self.dist.on_root(write)
+
+    def _seed_rng(self) -> None:
+        """Seed the model's generator for a new run from ``seed`` (rank r > 0 of a distributed run
+        from ``seed`` and r, so the ranks draw different dropout masks for their streams)."""
+        rank = 0 if self.dist is None else self.dist.rank
+        seq = np.random.SeedSequence(self.seed, spawn_key=(rank, self.step) if rank else ())
+        self.model.set_rng_state(seq.generate_state(4, dtype=np.uint64) | np.uint64(1))
 
     def resume_from(self, path: Union[str, Path]):
-        """Load a checkpoint written by this kind of run into the trainer's model and optimiser."""
+        """Load a checkpoint written by this kind of run into the trainer's model and optimiser.
+
+        With ``distributed`` it is collective: rank 0 reads the file and sends it to the others
+        (no shared file system needed); each rank takes its own saved random state when the run
+        was saved with as many ranks, else rank 0 takes the checkpoint's and the others are seeded
+        from ``seed``, their rank and the step."""
+        if self.dist is None:
+            return self._resume(path)
+        ck = self.dist.load_checkpoint(path, self._resume)
+        rngs = self._rank_rngs
+        if rngs is not None and rngs.shape[0] == self.dist.size:
+            self.model.set_rng_state(rngs[self.dist.rank])
+        elif not self.dist.root:
+            self._seed_rng()
+        return ck
+
+    def _resume(self, path: Union[str, Path]):
         from . import checkpoint
         ck = checkpoint.load(path, model=self.model)
         if ck.trainer_state is None:
@@ -420,41 +479,78 @@ class Trainer:
 
         Raises ``FloatingPointError`` (naming epoch and chunk) when the loss or gradient is not
         finite; parameters are then not updated and the last checkpoint is left as it was.
+
+        With ``distributed`` every rank calls ``fit`` with the same arguments and data; the ranks
+        first check that they agree (``ValueError`` on every rank otherwise), every error of the
+        setup is raised on every rank, and only rank 0 reads and writes the checkpoint.
         """
         data = _data()
-        epochs = _positive_int(epochs, "epochs")
-        max_chunks = _positive_int(max_chunks, "max_chunks", allow_none=True)
-        checkpoint_every = _positive_int(checkpoint_every, "checkpoint_every", allow_none=True)
-        if resume not in (False, True, "auto"):
-            raise ValueError(f"resume must be False, True or 'auto', got {resume!r}")
-        if resume and checkpoint is None:
-            raise ValueError("resume needs the checkpoint path")
-        if checkpoint is not None:
-            check_writable(checkpoint, "checkpoint")
-            check_writable(history_path(checkpoint), "history")
-        train_ids = np.asarray(train_ids)
-        data.check_length(train_ids, self.batch_size, self.bptt, "train")
-        if valid is not None:
-            valid = np.asarray(valid)
-            if len(valid) < 2:
-                raise ValueError(f"the valid split has {len(valid)} tokens; evaluation needs at least 2")
-        streams = data.batchify(train_ids, self.batch_size)
-        if streams.min() < 0 or streams.max() >= self.model.vocab_size:
-            bad = int(np.flatnonzero((train_ids < 0) | (train_ids >= self.model.vocab_size))[0])
-            raise IndexError(f"train token id {int(train_ids[bad])} at position {bad} is outside the model's "
-                             f"vocabulary [0, {self.model.vocab_size})")
-        n_chunks = data.num_chunks(streams, self.bptt)
-        fingerprint = _ids_fingerprint(train_ids)
+        dist = self.dist
 
-        if resume is True or (resume == "auto" and Path(checkpoint).exists()):
+        def prepare():
+            epochs_ = _positive_int(epochs, "epochs")
+            max_chunks_ = _positive_int(max_chunks, "max_chunks", allow_none=True)
+            every = _positive_int(checkpoint_every, "checkpoint_every", allow_none=True)
+            if resume not in (False, True, "auto"):
+                raise ValueError(f"resume must be False, True or 'auto', got {resume!r}")
+            if resume and checkpoint is None:
+                raise ValueError("resume needs the checkpoint path")
+            if checkpoint is not None and self._speaks:
+                check_writable(checkpoint, "checkpoint")
+                check_writable(history_path(checkpoint), "history")
+            ids = np.asarray(train_ids)
+            data.check_length(ids, self.batch_size, self.bptt, "train")
+            valid_ = valid
+            if valid_ is not None:
+                valid_ = np.asarray(valid_)
+                if len(valid_) < 2:
+                    raise ValueError(f"the valid split has {len(valid_)} tokens; evaluation needs at least 2")
+            all_streams = data.batchify(ids, self.batch_size)
+            if all_streams.min() < 0 or all_streams.max() >= self.model.vocab_size:
+                bad = int(np.flatnonzero((ids < 0) | (ids >= self.model.vocab_size))[0])
+                raise IndexError(f"train token id {int(ids[bad])} at position {bad} is outside the model's "
+                                 f"vocabulary [0, {self.model.vocab_size})")
+            if dist is not None and dist.size > self.batch_size:
+                raise ValueError(f"batch_size={self.batch_size} streams cannot be shared by {dist.size} ranks: "
+                                 f"each rank needs at least one stream")
+            return (epochs_, max_chunks_, every, ids, valid_, all_streams, data.num_chunks(all_streams, self.bptt),
+                    _ids_fingerprint(ids))
+
+        if dist is None:
+            epochs, max_chunks, checkpoint_every, train_ids, valid, streams, n_chunks, fingerprint = prepare()
+        else:
+            epochs, max_chunks, checkpoint_every, train_ids, valid, streams, n_chunks, fingerprint = \
+                dist.together(prepare)
+            dist.check_model(self.model, {
+                "the training data (tokens, CRC-32)": fingerprint,
+                "the validation data (tokens, CRC-32)": None if valid is None else _ids_fingerprint(valid),
+                **{f"the trainer setting {k}": v for k, v in (
+                    ("batch_size", self.batch_size), ("bptt", self.bptt), ("eval_batch_size", self.eval_batch_size),
+                    ("clip_norm", self.clip_norm), ("clip_value", self.clip_value), ("seed", self.seed),
+                    ("optimizer", f"{type(self.optimizer).__name__}({self.optimizer.hyper()})"),
+                    ("model_options", sorted(self.model_options)), ("lr_schedule", type(self.lr_schedule).__name__),
+                    ("constraint", type(self.constraint).__name__))},
+                "the progress (epoch, chunk, step)": (self.epoch, self.chunk, self.step),
+                **{f"the fit argument {k}": v for k, v in (
+                    ("epochs", epochs), ("max_chunks", max_chunks), ("checkpoint_every", checkpoint_every),
+                    ("resume", resume), ("checkpoint given", checkpoint is not None))},
+            })
+        B = self.batch_size                      # streams of all ranks
+        rows = slice(0, B) if dist is None else dist.shard(B)
+        local = streams[rows]                    # this rank's streams (B_r, N / B)
+
+        if dist is None:
+            resuming = resume is True or (resume == "auto" and Path(checkpoint).exists())
+        else:
+            resuming = resume is True or (resume == "auto" and dist.on_root(lambda: Path(checkpoint).exists()))
+        if resuming:
             self.resume_from(checkpoint)
             if self._data_id is not None and self._data_id != fingerprint:
                 raise ValueError(f"the training data differ from the checkpoint's ({self._data_id['tokens']:,} tokens, "
                                  f"crc32 {self._data_id['crc32']}) : got {fingerprint['tokens']:,} tokens, crc32 "
                                  f"{fingerprint['crc32']}")
         elif self.epoch == 0 and self.chunk == 0 and self.step == 0:
-            seq = np.random.SeedSequence(self.seed)
-            self.model.set_rng_state(seq.generate_state(4, dtype=np.uint64) | np.uint64(1))
+            self._seed_rng()
         self._data_id = fingerprint
         if self.lr_schedule is not None:
             self.lr_schedule.start(self.optimizer.lr)
@@ -462,7 +558,9 @@ class Trainer:
         opt, model = self.optimizer, self.model
         flat_g = model.flat_gradients()
         done = 0
-        last_ckpt: Optional[Path] = Path(checkpoint) if checkpoint is not None and Path(checkpoint).exists() else None
+        last_ckpt: Optional[Path] = None
+        if checkpoint is not None and self._speaks and Path(checkpoint).exists():
+            last_ckpt = Path(checkpoint)
         bar = None
         try:
             from tqdm.auto import tqdm
@@ -480,11 +578,11 @@ class Trainer:
                 break
             epoch_no = self.epoch + 1
             if self.chunk == 0:
-                model.reset_state(self.batch_size)
+                model.reset_state(local.shape[0])
                 self._sum_loss, self._tokens, self._seconds = 0.0, 0, 0.0
                 self._sum_aux = {}
-            else:
-                model.set_state(self._carried)
+            else:   # the carried state holds all B streams (whatever the number of ranks that saved it)
+                model.set_state(self._carried if dist is None else dist.local_state(self._carried, B))
             lines = None
             if self._progress_mode(tqdm) == "lines":
                 lines = _ProgressLines(epoch_no, epochs, n_chunks, label)
@@ -494,7 +592,7 @@ class Trainer:
             t_epoch = time.perf_counter() - self._seconds
             stopped = False
             try:
-                for k, (x, y) in enumerate(data.chunks(streams, self.bptt)):
+                for k, (x, y) in enumerate(data.chunks(local, self.bptt)):
                     if k < self.chunk:
                         continue
                     if max_chunks is not None and done >= max_chunks:
@@ -504,6 +602,12 @@ class Trainer:
                     self._apply_options(force=(done == 0))
                     result, _, _ = model.loss_and_grad(x, y, "keep", copy_grads=False)
                     loss, aux = float(result), result.aux
+                    n = B * x.shape[1]           # targets of the chunk over all ranks
+                    if dist is not None:         # the mean gradient, loss and terms over all B streams
+                        dist.average_gradients(flat_g, x.size, n)
+                        names = sorted(aux)
+                        means = dist.average([loss] + [aux[a] for a in names], x.size, n)
+                        loss, aux = float(means[0]), dict(zip(names, (float(v) for v in means[1:])))
                     if self.clip_norm is not None:
                         norm = float(_core.clip_by_norm(flat_g, self.clip_norm))
                         finite = math.isfinite(norm)
@@ -513,9 +617,11 @@ class Trainer:
                     if not (math.isfinite(loss) and finite):
                         what = f"loss is {loss}" if not math.isfinite(loss) else "the gradient holds NaN or infinity"
                         kept = f"; the last checkpoint {last_ckpt} is left as it was" if last_ckpt else ""
-                        raise FloatingPointError(
+                        error = FloatingPointError(
                             f"{what} at chunk {k + 1}/{n_chunks} of epoch {epoch_no} (step {self.step + 1}); "
                             f"training stopped before updating the parameters{kept}")
+                        error.all_ranks = True   # the reduced loss and gradient are the same on every rank
+                        raise error
                     if self.clip_value is not None:
                         _core.clip_by_value(flat_g, self.clip_value)
                     opt.step(model)
@@ -526,25 +632,25 @@ class Trainer:
                         opt.lr = self.lr_schedule.next_lr(self.step, opt.lr, None)
                     self.chunk = k + 1
                     done += 1
-                    self._sum_loss += loss * x.size
+                    self._sum_loss += loss * n
                     for name, value in aux.items():
-                        self._sum_aux[name] = self._sum_aux.get(name, 0.0) + value * x.size
-                    self._tokens += x.size
+                        self._sum_aux[name] = self._sum_aux.get(name, 0.0) + value * n
+                    self._tokens += n
                     dt = time.perf_counter() - t0
                     if bar is not None:
                         bar.update(1)
                         bar.set_postfix({"loss": f"{loss:.3f}", label: f"{_bits(loss):.3f}",
                                          **{name: f"{v:.4g}" for name, v in aux.items()},
-                                         "tok/s": f"{x.size / max(dt, 1e-9):,.0f}"}, refresh=False)
+                                         "tok/s": f"{n / max(dt, 1e-9):,.0f}"}, refresh=False)
                     if lines is not None:
-                        lines.update(self.chunk, loss, x.size, dt)
-                    if log is not None:
+                        lines.update(self.chunk, loss, n, dt)
+                    if log is not None and self._speaks:
                         log({"event": "chunk", "epoch": epoch_no, "chunk": k + 1, "chunks": n_chunks, "step": self.step,
                              "loss": loss, "bpc": _bits(loss), "aux": dict(aux), "grad_norm": norm, "lr": opt.lr,
-                             "tokens_per_s": x.size / max(dt, 1e-9)})
+                             "tokens_per_s": n / max(dt, 1e-9)})
                     if checkpoint_every is not None and self.chunk % checkpoint_every == 0 and self.chunk < n_chunks:
                         self._seconds = time.perf_counter() - t_epoch
-                        self._carried = model.get_state()
+                        self._carried = self._all_streams_state()
                         save()
             finally:
                 if bar is not None:
@@ -552,7 +658,7 @@ class Trainer:
                     bar = None
             self._seconds = time.perf_counter() - t_epoch
             if stopped or self.chunk < n_chunks:
-                self._carried = model.get_state()
+                self._carried = self._all_streams_state()
                 save()
                 break
             self._end_epoch(epoch_no, valid, log)
@@ -560,6 +666,11 @@ class Trainer:
         if restore_best:
             self.restore_best()
         return self.history
+
+    def _all_streams_state(self) -> Dict[str, np.ndarray]:
+        """The carried state of all B streams (gathered from every rank when distributed)."""
+        state = self.model.get_state()
+        return state if self.dist is None else self.dist.gather_state(state)
 
     def _end_epoch(self, epoch_no: int, valid, log) -> None:
         train_loss = self._sum_loss / max(self._tokens, 1)
@@ -573,7 +684,7 @@ class Trainer:
             row["options"] = dict(self._applied)
         metric = train_loss
         if valid is not None:
-            ev = evaluate(self.model, valid, batch_size=self.eval_batch_size, bptt=self.bptt)
+            ev = evaluate(self.model, valid, batch_size=self.eval_batch_size, bptt=self.bptt, distributed=self.dist)
             row.update(valid_loss=ev["loss"], valid_bpc=ev["bpc"], valid_perplexity=ev["perplexity"])
             metric = ev["loss"]
         if math.isfinite(metric) and (self.best_loss is None or metric < self.best_loss):
@@ -587,7 +698,7 @@ class Trainer:
             self.optimizer.lr = self.lr_schedule.next_lr(self.epoch, self.optimizer.lr, metric)
         row["next_lr"] = self.optimizer.lr
         self.history.append(row)
-        if self.progress:
+        if self.progress and self._speaks:
             label = bits_label(self.unit)
             valid_txt = f", valid {label} {row['valid_bpc']:.4f}" if row["valid_bpc"] is not None else ""
             text = (f"epoch {epoch_no}: train {label} {row['train_bpc']:.4f}{valid_txt}, "
@@ -597,5 +708,5 @@ class Trainer:
                 tqdm.write(text)
             else:
                 print(text, file=sys.stderr, flush=True)
-        if log is not None:
+        if log is not None and self._speaks:
             log({"event": "epoch", **row})

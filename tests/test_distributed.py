@@ -1,0 +1,233 @@
+"""Data-parallel training over MPI (multiscale_rnn.distributed): K = 2 ranks under ``mpiexec -n 2``
+against one process with the same global batch, exact resume, errors on every rank, the command line.
+
+The runs under MPI are started once per module (``tests/_mpi_training.py``) and compared here with
+the same trainings done in the pytest process. mpi4py and an MPI (the MPICH wheel) come with the
+``test`` extra; without mpi4py only the tests that need no MPI run.
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import multiscale_rnn as msr
+from multiscale_rnn.distributed import data_parallel, shard
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _mpi_training as runs  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+HERE = Path(__file__).resolve().parent
+TIMEOUT = 240  # seconds for one mpiexec job; a hang fails the test instead of the suite
+
+
+# ---- no MPI needed ---------------------------------------------------------------------------------
+def test_shards_cover_the_streams_once_in_order():
+    for total in (1, 2, 5, 7, 64):
+        for size in range(1, total + 1):
+            rows = [shard(total, r, size) for r in range(size)]
+            assert [i for s in rows for i in range(total)[s]] == list(range(total))
+            lengths = [s.stop - s.start for s in rows]
+            assert max(lengths) - min(lengths) <= 1 and min(lengths) >= 1
+
+
+def test_not_distributed_by_default():
+    assert data_parallel(False) is None and data_parallel(None) is None
+    assert msr.Trainer(runs.build("lstm")).dist is None
+
+
+def _no_mpi4py(monkeypatch):
+    monkeypatch.setitem(sys.modules, "mpi4py", None)     # import mpi4py -> ImportError
+    monkeypatch.setitem(sys.modules, "mpi4py.MPI", None)
+
+
+def test_without_mpi4py_the_trainer_says_how_to_install_it(monkeypatch):
+    _no_mpi4py(monkeypatch)
+    with pytest.raises(ImportError, match=r"mpi4py.*multiscale-rnn\[mpi\]"):
+        msr.Trainer(runs.build("lstm"), distributed=True)
+
+
+def test_without_mpi4py_the_command_line_says_how_to_install_it(monkeypatch, capsys, tmp_path):
+    from multiscale_rnn.cli import main
+    _no_mpi4py(monkeypatch)
+    status = main(["train", "--distributed", "--max-chunks", "1", "--out", str(tmp_path / "x.npz")])
+    err = capsys.readouterr().err
+    assert status == 1
+    assert "error:" in err and "mpi4py" in err and 'pip install "multiscale-rnn[mpi]"' in err
+    assert not (tmp_path / "x.npz").exists()
+
+
+def test_a_communicator_must_be_one():
+    pytest.importorskip("mpi4py")
+    with pytest.raises(TypeError, match="distributed must be True or an mpi4py communicator"):
+        msr.Trainer(runs.build("lstm"), distributed="world")
+
+
+# ---- under mpiexec -n 2 ----------------------------------------------------------------------------
+def _mpiexec():
+    pytest.importorskip("mpi4py")
+    for folder in (Path(sys.executable).parent, None):
+        found = shutil.which("mpiexec", path=str(folder) if folder else None)
+        if found:
+            return found
+    pytest.fail("mpi4py is installed but no mpiexec was found (pip install mpich, or your MPI's mpiexec on PATH)")
+
+
+def _mpi(*args, cwd, timeout=TIMEOUT):
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    return subprocess.run([_mpiexec(), "-n", "2", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def under_mpi(tmp_path_factory):
+    """Run every scenario of tests/_mpi_training.py under ``mpiexec -n 2``; the folder of results."""
+    out = tmp_path_factory.mktemp("mpi")
+    for scenario in ("equivalence", "errors"):
+        p = _mpi(sys.executable, str(HERE / "_mpi_training.py"), scenario, str(out), cwd=out)
+        assert p.returncode == 0, f"mpiexec {scenario} failed:\n{p.stdout}\n{p.stderr}"
+    return out
+
+
+@pytest.fixture(scope="module")
+def one_process():
+    """The same trainings in one process (one thread): family, dtype -> (model, trainer)."""
+    msr.set_num_threads(1)
+    return {(f, d): runs.run(f, d) for f in runs.FAMILIES for d in ("float64", "float32")}
+
+
+@pytest.mark.parametrize("family", runs.FAMILIES)
+def test_two_ranks_give_the_parameters_of_one_process_in_float64(under_mpi, one_process, family):
+    k2 = np.load(under_mpi / f"{family}-float64.npz")
+    model, tr = one_process[(family, "float64")]
+    assert int(k2["step"]) == tr.step == 24
+    # 24 Adam steps; the sums only change order (3 + 2 streams against 5)
+    assert np.max(np.abs(k2["params"] - model.flat_parameters())) < 1e-10
+    np.testing.assert_allclose(k2["train_loss"], [r["train_loss"] for r in tr.history], rtol=1e-12)
+    np.testing.assert_allclose(k2["valid_loss"], [r["valid_loss"] for r in tr.history], rtol=1e-12)
+
+
+# float32: sums taken in another order, through 24 Adam steps. Measured largest parameter difference
+# (docs/training.md): LSTM 1.6e-7, HM-LSTM 1.2e-7 (as between one process at 1 and 2 threads),
+# FS-RNN 5.6e-5 (1 against 2 threads: 9.7e-6; its layer norms and Adam amplify rounding ~100x in
+# 24 steps, 3e-14 in float64). The bounds leave a factor of about 5.
+FLOAT32_BOUND = {"lstm": 1e-6, "hm_lstm": 1e-6, "fs_rnn": 3e-4}
+
+
+@pytest.mark.parametrize("family", runs.FAMILIES)
+def test_two_ranks_give_the_parameters_of_one_process_in_float32(under_mpi, one_process, family):
+    k2 = np.load(under_mpi / f"{family}-float32.npz")
+    model, tr = one_process[(family, "float32")]
+    assert np.max(np.abs(k2["params"] - model.flat_parameters())) < FLOAT32_BOUND[family]
+    np.testing.assert_allclose(k2["train_loss"], [r["train_loss"] for r in tr.history], rtol=1e-5)
+
+
+@pytest.mark.parametrize("family", runs.FAMILIES)
+def test_a_checkpoint_of_two_ranks_resumes_exactly_at_two(under_mpi, family):
+    straight, resumed = np.load(under_mpi / f"{family}-float64.npz"), np.load(under_mpi / f"{family}-resumed.npz")
+    assert int(resumed["step"]) == 24
+    np.testing.assert_array_equal(resumed["params"], straight["params"])
+    np.testing.assert_array_equal(resumed["train_loss"], straight["train_loss"])
+
+
+@pytest.mark.parametrize("family", runs.FAMILIES)
+def test_a_checkpoint_of_two_ranks_resumes_at_one(under_mpi, one_process, family, tmp_path):
+    ck = tmp_path / "k2.npz"
+    ck.write_bytes((under_mpi / f"{family}-resume.npz.at5").read_bytes())
+    saved = msr.checkpoint.load(ck)
+    assert saved.trainer_state["chunk"] == 5
+    assert saved.trainer_state["rank_rngs"].shape == (2, 4)
+    assert all(v.shape[0] == runs.BATCH for v in saved.trainer_state["carried"].values())  # all 5 streams
+    model, tr = runs.run(family, checkpoint=ck, resume=True)
+    ref, _ = one_process[(family, "float64")]
+    assert tr.step == 24
+    assert np.max(np.abs(model.flat_parameters() - ref.flat_parameters())) < 1e-10
+
+
+def test_dropout_run_resumes_exactly_with_every_ranks_random_state(under_mpi):
+    straight, resumed = np.load(under_mpi / "dropout-straight.npz"), np.load(under_mpi / "dropout-resumed.npz")
+    np.testing.assert_array_equal(resumed["params"], straight["params"])
+
+
+def _message(folder, name, rank):
+    return (folder / f"{name}-rank{rank}.txt").read_text()
+
+
+@pytest.mark.parametrize("case, pattern", [
+    ("seed", r"ValueError: the 2 ranks disagree on the model config: rank 0 has .*\"seed\": 0.*rank 1 has .*\"seed\": 1"),
+    ("params", r"ValueError: the 2 ranks disagree on the parameters \(CRC-32 of the flat buffer\): rank 0 has \d+, "
+               r"rank 1 has \d+"),
+    ("data", r"ValueError: the 2 ranks disagree on the training data \(tokens, CRC-32\): rank 0 has \{'tokens': 365"),
+    ("bptt", r"ValueError: the 2 ranks disagree on the trainer setting bptt: rank 0 has 6, rank 1 has 7"),
+    ("batch", r"ValueError: batch_size=1 streams cannot be shared by 2 ranks"),
+    ("resume-missing", r"(FileNotFoundError|No such file).*absent\.npz"),
+])
+def test_every_rank_raises_the_same_clear_error(under_mpi, case, pattern):
+    for rank in (0, 1):
+        assert re.search(pattern, _message(under_mpi, case, rank)), _message(under_mpi, case, rank)
+
+
+def test_an_error_on_one_rank_is_raised_on_every_rank(under_mpi):
+    assert _message(under_mpi, "one-rank", 1).startswith("ValueError: max_chunks must be a positive integer, got 0")
+    assert _message(under_mpi, "one-rank", 0).startswith(
+        "ValueError: rank 1 of 2: max_chunks must be a positive integer, got 0")
+
+
+def _cli(tmp_path, *extra):
+    return _mpi(sys.executable, "-m", "multiscale_rnn", "train", "--distributed", "--model", "lstm",
+                "--embed-size", "8", "--hidden-sizes", "16", "--batch-size", "4", "--bptt", "10", "--epochs", "1",
+                "--max-chunks", "3", "--threads", "1", "--no-progress", "--out", str(tmp_path / "cli.npz"), *extra,
+                cwd=tmp_path)
+
+
+def test_command_line_trains_on_two_ranks_and_rank_0_alone_speaks_and_writes(tmp_path):
+    p = _cli(tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.count("data-parallel over 2 MPI ranks: 4 streams, 2 per rank") == 1
+    assert p.stdout.count("done after 0 epoch(s), 3 steps") == 1
+    ck = msr.checkpoint.load(tmp_path / "cli.npz")
+    assert ck.trainer_state["step"] == 3
+    # and it resumes at K = 2 from what rank 0 wrote
+    p = _cli(tmp_path, "--resume")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.count("done after 0 epoch(s), 6 steps") == 1
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["cli.history.json", "cli.npz"]
+
+
+def test_command_line_error_on_every_rank_is_reported_once(tmp_path):
+    p = _cli(tmp_path, "--bptt", "0")
+    assert p.returncode != 0
+    assert p.stderr.count("error: bptt must be a positive integer") == 1, p.stderr
+
+
+def test_command_line_error_on_one_rank_is_reported_once_with_its_rank(tmp_path):
+    # rank 1 is given a corpus file that does not exist (two programs in one job: "A : B")
+    text = tmp_path / "own.txt"
+    text.write_text("the cat sat on the mat. " * 400)
+    common = ["-m", "multiscale_rnn", "train", "--distributed", "--model", "lstm", "--hidden-sizes", "8",
+              "--batch-size", "4", "--bptt", "10", "--max-chunks", "1", "--threads", "1", "--no-progress",
+              "--out", str(tmp_path / "x.npz")]
+    p = subprocess.run([_mpiexec(), "-n", "1", sys.executable, *common, "--data-path", str(text), ":",
+                        "-n", "1", sys.executable, *common, "--data-path", str(tmp_path / "absent.txt")],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT)
+    assert p.returncode != 0
+    assert p.stderr.count("error: rank 1 of 2:") == 1 and "absent.txt" in p.stderr, p.stderr
+    assert not (tmp_path / "x.npz").exists()
+
+
+def test_command_line_error_of_a_single_rank_ends_the_job_instead_of_hanging(tmp_path):
+    # rank 1 fails while rank 0 waits in a collective: the command line's error path must abort the job
+    code = ("import sys\nfrom mpi4py import MPI\nfrom multiscale_rnn.cli import build_parser, _failed\n"
+            "args = build_parser().parse_args(['train', '--distributed'])\n"
+            "if MPI.COMM_WORLD.Get_rank() == 1:\n"
+            "    sys.exit(_failed(args, RuntimeError('disk on fire'), 'error: disk on fire', 1))\n"
+            "MPI.COMM_WORLD.Barrier()\n")
+    p = _mpi(sys.executable, "-c", code, cwd=tmp_path, timeout=60)
+    assert p.returncode != 0
+    assert "multiscale-rnn train (rank 1): error: disk on fire" in p.stderr, p.stderr
