@@ -222,3 +222,27 @@ def test_load_nottingham_real():
             elif length:
                 total, full, length = total + 1, full + (length == 3), Fraction(0)
     assert full / total > 0.8
+
+
+def test_cli_names_bits_per_bit_and_per_symbol(tmp_path, capsys):
+    """The command line labels the bits figure by the corpus's token: bits/bit for the bit corpora,
+    bits/symbol for the music corpus, bpc for characters (not bpc for all)."""
+    from multiscale_rnn.cli import main
+    from multiscale_rnn.trainer import Trainer, bits_label
+
+    tiny = ["--model", "elman", "--embed-size", "4", "--hidden-sizes", "8", "--batch-size", "4", "--bptt", "10",
+            "--threads", "1", "--no-progress", "--epochs", "1"]
+    _write_tunes(tmp_path / "abc", 20)
+    out = tmp_path / "music.npz"
+    assert main(["train", "--data", "nottingham", "--data-path", str(tmp_path / "abc"), *tiny, "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "epoch 1: train bits/symbol" in text and "valid bits/symbol" in text and "bpc" not in text
+    assert main(["evaluate", str(out), "--split", "test"]) == 0
+    assert "bits/symbol" in capsys.readouterr().out
+    out = tmp_path / "bits.npz"
+    assert main(["train", "--data", "embedded-bits", *tiny, "--max-chunks", "2", "--out", str(out)]) == 0
+    done = [l for l in capsys.readouterr().out.splitlines() if l.startswith("done")][0]
+    assert "valid bits/bit" in done and "test bits/bit" in done and "bpc" not in done
+    assert (bits_label("char"), bits_label("word")) == ("bpc", "bpw")
+    with pytest.raises(ValueError, match="unit must be one of"):
+        Trainer(None, unit="byte")

@@ -48,3 +48,12 @@ def test_fs_rnn_notebook():
     assert "FS-Slow" in text and "rate of change" in text and "bpc by position" in text
     images = [o for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
     assert len(images) == 3
+
+
+def test_vcrnn_notebook():
+    nb = run_notebook("vcrnn_profiles.ipynb")
+    text = outputs(nb)
+    assert "valid bpc" in text and "valid bits per bit" in text
+    assert "RNN-d" in text and "activity by bit position" in text and "mean m per class" in text
+    images = [o for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
+    assert len(images) == 3

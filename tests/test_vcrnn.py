@@ -207,6 +207,33 @@ def test_skipping_equals_masking(cls, opts):
     assert_runs_equal(runs[True], runs[False], rtol=1e-12, grad_rtol=1e-12, atol=1e-13)
 
 
+@pytest.mark.parametrize("cls", UNITS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_skipping_equals_masking_on_threads(cls, threads):
+    """The staircase of the skip path with several levels per step (wide D, spread d_t) equals the masked
+    path on 1, 2 and 3 threads."""
+    Dw, Bw = 40, 7
+    chunks = [(np.random.default_rng(s).integers(0, V, (Bw, 4)), np.random.default_rng(s + 1).integers(0, V, (Bw, 4)))
+              for s in (31, 33)]
+    old = msr.get_num_threads()
+    runs = {}
+    try:
+        msr.set_num_threads(threads)
+        for skip in (True, False):
+            m = cls(V, hidden_sizes=(Dw,), dtype="float64", seed=30, block=4, eps=0.05, sharpness=2.0,
+                    penalty_weight=0.3, skip=skip)
+            rng = np.random.default_rng(30)
+            for p in m.parameters().values():
+                p[...] = rng.normal(0.0, 0.6, p.shape)
+            m.parameters()["sched_weight_ih_l0"][...] *= 4.0  # m_t spread over (0, 1): many levels per step
+            runs[skip] = run_chunks(m, chunks, {"h_l0": np.random.default_rng(34).normal(0, 0.5, (Bw, Dw))})
+            d = m.records()["d"][0].reshape(-1, Bw)
+            assert np.mean([len(np.unique(np.ceil(r / 4))) for r in d]) >= 2.5  # several levels per step
+    finally:
+        msr.set_num_threads(old)
+    assert_runs_equal(runs[True], runs[False], rtol=1e-12, grad_rtol=1e-12, atol=1e-13)
+
+
 # ---- traces, records, schedules ------------------------------------------------------------------
 
 def test_trace_and_records():
@@ -275,3 +302,20 @@ def test_bad_input_is_refused(cls):
             m.set_option(name, value)
     with pytest.raises(ValueError, match="mask_index"):
         m.set_option("mask_index", 1.0)
+
+
+# ---- presets --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["ptb-char-vcrnn", "ptb-char-vcgru", "ptb-bits-vcrnn", "nottingham-vcrnn",
+                                  "text8-vcgru-0.3", "text8-vcgru-0.4", "text8-vcgru-0.5"])
+def test_presets_build_the_papers_models(name):
+    from multiscale_rnn.cli import model_from_settings, resolve_settings
+    s = resolve_settings(name)
+    assert s["anneal"] == {"sharpness": [0.1, 1.0, 0.1]}  # the paper's lambda: 0.1, +0.1 per epoch, up to 1
+    m = model_from_settings(s, vocab_size=5)
+    assert isinstance(m, msr.VCGRU if "vcgru" in name else msr.VCRNN)
+    assert m.config["penalty"] == "l1" and m.config["embed_size"] == m.config["hidden_sizes"][0]
+    if name.startswith("text8"):
+        assert m.config["target"] == float(name.rsplit("-", 1)[1])
+    if name == "ptb-bits-vcrnn":
+        assert s["data_options"] == {"buffer_bits": 8}

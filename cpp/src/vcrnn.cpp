@@ -1,5 +1,7 @@
 #include "msrnn/vcrnn.hpp"
 
+#include "msrnn/gemm.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -59,15 +61,18 @@ template <class S> void VCLayer<S>::set_option(const std::string& name, double v
 
 template <class S> Index VCLayer<S>::mask_column(Index n, S m) {
   const S lam = S(opt_.sharpness), eps = S(opt_.eps), mD = m * S(D_);
-  auto e = e_.col(n);
-  Index d = 0;
-  for (Index i = 0; i < D_; ++i) {
+  auto e = e_.col(n);  // rows start at 0 (forward's setZero)
+  // With x_i = lambda (m D - o - i), Thres gives exactly 1 where x_i > logit(1 - eps) = L and exactly 0
+  // where x_i < -L. Outside a margin of 0.05 (far above rounding) no exponential is needed:
+  // units [0, i1) are 1 and units [i2, D) are 0; only [i1, i2) evaluate the sigmoid.
+  const double L = std::log((1.0 - opt_.eps) / opt_.eps) + 0.05, c = double(mD) - double(opt_.mask_offset);
+  const auto clampD = [&](double v) { return Index(std::min(std::max(v, 0.0), double(D_))); };
+  const Index i1 = clampD(std::floor(c - L / opt_.sharpness) + 1.0), i2 = clampD(std::ceil(c + L / opt_.sharpness));
+  e.head(i1).setOnes();
+  Index d = i1;
+  for (Index i = i1; i < i2; ++i) {
     const S s = S(1) / (S(1) + std::exp(-lam * (mD - S(i + opt_.mask_offset))));
-    if (s < eps) {
-      if (opt_.skip) break;  // s decreases with i: every later unit is 0 as well
-      e(i) = S(0);
-      continue;
-    }
+    if (s < eps) break;  // s decreases with i: every later unit is 0 as well
     e(i) = s > S(1) - eps ? S(1) : s;
     d = i + 1;
   }
@@ -94,19 +99,43 @@ template <class S> double VCLayer<S>::penalty_slope(double m) const {
   return 0.0;
 }
 
-template <class S> void VCLayer<S>::group_step(Index n0, Index B) {
-  order_.resize(B);
-  std::iota(order_.begin(), order_.end(), Index(0));
-  std::stable_sort(order_.begin(), order_.end(), [&](Index a, Index b) { return q_[n0 + a] < q_[n0 + b]; });
-  groups_.clear();
-  for (Index k = 0; k < B;) {
-    const Index q = q_[n0 + order_[k]];
-    Index k1 = k;
-    while (k1 < B && q_[n0 + order_[k1]] == q) ++k1;
-    if (q > 0) groups_.push_back({q, k, k1 - k});
-    k = k1;
+template <class S> void VCLayer<S>::group_step(Work& w, Index n0, Index nb) const {
+  w.order.resize(nb);
+  std::iota(w.order.begin(), w.order.end(), Index(0));
+  std::stable_sort(w.order.begin(), w.order.end(), [&](Index a, Index b) { return q_[n0 + a] < q_[n0 + b]; });
+  w.levels.clear();
+  w.first = nb;
+  for (Index k = nb - 1; k >= 0 && q_[n0 + w.order[k]] > 0; --k) w.first = k;
+  for (Index k = w.first; k < nb; ++k) {
+    const Index q = q_[n0 + w.order[k]];
+    if (w.levels.empty() || w.levels.back()[0] != q) w.levels.push_back({q, k});
   }
 }
+
+namespace {
+
+// Out[0:q_k, k] (= or +=) A[0:q_k, 0:q_k] In[0:q_k, k] for the columns k in [first, B) of a step, sorted by
+// q ascending, with levels = (q, first column with that q). Block (row band r, column band s) of A, bands
+// cut at the levels' q, is needed by the columns of level >= max(r, s), a suffix of the columns: each level
+// does its row band (r = l, s <= l) and its column band (r < l, s = l) in one product each over every
+// column that needs it, so every entry of A is read once per call and the products stay wide.
+template <class AT, class InT, class OutT>
+void stair_product(const AT& A, const InT& In, OutT& Out, const std::vector<std::array<Index, 2>>& levels, Index B,
+                   bool accumulate) {
+  Index b0 = 0;
+  for (const auto& lv : levels) {
+    const Index b = lv[0], f = lv[1], w = b - b0, n = B - f;
+    auto band = Out.block(b0, f, w, n);
+    if (accumulate)
+      band.noalias() += A.block(b0, 0, w, b) * In.block(0, f, b, n);
+    else
+      band.noalias() = A.block(b0, 0, w, b) * In.block(0, f, b, n);
+    if (b0 > 0) Out.block(0, f, b0, n).noalias() += A.block(0, b0, b0, w) * In.block(b0, f, w, n);
+    b0 = b;
+  }
+}
+
+}  // namespace
 
 template <class S> void VCLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index B, bool train) {
   MSRNN_CHECK(h_.cols() == B, unit_name(), " state has batch size ", h_.cols(), ", input has ", B);
@@ -122,71 +151,75 @@ template <class S> void VCLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index
   g_.resize(G_ * D, N);
   d_.assign(N, 0);
   q_.assign(N, 0);
-  for (auto* M : {&hb_, &xb_, &a_[0], &a_[1], &a_[2], &rh_}) M->resize(D, B);
-  Mat<S> pm(1, B);  // (1, B) scheduler pre-activations
-  double pen = 0.0;
-  for (Index t = 0; t < T; ++t) {
-    const Index n0 = t * B;
-    auto Hp = step_block(hs_, t, B);  // h_{t-1} (D, B)
-    auto Hn = step_block(hs_, t + 1, B);
-    const auto Xt = X.middleCols(n0, B);
-    pm.noalias() = u_.w * Hp;
-    pm.noalias() += v_.w * Xt;
-    for (Index j = 0; j < B; ++j) {
-      const Index n = n0 + j;
-      const S m = S(1) / (S(1) + std::exp(-(pm(0, j) + bm_.w(0, 0))));
-      m_(0, n) = m;
-      d_[n] = mask_column(n, m);
-      q_[n] = opt_.skip ? std::min(D, (d_[n] + opt_.block - 1) / opt_.block * opt_.block) : D;
-      pen += penalty_value(double(m));
-    }
-    group_step(n0, B);
-    Hn = Hp;  // units i >= q of a column keep h_{t-1}; the groups overwrite rows < q
-    for (const auto& gr : groups_) {
-      const Index q = gr[0], k0 = gr[1], c = gr[2];
-      for (Index k = 0; k < c; ++k) {
-        const Index j = order_[k0 + k], n = n0 + j;
-        hb_.col(k).head(q) = e_.col(n).head(q).cwiseProduct(Hp.col(j).head(q));
-        xb_.col(k).head(q) = e_.col(n).head(q).cwiseProduct(Xt.col(j).head(q));
+  const int nt = stream_threads(B, !reference_kernels());
+  work_.resize(nt);
+  // Threads over streams: thread k runs every step of its streams [j0, j0 + nb); column j of a step block
+  // below is stream j0 + j, global column n = t B + j0 + j.
+  const auto ran = over_streams(B, nt, 1, [&](Index j0, Index nb, int k) {
+    Work& w = work_[k];
+    for (auto* M : {&w.hb, &w.xb, &w.a[0], &w.a[1], &w.a[2], &w.rh}) M->resize(D, nb);
+    w.pm.resize(1, nb);
+    w.pen = 0.0;
+    for (Index t = 0; t < T; ++t) {
+      const Index n0 = t * B + j0;
+      auto Hp = hs_.middleCols(n0, nb);  // h_{t-1} (D, nb)
+      auto Hn = hs_.middleCols(n0 + B, nb);
+      const auto Xt = X.middleCols(n0, nb);
+      w.pm.noalias() = u_.w * Hp;
+      w.pm.noalias() += v_.w * Xt;
+      for (Index j = 0; j < nb; ++j) {
+        const Index n = n0 + j;
+        const S m = S(1) / (S(1) + std::exp(-(w.pm(0, j) + bm_.w(0, 0))));
+        m_(0, n) = m;
+        d_[n] = mask_column(n, m);
+        q_[n] = opt_.skip ? std::min(D, (d_[n] + opt_.block - 1) / opt_.block * opt_.block) : D;
+        w.pen += penalty_value(double(m));
       }
-      const auto hb = hb_.topLeftCorner(q, c), xb = xb_.topLeftCorner(q, c);
+      group_step(w, n0, nb);
+      Hn = Hp;  // units i >= q of a column keep h_{t-1}; the products overwrite rows < q
+      // Operands in sorted order: column k of w.hb, w.xb, w.a, w.rh is column w.order[k] (k >= w.first).
+      for (Index k = w.first; k < nb; ++k) {
+        const Index j = w.order[k], n = n0 + j, q = q_[n];
+        w.hb.col(k).head(q) = e_.col(n).head(q).cwiseProduct(Hp.col(j).head(q));
+        w.xb.col(k).head(q) = e_.col(n).head(q).cwiseProduct(Xt.col(j).head(q));
+      }
       if (unit_ == VCUnit::Elman) {
-        auto a = a_[0].topLeftCorner(q, c);
-        a.noalias() = lead(U_.w, 0, q) * hb;
-        a.noalias() += lead(W_.w, 0, q) * xb;
-        for (Index k = 0; k < c; ++k) {
-          const Index j = order_[k0 + k], n = n0 + j;
+        stair_product(lead(U_.w, 0, D), w.hb, w.a[0], w.levels, nb, false);
+        stair_product(lead(W_.w, 0, D), w.xb, w.a[0], w.levels, nb, true);
+        for (Index k = w.first; k < nb; ++k) {
+          const Index j = w.order[k], n = n0 + j, q = q_[n];
           auto g = g_.col(n).head(q);
-          g = (a.col(k) + b_.w.col(0).head(q)).array().tanh().matrix();
+          g = (w.a[0].col(k).head(q) + b_.w.col(0).head(q)).array().tanh().matrix();
           const auto e = e_.col(n).head(q).array();
           Hn.col(j).head(q) = (e * g.array() + (S(1) - e) * Hp.col(j).head(q).array()).matrix();
         }
       } else {
-        auto ar = a_[0].topLeftCorner(q, c), az = a_[1].topLeftCorner(q, c), an = a_[2].topLeftCorner(q, c);
-        auto rh = rh_.topLeftCorner(q, c);
-        ar.noalias() = lead(U_.w, 0, q) * hb;
-        ar.noalias() += lead(W_.w, 0, q) * xb;
-        az.noalias() = lead(U_.w, 1, q) * hb;
-        az.noalias() += lead(W_.w, 1, q) * xb;
-        for (Index k = 0; k < c; ++k) {
-          const Index n = n0 + order_[k0 + k];
-          auto r = g_.col(n).segment(0, q);
-          r = ((-(ar.col(k) + b_.w.col(0).segment(0, q))).array().exp() + S(1)).inverse().matrix();
-          g_.col(n).segment(D, q) = ((-(az.col(k) + b_.w.col(0).segment(D, q))).array().exp() + S(1)).inverse().matrix();
-          rh.col(k) = r.cwiseProduct(hb.col(k));
+        for (Index gate = 0; gate < 2; ++gate) {
+          stair_product(lead(U_.w, gate, D), w.hb, w.a[gate], w.levels, nb, false);
+          stair_product(lead(W_.w, gate, D), w.xb, w.a[gate], w.levels, nb, true);
         }
-        an.noalias() = lead(U_.w, 2, q) * rh;
-        an.noalias() += lead(W_.w, 2, q) * xb;
-        for (Index k = 0; k < c; ++k) {
-          const Index j = order_[k0 + k], n = n0 + j;
+        for (Index k = w.first; k < nb; ++k) {
+          const Index n = n0 + w.order[k], q = q_[n];
+          auto r = g_.col(n).segment(0, q);
+          r = ((-(w.a[0].col(k).head(q) + b_.w.col(0).segment(0, q))).array().exp() + S(1)).inverse().matrix();
+          g_.col(n).segment(D, q) =
+              ((-(w.a[1].col(k).head(q) + b_.w.col(0).segment(D, q))).array().exp() + S(1)).inverse().matrix();
+          w.rh.col(k).head(q) = r.cwiseProduct(w.hb.col(k).head(q));
+        }
+        stair_product(lead(U_.w, 2, D), w.rh, w.a[2], w.levels, nb, false);
+        stair_product(lead(W_.w, 2, D), w.xb, w.a[2], w.levels, nb, true);
+        for (Index k = w.first; k < nb; ++k) {
+          const Index j = w.order[k], n = n0 + j, q = q_[n];
           auto nn = g_.col(n).segment(2 * D, q);
-          nn = (an.col(k) + b_.w.col(0).segment(2 * D, q)).array().tanh().matrix();
+          nn = (w.a[2].col(k).head(q) + b_.w.col(0).segment(2 * D, q)).array().tanh().matrix();
           const auto z = e_.col(n).head(q).array() * g_.col(n).segment(D, q).array();
           Hn.col(j).head(q) = (z * nn.array() + (S(1) - z) * Hp.col(j).head(q).array()).matrix();
         }
       }
     }
-  }
+  });
+  double pen = 0.0;
+  in_thread_order(ran, [&](int k) { pen += work_[k].pen; });
   Y = hs_.rightCols(N);
   h_ = hs_.rightCols(B);
   trained_ = train;
@@ -202,99 +235,112 @@ template <class S> void VCLayer<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X) 
   const S lamD = S(opt_.sharpness * double(D));
   const S pw = S(opt_.penalty_weight / double(N));
   da_.resize(G_ * D, N);
-  for (auto* M : {&hb_, &xb_, &a_[0], &a_[1], &a_[2], &rh_, &dhb_, &de_, &dhbar_, &dxbar_}) M->resize(D, B);
-  Mat<S> dh = Mat<S>::Zero(D, B);  // (D, B) gradient reaching h_t
-  Mat<S> dhp(D, B);                // (D, B) gradient reaching h_{t-1}
-  Mat<S> dxl(D, B);                // (D, B) gradient reaching x_t (when dX is not wanted)
-  Mat<S> dpm(1, B);                // (1, B) gradient of the scheduler pre-activations
-  for (Index t = T - 1; t >= 0; --t) {
-    const Index n0 = t * B;
-    dh += step_block(dY, t, B);
-    const auto Hp = step_block(hs_, t, B);
-    const auto Xt = X.middleCols(n0, B);
-    MRef<S> dxt = want_dx ? MRef<S>(step_block(dX, t, B)) : MRef<S>(dxl);
-    dxt.setZero();
-    dhp = dh;  // units i >= q of a column pass their gradient straight to h_{t-1}
-    dpm.setZero();
-    group_step(n0, B);
-    for (const auto& gr : groups_) {
-      const Index q = gr[0], k0 = gr[1], c = gr[2];
-      for (Index k = 0; k < c; ++k) {
-        const Index j = order_[k0 + k], n = n0 + j;
-        hb_.col(k).head(q) = e_.col(n).head(q).cwiseProduct(Hp.col(j).head(q));
-        xb_.col(k).head(q) = e_.col(n).head(q).cwiseProduct(Xt.col(j).head(q));
-        dhb_.col(k).head(q) = dh.col(j).head(q);
+  const int nt = stream_threads(B, !reference_kernels());
+  work_.resize(nt);
+  // Threads over streams as in the forward: thread k runs its streams [j0, j0 + nb) backwards through the
+  // chunk and keeps its own sums of the scheduler's gradients, added in thread order.
+  const auto ran = over_streams(B, nt, 1, [&](Index j0, Index nb, int k) {
+    Work& w = work_[k];
+    for (auto* M : {&w.hb, &w.xb, &w.a[0], &w.a[1], &w.a[2], &w.rh, &w.dhb, &w.de, &w.dhbar, &w.dxbar}) M->resize(D, nb);
+    w.dh.setZero(D, nb);  // gradient reaching h_t
+    w.dhp.resize(D, nb);  // gradient reaching h_{t-1}
+    w.dxl.resize(D, nb);  // gradient reaching x_t (when dX is not wanted)
+    w.pm.resize(1, nb);   // gradient of the scheduler pre-activations
+    w.gu.setZero(1, D);
+    w.gv.setZero(1, D);
+    w.gb = S(0);
+    auto &dh = w.dh, &dhp = w.dhp;
+    for (Index t = T - 1; t >= 0; --t) {
+      const Index n0 = t * B + j0;
+      dh += dY.middleCols(n0, nb);
+      const auto Hp = hs_.middleCols(n0, nb);
+      const auto Xt = X.middleCols(n0, nb);
+      MRef<S> dxt = want_dx ? MRef<S>(dX.middleCols(n0, nb)) : MRef<S>(w.dxl);
+      dxt.setZero();
+      dhp = dh;  // units i >= q of a column pass their gradient straight to h_{t-1}
+      w.pm.setZero();
+      group_step(w, n0, nb);
+      // Sorted order as in the forward: column k of the work buffers is stream w.order[k].
+      for (Index k = w.first; k < nb; ++k) {
+        const Index j = w.order[k], n = n0 + j, q = q_[n];
+        w.hb.col(k).head(q) = e_.col(n).head(q).cwiseProduct(Hp.col(j).head(q));
+        w.xb.col(k).head(q) = e_.col(n).head(q).cwiseProduct(Xt.col(j).head(q));
+        w.dhb.col(k).head(q) = dh.col(j).head(q);
       }
-      auto dhbar = dhbar_.topLeftCorner(q, c), dxbar = dxbar_.topLeftCorner(q, c);
       if (unit_ == VCUnit::Elman) {
-        auto da = a_[0].topLeftCorner(q, c);
-        for (Index k = 0; k < c; ++k) {
-          const Index j = order_[k0 + k], n = n0 + j;
+        auto& da = w.a[0];
+        for (Index k = w.first; k < nb; ++k) {
+          const Index j = w.order[k], n = n0 + j, q = q_[n];
           const auto g = g_.col(n).head(q).array();
           const auto e = e_.col(n).head(q).array();
-          const auto dy = dhb_.col(k).head(q).array();
-          da.col(k) = (e * dy * (S(1) - g * g)).matrix();
-          da_.col(n).head(q) = da.col(k);
-          de_.col(k).head(q) = (dy * (g - Hp.col(j).head(q).array())).matrix();
+          const auto dy = w.dhb.col(k).head(q).array();
+          da.col(k).head(q) = (e * dy * (S(1) - g * g)).matrix();
+          da_.col(n).head(q) = da.col(k).head(q);
+          w.de.col(k).head(q) = (dy * (g - Hp.col(j).head(q).array())).matrix();
           dhp.col(j).head(q) = ((S(1) - e) * dy).matrix();
         }
-        dhbar.noalias() = lead(U_.w, 0, q).transpose() * da;
-        dxbar.noalias() = lead(W_.w, 0, q).transpose() * da;
+        stair_product(lead(U_.w, 0, D).transpose(), da, w.dhbar, w.levels, nb, false);
+        stair_product(lead(W_.w, 0, D).transpose(), da, w.dxbar, w.levels, nb, false);
       } else {
-        auto dar = a_[0].topLeftCorner(q, c), daz = a_[1].topLeftCorner(q, c), dan = a_[2].topLeftCorner(q, c);
-        auto drh = rh_.topLeftCorner(q, c);
-        for (Index k = 0; k < c; ++k) {
-          const Index j = order_[k0 + k], n = n0 + j;
+        auto &dar = w.a[0], &daz = w.a[1], &dan = w.a[2];
+        for (Index k = w.first; k < nb; ++k) {
+          const Index j = w.order[k], n = n0 + j, q = q_[n];
           const auto e = e_.col(n).head(q).array();
           const auto zs = g_.col(n).segment(D, q).array();
           const auto nn = g_.col(n).segment(2 * D, q).array();
-          const auto dy = dhb_.col(k).head(q).array();
+          const auto dy = w.dhb.col(k).head(q).array();
           const auto dz = (dy * (nn - Hp.col(j).head(q).array())).eval();
-          dan.col(k) = (dy * e * zs * (S(1) - nn * nn)).matrix();
-          daz.col(k) = (dz * e * zs * (S(1) - zs)).matrix();
-          de_.col(k).head(q) = (dz * zs).matrix();
+          dan.col(k).head(q) = (dy * e * zs * (S(1) - nn * nn)).matrix();
+          daz.col(k).head(q) = (dz * e * zs * (S(1) - zs)).matrix();
+          w.de.col(k).head(q) = (dz * zs).matrix();
           dhp.col(j).head(q) = ((S(1) - e * zs) * dy).matrix();
-          da_.col(n).segment(D, q) = daz.col(k);
-          da_.col(n).segment(2 * D, q) = dan.col(k);
+          da_.col(n).segment(D, q) = daz.col(k).head(q);
+          da_.col(n).segment(2 * D, q) = dan.col(k).head(q);
         }
-        drh.noalias() = lead(U_.w, 2, q).transpose() * dan;
-        for (Index k = 0; k < c; ++k) {
-          const Index n = n0 + order_[k0 + k];
+        stair_product(lead(U_.w, 2, D).transpose(), dan, w.rh, w.levels, nb, false);  // gradient of r . h_bar
+        for (Index k = w.first; k < nb; ++k) {
+          const Index n = n0 + w.order[k], q = q_[n];
           const auto r = g_.col(n).segment(0, q).array();
-          dar.col(k) = (drh.col(k).array() * hb_.col(k).head(q).array() * r * (S(1) - r)).matrix();
-          dhbar.col(k) = (drh.col(k).array() * r).matrix();
-          da_.col(n).segment(0, q) = dar.col(k);
+          const auto drh = w.rh.col(k).head(q).array();
+          dar.col(k).head(q) = (drh * w.hb.col(k).head(q).array() * r * (S(1) - r)).matrix();
+          w.dhbar.col(k).head(q) = (drh * r).matrix();
+          da_.col(n).segment(0, q) = dar.col(k).head(q);
         }
-        dhbar.noalias() += lead(U_.w, 0, q).transpose() * dar;
-        dhbar.noalias() += lead(U_.w, 1, q).transpose() * daz;
-        dxbar.noalias() = lead(W_.w, 0, q).transpose() * dar;
-        dxbar.noalias() += lead(W_.w, 1, q).transpose() * daz;
-        dxbar.noalias() += lead(W_.w, 2, q).transpose() * dan;
+        stair_product(lead(U_.w, 0, D).transpose(), dar, w.dhbar, w.levels, nb, true);
+        stair_product(lead(U_.w, 1, D).transpose(), daz, w.dhbar, w.levels, nb, true);
+        stair_product(lead(W_.w, 0, D).transpose(), dar, w.dxbar, w.levels, nb, false);
+        stair_product(lead(W_.w, 1, D).transpose(), daz, w.dxbar, w.levels, nb, true);
+        stair_product(lead(W_.w, 2, D).transpose(), dan, w.dxbar, w.levels, nb, true);
       }
-      for (Index k = 0; k < c; ++k) {
-        const Index j = order_[k0 + k], n = n0 + j;
+      for (Index k = w.first; k < nb; ++k) {
+        const Index j = w.order[k], n = n0 + j, q = q_[n];
         const auto e = e_.col(n).head(q).array();
-        const auto de = (de_.col(k).head(q).array() + dhbar.col(k).array() * Hp.col(j).head(q).array() +
-                         dxbar.col(k).array() * Xt.col(j).head(q).array())
-                            .eval();
-        dhp.col(j).head(q).array() += e * dhbar.col(k).array();
-        dxt.col(j).head(q) = (e * dxbar.col(k).array()).matrix();
+        const auto dhbar = w.dhbar.col(k).head(q).array(), dxbar = w.dxbar.col(k).head(q).array();
+        const auto de =
+            (w.de.col(k).head(q).array() + dhbar * Hp.col(j).head(q).array() + dxbar * Xt.col(j).head(q).array()).eval();
+        dhp.col(j).head(q).array() += e * dhbar;
+        dxt.col(j).head(q) = (e * dxbar).matrix();
         // de_i/dm = lambda D e_i (1 - e_i) where Thres left the sigmoid (0 < e_i < 1), else 0
         const auto open = (e > S(0) && e < S(1)).template cast<S>();
-        dpm(0, j) = lamD * (de * e * (S(1) - e) * open).sum();
+        w.pm(0, j) = lamD * (de * e * (S(1) - e) * open).sum();
       }
+      for (Index j = 0; j < nb; ++j) {
+        const S m = m_(0, n0 + j);
+        w.pm(0, j) = (w.pm(0, j) + pw * S(penalty_slope(double(m)))) * m * (S(1) - m);
+      }
+      dhp.noalias() += u_.w.transpose() * w.pm;
+      dxt.noalias() += v_.w.transpose() * w.pm;
+      w.gu.noalias() += w.pm * Hp.transpose();
+      w.gv.noalias() += w.pm * Xt.transpose();
+      w.gb += w.pm.sum();
+      dh.swap(dhp);
     }
-    for (Index j = 0; j < B; ++j) {
-      const S m = m_(0, n0 + j);
-      dpm(0, j) = (dpm(0, j) + pw * S(penalty_slope(double(m)))) * m * (S(1) - m);
-    }
-    dhp.noalias() += u_.w.transpose() * dpm;
-    dxt.noalias() += v_.w.transpose() * dpm;
-    u_.g.noalias() += dpm * Hp.transpose();
-    v_.g.noalias() += dpm * Xt.transpose();
-    bm_.g(0, 0) += dpm.sum();
-    dh.swap(dhp);
-  }
+  });
+  in_thread_order(ran, [&](int k) {
+    u_.g += work_[k].gu;
+    v_.g += work_[k].gv;
+    bm_.g(0, 0) += work_[k].gb;
+  });
   accumulate_weight_grads(X);
 }
 

@@ -254,8 +254,15 @@ def _load_corpus(settings):
     return data.load(settings["data"], path=settings["data_path"], **settings["data_options"])
 
 
-def _label(unit: str) -> str:
-    return "bpw" if unit == "word" else "bpc"
+def _token_unit(corpus) -> str:
+    """What one token of the corpus is, for the label of the bits figure: "char", "word", or
+    "bit" / "symbol" for corpora that say so (``token_unit``: the bit corpora, the music corpus)."""
+    return getattr(corpus, "token_unit", corpus.unit)
+
+
+def _label(corpus) -> str:
+    from .trainer import bits_label
+    return bits_label(_token_unit(corpus))
 
 
 # ---- commands ------------------------------------------------------------------------------------
@@ -302,9 +309,9 @@ def _train(args, dist) -> int:
     trainer = Trainer(model, optimizer=_optimizer(s), clip_norm=s["clip_norm"], clip_value=s["clip_value"],
                       batch_size=s["batch_size"], bptt=s["bptt"], lr_schedule=_lr_schedule(s),
                       model_options={k: anneal_schedule(v) for k, v in s["anneal"].items()}, seed=s["seed"],
-                      progress=bool(s["progress"]), eval_batch_size=s["eval_batch_size"], unit=corpus.unit,
+                      progress=bool(s["progress"]), eval_batch_size=s["eval_batch_size"], unit=_token_unit(corpus),
                       distributed=dist)
-    label = _label(corpus.unit)
+    label = _label(corpus)
     say(f"{s['model']} {model.num_parameters:,} parameters on {corpus.name} ({len(corpus.train):,} training "
         f"tokens, vocabulary {corpus.vocab_size})")
     say(settings_sources(s["preset"], preset_given, config, flags, config_name=str(getattr(args, "config", "config"))))
@@ -408,7 +415,7 @@ def cmd_evaluate(args) -> int:
     if args.json:
         print(json.dumps({"split": args.split, "data": corpus.name, **r}))
     else:
-        label = _label(corpus.unit)
+        label = _label(corpus)
         print(f"{corpus.name} {args.split}: loss {r['loss']:.4f} nats, {label} {r['bpc']:.4f}, "
               f"perplexity {r['perplexity']:.2f} ({r['tokens']:,} tokens)")
     return 0

@@ -36,6 +36,14 @@ def _bits(loss: float) -> float:
     return loss / LN2
 
 
+BITS_LABELS = {"char": "bpc", "word": "bpw", "bit": "bits/bit", "symbol": "bits/symbol"}
+
+
+def bits_label(unit: str) -> str:
+    """The name of the bits-per-token figure for tokens of ``unit`` (a key of ``BITS_LABELS``)."""
+    return BITS_LABELS[unit]
+
+
 def _perplexity(loss: float) -> float:
     try:
         return math.exp(loss)
@@ -246,7 +254,8 @@ class Trainer:
         terminal, else plain lines (one about every 10 % of an epoch and at least every 30 s, no
         carriage returns, for log files); "bar" or "lines" to choose; False for none.
     eval_batch_size : streams for validation (default: ``batch_size``; see ``evaluate``).
-    unit : "char" or "word": only the label of the bits figure in the progress bar (bpc / bpw).
+    unit : "char", "word", "bit" or "symbol": only the label of the bits figure in the progress bar
+        (bpc, bpw, bits/bit, bits/symbol).
     constraint : a callable of the model run after every optimiser step (e.g.
         ``optim.ColumnNorm(max_norm)``, column normalisation); None: off.
     distributed : False, or data-parallel training over MPI (``multiscale_rnn.distributed``): True
@@ -284,8 +293,8 @@ class Trainer:
         if progress not in (True, False, "bar", "lines"):
             raise ValueError(f"progress must be True, False, 'bar' or 'lines', got {progress!r}")
         self.progress = progress
-        if unit not in ("char", "word"):
-            raise ValueError(f"unit must be 'char' or 'word', got {unit!r}")
+        if unit not in BITS_LABELS:
+            raise ValueError(f"unit must be one of {', '.join(map(repr, BITS_LABELS))}, got {unit!r}")
         self.unit = unit
         if constraint is not None and not callable(constraint):
             raise TypeError(f"constraint must be a callable of the model, got {type(constraint).__name__}")
@@ -557,7 +566,7 @@ class Trainer:
             from tqdm.auto import tqdm
         except ImportError:  # pragma: no cover - tqdm is a dependency
             tqdm = None
-        label = "bpw" if self.unit == "word" else "bpc"
+        label = bits_label(self.unit)
 
         def save():
             nonlocal last_ckpt
@@ -690,7 +699,7 @@ class Trainer:
         row["next_lr"] = self.optimizer.lr
         self.history.append(row)
         if self.progress and self._speaks:
-            label = "bpw" if self.unit == "word" else "bpc"
+            label = bits_label(self.unit)
             valid_txt = f", valid {label} {row['valid_bpc']:.4f}" if row["valid_bpc"] is not None else ""
             text = (f"epoch {epoch_no}: train {label} {row['train_bpc']:.4f}{valid_txt}, "
                     f"{row['tokens_per_s']:,.0f} tokens/s, {row['seconds']:.1f} s")

@@ -18,10 +18,16 @@
 //
 // Skipped work: e is non-increasing in i, so with d_t = 1 + the last i with e_i > 0, units i >= d_t
 // keep h_{t-1} and h_bar, x_bar vanish there; a column needs only the leading d_t x d_t block of each
-// matrix. Each step groups its streams by q = min(D, d_t rounded up to `block`) and does one product
-// per group on the leading q x q blocks; the backward does the same, and the weight gradients are
-// accumulated once per chunk, one product per q over all columns of the chunk with that q. With
-// skip = false every column has q = D: the plain masked full computation (tests hold both equal).
+// matrix. Each step sorts its streams by q = min(D, d_t rounded up to `block`); the products run as a
+// staircase over the distinct values of q (the levels): the band of rows and the band of columns of each
+// matrix between two consecutive levels are multiplied, in one product each, by every stream whose q
+// reaches that level, so each entry of a matrix is read once per step and a stream does only its leading
+// q x q block. The backward does the same per step; the weight gradients are accumulated once per chunk,
+// one product per q over all columns of the chunk with that q. The mask evaluates the sigmoid only where
+// Thres_eps can leave it open (other units are exactly 0 or 1). With skip = false every column has
+// q = D: the plain masked full computation (tests hold both equal). Threads run over streams
+// (over_streams): each thread steps its own streams through the chunk and sorts them by q itself; the
+// scheduler's gradients are summed per thread and added in thread order.
 #pragma once
 
 #include "msrnn/core.hpp"
@@ -70,8 +76,24 @@ template <class S> class VCLayer : public Core<S> {
   // Penalty f(m - m_bar) and its derivative.
   double penalty_value(double m) const;
   double penalty_slope(double m) const;
-  // Groups columns [n0, n0 + B) by q: order_ lists them, groups_ holds (q, first, count) runs.
-  void group_step(Index n0, Index B);
+  // Per-thread work buffers: each thread runs its own streams [j0, j0 + nb) through the chunk.
+  struct Work {
+    std::vector<Index> order;                    // (nb) local columns of a step sorted by q
+    Index first = 0;                             // first position of order with q > 0
+    std::vector<std::array<Index, 2>> levels;    // (q, first position with that q) per distinct q > 0
+    // Operands of a step in sorted order, each (D, nb); column k uses its leading q rows:
+    Mat<S> hb, xb;                               // h_bar, x_bar
+    Mat<S> a[3];                                 // pre-activations (forward), their gradients per gate (backward)
+    Mat<S> rh;                                   // forward: r . h_bar; backward: gradient of r . h_bar
+    Mat<S> dhb, de, dhbar, dxbar;                // backward: dL/dh_t rows, dL/de, dL/dh_bar, dL/dx_bar
+    Mat<S> dh, dhp, dxl;                         // (D, nb) backward: gradients reaching h_t, h_{t-1}, x_t
+    Mat<S> pm;                                   // (1, nb) scheduler pre-activations / their gradients
+    Mat<S> gu, gv;                               // (1, D) this thread's sums of the gradients of u, v
+    S gb = S(0);                                 // and of b_m
+    double pen = 0.0;                            // and of the penalty
+  };
+  // Sorts the local columns [0, nb) of a step (global columns n0 + j) by q into w.order, w.first, w.levels.
+  void group_step(Work& w, Index n0, Index nb) const;
   // One gate's leading (q, q) block of a (G*D, D) matrix.
   auto lead(MatMap<S>& A, Index gate, Index q) { return A.block(gate * D_, 0, q, q); }
   // Weight gradients of the whole chunk, one product per q.
@@ -91,14 +113,7 @@ template <class S> class VCLayer : public Core<S> {
   Mat<S> da_;    // (G*D, N) backward: gradients of the pre-activations (rows >= q unused)
   double aux_ = 0.0;      // penalty of the last training forward
   bool trained_ = false;  // whether the last forward was a training one
-  // Per-step work buffers (rows up to D, columns up to B).
-  std::vector<Index> order_;                              // (B) columns of a step sorted by q
-  std::vector<std::array<Index, 3>> groups_;              // (q, first, count) runs in order_
-  // Gathered per-group operands, each (D, B) of which the leading (q, count) block is used:
-  Mat<S> hb_, xb_;           // h_bar, x_bar
-  Mat<S> a_[3];              // pre-activations (forward), their gradients per gate (backward)
-  Mat<S> rh_;                // forward: r . h_bar; backward: gradient of r . h_bar
-  Mat<S> dhb_, de_, dhbar_, dxbar_;  // backward: dL/dh_t rows, dL/de, dL/dh_bar, dL/dx_bar
+  std::vector<Work> work_;  // one per thread
 };
 
 }  // namespace msrnn

@@ -88,7 +88,10 @@ class BitCorpus(Corpus):
     """A bit-level :class:`Corpus` (vocabulary ``"0"``, ``"1"``) that also holds, per split,
     ``positions[split]``: each step's position within its character frame (see
     :func:`bit_positions`). ``buffer_bits`` and ``frame`` (``8 + buffer_bits``) describe the
-    layout; ``boundaries[split]["char"]`` is ``True`` at the last step of every frame."""
+    layout; ``boundaries[split]["char"]`` is ``True`` at the last step of every frame. Figures are
+    per bit (``token_unit = "bit"``)."""
+
+    token_unit = "bit"
 
     def __init__(self, splits: Dict[str, np.ndarray], buffer_bits: int, name: str):
         vocab = Vocab(_BIT_VOCAB, unit="char", level="codepoint")

@@ -438,4 +438,5 @@ def music_corpus(
     corpus = Corpus(ids["train"], ids.get("valid"), ids.get("test"), vocab, name, "word", unknown=unknown,
                     boundaries=bounds)
     corpus.tunes = by_split
+    corpus.token_unit = "symbol"    # figures are per music symbol (bits/symbol), not per word
     return corpus
