@@ -88,6 +88,25 @@ def as_tokens(x, name: str, vocab_size: Optional[int]) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.int32)
 
 
+def sequence_and_symbols(text_or_tokens, vocab=None):
+    """One sequence for a trace: (tokens (T,) int64, symbols or None). ``text_or_tokens`` is a string
+    (encoded with ``vocab``, required) or a 1-D sequence of ids (decoded one by one when ``vocab`` is
+    given). ``symbols`` holds one printable piece per token, or None when they do not pair up."""
+    if isinstance(text_or_tokens, (str, bytes)):
+        if vocab is None:
+            raise ValueError("a text needs its vocabulary: trace(text, vocab=corpus.vocab)")
+        tokens = np.asarray(vocab.encode(text_or_tokens), dtype=np.int64)
+        symbols = list(text_or_tokens) if isinstance(text_or_tokens, str) else None
+    else:
+        tokens = np.asarray(text_or_tokens)
+        if tokens.ndim != 1:
+            raise ValueError(f"tokens must be a 1-D sequence of ids, got shape {tokens.shape}")
+        symbols = [vocab.decode([int(t)]) for t in tokens] if vocab is not None else None
+    if symbols is not None and len(symbols) != len(tokens):
+        symbols = None
+    return tokens, symbols
+
+
 def as_values(x, input_size: int, dtype) -> np.ndarray:
     """Check a (batch, steps, input_size) array of real inputs and return it C-contiguous in ``dtype``.
 

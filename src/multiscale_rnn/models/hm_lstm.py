@@ -26,7 +26,7 @@ from typing import Dict, Optional, Sequence
 
 import numpy as np
 
-from .base import LanguageModel, Option
+from .base import LanguageModel, Option, sequence_and_symbols
 
 __all__ = ["HMLSTM", "HMTrace", "boundary_scores"]
 
@@ -207,20 +207,7 @@ class HMLSTM(LanguageModel):
         each layer's z^l_t with :func:`boundary_scores` (``tolerance`` steps of slack). Runs in
         evaluation mode from ``state`` (zeros by default); the model's state is left after the read.
         """
-        if isinstance(text_or_tokens, (str, bytes)):
-            if vocab is None:
-                raise ValueError("a text needs its vocabulary: trace(text, vocab=corpus.vocab)")
-            tokens = np.asarray(vocab.encode(text_or_tokens), dtype=np.int64)
-            symbols = list(text_or_tokens) if isinstance(text_or_tokens, str) else None
-        else:
-            tokens = np.asarray(text_or_tokens)
-            if tokens.ndim != 1:
-                raise ValueError(f"tokens must be a 1-D sequence of ids, got shape {tokens.shape}")
-            symbols = None
-            if vocab is not None:
-                symbols = [vocab.decode([int(t)]) for t in tokens]
-        if symbols is not None and len(symbols) != len(tokens):
-            symbols = None
+        tokens, symbols = sequence_and_symbols(text_or_tokens, vocab)
         self.forward(tokens[None, :], state)
         rec = self.records()
         L, T = self.num_layers, len(tokens)

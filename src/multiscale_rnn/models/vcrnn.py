@@ -27,7 +27,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from .base import LanguageModel, Option
+from .base import LanguageModel, Option, sequence_and_symbols
 
 __all__ = ["VCRNN", "VCGRU", "VCTrace", "sharpness_schedule", "equivalent_dim", "corpus_equivalent_dim"]
 
@@ -141,18 +141,7 @@ class _VCBase(LanguageModel):
         1-D sequence of ids. Starts from ``state`` (zeros by default, a dict, or ``KEEP``); the model
         carries the state after the read.
         """
-        if isinstance(text_or_tokens, (str, bytes)):
-            if vocab is None:
-                raise ValueError("a text needs its vocabulary: trace(text, vocab=corpus.vocab)")
-            tokens = np.asarray(vocab.encode(text_or_tokens), dtype=np.int64)
-            symbols = list(text_or_tokens) if isinstance(text_or_tokens, str) else None
-        else:
-            tokens = np.asarray(text_or_tokens)
-            if tokens.ndim != 1:
-                raise ValueError(f"tokens must be a 1-D sequence of ids, got shape {tokens.shape}")
-            symbols = [vocab.decode([int(t)]) for t in tokens] if vocab is not None else None
-        if symbols is not None and len(symbols) != len(tokens):
-            symbols = None
+        tokens, symbols = sequence_and_symbols(text_or_tokens, vocab)
         self.forward(tokens[None, :], state)
         rec = self.records()
         d = rec["d"][0].astype(np.int64)
