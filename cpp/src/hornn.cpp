@@ -122,6 +122,24 @@ template <class S> void HORNN<S>::set_state(const std::vector<NamedState<S>>& st
   for (size_t l = 0; l < layers_.size(); ++l) layers_[l].lags = std::move(lags[l]);
 }
 
+template <class S> std::vector<NamedState<S>> HORNN<S>::records() const {
+  std::vector<NamedState<S>> out;
+  const Index N = T_ * B_;
+  for (const auto& L : layers_)
+    if (L.hist.cols() >= N && N > 0) out.push_back({cat("h", L.suffix), L.hist.rightCols(N)});
+  return out;
+}
+
+template <class S> std::vector<NamedState<S>> HORNN<S>::record_grads() const {
+  std::vector<NamedState<S>> out;
+  const Index N = T_ * B_;
+  for (const auto& L : layers_) {
+    MSRNN_CHECK(L.dH.cols() == N && N > 0, "HORNN record gradients need a backward after the last forward");
+    out.push_back({cat("h", L.suffix), L.dH});
+  }
+  return out;
+}
+
 template <class S> void HORNN<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index B, bool train) {
   MSRNN_CHECK(layers_[0].lags.cols() == K_ * B, "HORNN state has batch size ", layers_[0].lags.cols() / K_,
               ", input has ", B);
@@ -205,6 +223,7 @@ template <class S> void HORNN<S>::forward_layer(Layer& L, MRef<S> Y, CRef<S> X, 
   }
   Y = L.hist.rightCols(N);
   L.lags = L.hist.rightCols(KB);
+  L.dH.resize(H, 0);  // no gradients for this forward yet
 }
 
 template <class S> void HORNN<S>::step_forward(Layer& L, Index t, Index j0, Index nb) {
@@ -272,6 +291,7 @@ template <class S> void HORNN<S>::backward_layer(Layer& L, MRef<S> dX, CRef<S> d
               "), expected (", H, ", ", N, ")");
   L.D.setZero(M, (T + K) * B);
   L.dA.resize(H, N);
+  L.dH.resize(H, N);
   if (gated) L.dR.resize(KH, N);
   if (fast_) {
     const bool packed = T >= kPackMinSteps;
@@ -292,6 +312,7 @@ template <class S> void HORNN<S>::backward_layer(Layer& L, MRef<S> dX, CRef<S> d
           else
             dh.noalias() += L.Wcat.transpose() * L.D.block(0, c, M, nb);
         }
+        L.dH.block(0, t * B + j0, H, nb) = dh;
         step_backward(L, t, j0, nb, dh);
       }
     });
@@ -305,6 +326,7 @@ template <class S> void HORNN<S>::backward_layer(Layer& L, MRef<S> dX, CRef<S> d
     for (Index t = T - 1; t >= 0; --t) {
       const Index s = t + K;
       dh = step_block(dY, t, B) + step_block(L.dhist, s, B);
+      step_block(L.dH, t, B) = dh;
       step_backward(L, t, 0, B, dh);
       for (Index n = 1; n <= K; ++n) {
         const auto h = step_block(L.hist, s - n, B);

@@ -19,6 +19,9 @@
 //   gate_weight_hh (K H, H)    [W2_1^g; ...; W2_K^g]                role recurrent, unit H
 //   gate_bias (K H)            [b^g_1; ...; b^g_K] (with bias = 1)  role bias, unit H
 // State of layer l: h_l<l>_lag<n> (H, B) for n = 1..K, the state n steps before the next step.
+// Records of layer l: h_l<l> (H, N), h_t of every step of the last forward; record_grads: h_l<l>
+// (H, N), after the backward the whole gradient dL/dh_t that reached h_t within the chunk (through
+// the output or the layer above, and through the K paths of every later step that reads it).
 //
 // Schedule ("fully unfolded", the paper's Section 3.1). The input terms of all T steps are one
 // product per chunk. Every product on a state involves one h_s only, so as soon as h_s is known the
@@ -67,6 +70,8 @@ template <class S> class HORNN : public Core<S> {
   std::vector<NamedState<S>> get_state() const override;
   void set_state(const std::vector<NamedState<S>>& state) override;
   void reset_state(Index B) override;
+  std::vector<NamedState<S>> records() const override;
+  std::vector<NamedState<S>> record_grads() const override;
 
  private:
   struct Layer {
@@ -84,6 +89,7 @@ template <class S> class HORNN : public Core<S> {
     Mat<S> dA;       // (H, N) backward: gradient of a_t
     Mat<S> dR;       // (K H, N) backward, gated: gradient of the gate pre-activations
     Mat<S> dhist;    // (H, (T + K) B) backward, reference kernels: gradient reaching each h_s
+    Mat<S> dH;       // (H, N) backward: dL/dh_t, the whole gradient reaching h_t (record_grads); (H, 0) after a forward
     PackedPanels<S> Wp;   // Wcat packed (M/H groups of H rows, depth H)
     PackedPanels<S> WTp;  // Wcat^T packed (1 group of H rows, depth M)
     Index M() const { return Wcat.rows(); }
