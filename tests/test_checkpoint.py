@@ -135,7 +135,7 @@ def test_refuses_bad_files(tmp_path, corpus):
         arrays = {k: z[k] for k in z.files}
     for key, value, message in (("__format__", np.array("something-else"), "format tag 'something-else'"),
                                 ("__version__", np.array(99), "format version 99"),
-                                ("params", arrays["params"][:-1], "parameters have shape"),
+                                ("params", arrays["params"][:-1], "parameter array has shape"),
                                 ("meta", np.array("{not json"), "unreadable JSON")):
         bad = tmp_path / f"bad_{key.strip('_')}.npz"
         np.savez(bad, **{**arrays, key: value})

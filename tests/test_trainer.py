@@ -219,7 +219,7 @@ def test_progress_bar_and_word_units(capsys, monkeypatch):
     text = "the cat sat on the mat\nthe dog sat on the log\n" * 40
     c = data.word_corpus(text, text[:400])
     model = msr.GRU(c.vocab_size, 8, (16,), seed=0)
-    trainer = msr.Trainer(model, batch_size=4, bptt=10, progress=True, unit="word")
+    trainer = msr.Trainer(model, batch_size=4, bptt=10, progress="bar", unit="word")  # a bar although not a terminal
     hist = trainer.fit(c.train, valid=c.valid, epochs=1)
     out, err = capsys.readouterr()
     assert f"epoch 1: train bpw {hist[0]['train_bpc']:.4f}, valid bpw {hist[0]['valid_bpc']:.4f}" in out

@@ -8,8 +8,21 @@ from .trainer import History, Trainer, evaluate, sample
 __version__ = "0.1.0"
 
 
+def max_threads() -> int:
+    """The most threads ``set_num_threads`` accepts: 4 per logical CPU, at least 8 (more only slow
+    the core down, and the OpenMP runtime ends the process when it cannot start them)."""
+    import os
+    return max(8, 4 * (os.cpu_count() or 1))
+
+
 def set_num_threads(n: int) -> None:
-    """Threads for the core's matrix products and loops (Eigen + OpenMP)."""
+    """Threads for the core's matrix products and loops (Eigen + OpenMP): an integer from 1 to
+    :func:`max_threads`, else ``ValueError`` (``TypeError`` for a non-integer)."""
+    import numbers
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral):
+        raise TypeError(f"threads must be an integer, got {n!r}")
+    if not 1 <= n <= max_threads():
+        raise ValueError(f"threads must be between 1 and {max_threads()} (4 per CPU), got {n}")
     _core.set_num_threads(int(n))
 
 
@@ -25,6 +38,6 @@ def amx_bf16_unavailable_reason():
 
 
 __all__ = list(models.__all__) + ["models", "Trainer", "History", "evaluate", "sample", "data", "init", "optim",
-           "schedules", "checkpoint", "plot", "analysis", "testing", "set_num_threads", "get_num_threads",
+           "schedules", "checkpoint", "plot", "analysis", "testing", "set_num_threads", "get_num_threads", "max_threads",
            "amx_bf16_unavailable_reason", "ISA",
            "__version__"]

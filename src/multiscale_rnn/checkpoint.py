@@ -21,6 +21,8 @@ checkpoint stays intact until the new one is complete.
 from __future__ import annotations
 
 import json
+import math
+import os
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,19 +86,6 @@ def _split_arrays(obj, prefix: str, arrays: Dict[str, np.ndarray]):
     return obj
 
 
-def _join_arrays(obj, arrays: Dict[str, np.ndarray], path: Path):
-    if isinstance(obj, dict):
-        if set(obj) == {"__array__"}:
-            key = obj["__array__"]
-            if key not in arrays:
-                raise CheckpointError(f"{path}: array {key!r} named in the metadata is missing from the file")
-            return arrays[key]
-        return {k: _join_arrays(v, arrays, path) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_join_arrays(v, arrays, path) for v in obj]
-    return obj
-
-
 def _text(s: str) -> np.ndarray:
     return np.array(s)  # a 0-d unicode array: no pickle needed
 
@@ -135,22 +124,141 @@ def save(path: Union[str, Path], model, optimizer=None, trainer_state: Optional[
 
 
 # ---- load ----------------------------------------------------------------------------------------
-def _read(path: Path) -> Dict[str, np.ndarray]:
+# Reading is defensive: a checkpoint may be damaged or hostile. Only the members the format names
+# are read (the fixed ones and the arrays the metadata points at), each member must be stored
+# uncompressed (as ``np.savez`` writes it) so no member can claim more bytes than the file holds,
+# every array's ``.npy`` header is checked (no object dtype, the data length matching the header,
+# shape and dtype as the model needs) before its data are read, and every JSON value is checked
+# for its type before use. Every refusal is a ``CheckpointError`` naming the file.
+
+class _Archive:
+    """The members of a checkpoint file, read one at a time with their headers checked first."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        try:
+            size = os.path.getsize(path)
+            self.zf = zipfile.ZipFile(path)
+            self.members = {}
+            for info in self.zf.infolist():
+                if info.filename.endswith(".npy"):
+                    self.members[info.filename[:-4]] = info
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError, KeyError,
+                NotImplementedError) as e:
+            raise CheckpointError(f"{path} is corrupt or not an .npz checkpoint: {type(e).__name__}: {e}") from None
+        self.size = size
+
+    def close(self) -> None:
+        self.zf.close()
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.members
+
+    def array(self, key: str, shape=None, dtype=None, what: Optional[str] = None) -> np.ndarray:
+        """Member ``key`` as an array, refused unless its header is sound and (when given) its
+        shape and dtype are ``shape`` and ``dtype``."""
+        what = what or f"array {key!r}"
+        info = self.members.get(key)
+        if info is None:
+            raise CheckpointError(f"{self.path}: {what} is missing from the file")
+        if info.compress_type != zipfile.ZIP_STORED or info.file_size != info.compress_size \
+                or info.file_size > self.size:
+            raise CheckpointError(f"{self.path}: {what} is stored compressed or claims {info.file_size:,} bytes in "
+                                  f"a file of {self.size:,} bytes; the file is damaged")
+        try:
+            with self.zf.open(info) as f:
+                version = np.lib.format.read_magic(f)
+                if version == (1, 0):
+                    got_shape, fortran, got_dtype = np.lib.format.read_array_header_1_0(f)
+                elif version == (2, 0):
+                    got_shape, fortran, got_dtype = np.lib.format.read_array_header_2_0(f)
+                else:
+                    raise ValueError(f"unsupported .npy version {version}")
+                if got_dtype.hasobject:
+                    raise CheckpointError(f"{self.path}: {what} holds Python objects, which checkpoints never "
+                                          "contain; the file is damaged or not from multiscale-rnn")
+                count = math.prod(got_shape)
+                nbytes = count * got_dtype.itemsize
+                if nbytes != info.file_size - f.tell():
+                    raise CheckpointError(f"{self.path}: {what} declares shape {got_shape} {got_dtype} "
+                                          f"({nbytes:,} bytes) but holds {info.file_size - f.tell():,} bytes; "
+                                          "the file is damaged")
+                if shape is not None and tuple(got_shape) != tuple(shape):
+                    raise CheckpointError(f"{self.path}: {what} has shape {tuple(got_shape)}, expected {tuple(shape)}")
+                if dtype is not None and got_dtype != np.dtype(dtype):
+                    raise CheckpointError(f"{self.path}: {what} has dtype {got_dtype}, expected {np.dtype(dtype)}")
+                data = f.read(nbytes)
+        except CheckpointError:
+            raise
+        except (zipfile.BadZipFile, OSError, EOFError, ValueError, KeyError, SyntaxError, TypeError) as e:
+            raise CheckpointError(f"{self.path}: {what} is unreadable ({type(e).__name__}: {e}); the file is "
+                                  "damaged") from None
+        if len(data) != nbytes:
+            raise CheckpointError(f"{self.path}: {what} is truncated")
+        arr = np.frombuffer(data, dtype=got_dtype, count=count)
+        return np.array(arr.reshape(got_shape, order="F" if fortran else "C"), copy=True)
+
+    def text(self, key: str, what: str) -> str:
+        a = self.array(key, shape=())
+        if a.dtype.kind != "U":
+            raise CheckpointError(f"{self.path}: {what} must be text, got dtype {a.dtype}")
+        return str(a)
+
+
+def _read(path: Path) -> _Archive:
     if not path.exists():
         raise FileNotFoundError(f"checkpoint not found: {path}")
     if path.is_dir():
         raise CheckpointError(f"{path} is a folder, not a checkpoint file")
+    z = _Archive(path)
+    if "__format__" not in z:
+        z.close()
+        raise CheckpointError(f"{path} is not a multiscale-rnn checkpoint (no '__format__' tag; keys: "
+                              f"{sorted(z.members)[:8]})")
+    return z
+
+
+def _json(z: _Archive, key: str, what: str) -> Any:
     try:
-        with np.load(path, allow_pickle=False) as z:
-            keys = list(z.files)
-            if "__format__" not in keys:
-                raise CheckpointError(f"{path} is not a multiscale-rnn checkpoint (no '__format__' tag; keys: "
-                                      f"{sorted(keys)[:8]})")
-            return {k: z[k] for k in keys}
-    except CheckpointError:
-        raise
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError, KeyError) as e:
-        raise CheckpointError(f"{path} is corrupt or not an .npz checkpoint: {type(e).__name__}: {e}") from e
+        return json.loads(z.text(key, what))
+    except json.JSONDecodeError as e:
+        raise CheckpointError(f"{z.path} holds unreadable JSON {what}: {e}") from None
+    except RecursionError:
+        raise CheckpointError(f"{z.path}: the JSON {what} is nested too deeply") from None
+
+
+def _want(value, kinds, where: str, path: Path, none: bool = False):
+    """``value`` if it is one of ``kinds`` (``int`` excludes bool; ``float`` accepts ints, finite only)."""
+    if value is None and none:
+        return value
+    ok = False
+    for k in (kinds if isinstance(kinds, tuple) else (kinds,)):
+        if k is int:
+            ok = ok or (isinstance(value, int) and not isinstance(value, bool))
+        elif k is float:
+            ok = ok or (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value))
+        else:
+            ok = ok or isinstance(value, k)
+    if not ok:
+        names = " or ".join({int: "an integer", float: "a finite number", dict: "an object", list: "a list",
+                             str: "a string", bool: "true/false"}.get(k, k.__name__)
+                            for k in (kinds if isinstance(kinds, tuple) else (kinds,)))
+        raise CheckpointError(f"{path}: {where} must be {names}{' or null' if none else ''}, got {value!r:.80}")
+    return value
+
+
+def _join_checked(obj, z: _Archive, where: str, expect=None):
+    """Replace every {"__array__": key} in ``obj`` by the array read from ``z``; ``expect(where)``
+    may return (shape, dtype) for an array at ``where``, or None for no constraint."""
+    if isinstance(obj, dict):
+        if set(obj) == {"__array__"}:
+            key = _want(obj["__array__"], str, f"{where} (an array reference)", z.path)
+            shape, dtype = (expect(where) if expect is not None else None) or (None, None)
+            return z.array(key, shape, dtype, what=f"array {key!r}")
+        return {k: _join_checked(v, z, f"{where}/{k}", expect) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_join_checked(v, z, f"{where}/{i}", expect) for i, v in enumerate(obj)]
+    return obj
 
 
 def check_config(saved: dict, model, path: Union[str, Path] = "checkpoint") -> None:
@@ -171,32 +279,37 @@ def load(path: Union[str, Path], model=None) -> Checkpoint:
     with ``model`` its parameters and random state are overwritten. The optimiser is rebuilt when
     one was saved; ``trainer_state`` holds the Trainer's progress for ``Trainer.fit(resume=True)``.
     """
+    path = Path(path)
+    z = _read(path)
+    try:
+        return _load(z, path, model)
+    finally:
+        z.close()
+
+
+def _load(z: _Archive, path: Path, model) -> Checkpoint:
     from .models import MODELS
     from .optim import optimizer_from_state
 
-    path = Path(path)
-    z = _read(path)
-    fmt = str(z["__format__"])
+    fmt = z.text("__format__", "format tag")
     if fmt != FORMAT:
-        raise CheckpointError(f"{path} is not a multiscale-rnn checkpoint (format tag {fmt!r})")
+        raise CheckpointError(f"{path} is not a multiscale-rnn checkpoint (format tag {fmt!r:.80})")
     missing = [k for k in _REQUIRED if k not in z]
     if missing:
         raise CheckpointError(f"{path} is incomplete: missing {missing}")
-    try:
-        version = int(z["__version__"])
-    except (TypeError, ValueError) as e:
-        raise CheckpointError(f"{path} has an unreadable format version: {z['__version__']!r}") from e
+    v = z.array("__version__", shape=(), what="format version")
+    if v.dtype.kind not in "iu":
+        raise CheckpointError(f"{path} has an unreadable format version: {v!r}")
+    version = int(v)
     if version > VERSION or version < 1:
         raise CheckpointError(f"{path} has format version {version}; this multiscale-rnn reads version {VERSION} "
                               "(upgrade the package to read it)" if version > VERSION else
                               f"{path} has an invalid format version {version}")
-    try:
-        config = json.loads(str(z["config"]))
-        meta = json.loads(str(z["meta"]))
-    except json.JSONDecodeError as e:
-        raise CheckpointError(f"{path} holds unreadable JSON metadata: {e}") from e
-    if not isinstance(config, dict) or "model" not in config:
-        raise CheckpointError(f"{path}: the model config has no 'model' name")
+    config = _json(z, "config", "model config")
+    meta = _json(z, "meta", "metadata")
+    if not isinstance(config, dict) or not isinstance(config.get("model"), str):
+        raise CheckpointError(f"{path}: the model config must be an object with a 'model' name, got {config!r:.80}")
+    _want(meta, dict, "the metadata", path)
 
     if model is None:
         name = config["model"]
@@ -206,46 +319,66 @@ def load(path: Union[str, Path], model=None) -> Checkpoint:
         kwargs = {k: v for k, v in config.items() if k != "model"}
         try:
             model = MODELS[name](**kwargs)
-        except (TypeError, ValueError) as e:
-            raise CheckpointError(f"{path}: cannot rebuild {name} from its config {kwargs}: {e}") from e
+        except (TypeError, ValueError, OverflowError, MemoryError) as e:
+            raise CheckpointError(f"{path}: cannot rebuild {name} from its config {kwargs!r:.300}: {e}") from None
     else:
         check_config(config, model, path)
 
-    params = z["params"]
     flat = model.flat_parameters()
-    if params.shape != flat.shape or params.dtype != flat.dtype:
-        raise CheckpointError(f"{path}: parameters have shape {params.shape} and dtype {params.dtype}, the model "
-                              f"needs {flat.shape} {flat.dtype}")
+    params = z.array("params", flat.shape, flat.dtype, what="the parameter array")
     if not np.all(np.isfinite(params)):
         raise CheckpointError(f"{path}: the saved parameters hold NaN or infinity")
-    rng = z["rng"]
-    if rng.shape != (4,) or rng.dtype != np.uint64:
-        raise CheckpointError(f"{path}: random state must be uint64 (4,), got {rng.dtype} {rng.shape}")
-    flat[...] = params
-    model.set_rng_state(rng)
+    rng = z.array("rng", (4,), np.uint64, what="the random state")
 
-    opt_state = _join_arrays(meta.get("optimizer"), z, path) if meta.get("optimizer") is not None else None
-    optimizer = None
-    if opt_state is not None:
+    opt_meta = _want(meta.get("optimizer"), dict, "the optimiser state", path, none=True)
+    opt_state = optimizer = None
+    if opt_meta is not None:
+        _want(opt_meta.get("name"), str, "the optimiser name", path)
+        _want(opt_meta.get("hyper", {}), dict, "the optimiser hyper-parameters", path)
+        _want(opt_meta.get("step", 0), int, "the optimiser step", path)
+        _want(opt_meta.get("arrays", {}), dict, "the optimiser arrays", path)
+        opt_state = _join_checked(opt_meta, z, "optimizer",
+                                  lambda where: (flat.shape, flat.dtype) if where.startswith("optimizer/arrays/")
+                                  else None)
         try:
             optimizer = optimizer_from_state(opt_state)
-        except (TypeError, ValueError) as e:
-            raise CheckpointError(f"{path}: cannot restore the optimiser: {e}") from e
-        for k, v in optimizer.state.items():
-            if v.shape != flat.shape or v.dtype != flat.dtype:
-                raise CheckpointError(f"{path}: optimiser array {k!r} has shape {v.shape} {v.dtype}, parameters "
+        except (TypeError, ValueError, OverflowError, AttributeError, KeyError) as e:
+            raise CheckpointError(f"{path}: cannot restore the optimiser: {e}") from None
+        for k, a in optimizer.state.items():
+            if a.shape != flat.shape or a.dtype != flat.dtype:
+                raise CheckpointError(f"{path}: optimiser array {k!r} has shape {a.shape} {a.dtype}, parameters "
                                       f"{flat.shape} {flat.dtype}")
-    trainer_state = _join_arrays(meta.get("trainer"), z, path) if meta.get("trainer") is not None else None
+            if not np.all(np.isfinite(a)):
+                raise CheckpointError(f"{path}: optimiser array {k!r} holds NaN or infinity")
+    trainer_meta = _want(meta.get("trainer"), dict, "the trainer state", path, none=True)
+    trainer_state = None
+    if trainer_meta is not None:
+        trainer_state = _join_checked(
+            trainer_meta, z, "trainer",
+            lambda where: (flat.shape, flat.dtype) if where == "trainer/best_params" else
+            (None, flat.dtype) if where.startswith("trainer/carried/") else None)
 
     vocab = meta.get("vocab")
     if vocab is not None:
         try:
             from .data import Vocab
-            vocab = Vocab.from_json(vocab)
         except ImportError:  # data layer absent: keep the JSON
-            pass
-    history = meta.get("history")
+            Vocab = None
+        if Vocab is not None:
+            try:
+                vocab = Vocab.from_json(vocab)
+            except (TypeError, ValueError, KeyError, AttributeError) as e:
+                raise CheckpointError(f"{path}: the stored vocabulary is unusable: {e}") from None
+            if vocab.size != getattr(model, "vocab_size", vocab.size):
+                raise CheckpointError(f"{path}: the stored vocabulary has {vocab.size} symbols, the model "
+                                      f"{model.vocab_size}")
+    history = _want(meta.get("history"), list, "the history", path, none=True)
     if history is not None:
+        for i, row in enumerate(history):
+            _want(row, dict, f"history row {i}", path)
         history = History(history)
+    extra = _want(meta.get("extra"), dict, "the extra settings", path, none=True) or {}
+    flat[...] = params
+    model.set_rng_state(rng)
     return Checkpoint(path=path, config=config, model=model, optimizer=optimizer, optimizer_state=opt_state,
-                      trainer_state=trainer_state, vocab=vocab, history=history, extra=meta.get("extra") or {})
+                      trainer_state=trainer_state, vocab=vocab, history=history, extra=extra)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -59,24 +60,101 @@ def load_config(path) -> Dict[str, Any]:
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"config file not found: {path}")
+    if path.is_dir():
+        raise ValueError(f"config {path} is a folder, not a TOML file")
     try:
         with open(path, "rb") as f:
             cfg = tomllib.load(f)
+    except UnicodeDecodeError as e:
+        raise ValueError(f"config {path} is not a text file (not UTF-8 at byte offset {e.start})") from None
     except tomllib.TOMLDecodeError as e:
-        raise ValueError(f"{path} is not valid TOML: {e}") from e
+        raise ValueError(f"{path} is not valid TOML: {e}") from None
     unknown = sorted(set(cfg) - set(_presets.DEFAULTS) - {"preset"})
     if unknown:
         raise ValueError(f"{path}: unknown setting(s) {unknown}; known: {sorted(_presets.DEFAULTS)} and 'preset'")
     return cfg
 
 
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+_POSITIVE_INT = (lambda v: _is_int(v) and v >= 1, "a positive integer")
+_COUNT = (lambda v: _is_int(v) and v >= 0, "a non-negative integer")
+_STRING = (lambda v: isinstance(v, str) and v != "", "a non-empty string")
+
+#: What each setting must be: (check, words); None is allowed where the default is None.
+_SETTING_RULES = {
+    "model": _STRING, "embed_size": _POSITIVE_INT,
+    "hidden_sizes": (lambda v: isinstance(v, list) and v and all(_is_int(h) and h >= 1 for h in v),
+                     "a list of positive integers"),
+    "dropout": (lambda v: _is_number(v) and 0 <= v < 1, "a number in [0, 1)"),
+    "dtype": (lambda v: v in ("float32", "float64"), "float32 or float64"),
+    "data": _STRING, "data_path": _STRING,
+    "epochs": _POSITIVE_INT, "batch_size": _POSITIVE_INT, "bptt": _POSITIVE_INT, "eval_batch_size": _POSITIVE_INT,
+    "optimizer": _STRING, "lr": (lambda v: _is_number(v) and v > 0, "a finite number > 0"),
+    "momentum": (lambda v: _is_number(v) and 0 <= v < 1, "a number in [0, 1)"),
+    "weight_decay": (lambda v: _is_number(v) and v >= 0, "a finite number >= 0"),
+    "clip_norm": (lambda v: _is_number(v) and v > 0, "a finite number > 0 (or none)"),
+    "clip_value": (lambda v: _is_number(v) and v > 0, "a finite number > 0 (or none)"),
+    "lr_schedule": _STRING, "lr_factor": (lambda v: _is_number(v) and v > 0, "a finite number > 0"),
+    "lr_every": (lambda v: v in ("epoch", "step"), "epoch or step"),
+    "patience": _COUNT, "halve_after": _COUNT,
+    "lr_milestones": (lambda v: isinstance(v, list) and all(_is_int(m) and m >= 1 for m in v),
+                      "a list of positive integers"),
+    "max_chunks": _POSITIVE_INT, "checkpoint_every": _POSITIVE_INT,
+    "seed": (lambda v: _is_int(v) and v >= 0, "a non-negative integer"),
+    "threads": _POSITIVE_INT, "out": _STRING, "progress": (lambda v: isinstance(v, bool), "true or false"),
+}
+
+
+_NULLABLE = ("clip_norm", "clip_value", "threads", "max_chunks", "checkpoint_every", "data_path")
+
+
+def check_settings(settings: Dict[str, Any]) -> None:
+    """``ValueError`` naming the first setting of the wrong type or out of range (no silent
+    conversion: ``batch_size = 4.5`` or ``0`` is refused, not read as 4 or the default)."""
+    for key, (ok, words) in _SETTING_RULES.items():
+        v = settings.get(key)
+        if v is None and key in _NULLABLE:
+            continue
+        if not ok(v):
+            raise ValueError(f"{key.replace('_', '-')} must be {words}, got {v!r}")
+
+
+def settings_sources(preset_name: str, preset_given: bool, config: Dict[str, Any], flags: Dict[str, Any],
+                     config_name: str = "config") -> str:
+    """One line saying where the settings came from: the preset (and whether it was asked for),
+    the config file's keys and the flags' keys."""
+    preset_keys = [k for k in _presets.get_preset(preset_name)
+                   if k not in config and k not in flags]
+    parts = [f"preset {preset_name}" + ("" if preset_given else " (the default; --preset to choose)")
+             + (f": {', '.join(preset_keys)}" if preset_keys else "")]
+    config_keys = [k for k in config if k != "preset" and k not in flags]
+    if config_keys:
+        parts.append(f"{config_name}: {', '.join(config_keys)}")
+    flag_keys = [k for k in flags if k != "preset"]
+    if flag_keys:
+        parts.append(f"flags: {', '.join(flag_keys)}")
+    return "settings from " + "; ".join(parts)
+
+
 def resolve_settings(preset: Optional[str] = None, config: Optional[Dict[str, Any]] = None,
                      flags: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-    """defaults < preset (``flags["preset"]``, else the config's, else the default preset) < config < flags."""
+    """defaults < preset (``flags["preset"]``, else the config's, else the default preset) < config < flags.
+
+    A data path without a corpus name (``--data-path my.txt`` alone) or a corpus name that is a
+    path (``--data my.txt``) means your own text (``data = "text"``). The result is checked by
+    :func:`check_settings`."""
     config = dict(config or {})
     flags = dict(flags or {})
     name = flags.pop("preset", None) or config.pop("preset", None) or preset or _presets.DEFAULT_PRESET
     config.pop("preset", None)
+    data_named = "data" in config or "data" in flags
     unknown = sorted(set(flags) - set(_presets.DEFAULTS))
     if unknown:
         raise ValueError(f"unknown setting(s) {unknown}")
@@ -85,6 +163,17 @@ def resolve_settings(preset: Optional[str] = None, config: Optional[Dict[str, An
     settings.update(config)
     settings.update(flags)
     settings["preset"] = name
+    data = settings.get("data")
+    own_text = False
+    if isinstance(data, str) and data.strip().lower().replace("_", "-") not in _corpus_names() \
+            and settings.get("data_path") in (None, "") and Path(data).expanduser().exists():
+        settings["data"], settings["data_path"] = "text", data  # a path as the corpus name: your own text
+        own_text = True
+    elif settings.get("data_path") not in (None, "") and not data_named:
+        settings["data"] = "text"  # a path alone: your own text, not the preset's corpus
+        own_text = True
+    if own_text:  # the preset's corpus options were for its corpus
+        settings["data_options"] = dict(flags.get("data_options", config.get("data_options", {})))
     for key in ("clip_norm", "clip_value", "threads", "max_chunks", "checkpoint_every", "data_path"):
         if isinstance(settings.get(key), str) and settings[key].lower() in ("none", "null", "off", ""):
             settings[key] = None
@@ -97,9 +186,26 @@ def resolve_settings(preset: Optional[str] = None, config: Optional[Dict[str, An
         if not isinstance(settings[key], dict):
             raise ValueError(f"setting {key!r} must be a table (dict), got {settings[key]!r}")
     for name_, spec in settings["anneal"].items():
-        if not (isinstance(spec, (list, tuple)) and len(spec) == 3):
-            raise ValueError(f"anneal.{name_} must be [start, end, per_epoch], got {spec!r}")
+        if not (isinstance(spec, (list, tuple)) and len(spec) in (3, 4) and all(_is_number(x) for x in spec[:3])
+                and (len(spec) == 3 or spec[3] in ("epoch", "step"))):
+            raise ValueError(f"anneal.{name_} must be [start, end, rate] or [start, end, rate, \"step\"], "
+                             f"got {spec!r}")
+    check_settings(settings)
     return settings
+
+
+def _corpus_names():
+    from .data import LOADERS
+    return LOADERS
+
+
+def anneal_schedule(spec):
+    """``[start, end, rate]`` (rate per epoch) or ``[start, end, rate, "step"|"epoch"]`` -> a schedule."""
+    from .schedules import linear
+    start, end, rate = (float(x) for x in spec[:3])
+    if len(spec) == 4 and spec[3] == "step":
+        return linear(start, end, per_step=rate)
+    return linear(start, end, per_epoch=rate)
 
 
 def model_from_settings(settings: Dict[str, Any], vocab_size: int):
@@ -110,9 +216,9 @@ def model_from_settings(settings: Dict[str, Any], vocab_size: int):
     if clash:
         raise ValueError(f"model option(s) {clash} are settings of their own: use --{clash[0].replace('_', '-')} "
                          f"(or the top-level key in a config file)")
-    return build_model(settings["model"], vocab_size=int(vocab_size), embed_size=int(settings["embed_size"]),
-                       hidden_sizes=[int(h) for h in settings["hidden_sizes"]], dropout=float(settings["dropout"]),
-                       dtype=settings["dtype"], seed=int(settings["seed"]), **settings["options"])
+    return build_model(settings["model"], vocab_size=int(vocab_size), embed_size=settings["embed_size"],
+                       hidden_sizes=list(settings["hidden_sizes"]), dropout=float(settings["dropout"]),
+                       dtype=settings["dtype"], seed=settings["seed"], **settings["options"])
 
 
 def _optimizer(settings):
@@ -128,12 +234,17 @@ def _optimizer(settings):
 def _lr_schedule(settings):
     from .schedules import make_lr_schedule
     name = str(settings["lr_schedule"]).lower()
+    every = settings.get("lr_every", "epoch")
     if name in ("constant", "none"):
         return None
     if name in ("halve", "halveafter", "halve-after"):
-        return make_lr_schedule("halve", epoch_n=settings["halve_after"], factor=settings["lr_factor"])
+        return make_lr_schedule("halve", epoch_n=settings["halve_after"], factor=settings["lr_factor"], every=every)
     if name in ("multistep", "multi-step"):
-        return make_lr_schedule("multistep", milestones=settings["lr_milestones"], factor=settings["lr_factor"])
+        return make_lr_schedule("multistep", milestones=settings["lr_milestones"], factor=settings["lr_factor"],
+                                every=every)
+    if every != "epoch":
+        raise ValueError(f"lr-schedule {name} follows the validation loss and steps per epoch only "
+                         "(lr-every step is for halve and multistep)")
     return make_lr_schedule(name, factor=settings["lr_factor"], patience=settings["patience"])
 
 
@@ -150,34 +261,44 @@ def _label(unit: str) -> str:
 def _set_threads(n):
     if n is not None:
         from . import set_num_threads
-        set_num_threads(int(n))
+        set_num_threads(n)
 
 
 def cmd_train(args) -> int:
-    from .schedules import linear
+    from .storage import check_writable, history_path
     from .trainer import Trainer, evaluate
 
     flags = {k: v for k, v in vars(args).items() if k in _presets.DEFAULTS or k == "preset"}
     flags.pop("config", None)
     if getattr(args, "option", None):
         flags["options"] = _key_values(args.option, "--option")
+    if getattr(args, "data_option", None):
+        flags["data_options"] = _key_values(args.data_option, "--data-option")
     if getattr(args, "anneal", None):
-        flags["anneal"] = {k: [float(x) for x in str(v).strip("[]").split(",")]
-                           for k, v in _key_values(args.anneal, "--anneal").items()}
+        flags["anneal"] = {k: _anneal_flag(k, v) for k, v in _key_values(args.anneal, "--anneal").items()}
     config = load_config(args.config) if getattr(args, "config", None) else {}
-    if "options" in flags and "options" in config:
-        flags["options"] = {**config["options"], **flags["options"]}
+    for key in ("options", "data_options"):
+        if key in flags and key in config:
+            flags[key] = {**config[key], **flags[key]}
+    preset_given = bool(flags.get("preset") or config.get("preset"))
     s = resolve_settings(config=config, flags=flags)
+    out = Path(s["out"])
+    check_writable(out, "--out checkpoint")  # before any work
+    check_writable(history_path(out), "history")
+    if getattr(args, "resume", False) and not out.exists():
+        raise FileNotFoundError(f"--resume: no checkpoint at {out} to continue")
     _set_threads(s["threads"])
     corpus = _load_corpus(s)
     model = model_from_settings(s, corpus.vocab_size)
     trainer = Trainer(model, optimizer=_optimizer(s), clip_norm=s["clip_norm"], clip_value=s["clip_value"],
-                      batch_size=int(s["batch_size"]), bptt=int(s["bptt"]), lr_schedule=_lr_schedule(s),
-                      model_options={k: linear(*v) for k, v in s["anneal"].items()}, seed=int(s["seed"]),
-                      progress=bool(s["progress"]), eval_batch_size=int(s["eval_batch_size"]), unit=corpus.unit)
+                      batch_size=s["batch_size"], bptt=s["bptt"], lr_schedule=_lr_schedule(s),
+                      model_options={k: anneal_schedule(v) for k, v in s["anneal"].items()}, seed=s["seed"],
+                      progress=bool(s["progress"]), eval_batch_size=s["eval_batch_size"], unit=corpus.unit)
     label = _label(corpus.unit)
     print(f"{s['model']} {model.num_parameters:,} parameters on {corpus.name} ({len(corpus.train):,} training "
-          f"tokens, vocabulary {corpus.vocab_size}); preset {s['preset']}", flush=True)
+          f"tokens, vocabulary {corpus.vocab_size})", flush=True)
+    print(settings_sources(s["preset"], preset_given, config, flags,
+                           config_name=str(getattr(args, "config", "config"))), flush=True)
 
     def log(event):
         if event["event"] == "epoch" and not s["progress"]:
@@ -185,7 +306,6 @@ def cmd_train(args) -> int:
             print(f"epoch {event['epoch']}: train {label} {event['train_bpc']:.4f}{valid}, "
                   f"{event['tokens_per_s']:,.0f} tokens/s, {event['seconds']:.1f} s", flush=True)
 
-    out = Path(s["out"])
     trainer.fit(corpus.train, valid=corpus.valid, epochs=int(s["epochs"]), checkpoint=out,
                 resume=bool(getattr(args, "resume", False)), max_chunks=s["max_chunks"],
                 checkpoint_every=s["checkpoint_every"], log=log, vocab=corpus.vocab,
@@ -199,6 +319,19 @@ def cmd_train(args) -> int:
              for split, r in results.items()]
     print(f"done after {trainer.epoch} epoch(s), {trainer.step} steps: {', '.join(parts)}; checkpoint {out}", flush=True)
     return 0
+
+
+def _anneal_flag(name: str, value) -> list:
+    """``--anneal NAME=START,END,RATE[,step]`` -> [start, end, rate] or [start, end, rate, "step"]."""
+    parts = [p.strip() for p in str(value).strip("[]").split(",")]
+    unit = parts.pop() if parts and parts[-1] in ("step", "epoch") else None
+    try:
+        spec = [float(p) for p in parts]
+    except ValueError:
+        spec = []
+    if len(spec) != 3:
+        raise ValueError(f"--anneal {name}= must be START,END,RATE or START,END,RATE,step, got {value!r}")
+    return spec + ([unit] if unit else [])
 
 
 def _load_checkpoint(path, best: bool):
@@ -238,8 +371,9 @@ def cmd_evaluate(args) -> int:
     ids = getattr(corpus, args.split)
     if ids is None:
         raise ValueError(f"{corpus.name} has no {args.split} split")
-    bptt = args.bptt or int(s["bptt"])
-    r = evaluate(ck.model, ids, batch_size=args.batch_size or int(s["eval_batch_size"]), bptt=bptt)
+    bptt = args.bptt if args.bptt is not None else s["bptt"]
+    batch = args.batch_size if args.batch_size is not None else s["eval_batch_size"]
+    r = evaluate(ck.model, ids, batch_size=batch, bptt=bptt)
     if args.json:
         print(json.dumps({"split": args.split, "data": corpus.name, **r}))
     else:
@@ -287,8 +421,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--dtype", choices=["float32", "float64"])
     g.add_argument("--option", action="append", metavar="NAME=VALUE", help="model option (repeatable)")
     g = t.add_argument_group("data")
-    g.add_argument("--data", help="embedded, synthetic, ptb-char, ptb-word, text8, enwik8, shakespeare")
-    g.add_argument("--data-path", help="local copy of the corpus (no download)")
+    g.add_argument("--data", help="embedded, synthetic, ptb-char, ptb-word, text8, enwik8, shakespeare, ... or "
+                   "the path of your own text file (or folder)")
+    g.add_argument("--data-path", help="local copy of the corpus (no download); alone: your own text file, or a "
+                   "folder of train.txt, valid.txt, test.txt")
+    g.add_argument("--data-option", action="append", metavar="NAME=VALUE",
+                   help="corpus option (repeatable), e.g. unit=word or level=byte for your own text")
     g = t.add_argument_group("training")
     g.add_argument("--epochs", type=int)
     g.add_argument("--batch-size", type=int)
@@ -304,8 +442,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--patience", type=int, help="plateau: epochs without improvement before dividing")
     g.add_argument("--halve-after", type=int, help="halve: epochs at the initial learning rate")
     g.add_argument("--lr-milestones", type=_sizes, help="multistep: comma-separated epoch counts, e.g. 180")
-    g.add_argument("--anneal", action="append", metavar="NAME=START,END,PER_EPOCH",
-                   help="anneal a model option linearly per epoch (repeatable), e.g. slope=1,5,0.04")
+    g.add_argument("--lr-every", choices=["epoch", "step"],
+                   help="halve / multistep count epochs (default) or updates")
+    g.add_argument("--anneal", action="append", metavar="NAME=START,END,RATE[,step]",
+                   help="anneal a model option linearly per epoch (repeatable), e.g. slope=1,5,0.04; with ',step' "
+                        "the rate is per update")
     g.add_argument("--max-chunks", type=int, help="stop after this many chunks (resume later)")
     g.add_argument("--checkpoint-every", type=int, help="also checkpoint every K chunks")
     g.add_argument("--eval-batch-size", type=int)
@@ -349,8 +490,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except (ValueError, TypeError, IndexError, FileNotFoundError, CheckpointError, FloatingPointError) as e:
+    except (ValueError, TypeError, IndexError, OSError, CheckpointError, FloatingPointError, OverflowError) as e:
         print(f"multiscale-rnn {args.command}: error: {e}", file=sys.stderr)
+        return 1
+    except MemoryError as e:
+        print(f"multiscale-rnn {args.command}: error: out of memory{': ' + str(e) if str(e) else ''}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"multiscale-rnn {args.command}: interrupted", file=sys.stderr)

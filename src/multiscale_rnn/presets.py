@@ -38,7 +38,8 @@ DEFAULTS: Dict[str, Any] = {
     "patience": 0,               # plateau
     "halve_after": 4,            # halve: epochs at the initial rate
     "lr_milestones": [],         # multistep: completed-epoch counts after which lr is divided by lr_factor
-    "anneal": {},                # option -> [start, end, per_epoch], e.g. {"slope": [1.0, 5.0, 0.04]}
+    "lr_every": "epoch",         # halve / multistep count epochs, or "step": optimiser updates
+    "anneal": {},                # option -> [start, end, per_epoch] (or [start, end, per_step, "step"])
     "max_chunks": None,
     "checkpoint_every": None,
     "eval_batch_size": 16,

@@ -39,11 +39,25 @@ def _positive(value, name: str) -> float:
     return v
 
 
+def _every(every: str) -> str:
+    if every not in ("epoch", "step"):
+        raise ValueError(f"every must be 'epoch' or 'step', got {every!r}")
+    return every
+
+
 class LRSchedule:
-    """Base class. ``start(base_lr)`` once, then ``next_lr(epoch, lr, metric)`` after every epoch."""
+    """Base class. ``start(base_lr)`` once, then ``next_lr(epoch, lr, metric)`` after every epoch;
+    with ``every="step"`` (the schedules that need no validation loss) ``next_lr(step, lr, None)``
+    after every update instead, ``step`` counting the updates done, so a run shorter than an epoch
+    still follows the schedule."""
+
+    every = "epoch"
 
     def __init__(self):
         self.base_lr: Optional[float] = None
+
+    def _with_every(self, params: dict) -> dict:
+        return {**params, "every": self.every} if self.every != "epoch" else params
 
     def start(self, base_lr: float) -> None:
         """Record the learning rate training starts from (kept across a resume)."""
@@ -83,15 +97,16 @@ class Constant(LRSchedule):
 class HalveAfter(LRSchedule):
     """``base_lr`` for the first ``epoch_n`` epochs, then divided by ``factor`` (2) after every epoch."""
 
-    def __init__(self, epoch_n: int, factor: float = 2.0):
+    def __init__(self, epoch_n: int, factor: float = 2.0, every: str = "epoch"):
         super().__init__()
+        self.every = _every(every)
         if isinstance(epoch_n, bool) or int(epoch_n) != epoch_n or epoch_n < 0:
             raise ValueError(f"epoch_n must be an integer >= 0, got {epoch_n!r}")
         self.epoch_n = int(epoch_n)
         self.factor = _positive(factor, "factor")
 
     def params(self):
-        return {"epoch_n": self.epoch_n, "factor": self.factor}
+        return self._with_every({"epoch_n": self.epoch_n, "factor": self.factor})
 
     def next_lr(self, epoch, lr, metric):
         return self.base_lr / self.factor ** max(0, epoch + 1 - self.epoch_n)
@@ -153,14 +168,15 @@ class LambdaLR(LRSchedule):
     The callable itself is not saved in checkpoints: pass the same one when resuming.
     """
 
-    def __init__(self, fn: Callable[[int], float]):
+    def __init__(self, fn: Callable[[int], float], every: str = "epoch"):
         super().__init__()
+        self.every = _every(every)
         if not callable(fn):
             raise TypeError(f"LambdaLR needs a callable of the epoch, got {type(fn).__name__}")
         self.fn = fn
 
     def params(self):
-        return {"fn": getattr(self.fn, "__name__", type(self.fn).__name__)}
+        return self._with_every({"fn": getattr(self.fn, "__name__", type(self.fn).__name__)})
 
     def next_lr(self, epoch, lr, metric):
         return self.base_lr * float(self.fn(epoch))
@@ -173,17 +189,18 @@ class MultiStep(LRSchedule):
     ``base_lr / 10``: the FS-RNN paper's "divide by 10 for the last 20 epochs" on Penn Treebank.
     """
 
-    def __init__(self, milestones, factor: float = 10.0):
+    def __init__(self, milestones, factor: float = 10.0, every: str = "epoch"):
         super().__init__()
+        self.every = _every(every)
         ms = list(milestones) if not isinstance(milestones, (int, float)) else [milestones]
         for m in ms:
             if isinstance(m, bool) or int(m) != m or m < 1:
-                raise ValueError(f"milestones must be whole numbers of epochs >= 1, got {milestones!r}")
+                raise ValueError(f"milestones must be whole numbers of {self.every}s >= 1, got {milestones!r}")
         self.milestones = sorted(int(m) for m in ms)
         self.factor = _positive(factor, "factor")
 
     def params(self):
-        return {"milestones": list(self.milestones), "factor": self.factor}
+        return self._with_every({"milestones": list(self.milestones), "factor": self.factor})
 
     def next_lr(self, epoch, lr, metric):
         return self.base_lr / self.factor ** sum(1 for m in self.milestones if epoch >= m)
@@ -205,10 +222,15 @@ def make_lr_schedule(name: str, **params) -> LRSchedule:
 
 class Linear:
     """``min(end, start + per_epoch * epoch)`` (``max`` when ``end < start``); a callable of
-    ``(epoch, step=0)``. ``epoch`` may be fractional."""
+    ``(epoch, step=0)``. ``epoch`` may be fractional. With ``per_step`` instead of ``per_epoch``
+    the value moves after every update: ``start + per_step * step``."""
 
-    def __init__(self, start: float, end: float, per_epoch: float):
-        self.start, self.end, self.per_epoch = float(start), float(end), float(per_epoch)
+    def __init__(self, start: float, end: float, per_epoch: Optional[float] = None, per_step: Optional[float] = None):
+        if (per_epoch is None) == (per_step is None):
+            raise ValueError("a linear schedule needs exactly one of per_epoch and per_step")
+        self.per = "epoch" if per_step is None else "step"
+        rate = per_epoch if per_step is None else per_step
+        self.start, self.end, self.per_epoch = float(start), float(end), float(rate)
         for k, v in self.params().items():
             if not math.isfinite(v):
                 raise ValueError(f"linear schedule {k} must be finite, got {v!r}")
@@ -216,20 +238,20 @@ class Linear:
             raise ValueError(f"linear schedule from {start} to {end} cannot get there with per_epoch={per_epoch}")
 
     def __call__(self, epoch: float, step: int = 0) -> float:
-        value = self.start + self.per_epoch * epoch
+        value = self.start + self.per_epoch * (epoch if self.per == "epoch" else step)
         return min(self.end, value) if self.end >= self.start else max(self.end, value)
 
     def params(self) -> dict:
-        return {"start": self.start, "end": self.end, "per_epoch": self.per_epoch}
+        return {"start": self.start, "end": self.end, f"per_{self.per}": self.per_epoch}
 
     def state_dict(self) -> dict:
         return {"name": "Linear", "params": self.params()}
 
     def __repr__(self) -> str:
-        return f"linear(start={self.start}, end={self.end}, per_epoch={self.per_epoch})"
+        return f"linear(start={self.start}, end={self.end}, per_{self.per}={self.per_epoch})"
 
 
-def linear(start: float, end: float, per_epoch: float) -> Linear:
+def linear(start: float, end: float, per_epoch: Optional[float] = None, per_step: Optional[float] = None) -> Linear:
     """A model-option schedule: ``min(end, start + per_epoch * epoch)`` (e.g. the HM-LSTM slope,
-    ``linear(1.0, 5.0, per_epoch=0.04)``)."""
-    return Linear(start, end, per_epoch)
+    ``linear(1.0, 5.0, per_epoch=0.04)``), or ``start + per_step * step`` moving after every update."""
+    return Linear(start, end, per_epoch, per_step)

@@ -2,13 +2,14 @@
 and the checkpoint module: atomic file writing and the per-epoch training history."""
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
 from pathlib import Path
 from typing import Optional, Union
 
-__all__ = ["atomic_write", "History", "history_path"]
+__all__ = ["atomic_write", "check_writable", "History", "history_path"]
 
 
 def _umask() -> int:
@@ -17,13 +18,74 @@ def _umask() -> int:
     return mask
 
 
+def _temp_prefix(path: Path) -> str:
+    return f".{path.name}."
+
+
+def _remove_leftovers(folder: Path, path: Path, keep: Optional[str] = None) -> None:
+    """Remove temporary files of earlier writes of ``path`` (``.NAME.*.tmp`` beside it) that a
+    killed process left behind; writing one file from two processes at once is not supported."""
+    prefix = _temp_prefix(path)
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        if name.startswith(prefix) and name.endswith(".tmp") and name != keep:
+            try:
+                os.unlink(os.path.join(folder, name))
+            except OSError:
+                pass
+
+
+def _named(e: OSError, path: Path) -> OSError:
+    """The same error (same class and errno) with ``path`` as its file name."""
+    if e.errno is None:
+        return e
+    return OSError(e.errno, e.strerror or str(e), str(path))
+
+
+def check_writable(path: Union[str, Path], what: str = "output") -> Path:
+    """Check before any work that ``path`` can be written: not a folder, in a folder that exists
+    (or can be made) and that is writable (a temporary file is created and removed there, which
+    also catches a read-only mount). Raises ``ValueError`` / ``OSError`` naming the path."""
+    path = Path(path)
+    if str(path) in ("", "."):
+        raise ValueError(f"the {what} path is empty")
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, f"the {what} path is a folder, not a file", str(path))
+    folder = path.parent if str(path.parent) else Path(".")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise NotADirectoryError(errno.ENOTDIR, f"cannot make the {what} folder: a file is in the way",
+                                 str(folder)) from None
+    except OSError as e:
+        raise _named(e, folder) from None
+    try:
+        fd, probe = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".tmp", dir=folder)
+    except OSError as e:
+        raise OSError(e.errno, f"cannot write the {what} file there ({e.strerror})", str(path)) from None
+    os.close(fd)
+    os.unlink(probe)
+    return path
+
+
 def atomic_write(path: Union[str, Path], write) -> Path:
     """Call ``write(fileobj)`` on a temporary file beside ``path``, fsync it, then rename it over
-    ``path``. On any error the temporary file is removed and ``path`` is untouched."""
+    ``path``. On any error the temporary file is removed and ``path`` is untouched; an ``OSError``
+    (no space, file too large, no permission, ...) is raised again naming ``path``. Temporary files
+    of ``path`` left by a killed process are removed first, so at most one exists at any time."""
     path = Path(path)
     folder = path.parent if str(path.parent) else Path(".")
-    folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if path.is_dir():
+            raise IsADirectoryError(errno.EISDIR, "is a folder, not a file", str(path))
+        _remove_leftovers(folder, path)
+        fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".tmp", dir=folder)
+    except OSError as e:
+        raise _named(e, path) from None
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
@@ -31,11 +93,13 @@ def atomic_write(path: Union[str, Path], write) -> Path:
             os.fsync(f.fileno())
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual permissions
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(e, OSError):
+            raise _named(e, path) from None
         raise
     try:  # make the rename itself durable
         dfd = os.open(folder, os.O_RDONLY)

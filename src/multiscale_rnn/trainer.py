@@ -14,6 +14,7 @@ character on character corpora, bits per word on word corpora), ``perplexity`` =
 from __future__ import annotations
 
 import math
+import sys
 import time
 import zlib
 from pathlib import Path
@@ -23,7 +24,7 @@ import numpy as np
 
 from ._native import core as _core
 from .optim import Adam, Optimizer
-from .storage import History, history_path
+from .storage import History, check_writable, history_path
 
 __all__ = ["Trainer", "History", "evaluate", "sample", "history_path"]
 
@@ -127,6 +128,30 @@ def sample(model, vocab, prompt: str = "", length: int = 200, temperature: float
     return vocab.decode(prompt_ids + out)
 
 
+class _ProgressLines:
+    """Progress as plain lines on standard error (for logs): about every 10 % of the epoch, at
+    least every 30 s, never more than once a second."""
+
+    def __init__(self, epoch_no: int, epochs: int, n_chunks: int, label: str):
+        self.head = f"epoch {epoch_no}/{epochs}"
+        self.n_chunks, self.label = n_chunks, label
+        self.every = max(1, n_chunks // 10)
+        self.last = time.perf_counter()
+        self.loss = self.tokens = self.seconds = 0.0
+
+    def update(self, chunk: int, loss: float, tokens: int, seconds: float) -> None:
+        self.loss += loss * tokens
+        self.tokens += tokens
+        self.seconds += seconds
+        now = time.perf_counter()
+        if (chunk % self.every == 0 and now - self.last >= 1.0) or now - self.last >= 30.0 or chunk == self.n_chunks:
+            mean = self.loss / max(self.tokens, 1)
+            print(f"{self.head} chunk {chunk}/{self.n_chunks}: loss {mean:.4f}, {self.label} {_bits(mean):.4f}, "
+                  f"{self.tokens / max(self.seconds, 1e-9):,.0f} tokens/s", file=sys.stderr, flush=True)
+            self.last = now
+            self.loss = self.tokens = self.seconds = 0.0
+
+
 # ---- the trainer ---------------------------------------------------------------------------------
 def _positive_int(value, name: str, allow_none: bool = False):
     if value is None and allow_none:
@@ -134,6 +159,53 @@ def _positive_int(value, name: str, allow_none: bool = False):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
     return int(value)
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def _is_number(v) -> bool:
+    return (isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+            and math.isfinite(float(v)))
+
+
+# What each entry of ``Trainer.state_dict()`` must be: (check, words, may be None).
+_STATE_ENTRIES = {
+    "epoch": (lambda v: _is_int(v) and v >= 0, "an integer >= 0", False),
+    "chunk": (lambda v: _is_int(v) and v >= 0, "an integer >= 0", False),
+    "step": (lambda v: _is_int(v) and v >= 0, "an integer >= 0", False),
+    "tokens": (lambda v: _is_int(v) and v >= 0, "an integer >= 0", False),
+    "sum_loss": (_is_number, "a finite number", False),
+    "seconds": (_is_number, "a finite number", True),
+    "sum_aux": (lambda v: isinstance(v, dict) and all(_is_number(x) for x in v.values()),
+                "an object of finite numbers", True),
+    "carried": (lambda v: isinstance(v, dict) and all(isinstance(x, np.ndarray) for x in v.values()),
+                "an object of arrays", True),
+    "best_loss": (_is_number, "a finite number", True),
+    "best_epoch": (lambda v: _is_int(v) and v >= 1, "an integer >= 1", True),
+    "best_params": (lambda v: isinstance(v, np.ndarray), "an array", True),
+    "lr_schedule": (lambda v: isinstance(v, dict), "an object", True),
+    "model_options": (lambda v: isinstance(v, dict), "an object", True),
+    "data": (lambda v: isinstance(v, dict) and _is_int(v.get("tokens")) and _is_int(v.get("crc32")),
+             "an object with integer 'tokens' and 'crc32'", True),
+}
+
+
+def _check_state(state) -> None:
+    """``ValueError`` naming the first entry of a saved trainer state that is missing or of the wrong type."""
+    if not isinstance(state, dict):
+        raise ValueError(f"the trainer state must be an object, got {type(state).__name__}")
+    for key, (ok, words, optional) in _STATE_ENTRIES.items():
+        if key not in state:
+            if optional:
+                continue
+            raise ValueError(f"the trainer state lacks {key!r}")
+        v = state[key]
+        if v is None and optional:
+            continue
+        if not ok(v):
+            raise ValueError(f"trainer state {key!r} must be {words}, got {v!r:.80}")
 
 
 def _ids_fingerprint(ids: np.ndarray) -> dict:
@@ -156,7 +228,9 @@ class Trainer:
         ``model.set_option`` before every chunk (e.g. ``{"slope": schedules.linear(1, 5, 0.04)}``).
     seed : the model's random generator (dropout and any other noise) is seeded from it when a new
         training run starts, so the same model, data, seed and thread count give identical runs.
-    progress : show a tqdm bar (loss, bits per token, tokens per second).
+    progress : True: a tqdm bar (loss, bits per token, tokens per second) when standard error is a
+        terminal, else plain lines (one about every 10 % of an epoch and at least every 30 s, no
+        carriage returns, for log files); "bar" or "lines" to choose; False for none.
     eval_batch_size : streams for validation (default: ``batch_size``; see ``evaluate``).
     unit : "char" or "word": only the label of the bits figure in the progress bar (bpc / bpw).
     constraint : a callable of the model run after every optimiser step (e.g.
@@ -185,8 +259,12 @@ class Trainer:
         for name, sched in self.model_options.items():
             if not (callable(sched) or isinstance(sched, (int, float))):
                 raise TypeError(f"model option {name!r} must be a number or a callable of (epoch, step)")
+        if not _is_int(seed) or seed < 0:
+            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
         self.seed = int(seed)
-        self.progress = bool(progress)
+        if progress not in (True, False, "bar", "lines"):
+            raise ValueError(f"progress must be True, False, 'bar' or 'lines', got {progress!r}")
+        self.progress = progress
         if unit not in ("char", "word"):
             raise ValueError(f"unit must be 'char' or 'word', got {unit!r}")
         self.unit = unit
@@ -209,6 +287,17 @@ class Trainer:
         self._data_id: Optional[dict] = None
         self._applied: Dict[str, float] = {}
         self.option_values: Dict[str, float] = {}
+
+    def _progress_mode(self, tqdm=True) -> Optional[str]:
+        """None, "bar" or "lines" (True picks the bar only when standard error is a terminal)."""
+        if not self.progress:
+            return None
+        if self.progress is True:
+            tty = getattr(sys.stderr, "isatty", None)
+            mode = "bar" if tty is not None and tty() else "lines"
+        else:
+            mode = self.progress
+        return "lines" if mode == "bar" and tqdm is None else mode
 
     # ---- model options --------------------------------------------------------------------------
     def _set_option(self, name: str, value: float) -> None:
@@ -240,7 +329,9 @@ class Trainer:
         }
 
     def load_state_dict(self, state: dict) -> None:
-        """Restore progress saved by ``state_dict`` (checked against this trainer's settings)."""
+        """Restore progress saved by ``state_dict`` (checked against this trainer's settings and
+        for the type of every entry: ``ValueError`` naming the entry otherwise)."""
+        _check_state(state)
         for key in ("batch_size", "bptt"):
             if state.get(key) != getattr(self, key):
                 raise ValueError(f"the checkpoint was trained with {key}={state.get(key)}, this trainer has "
@@ -285,8 +376,11 @@ class Trainer:
         if type(ck.optimizer) is not type(self.optimizer):
             raise checkpoint.CheckpointError(f"{path} was trained with {type(ck.optimizer).__name__}, this trainer "
                                              f"uses {type(self.optimizer).__name__}")
-        self.optimizer.load_state_dict(ck.optimizer_state)
-        self.load_state_dict(ck.trainer_state)
+        try:
+            self.optimizer.load_state_dict(ck.optimizer_state)
+            self.load_state_dict(ck.trainer_state)
+        except (TypeError, ValueError, KeyError, OverflowError) as e:
+            raise checkpoint.CheckpointError(f"{path}: cannot resume from it: {e}") from None
         self.history = ck.history if ck.history is not None else History()
         return ck
 
@@ -326,6 +420,9 @@ class Trainer:
             raise ValueError(f"resume must be False, True or 'auto', got {resume!r}")
         if resume and checkpoint is None:
             raise ValueError("resume needs the checkpoint path")
+        if checkpoint is not None:
+            check_writable(checkpoint, "checkpoint")
+            check_writable(history_path(checkpoint), "history")
         train_ids = np.asarray(train_ids)
         data.check_length(train_ids, self.batch_size, self.bptt, "train")
         if valid is not None:
@@ -379,7 +476,10 @@ class Trainer:
                 self._sum_aux = {}
             else:
                 model.set_state(self._carried)
-            if self.progress and tqdm is not None:
+            lines = None
+            if self._progress_mode(tqdm) == "lines":
+                lines = _ProgressLines(epoch_no, epochs, n_chunks, label)
+            elif self._progress_mode(tqdm) == "bar":
                 bar = tqdm(total=n_chunks, initial=self.chunk, desc=f"epoch {epoch_no}/{epochs}", unit="chunk",
                            leave=False, dynamic_ncols=True)
             t_epoch = time.perf_counter() - self._seconds
@@ -413,6 +513,8 @@ class Trainer:
                     if self.constraint is not None:
                         self.constraint(model)
                     self.step += 1
+                    if self.lr_schedule is not None and self.lr_schedule.every == "step":
+                        opt.lr = self.lr_schedule.next_lr(self.step, opt.lr, None)
                     self.chunk = k + 1
                     done += 1
                     self._sum_loss += loss * x.size
@@ -425,6 +527,8 @@ class Trainer:
                         bar.set_postfix({"loss": f"{loss:.3f}", label: f"{_bits(loss):.3f}",
                                          **{name: f"{v:.4g}" for name, v in aux.items()},
                                          "tok/s": f"{x.size / max(dt, 1e-9):,.0f}"}, refresh=False)
+                    if lines is not None:
+                        lines.update(self.chunk, loss, x.size, dt)
                     if log is not None:
                         log({"event": "chunk", "epoch": epoch_no, "chunk": k + 1, "chunks": n_chunks, "step": self.step,
                              "loss": loss, "bpc": _bits(loss), "aux": dict(aux), "grad_norm": norm, "lr": opt.lr,
@@ -470,15 +574,19 @@ class Trainer:
         self._carried = None
         self._sum_loss, self._tokens = 0.0, 0
         self._sum_aux = {}
-        if self.lr_schedule is not None:
+        if self.lr_schedule is not None and self.lr_schedule.every == "epoch":
             self.optimizer.lr = self.lr_schedule.next_lr(self.epoch, self.optimizer.lr, metric)
         row["next_lr"] = self.optimizer.lr
         self.history.append(row)
         if self.progress:
-            from tqdm.auto import tqdm
             label = "bpw" if self.unit == "word" else "bpc"
             valid_txt = f", valid {label} {row['valid_bpc']:.4f}" if row["valid_bpc"] is not None else ""
-            tqdm.write(f"epoch {epoch_no}: train {label} {row['train_bpc']:.4f}{valid_txt}, "
-                       f"{row['tokens_per_s']:,.0f} tokens/s, {row['seconds']:.1f} s")
+            text = (f"epoch {epoch_no}: train {label} {row['train_bpc']:.4f}{valid_txt}, "
+                    f"{row['tokens_per_s']:,.0f} tokens/s, {row['seconds']:.1f} s")
+            if self._progress_mode() == "bar":
+                from tqdm.auto import tqdm
+                tqdm.write(text)
+            else:
+                print(text, file=sys.stderr, flush=True)
         if log is not None:
             log({"event": "epoch", **row})

@@ -32,6 +32,7 @@ from .loaders import LOADERS, embedded_text, load, ptb_char_text
 from .music import (BAR, END_OF_TUNE, MusicSymbol, Tune, music_corpus, parse_abc, read_abc_tunes, symbol_classes,
                     symbol_info)
 from .synthetic import HierarchicalText, synthetic_hierarchy
+from .text import TEXT_SPLIT_FILES, decode_utf8, text_corpus
 from .vocab import EOS, UNK_CHAR, UNK_WORD, Vocab, tokenize_words
 
 __all__ = [
@@ -79,4 +80,7 @@ __all__ = [
     "symbol_classes",
     "BAR",
     "END_OF_TUNE",
+    "text_corpus",
+    "decode_utf8",
+    "TEXT_SPLIT_FILES",
 ]

@@ -16,6 +16,8 @@ ptb-bits       ptb-char as 8 ASCII bits per character (+ ``buffer_bits`` zero bi
 embedded-bits  embedded as bits, the same way
 nottingham     folk tunes in ABC (local ``path`` only): one symbol per (pitch, length), rest,
                bar line, tune end; 80 % / 10 % / 10 % of the tunes, seeded
+text           your own text (``path`` only): a file cut 90 % / 5 % / 5 %, or a folder of
+               train.txt / valid.txt / test.txt; named after the file (``data.text``)
 =============  ======================================================================
 """
 
@@ -32,17 +34,19 @@ from .download import fetch, open_archive_members
 from .bits import bit_corpus
 from .music import music_corpus, read_abc_tunes
 from .synthetic import synthetic_hierarchy
+from .text import decode_utf8, text_corpus
 
 __all__ = ["load", "LOADERS", "embedded_text", "ptb_char_text", "EMBEDDED_SHA256"]
 
 LOADERS = ("ptb-char", "ptb-word", "text8", "text8-word", "enwik8", "shakespeare", "embedded", "synthetic",
-           "ptb-bits", "embedded-bits", "nottingham")
+           "ptb-bits", "embedded-bits", "nottingham", "text")
 
 #: Options accepted by each loader that takes some (the others take none).
 _OPTIONS = {
     "ptb-bits": ("buffer_bits",),
     "embedded-bits": ("buffer_bits",),
     "nottingham": ("valid_fraction", "test_fraction", "seed"),
+    "text": ("unit", "level", "valid_fraction", "test_fraction", "name"),
 }
 
 #: SHA-256 of the shipped text (after decompression).
@@ -68,7 +72,7 @@ FULL_LENGTH = 100_000_000
 
 
 def load(
-    name: str,
+    name: Optional[str] = None,
     path: Union[str, Path, None] = None,
     cache_dir: Union[str, Path, None] = None,
     download: bool = True,
@@ -99,10 +103,23 @@ def load(
     :mod:`multiscale_rnn.data.music`). ``"nottingham"`` has no download: give ``path`` (the
     ``nottingham_abc`` folder, which is read from its ``ABC_cleaned`` sub-folder, any folder of
     ``.abc`` files, or one ``.abc`` file).
+
+    Your own text: ``load(path="my.txt")`` (or ``load("text", path=...)``, or ``load("my.txt")``
+    when no corpus has that name) reads a plain-text file or a folder of ``train.txt`` /
+    ``valid.txt`` / ``test.txt`` (:func:`multiscale_rnn.data.text_corpus`; options ``unit``
+    ("char" or "word"), ``level`` ("codepoint" or "byte"), ``valid_fraction``,
+    ``test_fraction``, ``name``).
     """
+    if name is None:
+        if path is None:
+            raise TypeError("load() needs a corpus name or path= (a text file or a folder of train.txt, valid.txt, "
+                            "test.txt)")
+        name = "text"
     if not isinstance(name, str):
         raise TypeError(f"name must be a str, got {type(name).__name__}")
     key = name.strip().lower().replace("_", "-")
+    if key not in LOADERS and path is None and Path(name).expanduser().exists():
+        key, path = "text", name  # a path given as the name: your own text
     if key not in LOADERS:
         close = difflib.get_close_matches(key, LOADERS, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
@@ -117,6 +134,13 @@ def load(
     bad = sorted(set(options) - set(_OPTIONS.get(key, ())))
     if bad:
         raise TypeError(f"load({key!r}) got unexpected option(s): {', '.join(bad)}")
+    if key == "text":
+        if path is None:
+            raise ValueError("load('text') needs path=: a plain-text file or a folder of train.txt, valid.txt, "
+                             "test.txt")
+        if url is not None or sha256 is not None:
+            raise ValueError("load('text') reads a local path only and takes no url or sha256")
+        return text_corpus(path, **options)
     if key == "embedded-bits":
         if path is not None or url is not None or sha256 is not None:
             raise ValueError("the 'embedded-bits' corpus is built in and takes no path, url or sha256")
@@ -199,17 +223,18 @@ def _fixed_or_proportional(n: int) -> Tuple[int, int]:
 
 
 def _ptb_char(raw: Dict[str, bytes]) -> Corpus:
-    texts = [ptb_char_text(raw[f"ptb.char.{s}.txt"].decode("utf-8")) for s in ("train", "valid", "test")]
+    texts = [ptb_char_text(decode_utf8(raw[f"ptb.char.{s}.txt"], f"ptb.char.{s}.txt", s))
+             for s in ("train", "valid", "test")]
     return char_corpus(*texts, name="ptb-char")
 
 
 def _ptb_word(raw: Dict[str, bytes]) -> Corpus:
-    texts = [raw[f"ptb.{s}.txt"].decode("utf-8") for s in ("train", "valid", "test")]
+    texts = [decode_utf8(raw[f"ptb.{s}.txt"], f"ptb.{s}.txt", s) for s in ("train", "valid", "test")]
     return word_corpus(*texts, name="ptb-word")
 
 
 def _text8_text(raw: Dict[str, bytes]) -> str:
-    text = raw["text8"].decode("utf-8")
+    text = decode_utf8(raw["text8"], "text8")
     if len(text) != FULL_LENGTH and not text.endswith(" "):
         cut = text.rfind(" ")  # a prefix of text8 ends mid-word: drop that partial word
         text = text[:cut] if cut > 0 else text
@@ -242,7 +267,7 @@ def _enwik8(raw: Dict[str, bytes]) -> Corpus:
 
 
 def _shakespeare(raw: Dict[str, bytes]) -> Corpus:
-    train, valid, test = split_contiguous(raw["input.txt"].decode("utf-8"))
+    train, valid, test = split_contiguous(decode_utf8(raw["input.txt"], "shakespeare input.txt"))
     return char_corpus(train, valid, test, name="shakespeare")
 
 

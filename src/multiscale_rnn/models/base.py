@@ -26,6 +26,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 import numpy as np
 
 from .._native import core as _core
+from ..limits import check_model_size
 
 State = Dict[str, np.ndarray]
 
@@ -290,6 +291,8 @@ class LanguageModel:
             values["head_size"] = 0
         dtype, seed, input_size = values["dtype"], values["seed"], values["input_size"]
         self.dtype = np.dtype(_DTYPES[dtype])
+        check_model_size(owner, int(vocab_size), int(embed_size), hidden, self.dtype.itemsize, values["head_size"],
+                         input_size)  # too large, or more than the memory: refused before the core allocates
         self.vocab_size = int(vocab_size)
         self.input_size = input_size
         self.options = dict(core_options)

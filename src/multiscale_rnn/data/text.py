@@ -1,0 +1,90 @@
+"""Your own text as a corpus: one plain-text file, or a folder of ``train.txt`` / ``valid.txt`` /
+``test.txt``.
+
+The split rule: a single file is cut into contiguous parts, the first 90 % for training, the next
+5 % for validation and the last 5 % for testing (``valid_fraction`` / ``test_fraction`` change the
+shares; a share of 0 leaves the split out). A folder gives its files as they are: ``train.txt`` is
+required, ``valid.txt`` and ``test.txt`` are used when present. The corpus is named after the file
+(without its suffix) or the folder.
+
+Text must be UTF-8 (a file that is not is refused naming the file, the split and the byte offset
+of the first bad byte) unless ``level="byte"``, which reads the bytes as they are, one symbol per
+byte value. ``unit="word"`` splits on whitespace with ``<eos>`` at each newline
+(:func:`multiscale_rnn.data.tokenize_words`); text with no word in it is refused.
+"""
+from pathlib import Path
+from typing import Dict, Optional, Union
+
+from .corpus import Corpus, char_corpus, split_points, word_corpus
+
+__all__ = ["text_corpus", "decode_utf8", "TEXT_SPLIT_FILES"]
+
+#: The files of a corpus folder, by split.
+TEXT_SPLIT_FILES = {"train": "train.txt", "valid": "valid.txt", "test": "test.txt"}
+
+
+def decode_utf8(raw: bytes, source: Union[str, Path], split: Optional[str] = None) -> str:
+    """``raw`` decoded as UTF-8, or ``ValueError`` naming ``source``, ``split`` and the byte offset
+    of the first byte that is not UTF-8."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        where = f" ({split} split)" if split else ""
+        bad = raw[e.start:e.start + 4].hex(" ")
+        raise ValueError(f"{source}{where} is not valid UTF-8: byte offset {e.start:,} (bytes {bad}): {e.reason}; "
+                         "pass level='byte' (--data-option level=byte) to read it as bytes") from None
+
+
+def _read_file(path: Path, split: str) -> bytes:
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} ({split} split) is a folder, not a text file")
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def text_corpus(path: Union[str, Path], unit: str = "char", level: str = "codepoint",
+                valid_fraction: float = 0.05, test_fraction: float = 0.05, name: Optional[str] = None) -> Corpus:
+    """A corpus from a plain-text file or a folder of ``train.txt`` / ``valid.txt`` / ``test.txt``
+    (see the module docstring for the split rule)."""
+    if unit not in ("char", "word"):
+        raise ValueError(f"unit must be 'char' or 'word', got {unit!r}")
+    if level not in ("codepoint", "byte"):
+        raise ValueError(f"level must be 'codepoint' or 'byte', got {level!r}")
+    if unit == "word" and level == "byte":
+        raise ValueError("level='byte' is for character corpora (unit='char')")
+    for what, f in (("valid_fraction", valid_fraction), ("test_fraction", test_fraction)):
+        if isinstance(f, bool) or not isinstance(f, (int, float)):
+            raise TypeError(f"{what} must be a number in [0, 1), got {f!r}")
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise FileNotFoundError(f"text corpus not found: {path}")
+    raw: Dict[str, Optional[bytes]]
+    if path.is_dir():
+        files = {s: path / n for s, n in TEXT_SPLIT_FILES.items()}
+        if not files["train"].is_file():
+            raise FileNotFoundError(f"{path} is a folder without {TEXT_SPLIT_FILES['train']}: a text corpus folder "
+                                    f"holds {', '.join(TEXT_SPLIT_FILES.values())} (valid and test optional)")
+        raw = {s: (_read_file(p, s) if p.exists() else None) for s, p in files.items()}
+        sources = files
+        label = name or path.resolve().name
+    else:
+        whole = _read_file(path, "whole")
+        raw, sources = {"train": whole, "valid": None, "test": None}, {s: path for s in TEXT_SPLIT_FILES}
+        label = name or path.stem
+    if raw["train"] is not None and len(raw["train"]) == 0:
+        raise ValueError(f"{sources['train']} is empty")
+    if level == "byte":
+        texts = raw
+    else:
+        texts = {s: (None if r is None else decode_utf8(r, sources[s], s if path.is_dir() else None))
+                 for s, r in raw.items()}
+    if not path.is_dir():
+        whole = texts["train"]
+        a, b = split_points(len(whole), valid_fraction, test_fraction)
+        texts = {"train": whole[:a], "valid": whole[a:b] or None, "test": whole[b:] or None}
+    for s, t in texts.items():
+        if t is not None and len(t) == 0:
+            texts[s] = None if s != "train" else t
+    if unit == "word":
+        return word_corpus(texts["train"], texts["valid"], texts["test"], name=label)
+    return char_corpus(texts["train"], texts["valid"], texts["test"], name=label, level=level)
