@@ -10,6 +10,11 @@ epochs; the full validation and test sets. Not a benchmark: it prints a table of
 
     python bench/repro_hornn_ptb.py --data ../shared/data/ptb                 # Table 2 and Figure 6
     python bench/repro_hornn_ptb.py --data ../shared/data/ptb --only table2 --orders 1,2,3
+    python bench/repro_hornn_ptb.py --data ../shared/data/ptb --only reach --figure reach.png
+
+``--only reach`` measures the motivation of the paper's Figures 2-3 instead: ||dL_t/dh_{t-k}||
+against k (``analysis.gradient_reach``) of an RNN and plain HORNNs of order 2-4 at the paper's
+initialisation (no training), printed relative to k = 0 and drawn with ``--figure``.
 """
 from __future__ import annotations
 
@@ -37,6 +42,33 @@ def run(corpus, classes, args, pooling="plain", order=1, alpha=None):
     return valid, test, time.perf_counter() - t0
 
 
+def reach(corpus, classes, args, orders, max_lag=20):
+    """Gradient reach at initialisation, the same 32 positions of the validation text for every order."""
+    from multiscale_rnn import analysis
+    models = {}
+    for order in orders:
+        m = msr.HORNN(corpus.vocab_size, args.hidden, (args.hidden,), order=order, activation="sigmoid",
+                      seed=args.seed, head="class", head_classes=classes)
+        init.gaussian(m, 0.1, rng=args.seed)
+        models["RNN" if order == 1 else f"HORNN N={order}"] = m
+    curves = analysis.compare_reach(models, corpus.valid, max_lag=max_lag, num_samples=32, warmup=20, seed=args.seed)
+    lags = [k for k in (1, 2, 5, 10, 15, 20) if k <= max_lag]
+    print(f"\n||dL_t/dh_(t-k)|| / (k = 0) at initialisation, mean of 32 positions\n{'model':12s} "
+          + " ".join(f"{'k=' + str(k):>8s}" for k in lags))
+    for label, curve in curves.items():
+        rel = analysis.relative_reach(curve)
+        print(f"{label:12s} " + " ".join(f"{rel[k]:8.1e}" for k in lags))
+    if args.figure:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, ax = plt.subplots(figsize=(5, 3.2))
+        msr.plot.gradient_reach(curves, ax=ax).set_title(f"PTB words, H = {args.hidden}, sigmoid, N(0, 0.1²) init")
+        fig.tight_layout()
+        fig.savefig(args.figure, dpi=80)
+        print(f"wrote {args.figure}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default="../shared/data/ptb", help="folder of ptb.{train,valid,test}.txt")
@@ -49,7 +81,8 @@ def main(argv=None):
     ap.add_argument("--orders", default="1,2,3,4")
     ap.add_argument("--poolings", default="plain,max,fofe,gated")
     ap.add_argument("--alphas", default="0.2,0.4,0.6,0.8,0.9")
-    ap.add_argument("--only", choices=["table2", "figure6"], default=None)
+    ap.add_argument("--only", choices=["table2", "figure6", "reach"], default=None)
+    ap.add_argument("--figure", default=None, help="with --only reach: write the plot to this PNG")
     args = ap.parse_args(argv)
     msr.set_num_threads(args.threads)
     corpus = data.load("ptb-word", path=args.data).by_frequency()
@@ -58,6 +91,8 @@ def main(argv=None):
           f"{min(args.train_tokens, len(corpus.train)):,} of {len(corpus.train):,} words, {args.epochs} epochs, "
           f"H = {args.hidden}, sigmoid, lr {args.lr} momentum 0.9, {args.threads} thread(s), seed {args.seed}")
     orders = [int(o) for o in args.orders.split(",")]
+    if args.only == "reach":
+        return reach(corpus, classes, args, orders)
     if args.only in (None, "table2"):
         print(f"\nTable 2: test perplexity (valid in brackets) against order\n{'pooling':8s} "
               + " ".join(f"{'N=' + str(o):>16s}" for o in orders))
