@@ -8,7 +8,7 @@
 //   gated  (eq. 6-7): r_{t,n} = sigm(W1n^g x_t + W2n^g h_{t-n} + b^g_n)
 //                    h_t = f(W_in x_t + b + sum_n r_{t,n} * p_{t,n})
 // f: "sigmoid" (the paper's), "tanh" or "relu". The biases b, b^g_n are absent from the paper's
-// equations; option bias = 0 drops them. Dropout (the model's) acts between layers as in RNNStack.
+// equations; option bias = 0 drops them. Dropout (the model's) acts between layers, by RNNStack's LayerLinks.
 //
 // Parameters of layer l (suffix _l<l>):
 //   weight_ih (H, E_l)       W_in                                   role input
@@ -38,6 +38,7 @@
 
 #include "msrnn/core.hpp"
 #include "msrnn/gemm.hpp"
+#include "msrnn/rnn_stack.hpp"
 
 #include <cstdint>
 #include <memory>
@@ -106,17 +107,11 @@ template <class S> class HORNN : public Core<S> {
 
   Index E_, K_;
   HornnSpec spec_;
-  double p_;
-  Rng* rng_;
   Index T_ = 0, B_ = 0;
-  bool dropped_ = false;
   bool fast_ = true;                // fast schedule of the last forward (false: reference kernels)
   std::vector<Layer> layers_;
   std::vector<S> coef_;             // (K) path weights: alpha^n (fofe) or 1
-  std::vector<Mat<S>> out_;         // out_[l] (H_l, N): output of layer l, l < L-1
-  std::vector<Mat<S>> in_;          // in_[l] (H_{l-1}, N): masked input of layer l >= 1 (dropout)
-  std::vector<Mat<S>> mask_;        // mask_[l] (H_{l-1}, N)
-  std::vector<Mat<S>> grad_;        // grad_[l] (H_l, N): backward, gradient reaching layer l's output
+  std::unique_ptr<LayerLinks<S>> links_;  // between-layer buffers and dropout (rnn_stack.hpp)
   std::vector<Mat<S>> dh_;          // dh_[k] (H, nb): thread k's step gradient
 };
 
