@@ -109,7 +109,7 @@ def main(argv=None):
                 if order == 1 and pooling == "plain":
                     done_rnn = cell
                 cells.append(cell)
-                print(f"  [{pooling} N={order}: {sec:.0f} s]", flush=True)
+                print(f"  [{pooling} N={order}: test {test:.1f} valid {valid:.1f}, {sec:.0f} s]", flush=True)
             print(f"{pooling:8s} " + " ".join(f"{c:>16s}" for c in cells), flush=True)
     if args.only in (None, "figure6"):
         print("\nFigure 6: 3rd-order FOFE HORNN, test perplexity (valid) against alpha")
