@@ -17,6 +17,11 @@ full softmax with full softmax.
     python bench/bench_hornn.py --head linear --vocab 10000,50
     python bench/bench_hornn.py --vocab 50 --poolings gated --steps 10
     python bench/bench_hornn.py --threads 1 --reference       # our plain kernels, for before/after
+    python bench/bench_hornn.py --threads 1 --breakdown       # CPU time of the recurrent part and the heads
+
+--breakdown: process CPU time per step (the fastest of --steps) of each side with the class head,
+the full softmax and a 50-word vocabulary with the full softmax (about the recurrent part alone),
+so the head's share is the difference.
 """
 from __future__ import annotations
 
@@ -113,6 +118,43 @@ def check_class_nll(torch, V, sizes):
     assert abs((want - got).item()) < 1e-10, (float(want), float(got))
 
 
+def zipf_chunk(V, B, T, seed=0):
+    """Tokens and targets (B, T) drawn from a Zipf law over V words, and its class sizes."""
+    rng = np.random.default_rng(seed)
+    p = 1.0 / np.arange(1, V + 1)
+    p /= p.sum()
+    tok, tgt = (rng.choice(V, size=(B, T), p=p).astype(np.int32) for _ in range(2))
+    return tok, tgt, msr.data.class_sizes(np.round(p * 1e9).astype(np.int64))
+
+
+def breakdown(torch, args):
+    """Process CPU time per step, ms: class head, full softmax, and V = 50 (about the recurrent part)."""
+    H, E, K, B, T, V = args.hidden, args.embed, args.order, args.batch, args.bptt, int(args.vocab.split(",")[0])
+    tok, tgt, sizes = zipf_chunk(V, B, T)
+    print(f"CPU ms per step, {args.threads} thread(s), V = {V} ({len(sizes)} classes); load {os.getloadavg()[0]:.1f}")
+    print(f"{'pooling':8s} {'side':6s} {'class':>7s} {'full':>7s} {'V=50':>7s}   {'class head':>10s} {'full head':>10s}")
+    for pooling in args.poolings.split(","):
+        cols = {}
+        for side in ("ours", "torch"):
+            steps = []
+            for v, cls in ((V, True), (V, False), (50, False)):
+                if side == "ours":
+                    m = msr.HORNN(v, E, (H,), order=K, pooling=pooling, seed=0,
+                                  **(dict(head="class", head_classes=sizes) if cls else {}))
+                    msr.init.gaussian(m, 0.1, rng=0)
+                    steps.append(ours_step_fn(m, tok % v, tgt % v, msr.optim.SGD(lr=0.5, momentum=0.9)))
+                else:
+                    m = TorchHORNN(v, E, (H,), order=K, pooling=pooling)
+                    if cls:
+                        m.class_decoder = torch.nn.Linear(H, len(sizes))
+                    steps.append(torch_step_fn(torch, m, tok % v, tgt % v, sizes if cls else None))
+            cols[side] = [c * 1e3 for _, c in timed(steps, args.steps)]
+        for side, (c, f, r) in cols.items():
+            print(f"{pooling:8s} {side:6s} {c:7.0f} {f:7.0f} {r:7.0f}   {c - r:10.0f} {f - r:10.0f}", flush=True)
+        o, t = cols["ours"], cols["torch"]
+        print(f"{pooling:8s} {'ratio':6s} {t[0] / o[0]:6.2f}x {t[1] / o[1]:6.2f}x {t[2] / o[2]:6.2f}x", flush=True)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--hidden", type=int, default=400)
@@ -126,6 +168,7 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--poolings", default="plain,fofe,max,gated")
+    ap.add_argument("--breakdown", action="store_true", help="CPU time per step: recurrent part and heads")
     ap.add_argument("--reference", action="store_true",
                     help="our plain reference kernels (N Eigen products per step, no threads over streams)")
     args = ap.parse_args(argv)
@@ -137,15 +180,14 @@ def main(argv=None):
     print(f"HORNN order {K}  hidden {H}  embed {E}  batch {B}  bptt {T}  threads {args.threads}  ISA {msr.ISA}  "
           f"torch {torch.__version__}{'  reference kernels' if args.reference else ''}")
     cls = args.head == "class"
+    if args.breakdown:
+        return breakdown(torch, args)
     print(f"{'vocab':>6s} {'pooling':8s} {'ours tok/s':>11s} {'torch tok/s':>12s} {'ratio':>6s}   "
           f"{'CPU-time ratio':>14s}" + (f"   {'torch full tok/s':>16s} {'ratio':>6s}" if cls else "")
           + f"   (fastest of {args.steps} interleaved steps; load {os.getloadavg()[0]:.1f})")
     for V in (int(v) for v in args.vocab.split(",")):
-        rng = np.random.default_rng(0)
-        p = 1.0 / np.arange(1, V + 1)
-        p /= p.sum()
-        tok, tgt = (rng.choice(V, size=(B, T), p=p).astype(np.int32) for _ in range(2))
-        sizes = msr.data.class_sizes(np.round(p * 1e9).astype(np.int64)) if cls else None
+        tok, tgt, sizes = zipf_chunk(V, B, T)
+        sizes = sizes if cls else None
         if cls:
             check_class_nll(torch, V, sizes)
             print(f"V = {V}: {len(sizes)} classes, Zipf-distributed tokens and targets")
