@@ -57,3 +57,14 @@ def test_vcrnn_notebook():
     assert "RNN-d" in text and "activity by bit position" in text and "mean m per class" in text
     images = [o for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
     assert len(images) == 3
+
+
+def test_hornn_notebook():
+    nb = run_notebook("hornn_gradients.ipynb")
+    text = outputs(nb)
+    for label in ("RNN", "HORNN N=2", "HORNN N=3", "HORNN N=4"):
+        assert f"{label:12s} relative gradient at k=5" in text
+        assert f"{label:12s} trained: relative gradient" in text
+    assert "valid perplexity" in text and "gated" in text
+    images = [o for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
+    assert len(images) == 2

@@ -52,7 +52,7 @@ template <class S> S sigm(S a) { return S(1) / (S(1) + std::exp(-a)); }
 template <class S>
 HORNN<S>::HORNN(ParamSet<S>& ps, Index E, const std::vector<Index>& hidden, const HornnSpec& spec, double dropout,
                 Rng* rng)
-    : E_(E), K_(spec.order), spec_(spec), p_(dropout), rng_(rng) {
+    : E_(E), K_(spec.order), spec_(spec) {
   MSRNN_CHECK(E > 0, "HORNN input size must be positive, got ", E);
   MSRNN_CHECK(!hidden.empty(), "a HORNN needs at least one layer");
   MSRNN_CHECK(spec.order >= 1 && spec.order <= 255, "HORNN order must be in [1, 255], got ", spec.order);
@@ -84,11 +84,7 @@ HORNN<S>::HORNN(ParamSet<S>& ps, Index E, const std::vector<Index>& hidden, cons
   coef_.resize(K);
   for (Index n = 1; n <= K; ++n)
     coef_[n - 1] = spec.pooling == HornnPooling::Fofe ? S(std::pow(spec.alpha, double(n))) : S(1);
-  const size_t L = layers_.size();
-  out_.resize(L);
-  in_.resize(L);
-  mask_.resize(L);
-  grad_.resize(L);
+  links_ = std::make_unique<LayerLinks<S>>(hidden, dropout, rng);
 }
 
 template <class S> void HORNN<S>::bind(ParamSet<S>& ps) {
@@ -122,32 +118,34 @@ template <class S> void HORNN<S>::set_state(const std::vector<NamedState<S>>& st
   for (size_t l = 0; l < layers_.size(); ++l) layers_[l].lags = std::move(lags[l]);
 }
 
+template <class S> std::vector<NamedState<S>> HORNN<S>::records() const {
+  std::vector<NamedState<S>> out;
+  const Index N = T_ * B_;
+  for (const auto& L : layers_)
+    if (L.hist.cols() >= N && N > 0) out.push_back({cat("h", L.suffix), L.hist.rightCols(N)});
+  return out;
+}
+
+template <class S> std::vector<NamedState<S>> HORNN<S>::record_grads() const {
+  std::vector<NamedState<S>> out;
+  const Index N = T_ * B_;
+  for (const auto& L : layers_) {
+    MSRNN_CHECK(L.dH.cols() == N && N > 0, "HORNN record gradients need a backward after the last forward");
+    out.push_back({cat("h", L.suffix), L.dH});
+  }
+  return out;
+}
+
 template <class S> void HORNN<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index B, bool train) {
   MSRNN_CHECK(layers_[0].lags.cols() == K_ * B, "HORNN state has batch size ", layers_[0].lags.cols() / K_,
               ", input has ", B);
   MSRNN_CHECK(X.rows() == E_ && X.cols() == T * B, "HORNN input has shape (", X.rows(), ", ", X.cols(),
               "), expected (", E_, ", ", T * B, ")");
   const Index N = T * B;
-  const size_t nl = layers_.size();
   T_ = T;
   B_ = B;
   fast_ = !reference_kernels();
-  dropped_ = train && p_ > 0.0 && nl > 1;
-  for (size_t l = 0; l < nl; ++l) {
-    Layer& L = layers_[l];
-    if (l + 1 < nl) out_[l].resize(L.H, N);
-    MRef<S> y = (l + 1 < nl) ? MRef<S>(out_[l]) : Y;
-    if (l == 0) {
-      forward_layer(L, y, X, train);
-    } else if (dropped_) {
-      mask_[l].resize(out_[l - 1].rows(), N);
-      dropout_mask<S>(mask_[l], p_, *rng_);
-      in_[l] = out_[l - 1].cwiseProduct(mask_[l]);
-      forward_layer(L, y, in_[l], train);
-    } else {
-      forward_layer(L, y, out_[l - 1], train);
-    }
-  }
+  links_->forward(0, Y, X, N, train, [&](size_t l, MRef<S> y, CRef<S> x) { forward_layer(layers_[l], y, x, train); });
 }
 
 template <class S> void HORNN<S>::products(Layer& L, Index s, Index j0, Index nb, bool packed) {
@@ -205,6 +203,7 @@ template <class S> void HORNN<S>::forward_layer(Layer& L, MRef<S> Y, CRef<S> X, 
   }
   Y = L.hist.rightCols(N);
   L.lags = L.hist.rightCols(KB);
+  L.dH.resize(H, 0);  // no gradients for this forward yet
 }
 
 template <class S> void HORNN<S>::step_forward(Layer& L, Index t, Index j0, Index nb) {
@@ -252,17 +251,7 @@ template <class S> void HORNN<S>::step_forward(Layer& L, Index t, Index j0, Inde
 }
 
 template <class S> void HORNN<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X) {
-  const size_t nl = layers_.size();
-  for (size_t l = nl; l-- > 0;) {
-    const CRefV<S> dy = (l + 1 < nl) ? CRefV<S>(grad_[l]) : CRefV<S>(dY);
-    if (l == 0) {
-      backward_layer(layers_[0], dX, dy, X);
-    } else {
-      grad_[l - 1].resize(layers_[l - 1].H, dy.cols());
-      backward_layer(layers_[l], grad_[l - 1], dy, dropped_ ? in_[l] : out_[l - 1]);
-      if (dropped_) grad_[l - 1].array() *= mask_[l].array();
-    }
-  }
+  links_->backward(dX, dY, X, [&](size_t l, MRef<S> dx, CRef<S> dy, CRef<S> x) { backward_layer(layers_[l], dx, dy, x); });
 }
 
 template <class S> void HORNN<S>::backward_layer(Layer& L, MRef<S> dX, CRef<S> dY, CRef<S> X) {
@@ -272,6 +261,7 @@ template <class S> void HORNN<S>::backward_layer(Layer& L, MRef<S> dX, CRef<S> d
               "), expected (", H, ", ", N, ")");
   L.D.setZero(M, (T + K) * B);
   L.dA.resize(H, N);
+  L.dH.resize(H, N);
   if (gated) L.dR.resize(KH, N);
   if (fast_) {
     const bool packed = T >= kPackMinSteps;
@@ -292,6 +282,7 @@ template <class S> void HORNN<S>::backward_layer(Layer& L, MRef<S> dX, CRef<S> d
           else
             dh.noalias() += L.Wcat.transpose() * L.D.block(0, c, M, nb);
         }
+        L.dH.block(0, t * B + j0, H, nb) = dh;
         step_backward(L, t, j0, nb, dh);
       }
     });
@@ -305,6 +296,7 @@ template <class S> void HORNN<S>::backward_layer(Layer& L, MRef<S> dX, CRef<S> d
     for (Index t = T - 1; t >= 0; --t) {
       const Index s = t + K;
       dh = step_block(dY, t, B) + step_block(L.dhist, s, B);
+      step_block(L.dH, t, B) = dh;
       step_backward(L, t, 0, B, dh);
       for (Index n = 1; n <= K; ++n) {
         const auto h = step_block(L.hist, s - n, B);

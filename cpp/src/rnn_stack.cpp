@@ -26,19 +26,17 @@ std::unique_ptr<Core<S>> make_cell_layer(CellType cell, ParamSet<S>& ps, const s
 template <class S>
 RNNStack<S>::RNNStack(ParamSet<S>& ps, CellType cell, Index E, const std::vector<Index>& hidden, double dropout,
                       Rng* rng)
-    : E_(E), cell_(cell), p_(dropout), rng_(rng) {
+    : E_(E), cell_(cell) {
   MSRNN_CHECK(!hidden.empty(), "a recurrent stack needs at least one layer");
   MSRNN_CHECK(dropout >= 0.0 && dropout < 1.0, "dropout must be in [0, 1), got ", dropout);
   Index in = E;
+  std::vector<Index> sizes;
   for (size_t l = 0; l < hidden.size(); ++l) {
     layers_.push_back(make_cell_layer<S>(cell, ps, cat("_l", l), in, hidden[l]));
     in = hidden[l];
+    sizes.push_back(layers_.back()->output_size());
   }
-  const size_t L = layers_.size();
-  out_.resize(L);
-  in_.resize(L);
-  mask_.resize(L);
-  grad_.resize(L);
+  links_ = std::make_unique<LayerLinks<S>>(std::move(sizes), dropout, rng);
 }
 
 template <class S> void RNNStack<S>::bind(ParamSet<S>& ps) {
@@ -46,52 +44,25 @@ template <class S> void RNNStack<S>::bind(ParamSet<S>& ps) {
 }
 
 template <class S> void RNNStack<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index B, bool train) {
-  dropped_ = train && p_ > 0.0;
   forward_from(0, Y, X, T, B, train);
 }
 
 template <class S>
 bool RNNStack<S>::forward_tokens(MRef<S> Y, CRef<S> Emb, const std::int32_t* tokens, Index T, Index B) {
   const size_t L = layers_.size();
-  if (L > 1) out_[0].resize(layers_[0]->output_size(), T * B);
-  if (!layers_[0]->forward_tokens(L > 1 ? MRef<S>(out_[0]) : Y, Emb, tokens, T, B)) return false;
-  dropped_ = false;
-  if (L > 1) forward_from(1, Y, out_[0], T, B, /*train=*/false);
+  Mat<S>& out0 = links_->output(0);
+  if (L > 1) out0.resize(layers_[0]->output_size(), T * B);
+  if (!layers_[0]->forward_tokens(L > 1 ? MRef<S>(out0) : Y, Emb, tokens, T, B)) return false;
+  if (L > 1) forward_from(1, Y, out0, T, B, /*train=*/false);
   return true;
 }
 
 template <class S> void RNNStack<S>::forward_from(size_t l0, MRef<S> Y, CRef<S> X, Index T, Index B, bool train) {
-  const size_t L = layers_.size();
-  const Index N = T * B;
-  for (size_t l = l0; l < L; ++l) {
-    auto& layer = *layers_[l];
-    if (l + 1 < L) out_[l].resize(layer.output_size(), N);
-    MRef<S> y = (l + 1 < L) ? MRef<S>(out_[l]) : Y;
-    if (l == l0) {
-      layer.forward(y, X, T, B, train);
-    } else if (dropped_) {
-      mask_[l].resize(out_[l - 1].rows(), N);
-      dropout_mask<S>(mask_[l], p_, *rng_);
-      in_[l] = out_[l - 1].cwiseProduct(mask_[l]);
-      layer.forward(y, in_[l], T, B, train);
-    } else {
-      layer.forward(y, out_[l - 1], T, B, train);
-    }
-  }
+  links_->forward(l0, Y, X, T * B, train, [&](size_t l, MRef<S> y, CRef<S> x) { layers_[l]->forward(y, x, T, B, train); });
 }
 
 template <class S> void RNNStack<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X) {
-  const size_t L = layers_.size();
-  for (size_t l = L; l-- > 0;) {
-    const CRefV<S> dy = (l + 1 < L) ? CRefV<S>(grad_[l]) : CRefV<S>(dY);
-    if (l == 0) {
-      layers_[0]->backward(dX, dy, X);
-    } else {
-      grad_[l - 1].resize(layers_[l - 1]->output_size(), dy.cols());
-      layers_[l]->backward(grad_[l - 1], dy, dropped_ ? in_[l] : out_[l - 1]);
-      if (dropped_) grad_[l - 1].array() *= mask_[l].array();
-    }
-  }
+  links_->backward(dX, dY, X, [&](size_t l, MRef<S> dx, CRef<S> dy, CRef<S> x) { layers_[l]->backward(dx, dy, x); });
 }
 
 template <class S> std::vector<NamedState<S>> RNNStack<S>::get_state() const {

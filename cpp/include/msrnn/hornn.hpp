@@ -8,7 +8,7 @@
 //   gated  (eq. 6-7): r_{t,n} = sigm(W1n^g x_t + W2n^g h_{t-n} + b^g_n)
 //                    h_t = f(W_in x_t + b + sum_n r_{t,n} * p_{t,n})
 // f: "sigmoid" (the paper's), "tanh" or "relu". The biases b, b^g_n are absent from the paper's
-// equations; option bias = 0 drops them. Dropout (the model's) acts between layers as in RNNStack.
+// equations; option bias = 0 drops them. Dropout (the model's) acts between layers, by RNNStack's LayerLinks.
 //
 // Parameters of layer l (suffix _l<l>):
 //   weight_ih (H, E_l)       W_in                                   role input
@@ -19,6 +19,9 @@
 //   gate_weight_hh (K H, H)    [W2_1^g; ...; W2_K^g]                role recurrent, unit H
 //   gate_bias (K H)            [b^g_1; ...; b^g_K] (with bias = 1)  role bias, unit H
 // State of layer l: h_l<l>_lag<n> (H, B) for n = 1..K, the state n steps before the next step.
+// Records of layer l: h_l<l> (H, N), h_t of every step of the last forward; record_grads: h_l<l>
+// (H, N), after the backward the whole gradient dL/dh_t that reached h_t within the chunk (through
+// the output or the layer above, and through the K paths of every later step that reads it).
 //
 // Schedule ("fully unfolded", the paper's Section 3.1). The input terms of all T steps are one
 // product per chunk. Every product on a state involves one h_s only, so as soon as h_s is known the
@@ -35,6 +38,7 @@
 
 #include "msrnn/core.hpp"
 #include "msrnn/gemm.hpp"
+#include "msrnn/rnn_stack.hpp"
 
 #include <cstdint>
 #include <memory>
@@ -67,6 +71,8 @@ template <class S> class HORNN : public Core<S> {
   std::vector<NamedState<S>> get_state() const override;
   void set_state(const std::vector<NamedState<S>>& state) override;
   void reset_state(Index B) override;
+  std::vector<NamedState<S>> records() const override;
+  std::vector<NamedState<S>> record_grads() const override;
 
  private:
   struct Layer {
@@ -84,6 +90,7 @@ template <class S> class HORNN : public Core<S> {
     Mat<S> dA;       // (H, N) backward: gradient of a_t
     Mat<S> dR;       // (K H, N) backward, gated: gradient of the gate pre-activations
     Mat<S> dhist;    // (H, (T + K) B) backward, reference kernels: gradient reaching each h_s
+    Mat<S> dH;       // (H, N) backward: dL/dh_t, the whole gradient reaching h_t (record_grads); (H, 0) after a forward
     PackedPanels<S> Wp;   // Wcat packed (M/H groups of H rows, depth H)
     PackedPanels<S> WTp;  // Wcat^T packed (1 group of H rows, depth M)
     Index M() const { return Wcat.rows(); }
@@ -100,17 +107,11 @@ template <class S> class HORNN : public Core<S> {
 
   Index E_, K_;
   HornnSpec spec_;
-  double p_;
-  Rng* rng_;
   Index T_ = 0, B_ = 0;
-  bool dropped_ = false;
   bool fast_ = true;                // fast schedule of the last forward (false: reference kernels)
   std::vector<Layer> layers_;
   std::vector<S> coef_;             // (K) path weights: alpha^n (fofe) or 1
-  std::vector<Mat<S>> out_;         // out_[l] (H_l, N): output of layer l, l < L-1
-  std::vector<Mat<S>> in_;          // in_[l] (H_{l-1}, N): masked input of layer l >= 1 (dropout)
-  std::vector<Mat<S>> mask_;        // mask_[l] (H_{l-1}, N)
-  std::vector<Mat<S>> grad_;        // grad_[l] (H_l, N): backward, gradient reaching layer l's output
+  std::unique_ptr<LayerLinks<S>> links_;  // between-layer buffers and dropout (rnn_stack.hpp)
   std::vector<Mat<S>> dh_;          // dh_[k] (H, nb): thread k's step gradient
 };
 

@@ -13,14 +13,15 @@ import numpy as np
 
 from . import torch as _torch
 
-__all__ = ["hornn_layer", "TorchHORNN", "loss_and_grad"]
+__all__ = ["hornn_layer", "TorchHORNN", "loss_and_grad", "state_gradients"]
 
 
 def hornn_layer(x, lags: List, P: Dict, suffix: str, order: int, pooling: str, alpha: float = 0.6,
-                activation: str = "sigmoid"):
+                activation: str = "sigmoid", keep: Optional[List] = None):
     """One HORNN layer over a sequence. ``x`` (B, T, E); ``lags[n-1]`` (B, H) is h_{-n}; ``P`` maps
     parameter names to tensors (``bias``/``gate_bias`` may be absent). Returns (y (B, T, H), the
-    lags after the last step in the same order)."""
+    lags after the last step in the same order). ``keep``, a list, receives every step's h_t
+    (B, H), the tensors later steps read (for gradients with respect to the states)."""
     torch = _torch()
     f = {"sigmoid": torch.sigmoid, "tanh": torch.tanh, "relu": torch.relu}[activation]
     W_in, W_h = P["weight_ih" + suffix], P["weight_hh" + suffix]
@@ -49,6 +50,8 @@ def hornn_layer(x, lags: List, P: Dict, suffix: str, order: int, pooling: str, a
         else:
             raise ValueError(f"unknown pooling {pooling!r}")
         h = f(inputs[:, t] + pooled)
+        if keep is not None:
+            keep.append(h)
         hist.append(h)
         ys.append(h)
     return torch.stack(ys, dim=1), [hist[-n] for n in range(1, order + 1)]
@@ -85,13 +88,18 @@ def _make_module():
             return {f"h_l{l}_lag{n}": torch.zeros(batch, h) for l, h in enumerate(self.hidden_sizes)
                     for n in range(1, self.cfg["order"] + 1)}
 
-        def forward(self, tokens, state):
+        def hidden(self, tokens, state):
+            """The top layer's states (B, T, H) and the new state."""
             y = self.embedding(tokens)
             new = {}
             for l in range(len(self.hidden_sizes)):
                 lags = [state[f"h_l{l}_lag{n}"] for n in range(1, self.cfg["order"] + 1)]
                 y, lags = hornn_layer(y, lags, self.layers, f"_l{l}", **self.cfg)
                 new.update({f"h_l{l}_lag{n}": v for n, v in enumerate(lags, 1)})
+            return y, new
+
+        def forward(self, tokens, state):
+            y, new = self.hidden(tokens, state)
             return self.decoder(y), new
 
     return TorchHORNN
@@ -109,10 +117,9 @@ def TorchHORNN(*args, **kwargs):
 _CLASS = None
 
 
-def loss_and_grad(model, tokens, targets, state: Optional[Dict[str, np.ndarray]] = None):
-    """Mean cross-entropy, gradients (dict name -> array) and final state of ``model`` (a
-    :class:`multiscale_rnn.HORNN` with the linear head and token inputs), computed in float64
-    PyTorch autograd from its parameters."""
+def _forward(model, tokens, targets, state, weights):
+    """float64 autograd run of ``model``'s network: (loss, parameter tensors, final state, the
+    h_t tensors of every layer (lists of (B, H) per step))."""
     torch = _torch()
     cfg = model.config
     if cfg.get("head", "linear") != "linear" or cfg.get("input_size") is not None:
@@ -126,14 +133,45 @@ def loss_and_grad(model, tokens, targets, state: Optional[Dict[str, np.ndarray]]
     if state is None:
         state = {f"h_l{l}_lag{n}": np.zeros((B, h)) for l, h in enumerate(H) for n in range(1, order + 1)}
     y = P["embedding.weight"][torch.as_tensor(tok, dtype=torch.long)]
-    final = {}
+    final, states = {}, []
     for l in range(len(H)):
         lags = [torch.tensor(np.asarray(state[f"h_l{l}_lag{n}"], dtype=np.float64)) for n in range(1, order + 1)]
-        y, lags = hornn_layer(y, lags, P, f"_l{l}", order, cfg["pooling"], cfg.get("alpha", 0.6), cfg["activation"])
+        states.append([])
+        y, lags = hornn_layer(y, lags, P, f"_l{l}", order, cfg["pooling"], cfg.get("alpha", 0.6), cfg["activation"],
+                              keep=states[-1])
         final.update({f"h_l{l}_lag{n}": v.detach().numpy() for n, v in enumerate(lags, 1)})
     logits = y @ P["decoder.weight"].T + P["decoder.bias"]
-    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                                             torch.as_tensor(np.asarray(targets), dtype=torch.long).reshape(-1))
+    nll = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                            torch.as_tensor(np.asarray(targets), dtype=torch.long).reshape(-1),
+                                            reduction="none")
+    if weights is None:
+        loss = nll.mean()
+    else:
+        w = torch.as_tensor(np.asarray(weights, dtype=np.float64)).reshape(-1)
+        loss = (w * nll).sum() / w.sum()
+    return loss, P, final, states
+
+
+def loss_and_grad(model, tokens, targets, state: Optional[Dict[str, np.ndarray]] = None, weights=None):
+    """Mean cross-entropy, gradients (dict name -> array) and final state of ``model`` (a
+    :class:`multiscale_rnn.HORNN` with the linear head and token inputs), computed in float64
+    PyTorch autograd from its parameters. ``weights`` (B, T): the weighted mean, as the model's."""
+    loss, P, final, _ = _forward(model, tokens, targets, state, weights)
     loss.backward()
     grads = {k: (p.grad.numpy() if p.grad is not None else np.zeros(p.shape)) for k, p in P.items()}
     return float(loss.detach()), grads, final
+
+
+def state_gradients(model, tokens, targets, state: Optional[Dict[str, np.ndarray]] = None,
+                    weights=None) -> Dict[str, np.ndarray]:
+    """dL/dh_t of every layer and step by autograd: {"h_l0": (B, T, H), ...}, the whole gradient
+    reaching each state (what ``model.record_gradients()`` holds, laid out by stream and step)."""
+    torch = _torch()
+    loss, _, _, states = _forward(model, tokens, targets, state, weights)
+    flat = [h for layer in states for h in layer]
+    grads = torch.autograd.grad(loss, flat)
+    out, i = {}, 0
+    for l, layer in enumerate(states):
+        out[f"h_l{l}"] = torch.stack(grads[i:i + len(layer)], dim=1).numpy()
+        i += len(layer)
+    return out
