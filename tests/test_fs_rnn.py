@@ -363,6 +363,10 @@ def test_table3_presets_build_the_paper_models(name):
     model = model_from_settings(small, vocab_size=20)
     assert isinstance(model, msr.FSRNN)
     assert model.config["fast_cells"] == K and model.config["zoneout_c"] == zc
+    # the cells of the authors' code (docs/models/fs_rnn.md, "Readings")
+    assert (model.config["layer_norm_eps"], model.config["bias_before_norm"], model.config["orthogonal_init"]) == (
+        1e-3, True, "whole")
+    assert "bias_f1" in model.parameters()
 
 
 def test_multistep_schedule():

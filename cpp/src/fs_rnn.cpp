@@ -389,8 +389,8 @@ CellType fs_cell_type(CoreOptions& o, const std::string& name, const std::string
 // The options every cell of these cores shares. layer_norm_cell and zoneout_c act on LSTM cells
 // (a GRU has no cell state); giving them to a model without LSTM cells is an error.
 struct SharedCellOptions {
-  bool ln_gates, ln_cell;
-  double zoneout_c, zoneout_h;
+  bool ln_gates, ln_cell, bias_before_norm;
+  double zoneout_c, zoneout_h, ln_eps;
 };
 
 SharedCellOptions read_cell_options(CoreOptions& o, bool ln_gates_default, bool any_lstm) {
@@ -400,6 +400,12 @@ SharedCellOptions read_cell_options(CoreOptions& o, bool ln_gates_default, bool 
   r.ln_cell = o.flag("layer_norm_cell", true);
   r.zoneout_c = o.number("zoneout_c", 0.0, 0.0, 1.0);
   r.zoneout_h = o.number("zoneout_h", 0.0, 0.0, 1.0);
+  r.ln_eps = o.number("layer_norm_eps", 1e-5);
+  r.bias_before_norm = o.flag("bias_before_norm", false);
+  MSRNN_CHECK(r.ln_eps > 0.0, "the ", o.core(), " option 'layer_norm_eps' must be positive, got ", r.ln_eps);
+  MSRNN_CHECK(!r.bias_before_norm || r.ln_gates,
+              "option 'bias_before_norm' adds a bias before the gate layer norm; this ", o.core(),
+              " has none (layer_norm_gates = 0)");
   MSRNN_CHECK(r.zoneout_c < 1.0 && r.zoneout_h < 1.0, "the ", o.core(), " zoneout probabilities must be below 1");
   MSRNN_CHECK(any_lstm || !(cell_given && r.ln_cell), "option 'layer_norm_cell' acts on LSTM cell states; this ",
               o.core(), " has GRU cells only");
@@ -417,12 +423,15 @@ CellSpec cell_spec(const SharedCellOptions& r, CellType type, Index H) {
   s.ln_cell = r.ln_cell && lstm;
   s.zoneout_c = lstm ? r.zoneout_c : 0.0;
   s.zoneout_h = r.zoneout_h;
+  s.bias_before_norm = r.bias_before_norm;
+  s.ln_eps = r.ln_eps;
   return s;
 }
 
 //   fs_rnn:  hidden_sizes (H_F, H_S); fast_cells K (2); fast_cell, slow_cell "lstm" | "gru"
 //            ("lstm", slow_cell defaults to fast_cell); layer_norm_gates (1); layer_norm_cell (1);
-//            zoneout_c (0); zoneout_h (0); the model's dropout inside the step too.
+//            zoneout_c (0); zoneout_h (0); layer_norm_eps (1e-5); bias_before_norm (0); the model's
+//            dropout inside the step too.
 template <class S> std::unique_ptr<Core<S>> make_fs_rnn(ParamSet<S>& ps, const CoreArgs& a) {
   CoreOptions& o = *a.options;
   const auto& H = a.hidden_sizes;
@@ -439,7 +448,8 @@ template <class S> std::unique_ptr<Core<S>> make_fs_rnn(ParamSet<S>& ps, const C
 }
 
 //   sequential_lstm, stacked_lstm: hidden_sizes one per cell; cell "lstm" | "gru" ("lstm");
-//            layer_norm_gates (0); layer_norm_cell (1); zoneout_c (0); zoneout_h (0).
+//            layer_norm_gates (0); layer_norm_cell (1); zoneout_c (0); zoneout_h (0);
+//            layer_norm_eps (1e-5); bias_before_norm (0).
 template <class S> std::unique_ptr<Core<S>> make_sequential_lstm(ParamSet<S>& ps, const CoreArgs& a) {
   CoreOptions& o = *a.options;
   const auto& H = a.hidden_sizes;

@@ -1,13 +1,13 @@
 #include "msrnn/step_cell.hpp"
 
+#include <cmath>
+
 #include "msrnn/gru.hpp"
 #include "msrnn/lstm.hpp"
 
 namespace msrnn {
 
 namespace {
-
-constexpr double kLayerNormEps = 1e-5;
 
 // Zoneout mask: 1 (take the new value) with probability 1 - z, else 0 (keep the previous one).
 template <class S> void zoneout_mask(Mat<S>& M, double z, Rng& rng) {
@@ -28,6 +28,10 @@ void check_cell_spec(const CellSpec& s, const std::string& what) {
   MSRNN_CHECK(s.H > 0 && s.E >= 0, what, ": sizes must be positive, got input ", s.E, " hidden ", s.H);
   MSRNN_CHECK(s.zoneout_c >= 0.0 && s.zoneout_c < 1.0, what, ": zoneout_c must be in [0, 1), got ", s.zoneout_c);
   MSRNN_CHECK(s.zoneout_h >= 0.0 && s.zoneout_h < 1.0, what, ": zoneout_h must be in [0, 1), got ", s.zoneout_h);
+  MSRNN_CHECK(s.ln_eps > 0.0 && std::isfinite(s.ln_eps), what, ": the layer-norm epsilon must be positive, got ",
+              s.ln_eps);
+  MSRNN_CHECK(!s.bias_before_norm || s.ln_gates, what,
+              ": bias_before_norm adds a bias before the gate layer norm, which this cell does not have");
   if (s.type == CellType::GRU) {
     MSRNN_CHECK(!s.ln_cell, what, ": a GRU has no cell state to layer-normalise (layer_norm_cell)");
     MSRNN_CHECK(s.zoneout_c == 0.0, what, ": a GRU has no cell state for zoneout_c");
@@ -46,6 +50,7 @@ StepCell<S>::StepCell(ParamSet<S>& ps, const std::string& suffix, const CellSpec
   } else {
     g_gates_.id = ps.add("ln_gates_weight" + suffix, GH, 1, {"gain", spec.H, suffix});
     b_gates_.id = ps.add("ln_gates_bias" + suffix, GH, 1, {"shift", spec.H, suffix});
+    if (spec.bias_before_norm) b_pre_.id = ps.add("bias" + suffix, GH, 1, {"bias", spec.H, suffix});
   }
   if (spec.ln_cell) {
     g_cell_.id = ps.add("ln_cell_weight" + suffix, spec.H, 1, {"gain", 0, suffix});
@@ -54,7 +59,7 @@ StepCell<S>::StepCell(ParamSet<S>& ps, const std::string& suffix, const CellSpec
 }
 
 template <class S> void StepCell<S>::bind(ParamSet<S>& ps) {
-  for (auto* p : {&W_ih_, &W_hh_, &b_ih_, &b_hh_, &g_gates_, &b_gates_, &g_cell_, &b_cell_})
+  for (auto* p : {&W_ih_, &W_hh_, &b_ih_, &b_hh_, &g_gates_, &b_gates_, &g_cell_, &b_cell_, &b_pre_})
     if (p->id >= 0) p->bind(ps);
 }
 
@@ -173,7 +178,7 @@ void StepCell<S>::step(Index t, Index j0, Index nb, MRef<S> h, MRef<S> c, CRef<S
   hp = h;
   cp = c;
   if (!projected_ && E > 0) blk(x_) = x;
-  const S eps = S(kLayerNormEps);
+  const S eps = S(spec_.ln_eps);
   if (spec_.type == CellType::LSTM) {
     if (packed) {
       if (fused_)
@@ -192,6 +197,7 @@ void StepCell<S>::step(Index t, Index j0, Index nb, MRef<S> h, MRef<S> c, CRef<S
     if (!spec_.ln_gates) {
       a.colwise() += (b_ih_.w + b_hh_.w).col(0);
     } else {
+      if (spec_.bias_before_norm) a.colwise() += b_pre_.w.col(0);
       auto rs = rstd_.middleCols(t * 4 * B_, 4 * B_);
       for (Index k = 0; k < 4; ++k)
         layer_norm_forward<S>(a.middleRows(k * H, H), blk(xhat_).middleRows(k * H, H),
@@ -226,6 +232,7 @@ void StepCell<S>::step(Index t, Index j0, Index nb, MRef<S> h, MRef<S> c, CRef<S
       gru_pointwise_forward<S>(a, w.ht, ah, hp);
     } else {
       // Each gate normalised before its nonlinearity (gru_gates_forward calls ln(k) there).
+      if (spec_.bias_before_norm) a.colwise() += b_pre_.w.col(0);
       auto rs = rstd_.middleCols(t * 3 * B_, 3 * B_);
       auto xh = blk(xhat_);
       auto ln = [&](Index k) {
@@ -385,6 +392,8 @@ template <class S> void StepCell<S>::finish_backward(MRef<S> dX, CRef<S> X) {
   if (!spec_.ln_gates) {
     b_ih_.g.col(0) += da_.rowwise().sum();
     b_hh_.g.col(0) += dah.rowwise().sum();
+  } else if (spec_.bias_before_norm) {
+    b_pre_.g.col(0) += da_.rowwise().sum();  // da_: the gradient before the layer norm (GRU: of ax)
   }
 }
 

@@ -5,7 +5,8 @@ parameter (``model.parameter_roles()``), never from parameter names.
 
     uniform(model, scale)        U(-scale, scale)
     gaussian(model, std)         N(0, std^2)
-    orthogonal(model)            each gate block of every recurrent matrix orthogonal
+    orthogonal(model)            each gate block of every recurrent matrix orthogonal (or each
+                                 whole matrix, by_blocks=False)
     forget_bias(model, value)    LSTM forget-gate biases (bias_ih + bias_hh) sum to `value`
     default(model)               PyTorch's rule: U(-1/sqrt(H), 1/sqrt(H)) for recurrent layers and
                                  the decoder, N(0, 1) for the embedding; layer-norm gains 1, shifts 0
@@ -57,12 +58,15 @@ def _unit(model, name: str) -> int:
     return model.parameter_roles()[name].unit
 
 
-def orthogonal(model, pattern: str = "weight_hh*", gain: float = 1.0, rng=0) -> None:
+def orthogonal(model, pattern: str = "weight_hh*", gain: float = 1.0, rng=0, by_blocks: bool = True) -> None:
     """Each gate block of the matching matrices (semi-)orthogonal (times ``gain``).
 
     A (G*H, cols) matrix of a recurrent layer with hidden size H is G gate blocks of (H, cols):
     square recurrent blocks (H, H) are orthogonal, input blocks (H, E) semi-orthogonal (orthonormal
     rows or columns, whichever are fewer). Other matrices get a semi-orthogonal matrix of their shape.
+    ``by_blocks=False``: every matching matrix whole, (G*H, cols) semi-orthogonal (for cols <= G*H
+    orthonormal columns, so each gate block has singular values below 1), as the FS-RNN authors'
+    code initialises its cells.
     """
     g = _rng(rng)
     for name, p in _select(model, pattern):
@@ -70,26 +74,36 @@ def orthogonal(model, pattern: str = "weight_hh*", gain: float = 1.0, rng=0) -> 
             continue
         rows, cols = p.shape
         h = _unit(model, name)
-        if h and rows % h == 0:
+        if by_blocks and h and rows % h == 0:
             for k in range(rows // h):
                 p[k * h:(k + 1) * h] = gain * _orthogonal(g, h, cols)
         else:
             p[...] = gain * _orthogonal(g, rows, cols)
 
 
-def forget_bias(model, value: float = 1.0, pattern: str = "*") -> None:
+def forget_bias(model, value: float = 1.0, pattern: str = "*", prefer: str = "bias") -> None:
     """Set LSTM forget-gate biases so that the biases of each LSTM layer sum to ``value`` on the
     forget gate (gate block 1 of 4, PyTorch's order i, f, g, o): the layer's first matching bias
     (role ``bias``, or the gate layer norm's ``shift`` when the layer has no bias) gets ``value``,
-    any other bias of the layer 0 there. Only tensors of exactly 4H rows (H the layer's gate-block
-    size) are LSTM gate biases; a model without any matching one is refused."""
+    any other bias of the layer 0 there. ``prefer="shift"``: the shift when the layer has both (a
+    bias added before a layer norm would be normalised away). Only tensors of exactly 4H rows (H
+    the layer's gate-block size) are LSTM gate biases; a model without any matching one is refused."""
+    if prefer not in ("bias", "shift"):
+        raise ValueError(f"forget_bias: prefer must be 'bias' or 'shift', got {prefer!r}")
     params, roles = model.parameters(), model.parameter_roles()
+    gate_bias = {n for n, r in roles.items()
+                 if r.unit and params[n].shape == (4 * r.unit,) and r.kind in ("bias", "shift")}
     chosen = {}
     for name, _ in _select(model, pattern):
         r = roles[name]
-        if r.unit and params[name].shape == (4 * r.unit,) and r.kind in ("bias", "shift"):
-            has_bias = any(q.layer == r.layer and q.kind == "bias" for q in roles.values())
-            if r.kind == "bias" or not has_bias:
+        if name in gate_bias:
+            if prefer == "shift":
+                has_shift = any(q.layer == r.layer and q.kind == "shift" for n, q in roles.items() if n in gate_bias)
+                take = r.kind == "shift" or not has_shift
+            else:
+                has_bias = any(q.layer == r.layer and q.kind == "bias" for q in roles.values())
+                take = r.kind == "bias" or not has_bias
+            if take:
                 chosen.setdefault(r.layer, name)
     if not chosen:
         raise ValueError("no LSTM bias (4H entries) matches the pattern")

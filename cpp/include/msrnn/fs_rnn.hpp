@@ -45,6 +45,8 @@ namespace msrnn {
 //            zoneout_c (0); zoneout_h (0); the model's dropout inside the step too.
 //   sequential_lstm, stacked_lstm: hidden_sizes one per cell; cell "lstm" | "gru" ("lstm");
 //            layer_norm_gates (0); layer_norm_cell (1); zoneout_c (0); zoneout_h (0).
+//   all three: layer_norm_eps (1e-5), the layer norms' epsilon; bias_before_norm (0), a bias added
+//            before each gate's layer norm (needs layer_norm_gates). The FS-RNN authors' code: 1e-3, 1.
 // layer_norm_cell and zoneout_c act on LSTM cells only.
 
 template <class S> class FSRNN : public Core<S> {

@@ -4,16 +4,19 @@
 //
 // LSTM (PyTorch's gate order i, f, g, o; the x_t term is absent when E = 0):
 //   a_t = W_ih x_t + W_hh h_{t-1} [+ b_ih + b_hh]                                   (4H, B)
-//   ln_gates:  a^k_t <- LN(a^k_t; gamma_k, beta_k) for each gate block k = i, f, g, o separately
+//   ln_gates:  a^k_t <- LN(a^k_t [+ b^k]; gamma_k, beta_k) for each gate block k = i, f, g, o separately
 //   i = sigm(a_i)  f = sigm(a_f)  g = tanh(a_g)  o = sigm(a_o)
 //   c~_t = f * c_{t-1} + i * g
 //   h~_t = o * tanh(LN(c~_t; gamma_c, beta_c))   with ln_cell,   else  o * tanh(c~_t)
 // GRU (PyTorch's gate order r, z, n):
-//   ax = W_ih x_t [+ b_ih],  ah = W_hh h_{t-1} [+ b_hh]                             (3H, B) each
+//   ax = W_ih x_t [+ b_ih | + b],  ah = W_hh h_{t-1} [+ b_hh]                       (3H, B) each
 //   r = sigm(LN_r(ax_r + ah_r))   z = sigm(LN_z(ax_z + ah_z))   n = tanh(LN_n(ax_n + r * ah_n))
 //   h~_t = (1 - z) * n + z * h_{t-1}             (each LN_k is the identity without ln_gates)
-// LN(x; gamma, beta) = gamma * (x - mean(x)) / sqrt(var(x) + eps) + beta over the H units, eps = 1e-5.
-// With ln_gates the biases b_ih, b_hh are left out: the shifts beta take their place.
+// LN(x; gamma, beta) = gamma * (x - mean(x)) / sqrt(var(x) + eps) + beta over the H units, eps = ln_eps
+// (1e-5 by default, PyTorch's; the FS-RNN authors' code uses 1e-3), for the gates and the cell alike.
+// With ln_gates the biases b_ih, b_hh are left out: the shifts beta take their place; with
+// bias_before_norm a bias b (G*H) is added before each gate's layer norm (the FS-RNN authors' code),
+// LSTM: to the whole pre-activation, GRU: to the input term ax.
 // Zoneout on the recurrent connections, z_c and z_h the probabilities of keeping the previous value:
 //   training:   c_t = m_c * c~_t + (1 - m_c) * c_{t-1},   m_c ~ Bernoulli(1 - z_c)  per unit, stream, step
 //               h_t = m_h * h~_t + (1 - m_h) * h_{t-1},   m_h ~ Bernoulli(1 - z_h)
@@ -21,7 +24,8 @@
 //
 // Parameters (suffix e.g. "_f1"; G = 4 for LSTM, 3 for GRU): weight_ih (G*H, E) when E > 0,
 // weight_hh (G*H, H); without ln_gates bias_ih, bias_hh (G*H); with ln_gates ln_gates_weight,
-// ln_gates_bias (G*H: gamma and beta of each gate block in gate order); with ln_cell (LSTM)
+// ln_gates_bias (G*H: gamma and beta of each gate block in gate order), and with bias_before_norm
+// bias (G*H: b, role "bias"); with ln_cell (LSTM)
 // ln_cell_weight, ln_cell_bias (H).
 //
 // Use over a chunk: begin(T, B, ...); optionally project_inputs(X) when every x_t is known before
@@ -48,12 +52,14 @@ struct CellSpec {
   Index H = 0;                     // hidden size
   bool ln_gates = false;           // layer norm on each gate's pre-activation
   bool ln_cell = false;            // layer norm on the cell state before the output tanh (LSTM only)
+  bool bias_before_norm = false;   // with ln_gates: a bias b added before the gate layer norm
+  double ln_eps = 1e-5;            // the layer norms' epsilon (> 0)
   double zoneout_c = 0.0;          // probability of keeping c_{t-1} (LSTM only)
   double zoneout_h = 0.0;          // probability of keeping h_{t-1}
 };
 
-// Throws naming `what` when a spec is inconsistent (GRU with ln_cell or zoneout_c, bad sizes or
-// probabilities).
+// Throws naming `what` when a spec is inconsistent (GRU with ln_cell or zoneout_c, bias_before_norm
+// without ln_gates, bad sizes, probabilities or epsilon).
 void check_cell_spec(const CellSpec& spec, const std::string& what);
 
 template <class S> class StepCell {
@@ -122,6 +128,7 @@ template <class S> class StepCell {
   Index T_ = 0, B_ = 0;
   bool train_ = false, projected_ = false;
   Param<S> W_ih_, W_hh_, b_ih_, b_hh_, g_gates_, b_gates_, g_cell_, b_cell_;
+  Param<S> b_pre_;       // (G*H, 1) bias_before_norm: b, added before the gate layer norm
   Mat<S> x_;             // (E, N) inputs of each step (when not projected)
   Mat<S> act_;           // (G*H, N) pre-activations (input term first), then gate activations
   Mat<S> ah_;            // (3H, N) GRU: W_hh h_{t-1} [+ b_hh]

@@ -11,8 +11,12 @@ FS-RNN with K >= 2 fast cells F1..FK (one shared fast state of size H_F) and one
 Each f is an LSTM (default) or GRU cell; for LSTM the state handed along is the pair (h, c).
 The paper's LN-LSTM cell (``layer_norm=True``):
 
-    a = W_ih x + W_hh h_{t-1};   a^k <- LN(a^k) for each gate k in (i, f, g, o) separately
+    a = W_ih x + W_hh h_{t-1} [+ b];   a^k <- LN(a^k) for each gate k in (i, f, g, o) separately
     c~_t = sigm(a_f) * c_{t-1} + sigm(a_i) * tanh(a_g);   h~_t = sigm(a_o) * tanh(LN(c~_t))
+
+LN(x) = gamma * (x - mean(x)) / sqrt(var(x) + eps) + beta over the H units, eps = ``layer_norm_eps``
+(1e-5 by default; 1e-3 in the authors' code). ``bias_before_norm=True`` adds the trainable bias b
+(``bias_*``, 4H) before the gate layer norms, as the authors' code does (GRU cells: to the input term).
 
 Zoneout (``zoneout_c``, ``zoneout_h``: probabilities of keeping the previous value) on every
 cell's recurrent connection: c_t = m_c * c~_t + (1 - m_c) * c_{t-1} with m_c ~ Bernoulli(1 - z_c)
@@ -25,8 +29,13 @@ h^1_t = f^1(h^K_{t-1}, x_t), h^i_t = f^i(h^{i-1}_t). ``StackedLSTM``: the usual 
 norm and zoneout available in its cells. Both default to layer norm on the cell states only, as in
 the paper's Section 4.2.
 
-Initialisation (all three, after the paper): every weight matrix orthogonal (each gate block of a
-recurrent matrix), biases and layer-norm shifts 0, layer-norm gains 1, LSTM forget-gate bias 1.
+Initialisation (all three, after the paper): every weight matrix orthogonal, each gate block of a
+cell's matrices (``orthogonal_init="blocks"``, the default) or each whole matrix (``"whole"``, the
+authors' code); biases and layer-norm shifts 0, layer-norm gains 1, LSTM forget-gate bias 1.
+
+The paper presets (``presets.py``) use the authors' code's readings: ``layer_norm_eps=1e-3``,
+``bias_before_norm=True``, ``orthogonal_init="whole"``. The defaults stay 1e-5, False, "blocks": the
+models and checkpoints made before these options existed keep computing what they did.
 """
 from __future__ import annotations
 
@@ -51,8 +60,12 @@ def _cell_options(cells, values) -> dict:
     ln_gates, ln_cell = _layer_norm_flags(values["layer_norm"])
     if values["zoneout_c"] and "lstm" not in cells:
         raise ValueError("zoneout_c acts on LSTM cell states; a GRU has none")
+    if values["bias_before_norm"] and not ln_gates:
+        raise ValueError(f"bias_before_norm adds a bias before the gate layer norm; layer_norm="
+                         f"{values['layer_norm']!r} has none (use True or 'gates')")
     return dict(layer_norm_gates=ln_gates, layer_norm_cell=ln_cell and "lstm" in cells,
-                zoneout_c=values["zoneout_c"], zoneout_h=values["zoneout_h"])
+                zoneout_c=values["zoneout_c"], zoneout_h=values["zoneout_h"],
+                layer_norm_eps=values["layer_norm_eps"], bias_before_norm=values["bias_before_norm"])
 
 
 def _probability(name: str) -> Option:
@@ -61,19 +74,29 @@ def _probability(name: str) -> Option:
 
 _LAYER_NORM = Option("layer_norm", object, True, choices=(True, False, "cell", "gates"), core=False,
                      doc="True (each gate and the cell state), 'cell', 'gates' or False")
-_CELL_OPTIONS = (_probability("zoneout_c"), _probability("zoneout_h"))
+_CELL_OPTIONS = (
+    _probability("zoneout_c"), _probability("zoneout_h"),
+    Option("layer_norm_eps", float, 1e-5, check=lambda v: 0.0 < v < 1.0, rule="in (0, 1)", core=False,
+           doc="epsilon of every layer norm (the authors' code: 1e-3)"),
+    Option("bias_before_norm", bool, False, core=False,
+           doc="a trainable bias before each gate's layer norm (the authors' code: True)"),
+    Option("orthogonal_init", str, "blocks", choices=("blocks", "whole"), core=False,
+           doc="orthogonal initialisation of each gate block or of each whole matrix (the authors' code)"),
+)
 
 
 def paper_init(model: LanguageModel, seed: int = 0) -> None:
     """The FS-RNN paper's initialisation: orthogonal weight matrices (embedding or encoder, every
-    cell's ``weight_ih``/``weight_hh`` by gate block, decoder), zero biases and layer-norm shifts, unit
-    layer-norm gains, and forget-gate bias 1 in every LSTM cell (on ``bias_ih``, or on the
-    forget block of ``ln_gates_bias`` when the gates are layer-normalised)."""
+    cell's ``weight_ih``/``weight_hh`` by gate block or whole, as the model's ``orthogonal_init``
+    says, decoder), zero biases and layer-norm shifts, unit layer-norm gains, and forget-gate bias 1
+    in every LSTM cell (on ``bias_ih``, or on the forget block of ``ln_gates_bias`` when the gates
+    are layer-normalised: a bias before the normalisation could not carry it)."""
     from .. import init
     rng = np.random.default_rng(seed)
     init.default(model, rng)                    # the decoder bias
     params = model.parameters()
-    init.orthogonal(model, "weight_*", rng=rng)
+    whole = model.config.get("orthogonal_init", "blocks") == "whole"
+    init.orthogonal(model, "weight_*", rng=rng, by_blocks=not whole)
     for name in ("embedding.weight", "encoder.weight", "decoder.weight"):   # whichever the model has
         if name in params:
             init.orthogonal(model, name, rng=rng)
@@ -84,7 +107,7 @@ def paper_init(model: LanguageModel, seed: int = 0) -> None:
         elif roles[name].kind == "gain":
             p[...] = 1.0
     if any(r.unit and params[n].shape == (4 * r.unit,) for n, r in roles.items() if r.kind in ("bias", "shift")):
-        init.forget_bias(model, 1.0)
+        init.forget_bias(model, 1.0, prefer="shift")
 
 
 class FSRNN(LanguageModel):

@@ -6,7 +6,8 @@ per cell and step, with the package's parameter and state names (``weight_ih_f1`
 
 Cells without layer norm are PyTorch's own LSTM cell (``torch.lstm_cell``, the kernel of
 ``nn.LSTMCell``); with layer norm, each gate block and (``ln_cell``) the cell state are normalised as
-in the paper. Zoneout keeps the previous value with probability z: a Bernoulli mask in training, the
+in the paper, with epsilon ``eps`` and (``bias_before_norm``) the bias ``bias_*`` added before the gate
+layer norms. Zoneout keeps the previous value with probability z: a Bernoulli mask in training, the
 expectation in evaluation. Used by the parity tests in float64 and by ``bench/bench_fs_rnn.py`` in
 float32.
 """
@@ -21,7 +22,8 @@ STATE = ("h_fast", "c_fast", "h_slow", "c_slow")
 
 def forward(P: Dict[str, "object"], tok, state: Optional[dict] = None, *, fast_cells: int = 2,
             ln_gates: bool = True, ln_cell: bool = True, zoneout_c: float = 0.0, zoneout_h: float = 0.0,
-            dropout: float = 0.0, train: bool = False, eps: float = 1e-5, keep: Optional[dict] = None):
+            dropout: float = 0.0, train: bool = False, eps: float = 1e-5, bias_before_norm: bool = False,
+            keep: Optional[dict] = None):
     """Logits (B, T, V) and the state after the last step (dict ``h_fast, c_fast, h_slow, c_slow``).
 
     ``P``: parameter tensors by the model's names. ``tok``: (B, T) LongTensor. ``state``: zeros if
@@ -57,6 +59,8 @@ def forward(P: Dict[str, "object"], tok, state: Optional[dict] = None, *, fast_c
             if inp is not None:
                 a = a + inp @ P["weight_ih" + sfx].T
             if ln_gates:
+                if bias_before_norm:
+                    a = a + P["bias" + sfx]
                 g, b = P["ln_gates_weight" + sfx], P["ln_gates_bias" + sfx]
                 a = torch.cat([F.layer_norm(a[:, k * H:(k + 1) * H], (H,), g[k * H:(k + 1) * H],
                                             b[k * H:(k + 1) * H], eps) for k in range(4)], 1)
@@ -94,5 +98,6 @@ def options(model) -> dict:
     o = model.options
     return dict(fast_cells=int(o["fast_cells"]), ln_gates=bool(o["layer_norm_gates"]),
                 ln_cell=bool(o["layer_norm_cell"]), zoneout_c=float(o["zoneout_c"]),
-                zoneout_h=float(o["zoneout_h"]), dropout=float(model.config["dropout"]))
+                zoneout_h=float(o["zoneout_h"]), dropout=float(model.config["dropout"]),
+                eps=float(o["layer_norm_eps"]), bias_before_norm=bool(o["bias_before_norm"]))
 
