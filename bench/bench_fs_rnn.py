@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 
 import numpy as np
 
 import multiscale_rnn as msr
 from multiscale_rnn.models.base import _core
 from multiscale_rnn.reference import fs_rnn as reference, tensors
+from timing import timed
 
 
 def ours_step_fn(model, tok, tgt, opt):
@@ -54,20 +54,6 @@ def torch_step_fn(torch, ours, tok, tgt):
         torch.nn.utils.clip_grad_norm_(list(P.values()), 1.0)
         opt.step()
     return step
-
-
-def timed(steps_a, steps_b, reps):
-    """Interleaved repetitions of two step functions (so both see the same machine load); the
-    fastest wall-clock time and the fastest process CPU time of each, in seconds per step."""
-    steps_a(), steps_b()                       # warm up: allocations, first-touch pages
-    wall, cpu = {0: [], 1: []}, {0: [], 1: []}
-    for _ in range(reps):
-        for i, step in enumerate((steps_a, steps_b)):
-            w0, c0 = time.perf_counter(), time.process_time()
-            step()
-            wall[i].append(time.perf_counter() - w0)
-            cpu[i].append(time.process_time() - c0)
-    return [(min(wall[i]), min(cpu[i])) for i in (0, 1)]
 
 
 def main(argv=None):
@@ -101,8 +87,8 @@ def main(argv=None):
         s = settings[name]
         ours = msr.FSRNN(V, E, HF, HS, layer_norm=s["layer_norm"], zoneout_c=s["zc"], zoneout_h=s["zh"],
                          dropout=s["p"], seed=0)
-        (w_ours, c_ours), (w_torch, c_torch) = timed(ours_step_fn(ours, tok, tgt, msr.optim.Adam(lr=1e-3)),
-                                                     torch_step_fn(torch, ours, tok, tgt), args.steps)
+        (w_ours, c_ours), (w_torch, c_torch) = timed([ours_step_fn(ours, tok, tgt, msr.optim.Adam(lr=1e-3)),
+                                                      torch_step_fn(torch, ours, tok, tgt)], args.steps)
         print(f"{name:8s} {B * T / w_ours:13,.0f} {B * T / w_torch:14,.0f} {w_torch / w_ours:5.2f}x   "
               f"{c_torch / c_ours:13.2f}x", flush=True)
 

@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 
 import numpy as np
 
 import multiscale_rnn as msr
 from multiscale_rnn.models.base import _core
 from multiscale_rnn.reference.hornn import TorchHORNN
+from timing import timed
 
 
 def ours_step_fn(model, tok, tgt, opt):
@@ -87,21 +87,6 @@ def torch_step_fn(torch, model, tok, tgt, sizes=None):
         torch.nn.utils.clip_grad_value_(model.parameters(), 5.0)
         opt.step()
     return step
-
-
-def timed(steps, reps):
-    """Interleaved repetitions of the step functions; the fastest wall-clock and process CPU time
-    of each, in seconds per step."""
-    for step in steps:                          # warm up
-        step()
-    wall, cpu = [[] for _ in steps], [[] for _ in steps]
-    for _ in range(reps):
-        for i, step in enumerate(steps):
-            w0, c0 = time.perf_counter(), time.process_time()
-            step()
-            wall[i].append(time.perf_counter() - w0)
-            cpu[i].append(time.process_time() - c0)
-    return [(min(w), min(c)) for w, c in zip(wall, cpu)]
 
 
 def check_class_nll(torch, V, sizes):

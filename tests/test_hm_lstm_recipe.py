@@ -7,6 +7,7 @@ import pytest
 import multiscale_rnn as msr
 from multiscale_rnn.models.hm_lstm import boundary_scores
 from multiscale_rnn.reference import hm_lstm as reference
+from multiscale_rnn.testing import numeric_gradient
 
 from test_hm_lstm import B, HS, T, V, E, batch, make, random_state
 
@@ -18,15 +19,7 @@ def total_fd_error(m, tok, tgt, st, n=150, eps=1e-6, seed=0):
     grad = m.flat_gradients().copy()
     flat = m.flat_parameters()
     idx = np.random.default_rng(seed).choice(len(flat), min(n, len(flat)), replace=False)
-    fd = np.empty(len(idx))
-    for j, i in enumerate(idx):
-        old = flat[i]
-        flat[i] = old + eps
-        lp = m.loss_and_grad(tok, tgt, st)[0].total
-        flat[i] = old - eps
-        lm = m.loss_and_grad(tok, tgt, st)[0].total
-        flat[i] = old
-        fd[j] = (lp - lm) / (2 * eps)
+    fd = numeric_gradient(lambda: m.loss_and_grad(tok, tgt, st)[0].total, flat, eps, idx)
     an = grad[idx]
     return np.linalg.norm(fd - an) / (np.linalg.norm(fd) + np.linalg.norm(an))
 

@@ -24,6 +24,11 @@ def run_notebook(name, timeout=300):
     return nb
 
 
+def images(nb):
+    """The PNG outputs of an executed notebook."""
+    return [o for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
+
+
 def outputs(nb):
     text = []
     for cell in nb.cells:
@@ -36,8 +41,7 @@ def test_hm_lstm_notebook():
     nb = run_notebook("hm_lstm_boundaries.ipynb")
     text = outputs(nb)
     assert "layer-1 boundary F1" in text and "updates per layer" in text
-    images = [o for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
-    assert len(images) == 2
+    assert len(images(nb)) == 2
 
 
 def test_fs_rnn_notebook():
@@ -46,8 +50,7 @@ def test_fs_rnn_notebook():
     for label in ("Fast-Slow", "Stacked", "Sequential"):
         assert f"{label:11s} valid bpc" in text
     assert "FS-Slow" in text and "rate of change" in text and "bpc by position" in text
-    images = [o for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
-    assert len(images) == 3
+    assert len(images(nb)) == 3
 
 
 def test_vcrnn_notebook():
@@ -55,8 +58,7 @@ def test_vcrnn_notebook():
     text = outputs(nb)
     assert "valid bpc" in text and "valid bits per bit" in text
     assert "RNN-d" in text and "activity by bit position" in text and "mean m per class" in text
-    images = [o for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
-    assert len(images) == 3
+    assert len(images(nb)) == 3
 
 
 def test_hornn_notebook():
@@ -66,5 +68,4 @@ def test_hornn_notebook():
         assert f"{label:12s} relative gradient at k=5" in text
         assert f"{label:12s} trained: relative gradient" in text
     assert "valid perplexity" in text and "gated" in text
-    images = [o for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
-    assert len(images) == 2
+    assert len(images(nb)) == 2

@@ -6,7 +6,7 @@ import pytest
 
 import multiscale_rnn as msr
 from multiscale_rnn.models.vcrnn import VCTrace, corpus_equivalent_dim, equivalent_dim, sharpness_schedule
-from multiscale_rnn.testing import assert_runs_equal, run_chunks
+from multiscale_rnn.testing import assert_runs_equal, numeric_gradient, run_chunks
 
 V, D, B, T = 7, 8, 3, 5
 UNITS = [msr.VCRNN, msr.VCGRU]
@@ -39,15 +39,7 @@ def fd_error(m, tok, tgt, st, n=120, eps=1e-6, seed=0):
     flat = m.flat_parameters()
     grad = m.flat_gradients().copy()
     idx = np.random.default_rng(seed).choice(len(flat), min(n, len(flat)), replace=False)
-    fd = np.empty(len(idx))
-    for j, i in enumerate(idx):
-        old = flat[i]
-        flat[i] = old + eps
-        lp = m.loss_and_grad(tok, tgt, st, copy_grads=False)[0].total
-        flat[i] = old - eps
-        lm = m.loss_and_grad(tok, tgt, st, copy_grads=False)[0].total
-        flat[i] = old
-        fd[j] = (lp - lm) / (2 * eps)
+    fd = numeric_gradient(lambda: m.loss_and_grad(tok, tgt, st, copy_grads=False)[0].total, flat, eps, idx)
     an = grad[idx]
     assert np.linalg.norm(an) > 0
     return np.linalg.norm(fd - an) / (np.linalg.norm(fd) + np.linalg.norm(an))
