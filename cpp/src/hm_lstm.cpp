@@ -14,13 +14,13 @@ HMLSTMOptions hm_lstm_options(CoreOptions& opts) {
   o.boundary = boundary == "step" ? HMBoundary::Step : boundary == "sample" ? HMBoundary::Sample : HMBoundary::Soft;
   o.copy_recompute = opts.choice("copy_z", "carry", {"carry", "recompute"}) == "recompute";
   const bool soft = o.boundary == HMBoundary::Soft;
-  const std::string gradient = opts.choice("gradient", soft ? "blend" : "switch", {"switch", "blend"});
+  const std::string gradient = opts.choice("gradient", "blend", {"switch", "blend"});
   MSRNN_CHECK(!(soft && gradient == "switch"),
               "HM-LSTM gradient 'switch' needs binary boundaries; with boundary 'soft' the cases of eq. 2 are blends, "
               "so gradient must be 'blend'");
   o.blend = gradient == "blend";
   o.top_boundary = opts.flag("top_boundary", false);
-  o.flush_cut = opts.flag("flush_cut", false);
+  o.flush_cut = opts.flag("flush_cut", true);
   o.layer_norm = opts.flag("layer_norm", false);
   o.skip = opts.flag("skip", true);
   o.slope = opts.number("slope", 1.0);

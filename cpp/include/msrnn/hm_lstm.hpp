@@ -4,7 +4,7 @@
 // Each layer keeps h^l, c^l (H_l, B) and its boundary state z^l (1, B). At step t, bottom to top:
 //
 //   s^l_t = r * U^l_l h^l_{t-1} + z^l_{t-1} U^l_{l+1} h^{l+1}_{t-1} + z^{l-1}_t W^l_{l-1} h^{l-1}_t + b^l   (eq. 4-7)
-//           r = 1 (paper, eq. 5) or r = 1 - z^l_{t-1} (option flush_cut: the hard reset of the slides);
+//           r = 1 - z^l_{t-1} (flush_cut, the default: the hard reset of the slides) or r = 1 (paper, eq. 5);
 //           no top-down term in the top layer.
 //   a = s with each gate block (i, f, g, o) layer-normalised when layer_norm is on (LN(x) = gamma*xhat + beta,
 //       per block of H rows, after the bias; the boundary row is never normalised).
@@ -29,10 +29,10 @@
 //
 // Gradients. dznew/dzhat = 1 (straight-through in step and sample modes, exact in soft), dzhat/da_z = slope/2
 // inside (0, 1) and 0 outside. The choice of operation:
-//   gradient "switch" (default in step/sample): w_F, w_U, w_C are a switch with no gradient; z is reached only
+//   gradient "switch" (the paper's reading): w_F, w_U, w_C are a switch with no gradient; z is reached only
 //     through the z-gated terms (top-down, bottom-up, the flush cut) and the carried z. COPY columns then need
 //     no gate values in forward or backward, so they do no matrix work at all.
-//   gradient "blend" (the only reading in soft mode): the weights are differentiated as written above, which
+//   gradient "blend" (the default, and the only reading in soft mode): the weights are differentiated as written above, which
 //     needs the gates of every column (COPY ones too) during training.
 //
 // Skipped work (option skip = 1, default): in step/sample modes, in inference always and in training under
@@ -71,8 +71,8 @@ struct HMLSTMOptions {
   HMBoundary boundary = HMBoundary::Step;  // "boundary": "step" | "sample" | "soft"
   bool top_boundary = false;               // "top_boundary": the top layer gets a boundary detector
   bool copy_recompute = false;             // "copy_z": "carry" (false) | "recompute" (true)
-  bool flush_cut = false;                  // "flush_cut": r = 1 - z^l_{t-1} on the recurrent term
-  bool blend = false;                      // "gradient": "switch" (false) | "blend" (true); soft forces blend
+  bool flush_cut = true;                   // "flush_cut": r = 1 - z^l_{t-1} on the recurrent term
+  bool blend = true;                       // "gradient": "switch" (false) | "blend" (true); soft forces blend
   double slope = 1.0;                      // "slope": a of the hard sigmoid
   bool layer_norm = false;                 // "layer_norm"
   bool skip = true;                        // "skip": gather active columns (1) or the masked path (0)
