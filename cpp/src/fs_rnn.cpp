@@ -311,11 +311,10 @@ template <class S> void StackedRNN<S>::forward(MRef<S> Y, CRef<S> X, Index T, In
     if (int(work_.size()) < nt) work_.resize(nt);
     auto& h = h_[l];
     auto& c = c_[l];
-    const bool has_c = cell.has_c();
     over_streams(B, nt, 1, [&](Index j0, Index nb, int k) {
       cell.start_work(work_[k], nb, false);
-      auto hb = h.middleCols(j0, nb);                                       // (H, nb)
-      auto cb = has_c ? c.middleCols(j0, nb) : c.middleCols(0, 0);          // (H or 0, nb)
+      auto hb = h.middleCols(j0, nb);  // (H, nb)
+      auto cb = c.middleCols(j0, nb);  // (H, nb), or (0, nb) for a cell without c (GRU, Elman)
       for (Index t = 0; t < T; ++t) cell.step(t, j0, nb, hb, cb, none, work_[k], packed);
     });
   }
