@@ -70,13 +70,15 @@ template <class S> Index VCLayer<S>::mask_column(Index n, S m) {
   const auto clampD = [&](double v) { return Index(std::min(std::max(v, 0.0), double(D_))); };
   const Index i1 = clampD(std::floor(c - L / opt_.sharpness) + 1.0), i2 = clampD(std::ceil(c + L / opt_.sharpness));
   e.head(i1).setOnes();
-  Index d = i1;
+  Index d = i1, open = -1;
   for (Index i = i1; i < i2; ++i) {
     const S s = S(1) / (S(1) + std::exp(-lam * (mD - S(i + opt_.mask_offset))));
     if (s < eps) break;  // s decreases with i: every later unit is 0 as well
     e(i) = s > S(1) - eps ? S(1) : s;
+    if (open < 0 && e(i) < S(1)) open = i;
     d = i + 1;
   }
+  open_[n] = open < 0 ? d : open;
   return d;
 }
 
@@ -165,13 +167,30 @@ template <class S> void VCLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index
   const Index N = T * B, D = D_;
   T_ = T;
   B_ = B;
-  hs_.resize(D, N + B);
-  hs_.leftCols(B) = h_;
+  if (train) {
+    hs_.resize(D, N + B);
+    hs_.leftCols(B) = h_;
+  }
+  // h_{t-1} and h_t of the columns [n0, n0 + nb) of a step: training keeps every h_{t-1} in hs_ (the backward
+  // reads them); inference writes h_t straight into Y, h_{-1} being the carried state h_.
+  using StepMap = Eigen::Map<Mat<S>, 0, Eigen::OuterStride<>>;
+  S* const y = Y.data();
+  const Index ldy = Y.outerStride();
+  const auto h_prev = [&](Index t, Index j0, Index nb) {
+    if (train) return StepMap(hs_.data() + (t * B + j0) * D, D, nb, Eigen::OuterStride<>(D));
+    if (t == 0) return StepMap(h_.data() + j0 * D, D, nb, Eigen::OuterStride<>(D));
+    return StepMap(y + ((t - 1) * B + j0) * ldy, D, nb, Eigen::OuterStride<>(ldy));
+  };
+  const auto h_next = [&](Index t, Index j0, Index nb) {
+    if (train) return StepMap(hs_.data() + ((t + 1) * B + j0) * D, D, nb, Eigen::OuterStride<>(D));
+    return StepMap(y + (t * B + j0) * ldy, D, nb, Eigen::OuterStride<>(ldy));
+  };
   e_.setZero(D, N);
   m_.resize(1, N);
   g_.resize(G_ * D, N);
   d_.assign(N, 0);
   q_.assign(N, 0);
+  open_.assign(N, 0);
   time_.setZero(kVCPhases, N);
   const int nt = stream_threads(B, !reference_kernels());
   work_.resize(nt);
@@ -189,8 +208,8 @@ template <class S> void VCLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index
       PhaseClock clk;
       double sec[kVCPhases] = {};
       const Index n0 = t * B + j0;
-      auto Hp = hs_.middleCols(n0, nb);  // h_{t-1} (D, nb)
-      auto Hn = hs_.middleCols(n0 + B, nb);
+      auto Hp = h_prev(t, j0, nb);  // h_{t-1} (D, nb)
+      auto Hn = h_next(t, j0, nb);  // h_t (D, nb)
       const auto Xt = X.middleCols(n0, nb);
       w.pm.noalias() = u_.w * Hp;
       w.pm.noalias() += v_.w * Xt;
@@ -208,10 +227,12 @@ template <class S> void VCLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index
         extend_packing(w.qs.back());
         clk.mark(sec[kFwdPack]);  // (with any wait for another thread's extension)
       }
-      Hn = Hp;  // units i >= q of a column keep h_{t-1}; the products overwrite rows < q
+      // Units i >= q of a column keep h_{t-1} (the rows < q are written by the update below).
+      for (Index k = 0; k < w.first; ++k) Hn.col(w.order[k]) = Hp.col(w.order[k]);
       // Operands in sorted order: column k of w.hb, w.xb, w.a, w.rh is column w.order[k] (k >= w.first).
       for (Index k = w.first; k < nb; ++k) {
         const Index j = w.order[k], n = n0 + j, q = q_[n];
+        Hn.col(j).tail(D - q) = Hp.col(j).tail(D - q);
         w.hb.col(k).head(q) = e_.col(n).head(q).cwiseProduct(Hp.col(j).head(q));
         w.xb.col(k).head(q) = e_.col(n).head(q).cwiseProduct(Xt.col(j).head(q));
       }
@@ -266,8 +287,8 @@ template <class S> void VCLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index
   });
   double pen = 0.0;
   in_thread_order(ran, [&](int k) { pen += work_[k].pen; });
-  Y = hs_.rightCols(N);
-  h_ = hs_.rightCols(B);
+  if (train) Y = hs_.rightCols(N);
+  h_ = Y.rightCols(B);
   trained_ = train;
   aux_ = train ? opt_.penalty_weight * pen / double(N) : 0.0;
 }
@@ -359,8 +380,11 @@ template <class S> void VCLayer<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X) 
           const auto dy = w.dhb.col(k).head(q).array();
           da.col(k).head(q) = (e * dy * (S(1) - g * g)).matrix();
           da_.col(n).head(q) = da.col(k).head(q);
-          w.de.col(k).head(q) = (dy * (g - Hp.col(j).head(q).array())).matrix();
           dhp.col(j).head(q) = ((S(1) - e) * dy).matrix();
+          // dL/de of the update, dy (g - h_{t-1}), is needed on the open units only (below)
+          const Index o = open_[n], c = d_[n] - open_[n];
+          w.de.col(k).segment(o, c) = (w.dhb.col(k).segment(o, c).array() *
+                                       (g_.col(n).segment(o, c).array() - Hp.col(j).segment(o, c).array())).matrix();
         }
         clk.mark(sec[kBwdPointwise]);
         if (packed) {
@@ -410,14 +434,17 @@ template <class S> void VCLayer<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X) 
       for (Index k = w.first; k < nb; ++k) {
         const Index j = w.order[k], n = n0 + j, q = q_[n];
         const auto e = e_.col(n).head(q).array();
-        const auto dhbar = w.dhbar.col(k).head(q).array(), dxbar = w.dxbar.col(k).head(q).array();
-        const auto de =
-            (w.de.col(k).head(q).array() + dhbar * Hp.col(j).head(q).array() + dxbar * Xt.col(j).head(q).array()).eval();
-        dhp.col(j).head(q).array() += e * dhbar;
-        dxt.col(j).head(q) = (e * dxbar).matrix();
-        // de_i/dm = lambda D e_i (1 - e_i) where Thres left the sigmoid (0 < e_i < 1), else 0
-        const auto open = (e > S(0) && e < S(1)).template cast<S>();
-        w.pm(0, j) = lamD * (de * e * (S(1) - e) * open).sum();
+        dhp.col(j).head(q).array() += e * w.dhbar.col(k).head(q).array();
+        dxt.col(j).head(q) = (e * w.dxbar.col(k).head(q).array()).matrix();
+        // de_i/dm = lambda D e_i (1 - e_i) where Thres left the sigmoid (0 < e_i < 1), else 0: the sum runs
+        // over the open units [open, d) only, with dL/de_i = (the update's) + dL/dh_bar_i h_i + dL/dx_bar_i x_i
+        const Index o = open_[n], c = d_[n] - open_[n];
+        const auto eo = e_.col(n).segment(o, c).array();
+        const auto de = (w.de.col(k).segment(o, c).array() +
+                         w.dhbar.col(k).segment(o, c).array() * Hp.col(j).segment(o, c).array() +
+                         w.dxbar.col(k).segment(o, c).array() * Xt.col(j).segment(o, c).array()).eval();
+        const auto open = (eo > S(0) && eo < S(1)).template cast<S>();
+        w.pm(0, j) = lamD * (de * eo * (S(1) - eo) * open).sum();
       }
       clk.mark(sec[kBwdPointwise]);
       for (Index j = 0; j < nb; ++j) {

@@ -81,7 +81,7 @@ template <class S> class VCLayer : public Core<S> {
 
  private:
   const char* unit_name() const { return unit_ == VCUnit::GRU ? "VCGRU" : "VCRNN"; }
-  // Mask of column n from m_n: fills e_ rows [0, d) (rows >= d are 0), returns d.
+  // Mask of column n from m_n: fills e_ rows [0, d) (rows >= d are 0) and open_[n], returns d.
   Index mask_column(Index n, S m);
   // Penalty f(m - m_bar) and its derivative.
   double penalty_value(double m) const;
@@ -121,6 +121,7 @@ template <class S> class VCLayer : public Core<S> {
   Mat<S> m_;     // (1, N) scheduler values m_t
   std::vector<Index> d_;  // (N) d_t
   std::vector<Index> q_;  // (N) q of each column (the rows its products use)
+  std::vector<Index> open_;  // (N) first unit with e < 1: units [open, d) are the open ones (0 < e < 1)
   Mat<S> g_;     // (G*D, N) VCRNN: tanh(a); VCGRU: [r; sigm(a_z); h~]; rows >= q of a column unused
   Mat<S> da_;    // (G*D, N) backward: gradients of the pre-activations (rows >= q unused)
   Mat<S> time_;  // (kVCPhases, N) seconds per phase and column (VCPhase)
