@@ -146,28 +146,38 @@ def main():
         # skip and mask alternate within each repeat, so that a burst of load from other work on a shared
         # machine slows both alike; the best of each is kept
         q = np.minimum(D, np.ceil(d / model.config["block"]) * model.config["block"])
-        paths = [("skip", True, False), ("mask", False, False)] + ([("stair", True, True)] if args.staircase else [])
+        # paths: (name, skip, plain kernels, scheduler bias or None); "full" is the skipped path with every
+        # d_t = D (the scheduler bias set to +50 so that m_t = 1): the same code with nothing to skip
+        paths = [("skip", True, False, None), ("mask", False, False, None)]
+        paths += [("stair", True, True, None)] if args.staircase else []
+        paths += [("full", True, False, 50.0)] if args.breakdown else []
+        bias = model.parameters()["sched_bias_l0"]
+        bias0 = bias.copy()
         res, phases = {}, {}
         try:
             for _ in range(args.repeat):
-                for path, skip, plain in paths:
+                for path, skip, plain, b in paths:
                     model.set_option("skip", float(skip))
                     _core.set_reference_kernels(plain)
+                    bias[...] = bias0 if b is None else b
                     for k, fn in (("infer", lambda: model.forward(tok, state)),
                                   ("train", lambda: model.loss_and_grad(tok, tgt, state, copy_grads=False))):
                         wall = best(fn, 1)
                         if wall < res.get((k, path), math.inf):
                             res[(k, path)] = wall
                             phases[(k, path)] = model.records()["time"].sum(axis=1)
+                    if b is not None:
+                        assert (model.records()["d"] == D).all()
         finally:
             _core.set_reference_kernels(False)
             model.set_option("skip", 1.0)
+            bias[...] = bias0
         line = dict(unit=unit, train_bits=model.train_bits, m=float(m.mean()), d=float(d.mean()), ideal=ideal, ideal_model=ideal_model, **{
             f"{k}_{p}": v for (k, p), v in res.items()})
         for (k, path), sec in phases.items():
             # multiplications of the recurrent products per pass: G (U and W) blocks per column, forward and
             # (training) backward; the rate counts 2 flops per multiplication
-            qq = q if path != "mask" else np.full_like(q, D)
+            qq = q if path not in ("mask", "full") else np.full_like(q, D)
             mults = 2 * G * np.sum(qq * qq) * (2 if k == "train" else 1)
             breakdowns.append((unit, k, path, res[(k, path)], sec, mults))
         if not args.no_torch:
@@ -231,6 +241,16 @@ def main():
             rate = 2 * mults / per["products"] / 1e9 if per["products"] > 0 else float("nan")
             print(f"| {unit} | {k} | {path} | {1e3 * wall:.1f} | " + " | ".join(f"{1e3 * per[n]:.1f}" for n in names)
                   + f" | {1e3 * rest:.1f} | {rate:.1f} |")
+        print()
+        print("The skipped path against itself with every d_t = D (\"full\": the same kernels, nothing to skip):")
+        print()
+        print("| unit | pass | full ms | skip ms | speedup | ideal | % of ideal |")
+        print("| --- | --- | --- | --- | --- | --- | --- |")
+        for r in rows:
+            for k in ("infer", "train"):
+                sp = r[f"{k}_full"] / r[f"{k}_skip"]
+                print(f"| {r['unit']} | {k} | {1e3 * r[f'{k}_full']:.1f} | {1e3 * r[f'{k}_skip']:.1f} | {sp:.2f} | "
+                      f"{r['ideal']:.2f} | {100 * sp / r['ideal']:.0f} % |")
 
 
 if __name__ == "__main__":

@@ -23,7 +23,12 @@
 // matrix between two consecutive levels are multiplied, in one product each, by every stream whose q
 // reaches that level, so each entry of a matrix is read once per step and a stream does only its leading
 // q x q block. The backward does the same per step; the weight gradients are accumulated once per chunk,
-// one product per q over all columns of the chunk with that q. The mask evaluates the sigmoid only where
+// one product per q over all columns of the chunk with that q. The VCRNN (one matrix per pass, where the
+// thin bands of the staircase cost most) instead multiplies packed panels (PackedPanels::multiply_leading):
+// [U W] packed per chunk as far as the steps reach (the leading rows and depths only), then per step every
+// panel of 16 (float, AVX2) rows runs over the sorted streams that reach it, each stream to exactly its own
+// depth q, in one pass for U h_bar + V x_bar; the backward packs U^T and W^T up to the chunk's largest q.
+// The Eigen staircase stays as the plain path (reference_kernels()). The mask evaluates the sigmoid only where
 // Thres_eps can leave it open (other units are exactly 0 or 1). With skip = false every column has
 // q = D: the plain masked full computation (tests hold both equal). Threads run over streams
 // (over_streams): each thread steps its own streams through the chunk and sorts them by q itself; the
