@@ -287,8 +287,12 @@ template <class S> void VCLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index
   });
   double pen = 0.0;
   in_thread_order(ran, [&](int k) { pen += work_[k].pen; });
-  if (train) Y = hs_.rightCols(N);
-  h_ = Y.rightCols(B);
+  if (train) {
+    Y = hs_.rightCols(N);
+    h_ = hs_.rightCols(B);
+  } else if (T > 0) {
+    h_ = Y.rightCols(B);
+  }
   trained_ = train;
   aux_ = train ? opt_.penalty_weight * pen / double(N) : 0.0;
 }
@@ -319,6 +323,7 @@ template <class S> void VCLayer<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X) 
   const S lamD = S(opt_.sharpness * double(D));
   const S pw = S(opt_.penalty_weight / double(N));
   da_.resize(G_ * D, N);
+  time_.bottomRows(kVCPhases - kBwdScheduler).setZero();
   const int nt = stream_threads(B, !reference_kernels());
   work_.resize(nt);
   const bool packed = packed_path();
