@@ -16,9 +16,15 @@ batch comes from the last 10 % (not trained on). Then:
 2. Inference (evaluation forward) and a training step (forward + backward) are timed with ``skip``
    on and off on the same model and data (best of --repeat, the two alternating), and the masked model in PyTorch
    (``multiscale_rnn.reference.vcrnn``, float32, the same thread count).
+3. --staircase also times the skipped path through the plain kernels (``set_reference_kernels``: the
+   staircase of Eigen products, one thread), interleaved with the others: the skipped path before the
+   packed leading-block products of the VCRNN.
+4. --breakdown prints where the time of each path goes, from the core's "time" record (seconds per phase:
+   scheduler, operands, recurrent products, pointwise, weight packing, weight gradients), with the rate of
+   the recurrent products (multiplications of the leading q x q blocks, q = d_t rounded up to the block).
 
 Usage: python bench/bench_vcrnn.py [--hidden 1024] [--batch 32] [--bptt 50] [--threads 1] [--bits]
-       [--train-chunks 200] [--checkpoint /tmp/vc_{unit}.npz]
+       [--train-chunks 200] [--checkpoint /tmp/vc_{unit}.npz] [--staircase] [--breakdown]
 """
 from __future__ import annotations
 
@@ -31,7 +37,13 @@ import numpy as np
 
 import multiscale_rnn as msr
 from multiscale_rnn import checkpoint as ckpt
+from multiscale_rnn._native import ISA, core as _core
 from multiscale_rnn.data.loaders import embedded_text
+
+# Rows of the core's "time" record (VCPhase in cpp/include/msrnn/vcrnn.hpp), forward then backward.
+PHASES = ("scheduler", "operands", "products", "pointwise", "pack")
+FWD_ROWS = dict(zip(PHASES, range(5)))
+BWD_ROWS = dict(zip(PHASES + ("weight grads",), range(5, 11)))
 
 
 def best(fn, repeat):
@@ -89,6 +101,9 @@ def main():
                     help="weight of the l1 penalty; 0.01 lets m drift far from m_bar in so short a run")
     ap.add_argument("--checkpoint", default=None,
                     help="trained model per unit, e.g. /tmp/vc_{unit}.npz: loaded when present, else saved")
+    ap.add_argument("--staircase", action="store_true",
+                    help="also time the skipped path through the plain kernels (the staircase of Eigen products)")
+    ap.add_argument("--breakdown", action="store_true", help="print the time per phase of each path")
     ap.add_argument("--bits", action="store_true",
                     help="read the text as bits (8 per character, V = 2, the paper's bit-level task): the "
                          "softmax head becomes negligible and the timings show the recurrent core")
@@ -109,12 +124,15 @@ def main():
     starts = split + rng.integers(0, len(held) - T - 1, B)
     tok = np.stack([ids[s:s + T] for s in starts])
     tgt = np.stack([ids[s + 1:s + T + 1] for s in starts])
-    print(f"# VC benchmark: D={D}, B={B}, T={T}, V={V}, threads={args.threads}, trained towards mean m {args.mean_m}")
+    print(f"# VC benchmark: D={D}, B={B}, T={T}, V={V}, threads={args.threads}, trained towards mean m {args.mean_m};"
+          f" module {ISA}; load average {os.getloadavg()[0]:.1f}")
     print(f"# command: python bench/bench_vcrnn.py --hidden {D} --batch {B} --bptt {T} --threads {args.threads}"
           f" --repeat {args.repeat} --train-chunks {args.train_chunks} --lr {args.lr} --penalty-weight"
           f" {args.penalty_weight} --mean-m {args.mean_m}" + (" --bits" if args.bits else "")
-          + (f" --checkpoint {args.checkpoint}" if args.checkpoint else ""))
+          + (f" --checkpoint {args.checkpoint}" if args.checkpoint else "")
+          + (" --staircase" if args.staircase else "") + (" --breakdown" if args.breakdown else ""))
     rows = []
+    breakdowns = []
     for unit in args.units.split(","):
         cls = {"vcrnn": msr.VCRNN, "vcgru": msr.VCGRU}[unit]
         G = 3 if unit == "vcgru" else 1
@@ -127,15 +145,41 @@ def main():
         ideal_model = (G * D * D + 2 * D + V * D) / (G * np.mean(d * d) + 2 * D + V * D)
         # skip and mask alternate within each repeat, so that a burst of load from other work on a shared
         # machine slows both alike; the best of each is kept
-        res = {}
-        for _ in range(args.repeat):
-            for skip in (True, False):
-                model.set_option("skip", float(skip))
-                for k, fn in (("infer", lambda: model.forward(tok, state)),
-                              ("train", lambda: model.loss_and_grad(tok, tgt, state, copy_grads=False))):
-                    res[(k, skip)] = min(res.get((k, skip), math.inf), best(fn, 1))
+        q = np.minimum(D, np.ceil(d / model.config["block"]) * model.config["block"])
+        # paths: (name, skip, plain kernels, scheduler bias or None); "full" is the skipped path with every
+        # d_t = D (the scheduler bias set to +50 so that m_t = 1): the same code with nothing to skip
+        paths = [("skip", True, False, None), ("mask", False, False, None)]
+        paths += [("stair", True, True, None)] if args.staircase else []
+        paths += [("full", True, False, 50.0)] if args.breakdown else []
+        bias = model.parameters()["sched_bias_l0"]
+        bias0 = bias.copy()
+        res, phases = {}, {}
+        try:
+            for _ in range(args.repeat):
+                for path, skip, plain, b in paths:
+                    model.set_option("skip", float(skip))
+                    _core.set_reference_kernels(plain)
+                    bias[...] = bias0 if b is None else b
+                    for k, fn in (("infer", lambda: model.forward(tok, state)),
+                                  ("train", lambda: model.loss_and_grad(tok, tgt, state, copy_grads=False))):
+                        wall = best(fn, 1)
+                        if wall < res.get((k, path), math.inf):
+                            res[(k, path)] = wall
+                            phases[(k, path)] = model.records()["time"].sum(axis=1)
+                    if b is not None:
+                        assert (model.records()["d"] == D).all()
+        finally:
+            _core.set_reference_kernels(False)
+            model.set_option("skip", 1.0)
+            bias[...] = bias0
         line = dict(unit=unit, train_bits=model.train_bits, m=float(m.mean()), d=float(d.mean()), ideal=ideal, ideal_model=ideal_model, **{
-            f"{k}_{'skip' if s else 'mask'}": v for (k, s), v in res.items()})
+            f"{k}_{p}": v for (k, p), v in res.items()})
+        for (k, path), sec in phases.items():
+            # multiplications of the recurrent products per pass: G (U and W) blocks per column, forward and
+            # (training) backward; the rate counts 2 flops per multiplication
+            qq = q if path not in ("mask", "full") else np.full_like(q, D)
+            mults = 2 * G * np.sum(qq * qq) * (2 if k == "train" else 1)
+            breakdowns.append((unit, k, path, res[(k, path)], sec, mults))
         if not args.no_torch:
             import torch
             from multiscale_rnn.reference import vcrnn as ref
@@ -172,6 +216,41 @@ def main():
             print(f"| {r['unit']} | {r['m']:.3f} | {r['d']:.1f} | {r['ideal']:.2f} | {r['ideal_model']:.2f} | {k} | "
                   f"{1e3 * r[f'{k}_skip']:.1f} | {1e3 * r[f'{k}_mask']:.1f} | {sp:.2f} | {100 * sp / r['ideal']:.0f} % | "
                   + (f"{1e3 * tt:.1f} | {tt / r[f'{k}_skip']:.1f}x |" if tt else "- | - |"))
+    if args.staircase:
+        print()
+        print("Skipped path through the plain kernels (staircase of Eigen products) against the default one:")
+        print()
+        print("| unit | pass | plain skip ms | skip ms | plain % of ideal | % of ideal |")
+        print("| --- | --- | --- | --- | --- | --- |")
+        for r in rows:
+            for k in ("infer", "train"):
+                print(f"| {r['unit']} | {k} | {1e3 * r[f'{k}_stair']:.1f} | {1e3 * r[f'{k}_skip']:.1f} | "
+                      f"{100 * r[f'{k}_mask'] / r[f'{k}_stair'] / r['ideal']:.0f} % | "
+                      f"{100 * r[f'{k}_mask'] / r[f'{k}_skip'] / r['ideal']:.0f} % |")
+    if args.breakdown:
+        print()
+        print("Time per phase (ms, from the core's \"time\" record, forward + backward; the fastest repeat):")
+        print()
+        names = PHASES + ("weight grads",)
+        print("| unit | pass | path | wall ms | " + " | ".join(names) + " | rest | product GFLOP/s |")
+        print("| --- | --- | --- | --- | " + " | ".join("---" for _ in names) + " | --- | --- |")
+        for unit, k, path, wall, sec, mults in breakdowns:
+            per = {n: sec[FWD_ROWS[n]] + (sec[BWD_ROWS[n]] if k == "train" else 0.0) if n in FWD_ROWS
+                   else (sec[BWD_ROWS[n]] if k == "train" else 0.0) for n in names}
+            rest = wall - sum(per.values())
+            rate = 2 * mults / per["products"] / 1e9 if per["products"] > 0 else float("nan")
+            print(f"| {unit} | {k} | {path} | {1e3 * wall:.1f} | " + " | ".join(f"{1e3 * per[n]:.1f}" for n in names)
+                  + f" | {1e3 * rest:.1f} | {rate:.1f} |")
+        print()
+        print("The skipped path against itself with every d_t = D (\"full\": the same kernels, nothing to skip):")
+        print()
+        print("| unit | pass | full ms | skip ms | speedup | ideal | % of ideal |")
+        print("| --- | --- | --- | --- | --- | --- | --- |")
+        for r in rows:
+            for k in ("infer", "train"):
+                sp = r[f"{k}_full"] / r[f"{k}_skip"]
+                print(f"| {r['unit']} | {k} | {1e3 * r[f'{k}_full']:.1f} | {1e3 * r[f'{k}_skip']:.1f} | {sp:.2f} | "
+                      f"{r['ideal']:.2f} | {100 * sp / r['ideal']:.0f} % |")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import multiscale_rnn as msr
+from multiscale_rnn._native import core as _core
 from multiscale_rnn.models.vcrnn import VCTrace, corpus_equivalent_dim, equivalent_dim, sharpness_schedule
 from multiscale_rnn.testing import assert_runs_equal, numeric_gradient, run_chunks
 
@@ -224,6 +225,92 @@ def test_skipping_equals_masking_on_threads(cls, threads):
     finally:
         msr.set_num_threads(old)
     assert_runs_equal(runs[True], runs[False], rtol=1e-12, grad_rtol=1e-12, atol=1e-13)
+
+
+# ---- the VCRNN's packed leading-block products ----------------------------------------------------
+
+@pytest.fixture
+def plain_kernels_off():
+    yield
+    _core.set_reference_kernels(False)
+
+
+def spread_vcrnn(Dw, seed, dtype="float64", sched_bias=0.0, **kw):
+    """A VCRNN of Dw units whose m_t spreads over (0, 1) (many distinct q per step)."""
+    m = msr.VCRNN(V, hidden_sizes=(Dw,), dtype=dtype, seed=seed, eps=0.05, penalty_weight=0.3, **kw)
+    rng = np.random.default_rng(seed)
+    for p in m.parameters().values():
+        p[...] = rng.normal(0.0, 0.6, p.shape)
+    m.parameters()["sched_weight_ih_l0"][...] *= 4.0
+    m.parameters()["sched_bias_l0"][...] = sched_bias
+    return m
+
+
+# (D, B, block, scheduler bias, mask_index, sharpness, what the d_t of the run must show)
+PACKED_CASES = {
+    "mixed, partial panel and column blocks": (37, 9, 5, 0.0, "zero", 2.0, "mixed"),
+    "one stream": (40, 1, 3, 0.0, "zero", 2.0, "mixed"),
+    "block 1, d_t = 0 in some columns": (48, 13, 1, -6.0, "one", 4.0, "some zero"),
+    "d_t = 0 everywhere": (33, 7, 16, -60.0, "one", 4.0, "all zero"),
+    "d_t = D everywhere": (33, 7, 4, 60.0, "zero", 2.0, "all D"),
+}
+
+
+@pytest.mark.parametrize("case", list(PACKED_CASES))
+@pytest.mark.parametrize("threads", [1, 2])
+def test_packed_products_equal_plain_staircase(plain_kernels_off, case, threads):
+    """The VCRNN's skipped path through packed panels (PackedPanels::multiply_leading, the default) equals
+    the plain staircase of Eigen products (reference kernels) in float64, at the edges of the column
+    grouping: d_t = 0, d_t = D, one stream, partial panels and column blocks."""
+    Dw, Bw, block, bias, index, lam, expect = PACKED_CASES[case]
+    chunks = [(np.random.default_rng(s).integers(0, V, (Bw, 4)), np.random.default_rng(s + 1).integers(0, V, (Bw, 4)))
+              for s in (41, 43)]
+    st = {"h_l0": np.random.default_rng(44).normal(0, 0.5, (Bw, Dw))}
+    old = msr.get_num_threads()
+    runs = {}
+    try:
+        msr.set_num_threads(threads)
+        for plain in (False, True):
+            _core.set_reference_kernels(plain)
+            m = spread_vcrnn(Dw, 40, sched_bias=bias, block=block, mask_index=index, sharpness=lam)
+            runs[plain] = run_chunks(m, chunks, st)
+            d = m.records()["d"][0]
+            check = {"mixed": len(np.unique(np.ceil(d / block))) > 2, "some zero": (d == 0).any() and (d > 0).any(),
+                     "all zero": (d == 0).all(), "all D": (d == Dw).all()}[expect]
+            assert check, (expect, d)
+    finally:
+        msr.set_num_threads(old)
+        _core.set_reference_kernels(False)
+    # the two sum in different orders (panels of rows against Eigen's blocks), and these models amplify
+    # rounding (sched weights x4, sharpness up to 4); m saturates at 0 or 1 in the "all" cases (zero
+    # scheduler gradients)
+    assert_runs_equal(runs[False], runs[True], rtol=1e-10, grad_rtol=1e-9, atol=1e-12,
+                      exercised=not expect.startswith("all"))
+
+
+def test_packed_products_float32_and_time_record(plain_kernels_off):
+    """float32 instantiation of the packed path against the plain one (to float32 rounding), and the
+    "time" record: (phases, B*T), forward phases filled by a forward, backward ones by a training step,
+    packing only on the packed path."""
+    Dw, Bw = 45, 8
+    tok, tgt = (np.random.default_rng(s).integers(0, V, (Bw, 5)) for s in (46, 47))
+    out = {}
+    for plain in (False, True):
+        _core.set_reference_kernels(plain)
+        m = spread_vcrnn(Dw, 45, dtype="float32", block=3, sharpness=2.0)
+        loss, grads, st = m.loss_and_grad(tok, tgt)
+        out[plain] = (float(loss), grads, st["h_l0"])
+        tm = m.records()["time"]
+        assert tm.shape == (11, Bw * 5) and (tm >= 0).all()
+        assert tm[:4].sum() > 0 and tm[5:9].sum() > 0 and tm[10].sum() > 0  # forward, backward, weight gradients
+        assert (tm[4].sum() > 0) == (not plain) and (tm[9].sum() > 0) == (not plain)  # packing
+        m.forward(tok)
+        assert m.records()["time"][5:].sum() == 0  # an inference forward: no backward phases
+    _core.set_reference_kernels(False)
+    assert out[False][0] == pytest.approx(out[True][0], rel=1e-5)
+    for name, g in out[True][1].items():
+        np.testing.assert_allclose(out[False][1][name], g, rtol=2e-3, atol=1e-4 * np.abs(g).max(), err_msg=name)
+    np.testing.assert_allclose(out[False][2], out[True][2], rtol=1e-4, atol=1e-5)
 
 
 # ---- traces, records, schedules ------------------------------------------------------------------

@@ -110,6 +110,72 @@ void kernel_cols(S* C, Index ldc, const S* Ap, const S* bias, const S* X1, Index
 #undef MSRNN_KERNEL_ARGS
 static_assert(kNR <= 8, "kernel_cols dispatches at most 8 columns");
 
+// The staircase kernel (PackedPanels::multiply_leading): columns c >= C0 of the register block take part
+// in the depth steps [k0, depth[C0]), then column C0 drops out (depth non-decreasing over the block).
+template <class S, int NC, int C0, class V>
+inline __attribute__((always_inline)) void stair_from(V (&c0)[NC], V (&c1)[NC], const S* Ap, const S* const (&x)[NC],
+                                                      const Index* depth, Index k0) {
+  if constexpr (C0 < NC) {
+    constexpr Index L = kLanes<S>, MR = kMR<S>;
+    const Index k1 = depth[C0];
+    for (Index k = k0; k < k1; ++k) {
+      V a0, a1;
+      std::memcpy(&a0, Ap + k * MR, sizeof(V));
+      std::memcpy(&a1, Ap + k * MR + L, sizeof(V));
+      for (int j = C0; j < NC; ++j) {
+        const S b = x[j][k];
+        c0[j] += a0 * b;
+        c1[j] += a1 * b;
+      }
+    }
+    stair_from<S, NC, C0 + 1>(c0, c1, Ap, x, depth, std::max(k0, k1));
+  }
+}
+
+// C (rows <= MR, NC) (=|+=) panel[:, 0:q_j] X1[0:q_j, j] + panel[:, K1:K1 + q_j] X2[0:q_j, j], q = depth (NC).
+template <class S, int NC>
+void stair_kernel(S* C, Index ldc, const S* Ap, const S* X1, Index ldx1, Index K1, const S* X2, Index ldx2,
+                  const Index* depth, bool accumulate, Index rows) {
+  using V = typename Simd<S>::V;
+  constexpr Index L = kLanes<S>, MR = kMR<S>;
+  V c0[NC], c1[NC];
+  for (int j = 0; j < NC; ++j) {
+    c0[j] = V{};
+    c1[j] = V{};
+  }
+  const S* x[NC];
+  for (int j = 0; j < NC; ++j) x[j] = X1 + j * ldx1;
+  stair_from<S, NC, 0>(c0, c1, Ap, x, depth, 0);
+  if (X2) {
+    for (int j = 0; j < NC; ++j) x[j] = X2 + j * ldx2;
+    stair_from<S, NC, 0>(c0, c1, Ap + K1 * MR, x, depth, 0);
+  }
+  S tmp[MR];  // (MR,) one column of the block
+  for (int j = 0; j < NC; ++j) {
+    std::memcpy(tmp, &c0[j], sizeof(V));
+    std::memcpy(tmp + L, &c1[j], sizeof(V));
+    S* cj = C + j * ldc;
+    for (Index r = 0; r < rows; ++r) cj[r] = accumulate ? cj[r] + tmp[r] : tmp[r];
+  }
+}
+
+#define MSRNN_STAIR_ARGS C, ldc, Ap, X1, ldx1, K1, X2, ldx2, depth, acc, rows
+template <class S>
+void stair_cols(S* C, Index ldc, const S* Ap, const S* X1, Index ldx1, Index K1, const S* X2, Index ldx2,
+                const Index* depth, bool acc, Index rows, Index nc) {
+  switch (nc) {
+    case 1: return stair_kernel<S, 1>(MSRNN_STAIR_ARGS);
+    case 2: return stair_kernel<S, 2>(MSRNN_STAIR_ARGS);
+    case 3: return stair_kernel<S, 3>(MSRNN_STAIR_ARGS);
+    case 4: return stair_kernel<S, 4>(MSRNN_STAIR_ARGS);
+    case 5: return stair_kernel<S, 5>(MSRNN_STAIR_ARGS);
+    case 6: return stair_kernel<S, 6>(MSRNN_STAIR_ARGS);
+    case 7: return stair_kernel<S, 7>(MSRNN_STAIR_ARGS);
+    default: return stair_kernel<S, kNR>(MSRNN_STAIR_ARGS);
+  }
+}
+#undef MSRNN_STAIR_ARGS
+
 }  // namespace
 
 bool reference_kernels() { return g_reference.load(std::memory_order_relaxed); }
@@ -192,6 +258,30 @@ void PackedPanels<S>::multiply(S* C, Index ldc, const S* X1, Index ldx1, Index K
         kernel_cols<S>(c + j * ldc, ldc, panel, bias, X1 + j * ldx1, ldx1, K1, X2 ? X2 + j * ldx2 : nullptr, ldx2,
                        K_ - K1, accumulate, rows, std::min<Index>(kNR, N - j));
     }
+}
+
+template <class S>
+void PackedPanels<S>::multiply_leading(S* C, Index ldc, const S* X1, Index ldx1, Index K1, const S* X2, Index ldx2,
+                                       const Index* q, Index N, bool accumulate) const {
+  constexpr Index MR = kMR<S>;
+  if (N <= 0) return;
+  MSRNN_CHECK(G_ == 1, "leading-block product: one group expected, got ", G_);
+  MSRNN_CHECK(K1 >= 0 && K1 <= K_, "leading-block product: split ", K1, " of depth ", K_);
+  for (Index j = 0; j < N; ++j)
+    MSRNN_CHECK(q[j] >= 0 && q[j] <= std::min(R_, K1) && (!X2 || q[j] <= K_ - K1) && (j == 0 || q[j] >= q[j - 1]),
+                "leading-block product: block ", q[j], " of column ", j, " out of range or not sorted");
+  Index f = 0;  // first column whose block reaches the panel
+  for (Index p = 0; p < P_; ++p) {
+    const Index r0 = p * MR;
+    while (f < N && q[f] <= r0) ++f;
+    if (f == N) break;
+    const S* panel = data_.col(p).data();
+    const Index rows = std::min(MR, R_ - r0);
+    // Register blocks aligned at the last column: the partial block (if any) holds the smallest blocks.
+    for (Index j = f, nc = (N - f) % kNR ? (N - f) % kNR : kNR; j < N; j += nc, nc = kNR)
+      stair_cols<S>(C + r0 + j * ldc, ldc, panel, X1 + j * ldx1, ldx1, K1, X2 ? X2 + j * ldx2 : nullptr, ldx2, q + j,
+                    accumulate, rows, nc);
+  }
 }
 
 template class PackedPanels<float>;

@@ -3,6 +3,7 @@
 #include "msrnn/gemm.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <numeric>
 
@@ -69,13 +70,15 @@ template <class S> Index VCLayer<S>::mask_column(Index n, S m) {
   const auto clampD = [&](double v) { return Index(std::min(std::max(v, 0.0), double(D_))); };
   const Index i1 = clampD(std::floor(c - L / opt_.sharpness) + 1.0), i2 = clampD(std::ceil(c + L / opt_.sharpness));
   e.head(i1).setOnes();
-  Index d = i1;
+  Index d = i1, open = -1;
   for (Index i = i1; i < i2; ++i) {
     const S s = S(1) / (S(1) + std::exp(-lam * (mD - S(i + opt_.mask_offset))));
     if (s < eps) break;  // s decreases with i: every later unit is 0 as well
     e(i) = s > S(1) - eps ? S(1) : s;
+    if (open < 0 && e(i) < S(1)) open = i;
     d = i + 1;
   }
+  open_[n] = open < 0 ? d : open;
   return d;
 }
 
@@ -110,6 +113,8 @@ template <class S> void VCLayer<S>::group_step(Work& w, Index n0, Index nb) cons
     const Index q = q_[n0 + w.order[k]];
     if (w.levels.empty() || w.levels.back()[0] != q) w.levels.push_back({q, k});
   }
+  w.qs.resize(nb - w.first);
+  for (Index k = w.first; k < nb; ++k) w.qs[k - w.first] = q_[n0 + w.order[k]];
 }
 
 namespace {
@@ -135,6 +140,24 @@ void stair_product(const AT& A, const InT& In, OutT& Out, const std::vector<std:
   }
 }
 
+// Wall-clock time of consecutive phases: mark(acc) adds the time since the last mark to acc.
+struct PhaseClock {
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point t0 = Clock::now();
+  void mark(double& acc) {
+    const auto t = Clock::now();
+    acc += std::chrono::duration<double>(t - t0).count();
+    t0 = t;
+  }
+};
+
+// time (kVCPhases, N): each phase's seconds s of one step split over the columns [n0, n0 + nb) that ran it.
+template <class S> void add_step_time(Mat<S>& time, const double (&s)[kVCPhases], Index n0, Index nb) {
+  for (Index j = 0; j < nb; ++j)
+    for (int p = 0; p < kVCPhases; ++p)
+      if (s[p] != 0.0) time(p, n0 + j) += S(s[p] / double(nb));
+}
+
 }  // namespace
 
 template <class S> void VCLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index B, bool train) {
@@ -144,15 +167,36 @@ template <class S> void VCLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index
   const Index N = T * B, D = D_;
   T_ = T;
   B_ = B;
-  hs_.resize(D, N + B);
-  hs_.leftCols(B) = h_;
+  if (train) {
+    hs_.resize(D, N + B);
+    hs_.leftCols(B) = h_;
+  }
+  // h_{t-1} and h_t of the columns [n0, n0 + nb) of a step: training keeps every h_{t-1} in hs_ (the backward
+  // reads them); inference writes h_t straight into Y, h_{-1} being the carried state h_.
+  using StepMap = Eigen::Map<Mat<S>, 0, Eigen::OuterStride<>>;
+  S* const y = Y.data();
+  const Index ldy = Y.outerStride();
+  const auto h_prev = [&](Index t, Index j0, Index nb) {
+    if (train) return StepMap(hs_.data() + (t * B + j0) * D, D, nb, Eigen::OuterStride<>(D));
+    if (t == 0) return StepMap(h_.data() + j0 * D, D, nb, Eigen::OuterStride<>(D));
+    return StepMap(y + ((t - 1) * B + j0) * ldy, D, nb, Eigen::OuterStride<>(ldy));
+  };
+  const auto h_next = [&](Index t, Index j0, Index nb) {
+    if (train) return StepMap(hs_.data() + ((t + 1) * B + j0) * D, D, nb, Eigen::OuterStride<>(D));
+    return StepMap(y + (t * B + j0) * ldy, D, nb, Eigen::OuterStride<>(ldy));
+  };
   e_.setZero(D, N);
   m_.resize(1, N);
   g_.resize(G_ * D, N);
   d_.assign(N, 0);
   q_.assign(N, 0);
+  open_.assign(N, 0);
+  time_.setZero(kVCPhases, N);
   const int nt = stream_threads(B, !reference_kernels());
   work_.resize(nt);
+  const bool packed = packed_path();
+  if (packed) UW_p_.resize(1, D, 2 * D);
+  packed_ext_.store(0);  // nothing packed yet: the steps pack what they reach (extend_packing)
   // Threads over streams: thread k runs every step of its streams [j0, j0 + nb); column j of a step block
   // below is stream j0 + j, global column n = t B + j0 + j.
   const auto ran = over_streams(B, nt, 1, [&](Index j0, Index nb, int k) {
@@ -161,9 +205,11 @@ template <class S> void VCLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index
     w.pm.resize(1, nb);
     w.pen = 0.0;
     for (Index t = 0; t < T; ++t) {
+      PhaseClock clk;
+      double sec[kVCPhases] = {};
       const Index n0 = t * B + j0;
-      auto Hp = hs_.middleCols(n0, nb);  // h_{t-1} (D, nb)
-      auto Hn = hs_.middleCols(n0 + B, nb);
+      auto Hp = h_prev(t, j0, nb);  // h_{t-1} (D, nb)
+      auto Hn = h_next(t, j0, nb);  // h_t (D, nb)
       const auto Xt = X.middleCols(n0, nb);
       w.pm.noalias() = u_.w * Hp;
       w.pm.noalias() += v_.w * Xt;
@@ -176,16 +222,31 @@ template <class S> void VCLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index
         w.pen += penalty_value(double(m));
       }
       group_step(w, n0, nb);
-      Hn = Hp;  // units i >= q of a column keep h_{t-1}; the products overwrite rows < q
+      clk.mark(sec[kFwdScheduler]);
+      if (packed && !w.qs.empty()) {
+        extend_packing(w.qs.back());
+        clk.mark(sec[kFwdPack]);  // (with any wait for another thread's extension)
+      }
+      // Units i >= q of a column keep h_{t-1} (the rows < q are written by the update below).
+      for (Index k = 0; k < w.first; ++k) Hn.col(w.order[k]) = Hp.col(w.order[k]);
       // Operands in sorted order: column k of w.hb, w.xb, w.a, w.rh is column w.order[k] (k >= w.first).
       for (Index k = w.first; k < nb; ++k) {
         const Index j = w.order[k], n = n0 + j, q = q_[n];
+        Hn.col(j).tail(D - q) = Hp.col(j).tail(D - q);
         w.hb.col(k).head(q) = e_.col(n).head(q).cwiseProduct(Hp.col(j).head(q));
         w.xb.col(k).head(q) = e_.col(n).head(q).cwiseProduct(Xt.col(j).head(q));
       }
+      clk.mark(sec[kFwdOperands]);
       if (unit_ == VCUnit::Elman) {
-        stair_product(lead(U_.w, 0, D), w.hb, w.a[0], w.levels, nb, false);
-        stair_product(lead(W_.w, 0, D), w.xb, w.a[0], w.levels, nb, true);
+        if (packed) {
+          const Index f = std::min(w.first, nb - 1);  // (nb - f columns; none when w.first = nb)
+          UW_p_.multiply_leading(w.a[0].col(f).data(), D, w.hb.col(f).data(), D, D, w.xb.col(f).data(), D, w.qs.data(),
+                                 Index(w.qs.size()), false);
+        } else {
+          stair_product(lead(U_.w, 0, D), w.hb, w.a[0], w.levels, nb, false);
+          stair_product(lead(W_.w, 0, D), w.xb, w.a[0], w.levels, nb, true);
+        }
+        clk.mark(sec[kFwdProducts]);
         for (Index k = w.first; k < nb; ++k) {
           const Index j = w.order[k], n = n0 + j, q = q_[n];
           auto g = g_.col(n).head(q);
@@ -193,11 +254,13 @@ template <class S> void VCLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index
           const auto e = e_.col(n).head(q).array();
           Hn.col(j).head(q) = (e * g.array() + (S(1) - e) * Hp.col(j).head(q).array()).matrix();
         }
+        clk.mark(sec[kFwdPointwise]);
       } else {
         for (Index gate = 0; gate < 2; ++gate) {
           stair_product(lead(U_.w, gate, D), w.hb, w.a[gate], w.levels, nb, false);
           stair_product(lead(W_.w, gate, D), w.xb, w.a[gate], w.levels, nb, true);
         }
+        clk.mark(sec[kFwdProducts]);
         for (Index k = w.first; k < nb; ++k) {
           const Index n = n0 + w.order[k], q = q_[n];
           auto r = g_.col(n).segment(0, q);
@@ -206,8 +269,10 @@ template <class S> void VCLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index
               ((-(w.a[1].col(k).head(q) + b_.w.col(0).segment(D, q))).array().exp() + S(1)).inverse().matrix();
           w.rh.col(k).head(q) = r.cwiseProduct(w.hb.col(k).head(q));
         }
+        clk.mark(sec[kFwdPointwise]);
         stair_product(lead(U_.w, 2, D), w.rh, w.a[2], w.levels, nb, false);
         stair_product(lead(W_.w, 2, D), w.xb, w.a[2], w.levels, nb, true);
+        clk.mark(sec[kFwdProducts]);
         for (Index k = w.first; k < nb; ++k) {
           const Index j = w.order[k], n = n0 + j, q = q_[n];
           auto nn = g_.col(n).segment(2 * D, q);
@@ -215,15 +280,38 @@ template <class S> void VCLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index
           const auto z = e_.col(n).head(q).array() * g_.col(n).segment(D, q).array();
           Hn.col(j).head(q) = (z * nn.array() + (S(1) - z) * Hp.col(j).head(q).array()).matrix();
         }
+        clk.mark(sec[kFwdPointwise]);
       }
+      add_step_time(time_, sec, n0, nb);
     }
   });
   double pen = 0.0;
   in_thread_order(ran, [&](int k) { pen += work_[k].pen; });
-  Y = hs_.rightCols(N);
-  h_ = hs_.rightCols(B);
+  if (train) {
+    Y = hs_.rightCols(N);
+    h_ = hs_.rightCols(B);
+  } else if (T > 0) {
+    h_ = Y.rightCols(B);
+  }
   trained_ = train;
   aux_ = train ? opt_.penalty_weight * pen / double(N) : 0.0;
+}
+
+template <class S> void VCLayer<S>::extend_packing(Index q) {
+  if (q <= packed_ext_.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> lock(pack_mutex_);
+  const Index old = packed_ext_.load(std::memory_order_relaxed);
+  if (q <= old) return;
+  const Index MR = PackedPanels<S>::panel_rows(), D = D_;
+  const Index ext = std::min(D, (q + MR - 1) / MR * MR);  // old is a multiple of MR (or 0)
+  const Index ldu = U_.w.outerStride(), ldw = W_.w.outerStride();
+  if (old > 0) {  // the packed panels: depths [old, ext) of U and of W
+    UW_p_.pack(U_.w.data() + old * ldu, ldu, old, ext - old, 0, old);
+    UW_p_.pack(W_.w.data() + old * ldw, ldw, D + old, ext - old, 0, old);
+  }
+  UW_p_.pack(U_.w.data(), ldu, 0, ext, old, ext);  // new panels: depths [0, ext) and [D, D + ext)
+  UW_p_.pack(W_.w.data(), ldw, D, ext, old, ext);
+  packed_ext_.store(ext, std::memory_order_release);
 }
 
 template <class S> void VCLayer<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X) {
@@ -235,11 +323,30 @@ template <class S> void VCLayer<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X) 
   const S lamD = S(opt_.sharpness * double(D));
   const S pw = S(opt_.penalty_weight / double(N));
   da_.resize(G_ * D, N);
+  time_.bottomRows(kVCPhases - kBwdScheduler).setZero();
   const int nt = stream_threads(B, !reference_kernels());
   work_.resize(nt);
+  const bool packed = packed_path();
+  const Index MR = PackedPanels<S>::panel_rows();
+  if (packed) {
+    Ut_p_.resize(1, D, D);
+    Wt_p_.resize(1, D, D);
+  }
+  // Only the leading (qmax, qmax) blocks are ever read: qmax = the largest q of the chunk, rounded up to panels.
+  const Index qmax = q_.empty() ? 0 : *std::max_element(q_.begin(), q_.end());
+  const Index ext = std::min(D, (qmax + MR - 1) / MR * MR);
+  const auto pack = [&](int k, int team) {  // this thread's panels of U^T and W^T
+    work_[k].pack_s = 0.0;
+    if (!packed || ext == 0) return;
+    PhaseClock clk;
+    const auto units = thread_units(ext, MR, k, team);
+    Ut_p_.pack_transposed(U_.w.data(), U_.w.outerStride(), 0, ext, units.first, units.second);
+    Wt_p_.pack_transposed(W_.w.data(), W_.w.outerStride(), 0, ext, units.first, units.second);
+    clk.mark(work_[k].pack_s);
+  };
   // Threads over streams as in the forward: thread k runs its streams [j0, j0 + nb) backwards through the
   // chunk and keeps its own sums of the scheduler's gradients, added in thread order.
-  const auto ran = over_streams(B, nt, 1, [&](Index j0, Index nb, int k) {
+  const auto ran = over_streams(B, nt, 1, pack, [&](Index j0, Index nb, int k) {
     Work& w = work_[k];
     for (auto* M : {&w.hb, &w.xb, &w.a[0], &w.a[1], &w.a[2], &w.rh, &w.dhb, &w.de, &w.dhbar, &w.dxbar}) M->resize(D, nb);
     w.dh.setZero(D, nb);  // gradient reaching h_t
@@ -251,6 +358,8 @@ template <class S> void VCLayer<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X) 
     w.gb = S(0);
     auto &dh = w.dh, &dhp = w.dhp;
     for (Index t = T - 1; t >= 0; --t) {
+      PhaseClock clk;
+      double sec[kVCPhases] = {};
       const Index n0 = t * B + j0;
       dh += dY.middleCols(n0, nb);
       const auto Hp = hs_.middleCols(n0, nb);
@@ -263,10 +372,10 @@ template <class S> void VCLayer<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X) 
       // Sorted order as in the forward: column k of the work buffers is stream w.order[k].
       for (Index k = w.first; k < nb; ++k) {
         const Index j = w.order[k], n = n0 + j, q = q_[n];
-        w.hb.col(k).head(q) = e_.col(n).head(q).cwiseProduct(Hp.col(j).head(q));
-        w.xb.col(k).head(q) = e_.col(n).head(q).cwiseProduct(Xt.col(j).head(q));
+        if (unit_ == VCUnit::GRU) w.hb.col(k).head(q) = e_.col(n).head(q).cwiseProduct(Hp.col(j).head(q));
         w.dhb.col(k).head(q) = dh.col(j).head(q);
       }
+      clk.mark(sec[kBwdOperands]);
       if (unit_ == VCUnit::Elman) {
         auto& da = w.a[0];
         for (Index k = w.first; k < nb; ++k) {
@@ -276,11 +385,22 @@ template <class S> void VCLayer<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X) 
           const auto dy = w.dhb.col(k).head(q).array();
           da.col(k).head(q) = (e * dy * (S(1) - g * g)).matrix();
           da_.col(n).head(q) = da.col(k).head(q);
-          w.de.col(k).head(q) = (dy * (g - Hp.col(j).head(q).array())).matrix();
           dhp.col(j).head(q) = ((S(1) - e) * dy).matrix();
+          // dL/de of the update, dy (g - h_{t-1}), is needed on the open units only (below)
+          const Index o = open_[n], c = d_[n] - open_[n];
+          w.de.col(k).segment(o, c) = (w.dhb.col(k).segment(o, c).array() *
+                                       (g_.col(n).segment(o, c).array() - Hp.col(j).segment(o, c).array())).matrix();
         }
-        stair_product(lead(U_.w, 0, D).transpose(), da, w.dhbar, w.levels, nb, false);
-        stair_product(lead(W_.w, 0, D).transpose(), da, w.dxbar, w.levels, nb, false);
+        clk.mark(sec[kBwdPointwise]);
+        if (packed) {
+          const Index f = std::min(w.first, nb - 1), c = Index(w.qs.size());  // c = nb - w.first columns
+          Ut_p_.multiply_leading(w.dhbar.col(f).data(), D, da.col(f).data(), D, D, nullptr, 0, w.qs.data(), c, false);
+          Wt_p_.multiply_leading(w.dxbar.col(f).data(), D, da.col(f).data(), D, D, nullptr, 0, w.qs.data(), c, false);
+        } else {
+          stair_product(lead(U_.w, 0, D).transpose(), da, w.dhbar, w.levels, nb, false);
+          stair_product(lead(W_.w, 0, D).transpose(), da, w.dxbar, w.levels, nb, false);
+        }
+        clk.mark(sec[kBwdProducts]);
       } else {
         auto &dar = w.a[0], &daz = w.a[1], &dan = w.a[2];
         for (Index k = w.first; k < nb; ++k) {
@@ -297,7 +417,9 @@ template <class S> void VCLayer<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X) 
           da_.col(n).segment(D, q) = daz.col(k).head(q);
           da_.col(n).segment(2 * D, q) = dan.col(k).head(q);
         }
+        clk.mark(sec[kBwdPointwise]);
         stair_product(lead(U_.w, 2, D).transpose(), dan, w.rh, w.levels, nb, false);  // gradient of r . h_bar
+        clk.mark(sec[kBwdProducts]);
         for (Index k = w.first; k < nb; ++k) {
           const Index n = n0 + w.order[k], q = q_[n];
           const auto r = g_.col(n).segment(0, q).array();
@@ -306,24 +428,30 @@ template <class S> void VCLayer<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X) 
           w.dhbar.col(k).head(q) = (drh * r).matrix();
           da_.col(n).segment(0, q) = dar.col(k).head(q);
         }
+        clk.mark(sec[kBwdPointwise]);
         stair_product(lead(U_.w, 0, D).transpose(), dar, w.dhbar, w.levels, nb, true);
         stair_product(lead(U_.w, 1, D).transpose(), daz, w.dhbar, w.levels, nb, true);
         stair_product(lead(W_.w, 0, D).transpose(), dar, w.dxbar, w.levels, nb, false);
         stair_product(lead(W_.w, 1, D).transpose(), daz, w.dxbar, w.levels, nb, true);
         stair_product(lead(W_.w, 2, D).transpose(), dan, w.dxbar, w.levels, nb, true);
+        clk.mark(sec[kBwdProducts]);
       }
       for (Index k = w.first; k < nb; ++k) {
         const Index j = w.order[k], n = n0 + j, q = q_[n];
         const auto e = e_.col(n).head(q).array();
-        const auto dhbar = w.dhbar.col(k).head(q).array(), dxbar = w.dxbar.col(k).head(q).array();
-        const auto de =
-            (w.de.col(k).head(q).array() + dhbar * Hp.col(j).head(q).array() + dxbar * Xt.col(j).head(q).array()).eval();
-        dhp.col(j).head(q).array() += e * dhbar;
-        dxt.col(j).head(q) = (e * dxbar).matrix();
-        // de_i/dm = lambda D e_i (1 - e_i) where Thres left the sigmoid (0 < e_i < 1), else 0
-        const auto open = (e > S(0) && e < S(1)).template cast<S>();
-        w.pm(0, j) = lamD * (de * e * (S(1) - e) * open).sum();
+        dhp.col(j).head(q).array() += e * w.dhbar.col(k).head(q).array();
+        dxt.col(j).head(q) = (e * w.dxbar.col(k).head(q).array()).matrix();
+        // de_i/dm = lambda D e_i (1 - e_i) where Thres left the sigmoid (0 < e_i < 1), else 0: the sum runs
+        // over the open units [open, d) only, with dL/de_i = (the update's) + dL/dh_bar_i h_i + dL/dx_bar_i x_i
+        const Index o = open_[n], c = d_[n] - open_[n];
+        const auto eo = e_.col(n).segment(o, c).array();
+        const auto de = (w.de.col(k).segment(o, c).array() +
+                         w.dhbar.col(k).segment(o, c).array() * Hp.col(j).segment(o, c).array() +
+                         w.dxbar.col(k).segment(o, c).array() * Xt.col(j).segment(o, c).array()).eval();
+        const auto open = (eo > S(0) && eo < S(1)).template cast<S>();
+        w.pm(0, j) = lamD * (de * eo * (S(1) - eo) * open).sum();
       }
+      clk.mark(sec[kBwdPointwise]);
       for (Index j = 0; j < nb; ++j) {
         const S m = m_(0, n0 + j);
         w.pm(0, j) = (w.pm(0, j) + pw * S(penalty_slope(double(m)))) * m * (S(1) - m);
@@ -334,6 +462,8 @@ template <class S> void VCLayer<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X) 
       w.gv.noalias() += w.pm * Xt.transpose();
       w.gb += w.pm.sum();
       dh.swap(dhp);
+      clk.mark(sec[kBwdScheduler]);
+      add_step_time(time_, sec, n0, nb);
     }
   });
   in_thread_order(ran, [&](int k) {
@@ -341,7 +471,13 @@ template <class S> void VCLayer<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X) 
     v_.g += work_[k].gv;
     bm_.g(0, 0) += work_[k].gb;
   });
+  PhaseClock clk;
+  double pack_s = 0.0, grads_s = 0.0;
+  for (int k = 0; k < nt; ++k) pack_s += work_[k].pack_s;
   accumulate_weight_grads(X);
+  clk.mark(grads_s);
+  time_.row(kBwdPack).setConstant(S(pack_s / double(std::max<Index>(N, 1))));
+  time_.row(kBwdWeightGrads).setConstant(S(grads_s / double(std::max<Index>(N, 1))));
 }
 
 template <class S> void VCLayer<S>::accumulate_weight_grads(CRef<S> X) {
@@ -384,7 +520,7 @@ template <class S> std::vector<NamedState<S>> VCLayer<S>::records() const {
   const Index N = Index(d_.size());
   Mat<S> d(1, N);
   for (Index n = 0; n < N; ++n) d(0, n) = S(d_[n]);
-  return {{"m", m_}, {"d", d}, {"e", e_}};
+  return {{"m", m_}, {"d", d}, {"e", e_}, {"time", time_}};
 }
 
 template <class S> std::vector<std::pair<std::string, double>> VCLayer<S>::aux_losses() const {

@@ -52,6 +52,15 @@ template <class S> class PackedPanels {
   // ldx1 and ldx2.
   void multiply(S* C, Index ldc, const S* X1, Index ldx1, Index K1, const S* X2, Index ldx2, Index N, Index u0,
                 Index u1, bool accumulate) const;
+  // Leading square blocks of a staircase (one group, G = 1): for every column j < N,
+  //   C[0:q_j, j] (=|+=) A[0:q_j, 0:q_j] X1[0:q_j, j] + (X2 ? A[0:q_j, K1:K1 + q_j] X2[0:q_j, j] : 0)
+  // with q (N) non-decreasing, 0 <= q_j <= min(R, K1) (and <= K - K1 with X2). Each panel of rows
+  // runs over the columns that reach it, in register blocks whose columns drop out of the depth loop
+  // as their q ends, so a column does exactly its own block's multiplications and every panel is read
+  // once per block of block_cols() columns. Rows [q_j, min(R, ceil(q_j / MR) MR)) of column j are
+  // written too (partial sums: ignore them); rows beyond are not touched.
+  void multiply_leading(S* C, Index ldc, const S* X1, Index ldx1, Index K1, const S* X2, Index ldx2, const Index* q,
+                        Index N, bool accumulate) const;
   Index groups() const { return G_; }
   Index group_rows() const { return R_; }
   Index depth() const { return K_; }

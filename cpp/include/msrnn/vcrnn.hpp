@@ -23,7 +23,12 @@
 // matrix between two consecutive levels are multiplied, in one product each, by every stream whose q
 // reaches that level, so each entry of a matrix is read once per step and a stream does only its leading
 // q x q block. The backward does the same per step; the weight gradients are accumulated once per chunk,
-// one product per q over all columns of the chunk with that q. The mask evaluates the sigmoid only where
+// one product per q over all columns of the chunk with that q. The VCRNN (one matrix per pass, where the
+// thin bands of the staircase cost most) instead multiplies packed panels (PackedPanels::multiply_leading):
+// [U W] packed per chunk as far as the steps reach (the leading rows and depths only), then per step every
+// panel of 16 (float, AVX2) rows runs over the sorted streams that reach it, each stream to exactly its own
+// depth q, in one pass for U h_bar + V x_bar; the backward packs U^T and W^T up to the chunk's largest q.
+// The Eigen staircase stays as the plain path (reference_kernels()). The mask evaluates the sigmoid only where
 // Thres_eps can leave it open (other units are exactly 0 or 1). With skip = false every column has
 // q = D: the plain masked full computation (tests hold both equal). Threads run over streams
 // (over_streams): each thread steps its own streams through the chunk and sorts them by q itself; the
@@ -31,13 +36,23 @@
 #pragma once
 
 #include "msrnn/core.hpp"
+#include "msrnn/gemm.hpp"
 
 #include <array>
+#include <atomic>
+#include <mutex>
 
 namespace msrnn {
 
 enum class VCUnit { Elman, GRU };
 enum class VCPenalty { L1, OneSided, L2 };
+// Rows of the "time" record (wall-clock seconds per phase, for benchmarks): each step's time of a phase
+// is split evenly over the columns of the streams that ran it, a chunk's (packing, weight gradients) over
+// all N columns, so a row's sum is the phase's time summed over the threads.
+enum VCPhase : int {
+  kFwdScheduler, kFwdOperands, kFwdProducts, kFwdPointwise, kFwdPack,
+  kBwdScheduler, kBwdOperands, kBwdProducts, kBwdPointwise, kBwdPack, kBwdWeightGrads, kVCPhases
+};
 
 struct VCOptions {
   double sharpness = 1.0;        // lambda > 0
@@ -53,7 +68,7 @@ struct VCOptions {
 // Parameters (G = 1 for the VCRNN, 3 for the VCGRU with gate blocks [r; z; n]):
 //   weight_ih_l0 (G*D, D) V,  weight_hh_l0 (G*D, D) U,  bias_l0 (G*D) b,
 //   sched_weight_ih_l0 (1, D) v,  sched_weight_hh_l0 (1, D) u,  sched_bias_l0 (1) b_m.
-// State: h_l0 (D, B). Records: m (1, N), d (1, N) (d_t as a number), e (D, N).
+// State: h_l0 (D, B). Records: m (1, N), d (1, N) (d_t as a number), e (D, N), time (kVCPhases, N).
 template <class S> class VCLayer : public Core<S> {
  public:
   VCLayer(ParamSet<S>& ps, VCUnit unit, Index E, Index D, const VCOptions& opt);
@@ -71,7 +86,7 @@ template <class S> class VCLayer : public Core<S> {
 
  private:
   const char* unit_name() const { return unit_ == VCUnit::GRU ? "VCGRU" : "VCRNN"; }
-  // Mask of column n from m_n: fills e_ rows [0, d) (rows >= d are 0), returns d.
+  // Mask of column n from m_n: fills e_ rows [0, d) (rows >= d are 0) and open_[n], returns d.
   Index mask_column(Index n, S m);
   // Penalty f(m - m_bar) and its derivative.
   double penalty_value(double m) const;
@@ -81,6 +96,7 @@ template <class S> class VCLayer : public Core<S> {
     std::vector<Index> order;                    // (nb) local columns of a step sorted by q
     Index first = 0;                             // first position of order with q > 0
     std::vector<std::array<Index, 2>> levels;    // (q, first position with that q) per distinct q > 0
+    std::vector<Index> qs;                       // (nb - first) q of positions [first, nb), non-decreasing
     // Operands of a step in sorted order, each (D, nb); column k uses its leading q rows:
     Mat<S> hb, xb;                               // h_bar, x_bar
     Mat<S> a[3];                                 // pre-activations (forward), their gradients per gate (backward)
@@ -91,8 +107,9 @@ template <class S> class VCLayer : public Core<S> {
     Mat<S> gu, gv;                               // (1, D) this thread's sums of the gradients of u, v
     S gb = S(0);                                 // and of b_m
     double pen = 0.0;                            // and of the penalty
+    double pack_s = 0.0;                         // seconds this thread spent packing weights
   };
-  // Sorts the local columns [0, nb) of a step (global columns n0 + j) by q into w.order, w.first, w.levels.
+  // Sorts the local columns [0, nb) of a step (global columns n0 + j) by q into w.order, w.first, w.levels, w.qs.
   void group_step(Work& w, Index n0, Index nb) const;
   // One gate's leading (q, q) block of a (G*D, D) matrix.
   auto lead(MatMap<S>& A, Index gate, Index q) { return A.block(gate * D_, 0, q, q); }
@@ -109,11 +126,25 @@ template <class S> class VCLayer : public Core<S> {
   Mat<S> m_;     // (1, N) scheduler values m_t
   std::vector<Index> d_;  // (N) d_t
   std::vector<Index> q_;  // (N) q of each column (the rows its products use)
+  std::vector<Index> open_;  // (N) first unit with e < 1: units [open, d) are the open ones (0 < e < 1)
   Mat<S> g_;     // (G*D, N) VCRNN: tanh(a); VCGRU: [r; sigm(a_z); h~]; rows >= q of a column unused
   Mat<S> da_;    // (G*D, N) backward: gradients of the pre-activations (rows >= q unused)
+  Mat<S> time_;  // (kVCPhases, N) seconds per phase and column (VCPhase)
   double aux_ = 0.0;      // penalty of the last training forward
   bool trained_ = false;  // whether the last forward was a training one
   std::vector<Work> work_;  // one per thread
+  // The VCRNN's skipped products through packed panels (packed_path()): packed once per chunk, then each
+  // step multiplies every panel of rows by the streams that reach it (PackedPanels::multiply_leading).
+  bool packed_path() const { return unit_ == VCUnit::Elman && opt_.skip && !reference_kernels(); }
+  PackedPanels<S> UW_p_;  // [U W] (D, 2D): forward, a = U h_bar + V x_bar in one pass
+  // The forward packs [U W] only as far as its steps reach: the panels of the leading packed_ext_ rows, at
+  // depths [0, packed_ext_) and [D, D + packed_ext_); a step needing more extends it (under pack_mutex_;
+  // the extension writes only entries no step reads before it is published).
+  void extend_packing(Index q);
+  std::atomic<Index> packed_ext_{0};
+  std::mutex pack_mutex_;
+  PackedPanels<S> Ut_p_;  // U^T (D, D): backward, dL/dh_bar
+  PackedPanels<S> Wt_p_;  // W^T (D, D): backward, dL/dx_bar
 };
 
 }  // namespace msrnn

@@ -17,7 +17,8 @@ equal it). At each step a scheduler decides how many leading units to update::
 Training adds ``vc_penalty`` = w * mean_n f(m_n - m_bar) over the N = T*B columns (``Loss.aux``),
 f = |.| (``penalty="l1"``, the paper's), max(0, .) (``"one_sided"``) or (.)^2 (``"l2"``). Gradients are
 exact through the mask's sigmoid and zero where Thres clamps. Where e_t is 0 nothing is computed:
-a step of one stream uses the leading d_t x d_t block of each matrix (``skip=True``). See
+a step of one stream uses the leading d_t x d_t block of each matrix (``skip=True``). ``records()``
+holds ``m``, ``d``, ``e`` and ``time`` (seconds per phase of the core, for benchmarks). See
 docs/models/vcrnn.md for every option and reading.
 """
 from __future__ import annotations
