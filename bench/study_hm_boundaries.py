@@ -119,8 +119,11 @@ def oracle_boundaries(model, vocab, then=None):
 
 
 def make_text(kind: str):
-    sep = {"sep": " ", "nosep": ""}[kind]
-    return msr.data.synthetic_hierarchy(n_chars=40_000, seed=0, separator=sep)
+    """``sep`` / ``nosep``: the default (trie) lexicon with / without spaces; ``old-sep`` / ``old-nosep``:
+    the random lexicon of the earlier study (``lexicon="random"``)."""
+    lexicon = "random" if kind.startswith("old-") else "trie"
+    sep = {"sep": " ", "nosep": ""}[kind.removeprefix("old-")]
+    return msr.data.synthetic_hierarchy(n_chars=40_000, seed=0, separator=sep, lexicon=lexicon)
 
 
 def first_seen(ends: np.ndarray) -> np.ndarray:
