@@ -40,7 +40,7 @@ def configuration(name: str):
     ``default``: the model's defaults, no option schedule. Otherwise words joined by ``+``:
     ``paper`` (gradient switch, no flush cut, no rate term, slope 1 -> 5 by 1 per epoch), ``switch``,
     ``blend``, ``cut`` (flush_cut), ``nocut``, ``ln`` (layer_norm), ``sample`` (Bernoulli boundaries), ``soft`` (z = zhat),
-    ``rate<x>`` (rate_penalty; ``rate<x>@<e>`` from epoch e on), ``bias<x>`` (boundary_bias), ``lr<x>``, ``ep<n>`` (epochs), ``h<a>_<b>..`` (layer sizes, the last repeated to the model's depth),
+    ``rate<x>`` (rate_penalty; ``rate<x>@<e>`` from epoch e on; ``ramp<a>_<b>_<p>``: from a to b by p per epoch), ``bias<x>`` (boundary_bias), ``lr<x>``, ``ep<n>`` (epochs), ``h<a>_<b>..`` (layer sizes, the last repeated to the model's depth),
     ``slope<a0>_<a1>`` (linear, 1 per epoch) or ``slope<a>`` (constant), ``b2s<e>`` (blend until epoch e,
     then switch), ``oracle`` (layer 1's boundaries fixed on the spaces, for comparison), ``notd`` (the top-down weights held at zero by a constraint after every update).
     """
@@ -69,6 +69,10 @@ def configuration(name: str):
             train["oracle"] = True
         elif word == "notd":
             train["no_top_down"] = True
+        elif word.startswith("ramp"):  # the rate term rising linearly: ramp<start>_<end>_<per epoch>
+            a0, a1, per = (float(x) for x in word[4:].split("_"))
+            sched["rate_penalty"] = msr.schedules.linear(a0, a1, per_epoch=per)
+            opts["rate_penalty"] = a0
         elif word.startswith("rate"):
             value, _, start = word[4:].partition("@")
             if start:  # the term switched on at an epoch
@@ -119,8 +123,11 @@ def oracle_boundaries(model, vocab, then=None):
 
 
 def make_text(kind: str):
-    sep = {"sep": " ", "nosep": ""}[kind]
-    return msr.data.synthetic_hierarchy(n_chars=40_000, seed=0, separator=sep)
+    """``sep`` / ``nosep``: the default (trie) lexicon with / without spaces; ``old-sep`` / ``old-nosep``:
+    the random lexicon of the earlier study (``lexicon="random"``)."""
+    lexicon = "random" if kind.startswith("old-") else "trie"
+    sep = {"sep": " ", "nosep": ""}[kind.removeprefix("old-")]
+    return msr.data.synthetic_hierarchy(n_chars=40_000, seed=0, separator=sep, lexicon=lexicon)
 
 
 def first_seen(ends: np.ndarray) -> np.ndarray:
@@ -162,10 +169,12 @@ def run(name, layers, kind, seed, hidden=32, read=2000):
     tr = model.trace(ids)
     out = {"config": name, "layers": layers, "text": kind, "seed": seed, "seconds": seconds,
            "bpc": msr.evaluate(model, corpus.valid, batch_size=16)["bpc"]}
+    ends = {0: corpus.boundaries["valid"]["word"][:read], 1: corpus.boundaries["valid"]["phrase"][:read]}
     for l, ref in ((0, word), (1, phrase)):
         if l < layers - 1:
             z = tr.z[l] > 0.5
             out[f"f1_l{l}"] = boundary_scores(z, ref, 1)["f1"]
+            out[f"f1end_l{l}"] = boundary_scores(z, ends[l], 1)["f1"]  # against the last character
             out[f"rate_l{l}"] = float(z.mean())
     return out
 

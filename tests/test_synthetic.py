@@ -6,6 +6,9 @@ import pytest
 
 from multiscale_rnn import data
 
+# the start of synthetic_hierarchy(seed=0) before the trie lexicon became the default
+OLD_SEED0_TEXT = "xygbm qnhibba pnitkix pzsqo dotghgfx; qsyqjco tyb; zuzjr qvrskwdp ys da pnitkix; paw tbo ly vnjikms;"
+
 
 @pytest.fixture(scope="module")
 def h():
@@ -36,6 +39,7 @@ def test_shapes_and_alphabet(h):
     assert len(h.lexicon) == len(set(h.lexicon)) == 48
     assert all(2 <= len(w) <= 8 for w in h.lexicon)
     assert sorted(i for c in h.classes for i in c) == list(range(48))
+    assert h.params["lexicon"] == "trie" and h.params["branching"] == (2, 3)
     assert all(2 <= len(slots) <= 5 for slots, _ in h.templates)
 
 
@@ -96,9 +100,43 @@ def test_load_synthetic_passes_options():
     assert len(data.load("synthetic").train) == 16000
 
 
+def test_trie_lexicon_is_ambiguous_until_the_last_letter(h):
+    """The default lexicon: no word is a prefix of another, every proper prefix of a word is shared
+    by at least two words, and words that differ only in their last letter are in different classes."""
+    words = h.lexicon
+    class_of = {i: c for c, members in enumerate(h.classes) for i in members}
+    for w in words:
+        assert not any(v != w and v.startswith(w) for v in words), w
+        for k in range(len(w)):
+            assert sum(v.startswith(w[:k]) for v in words) >= 2, (w, k)
+    siblings = {}
+    for i, w in enumerate(words):
+        siblings.setdefault(w[:-1], []).append(class_of[i])
+    for prefix, classes in siblings.items():
+        if len(classes) <= len(h.classes):
+            assert len(set(classes)) == len(classes), prefix
+    # the children of each node are 2 or 3 letters
+    nodes = {}
+    for w in words:
+        for k in range(len(w)):
+            nodes.setdefault(w[:k], set()).add(w[k])
+    assert {len(c) for c in nodes.values()} <= {2, 3}
+    # another seed, another trie; the same seed with lexicon="random" is the earlier generator
+    assert data.synthetic_hierarchy(n_chars=100, seed=1).lexicon != words
+    old = data.synthetic_hierarchy(n_chars=20000, seed=0, lexicon="random")
+    assert old.params["lexicon"] == "random" and old.lexicon != words
+    assert any(sum(v.startswith(w[:2]) for v in old.lexicon) == 1 for w in old.lexicon)
+
+
+def test_random_lexicon_reproduces_the_earlier_text():
+    old = data.synthetic_hierarchy(n_chars=200, seed=0, lexicon="random")
+    assert old.text.startswith(OLD_SEED0_TEXT)
+    assert len(old.lexicon) == 48 and all(2 <= len(w) <= 8 for w in old.lexicon)
+
+
 def test_other_parameters_shape_the_text():
     h = data.synthetic_hierarchy(n_chars=3000, seed=2, n_words=10, word_len=(3, 3), phrase_len=(1, 1),
-                                 n_classes=2, n_templates=3, alphabet="xyz", punctuation="|")
+                                 n_classes=2, n_templates=3, alphabet="xyz", punctuation="|", lexicon="random")
     words = h.text.replace("|", "").split()
     assert all(len(w) == 3 and set(w) <= set("xyz") for w in words[:-1])
     assert h.word_boundaries.sum() == h.phrase_boundaries.sum()  # one word per phrase
@@ -114,7 +152,12 @@ def test_other_parameters_shape_the_text():
         ({"phrase_len": 3}, TypeError, "phrase_len must be a pair"),
         ({"word_len": "28"}, TypeError, "word_len must be a pair"),
         ({"n_classes": 60}, ValueError, "exceeds n_words"),
-        ({"n_words": 20, "alphabet": "ab", "word_len": (1, 2)}, ValueError, "too many"),
+        ({"n_words": 20, "alphabet": "ab", "word_len": (1, 2), "lexicon": "random"}, ValueError, "too many"),
+        ({"n_words": 200, "word_len": (2, 4)}, ValueError, "cannot be the leaves of a trie"),
+        ({"n_words": 3, "n_classes": 2, "word_len": (2, 4)}, ValueError, "cannot be the leaves of a trie"),
+        ({"branching": (2, 5), "alphabet": "abcd"}, ValueError, "needs at least 5 letters"),
+        ({"branching": (1, 3)}, ValueError, "branching must satisfy"),
+        ({"lexicon": "tree"}, ValueError, "lexicon must be 'trie' or 'random'"),
         ({"alphabet": "abc.", "punctuation": "."}, ValueError, "share"),
         ({"alphabet": "a b"}, ValueError, "distinct non-space"),
         ({"punctuation": ""}, ValueError, "non-empty"),

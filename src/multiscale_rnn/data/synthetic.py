@@ -3,10 +3,22 @@ boundaries are known, so learned boundaries can be scored.
 
 The generative process, all drawn from one seeded ``numpy.random.Generator``:
 
-1. **Lexicon**: ``n_words`` distinct words, each of a length drawn uniformly
-   from ``word_len`` (inclusive) and letters drawn uniformly from ``alphabet``.
-2. **Word classes**: the words are shuffled and dealt into ``n_classes``
-   classes of (nearly) equal size.
+1. **Lexicon** (``lexicon="trie"``, the default): the ``n_words`` leaves of a
+   random trie over ``alphabet``: every node above depth ``word_len[0]`` has
+   ``branching`` (inclusive range) children, then randomly drawn leaves
+   shallower than ``word_len[1]`` are split the same way until there are
+   ``n_words``. No word is a prefix of another and every proper prefix of a
+   word is shared by at least two words, so **a word is known only at its last
+   letter** (which also ends it, with or without separators).
+   ``lexicon="random"`` (the generator before the trie, kept to reproduce
+   earlier results): ``n_words`` distinct words of lengths drawn uniformly from
+   ``word_len`` and letters drawn uniformly from ``alphabet``; a word of that
+   lexicon is usually known from its first one or two letters.
+2. **Word classes**: ``"trie"``: the words, in the trie's (alphabetical) order,
+   are dealt round robin into ``n_classes`` classes, so words that differ only
+   in their last letter fall in different classes and the class too is known
+   only at a word's last letter. ``"random"``: the words are shuffled and dealt
+   into ``n_classes`` classes of (nearly) equal size.
 3. **Phrase templates**: ``n_templates`` templates, each a sequence of word
    classes of a length drawn from ``phrase_len`` (inclusive) and one closing
    punctuation mark drawn from ``punctuation``.
@@ -17,10 +29,21 @@ The generative process, all drawn from one seeded ``numpy.random.Generator``:
    follow each other with nothing between them (``"thecatsat."``): a model
    must then find the words from the statistics of the letters alone.
 
-So within a word the next character is nearly determined (the lexicon is
-small), the next word's class is determined by the template and the position in
-the phrase, and the closing mark depends on a choice made at the start of the
+So within a word the next character is constrained by the word read so far,
+the next word's class is determined by the template and the position in the
+phrase, and the closing mark depends on a choice made at the start of the
 phrase: structure at three time scales for a multiscale model to find.
+
+Why the trie is the default: a model with a boundary detector (the HM-LSTM)
+should find the word ends. In the random lexicon a word is identified by its
+first letters, so a detector that fires once per word anywhere after that
+point passes the same information upward as one at the word's end, and a flush
+in the middle of a word costs nothing because the rest of the word is
+determined; the likelihood then does not single out the ends. In the trie a
+boundary before the last letter passes up an unresolved word (and class), and a
+flush there throws away the prefix that the remaining letters depend on, so the
+one place where a single boundary per word carries the word and its class is
+its end. (See docs/models/hm_lstm.md for what this does and does not buy.)
 
 Boundaries: ``word_boundaries[i]`` is true when character ``i`` is the last
 character of a word, the last word of a phrase ending at the punctuation mark
@@ -98,6 +121,51 @@ def _int_arg(value: Any, name: str, minimum: int) -> int:
     return int(value)
 
 
+def _random_lexicon(rng, n_words, word_lo, word_hi, alphabet) -> List[str]:
+    """``n_words`` distinct words of uniform lengths and uniform letters (``lexicon="random"``)."""
+    letters = np.array(list(alphabet))
+    words: List[str] = []
+    seen = set()
+    while len(words) < n_words:
+        length = int(rng.integers(word_lo, word_hi + 1))
+        word = "".join(letters[rng.integers(0, len(letters), size=length)])
+        if word not in seen:
+            seen.add(word)
+            words.append(word)
+    return words
+
+
+def _trie_lexicon(rng, n_words, word_lo, word_hi, branch_lo, branch_hi, alphabet) -> List[str]:
+    """The ``n_words`` leaves of a random trie (``lexicon="trie"``), in the trie's order.
+
+    Every node above depth ``word_lo`` is split into ``branch_lo..branch_hi`` children (distinct
+    letters of ``alphabet``); then leaves shallower than ``word_hi``, drawn at random, are split
+    the same way until there are ``n_words`` (the last split may have fewer children, never fewer
+    than 2). So no word is a prefix of another, and every proper prefix of a word is shared by at
+    least two words: a word is known only at its last letter, which also ends it.
+    """
+    def split(word: str, most: int) -> List[str]:
+        k = int(rng.integers(branch_lo, branch_hi + 1))
+        k = max(2, min(k, most))
+        return [word + c for c in sorted(rng.choice(list(alphabet), size=k, replace=False).tolist())]
+
+    leaves = [""]
+    for depth in range(word_lo):  # every node above word_lo splits; no more leaves than n_words at the end
+        below = branch_lo ** (word_lo - depth - 1)  # the fewest leaves a child at depth + 1 will have
+        children: List[str] = []
+        for j, w in enumerate(leaves):
+            others = len(children) * below + (len(leaves) - j - 1) * below * branch_lo
+            children += split(w, (n_words - others) // below)
+        leaves = children
+    while len(leaves) < n_words:
+        open_ = [i for i, w in enumerate(leaves) if len(w) < word_hi]
+        if not open_:
+            raise ValueError(f"could not grow a trie of {n_words} words with depths up to {word_hi}")
+        i = open_[int(rng.integers(0, len(open_)))]
+        leaves[i:i + 1] = split(leaves[i], n_words - len(leaves) + 1)
+    return sorted(leaves)
+
+
 def synthetic_hierarchy(
     n_chars: int = 20000,
     seed: int = 0,
@@ -109,9 +177,14 @@ def synthetic_hierarchy(
     alphabet: str = "abcdefghijklmnopqrstuvwxyz",
     punctuation: str = ".!?;",
     separator: str = " ",
+    lexicon: str = "trie",
+    branching: Tuple[int, int] = (2, 3),
 ) -> HierarchicalText:
     """Generate ``n_chars`` characters of hierarchical text (see the module
     docstring for the process and the meaning of the boundary arrays).
+    ``lexicon`` is ``"trie"`` (default: words known only at their last letter,
+    ``branching`` children per trie node) or ``"random"`` (the earlier
+    generator: same seed, same text as before the trie; ``branching`` unused).
 
     The same arguments give the same text; with the same seed and other
     arguments a shorter text is a prefix of a longer one.
@@ -120,6 +193,9 @@ def synthetic_hierarchy(
     >>> len(h.text), h.word_boundaries.shape, h.phrase_boundaries.dtype
     (60, (60,), dtype('bool'))
     """
+    kind = lexicon
+    if kind not in ("trie", "random"):
+        raise ValueError(f"lexicon must be 'trie' or 'random', got {kind!r}")
     n_chars = _int_arg(n_chars, "n_chars", 1)
     seed = _int_arg(seed, "seed", 0)
     n_words = _int_arg(n_words, "n_words", 1)
@@ -138,25 +214,32 @@ def synthetic_hierarchy(
         raise ValueError(f"alphabet and punctuation share {''.join(sorted(set(alphabet) & set(punctuation)))!r}")
     if n_classes > n_words:
         raise ValueError(f"n_classes={n_classes} exceeds n_words={n_words}: every class needs a word")
+    branch_lo, branch_hi = _range_arg(branching, "branching", 2)
+    if kind == "trie":
+        if branch_hi > len(alphabet):
+            raise ValueError(f"branching={branching!r} needs at least {branch_hi} letters, the alphabet has {len(alphabet)}")
+        if not branch_lo ** word_lo <= n_words <= branch_hi ** word_hi:
+            raise ValueError(
+                f"n_words={n_words} cannot be the leaves of a trie with {branch_lo}..{branch_hi} children per "
+                f"node and depths {word_lo}..{word_hi} (between {branch_lo ** word_lo} and {branch_hi ** word_hi})"
+            )
     capacity = sum(len(alphabet) ** k for k in range(word_lo, word_hi + 1))
-    if n_words > capacity // 2:
+    if kind == "random" and n_words > capacity // 2:
         raise ValueError(
             f"n_words={n_words} is too many for an alphabet of {len(alphabet)} letters and word lengths "
             f"{word_lo}..{word_hi} ({capacity} possible words; at most half of them may be used)"
         )
 
     rng = np.random.default_rng(seed)
-    letters = np.array(list(alphabet))
-    lexicon: List[str] = []
-    seen = set()
-    while len(lexicon) < n_words:
-        length = int(rng.integers(word_lo, word_hi + 1))
-        word = "".join(letters[rng.integers(0, len(letters), size=length)])
-        if word not in seen:
-            seen.add(word)
-            lexicon.append(word)
-    order = rng.permutation(n_words)
-    classes = [part.tolist() for part in np.array_split(order, n_classes)]
+    if kind == "trie":
+        lexicon = _trie_lexicon(rng, n_words, word_lo, word_hi, branch_lo, branch_hi, alphabet)
+        # dealt in the trie's order, round robin: words that share every letter but the last
+        # (siblings) fall in different classes, so the class too is known only at the last letter
+        classes = [list(range(c, n_words, n_classes)) for c in range(n_classes)]
+    else:
+        lexicon = _random_lexicon(rng, n_words, word_lo, word_hi, alphabet)
+        order = rng.permutation(n_words)
+        classes = [part.tolist() for part in np.array_split(order, n_classes)]
     templates = []
     for _ in range(n_templates):
         length = int(rng.integers(phrase_lo, phrase_hi + 1))
@@ -211,5 +294,7 @@ def synthetic_hierarchy(
             "alphabet": alphabet,
             "punctuation": punctuation,
             "separator": separator,
+            "lexicon": kind,
+            "branching": (branch_lo, branch_hi),
         },
     )
