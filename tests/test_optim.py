@@ -104,6 +104,54 @@ def test_optimisers_match_torch(kind):
     np.testing.assert_allclose(model.flat_parameters(), tw.detach().numpy(), rtol=1e-10, atol=1e-13)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("kind,hyper", [("adam", dict(lr=3e-3, weight_decay=0.02)),
+                                        ("sgd", dict(lr=0.05)),
+                                        ("sgd", dict(lr=0.05, momentum=0.9, weight_decay=0.01))],
+                         ids=["adam", "sgd", "sgd-momentum-wd"])
+def test_step_with_clip_value_equals_clipping_first(kind, hyper, dtype):
+    """opt.step(model, clip_value=c) == clip_by_value(g, c) then opt.step(model), bit for bit, over
+    several steps (SGD's first step sets the momentum buffer, later ones update it), and leaves the
+    gradient buffer unclipped; clip_value=None is the plain step."""
+    cls = Adam if kind == "adam" else SGD
+    fused, separate, plain = (small_model(dtype) for _ in range(3))
+    opts = [cls(**hyper) for _ in range(3)]
+    grads = [(g * 4).astype(dtype) for g in grads_sequence(4, fused.flat_parameters().size, seed=7)]
+    assert all((np.abs(g) > 1.0).any() and (np.abs(g) < 1.0).any() for g in grads)  # the clip matters
+    for g in grads:
+        fused.flat_gradients()[...] = g
+        opts[0].step(fused, clip_value=1.0)
+        np.testing.assert_array_equal(fused.flat_gradients(), g)
+        separate.flat_gradients()[...] = g
+        _core.clip_by_value(separate.flat_gradients(), 1.0)
+        opts[1].step(separate)
+        plain.flat_gradients()[...] = g
+        opts[2].step(plain, clip_value=None)
+    np.testing.assert_array_equal(fused.flat_parameters(), separate.flat_parameters())
+    for name in opts[0].state:
+        np.testing.assert_array_equal(opts[0].state[name], opts[1].state[name])
+    assert not np.allclose(plain.flat_parameters(), fused.flat_parameters())
+    for bad in (0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="clip_value must be a finite number > 0"):
+            opts[0].step(fused, clip_value=bad)
+
+
+def test_sgd_with_clip_value_matches_torch():
+    torch = pytest.importorskip("torch")
+    model = small_model()
+    w0 = model.flat_parameters().copy()
+    tw = torch.nn.Parameter(torch.tensor(w0))
+    ours = SGD(lr=0.5, momentum=0.9, weight_decay=1e-5)
+    theirs = torch.optim.SGD([tw], lr=0.5, momentum=0.9, weight_decay=1e-5)
+    for g in grads_sequence(5, w0.size, seed=11):
+        model.flat_gradients()[...] = g * 10
+        ours.step(model, clip_value=5.0)
+        tw.grad = torch.tensor(g * 10)
+        torch.nn.utils.clip_grad_value_([tw], 5.0)
+        theirs.step()
+    np.testing.assert_allclose(model.flat_parameters(), tw.detach().numpy(), rtol=1e-12, atol=1e-14)
+
+
 def test_state_dict_round_trip_continues_identically():
     grads = grads_sequence(6, small_model().flat_parameters().size, seed=5)
     a = small_model()

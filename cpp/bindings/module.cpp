@@ -254,24 +254,27 @@ template <class S> void bind_optim(py::module_& m) {
   };
   m.def("adam_step",
         [same](Arr<S> w, const Arr<S>& g, Arr<S> mo, Arr<S> v, long long step, double lr, double b1, double b2,
-               double eps, double wd) {
+               double eps, double wd, double clip) {
           same(w, g, "gradient");
           same(w, mo, "first moment");
           same(w, v, "second moment");
           py::gil_scoped_release release;
-          adam_step<S>(w.mutable_data(), g.data(), mo.mutable_data(), v.mutable_data(), w.size(), step, lr, b1, b2, eps, wd);
+          adam_step<S>(w.mutable_data(), g.data(), mo.mutable_data(), v.mutable_data(), w.size(), step, lr, b1, b2, eps, wd,
+                       clip);
         },
         py::arg("w").noconvert(), py::arg("g").noconvert(), py::arg("m").noconvert(), py::arg("v").noconvert(),
-        py::arg("step"), py::arg("lr"), py::arg("beta1"), py::arg("beta2"), py::arg("eps"), py::arg("weight_decay"));
+        py::arg("step"), py::arg("lr"), py::arg("beta1"), py::arg("beta2"), py::arg("eps"), py::arg("weight_decay"),
+        py::arg("clip") = 0.0);
   m.def("sgd_step",
-        [same](Arr<S> w, const Arr<S>& g, Arr<S> buf, long long step, double lr, double momentum, double wd) {
+        [same](Arr<S> w, const Arr<S>& g, Arr<S> buf, long long step, double lr, double momentum, double wd,
+               double clip) {
           same(w, g, "gradient");
           same(w, buf, "momentum buffer");
           py::gil_scoped_release release;
-          sgd_step<S>(w.mutable_data(), g.data(), buf.mutable_data(), w.size(), step, lr, momentum, wd);
+          sgd_step<S>(w.mutable_data(), g.data(), buf.mutable_data(), w.size(), step, lr, momentum, wd, clip);
         },
         py::arg("w").noconvert(), py::arg("g").noconvert(), py::arg("buf").noconvert(), py::arg("step"),
-        py::arg("lr"), py::arg("momentum"), py::arg("weight_decay"));
+        py::arg("lr"), py::arg("momentum"), py::arg("weight_decay"), py::arg("clip") = 0.0);
   m.def("global_norm", [](const Arr<S>& g) { return global_norm<S>(g.data(), g.size()); }, py::arg("g").noconvert());
   m.def("clip_by_norm", [](Arr<S> g, double mx) { return clip_by_norm<S>(g.mutable_data(), g.size(), mx); },
         py::arg("g").noconvert(), py::arg("max_norm"));

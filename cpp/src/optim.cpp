@@ -10,17 +10,28 @@ namespace {
 constexpr Index kBlock = 1 << 14;  // reduction block: partial sums per block, added in order
 }
 
+// g[i], clamped to [-clip, clip] when clip > 0 (clip = 0: g[i] untouched, NaN included).
+template <class S> struct Clamp {
+  explicit Clamp(double clip) : on(clip > 0.0), c(S(clip)) {
+    MSRNN_CHECK(clip >= 0.0 && !std::isnan(clip), "clip value must be positive (or 0: off), got ", clip);
+  }
+  S operator()(S g) const { return on ? std::min(c, std::max(-c, g)) : g; }
+  bool on;
+  S c;
+};
+
 template <class S>
 void adam_step(S* w, const S* g, S* m, S* v, Index P, long long step, double lr, double beta1, double beta2, double eps,
-               double weight_decay) {
+               double weight_decay, double clip) {
   MSRNN_CHECK(step >= 1, "Adam step count starts at 1, got ", step);
   const double c1 = 1.0 - std::pow(beta1, double(step));
   const double c2 = 1.0 - std::pow(beta2, double(step));
   const S a = S(lr / c1), b1 = S(beta1), b2 = S(beta2), wd = S(weight_decay), e = S(eps);
+  const Clamp<S> clamp(clip);
   const S rc2 = S(1.0 / std::sqrt(c2));
 #pragma omp parallel for schedule(static)
   for (Index i = 0; i < P; ++i) {
-    const S gi = g[i] + wd * w[i];
+    const S gi = clamp(g[i]) + wd * w[i];
     m[i] = b1 * m[i] + (S(1) - b1) * gi;
     v[i] = b2 * v[i] + (S(1) - b2) * gi * gi;
     w[i] -= a * m[i] / (std::sqrt(v[i]) * rc2 + e);
@@ -28,17 +39,20 @@ void adam_step(S* w, const S* g, S* m, S* v, Index P, long long step, double lr,
 }
 
 template <class S>
-void sgd_step(S* w, const S* g, S* buf, Index P, long long step, double lr, double momentum, double weight_decay) {
+void sgd_step(S* w, const S* g, S* buf, Index P, long long step, double lr, double momentum, double weight_decay,
+              double clip) {
   const S l = S(lr), mu = S(momentum), wd = S(weight_decay);
-  const bool first = step <= 1;
+  const Clamp<S> clamp(clip);
+  auto grad = [&](Index i) { return clamp(g[i]) + wd * w[i]; };
+  if (mu == S(0)) {
 #pragma omp parallel for schedule(static)
-  for (Index i = 0; i < P; ++i) {
-    S d = g[i] + wd * w[i];
-    if (mu != S(0)) {
-      buf[i] = first ? d : mu * buf[i] + d;
-      d = buf[i];
-    }
-    w[i] -= l * d;
+    for (Index i = 0; i < P; ++i) w[i] -= l * grad(i);
+  } else if (step <= 1) {
+#pragma omp parallel for schedule(static)
+    for (Index i = 0; i < P; ++i) w[i] -= l * (buf[i] = grad(i));
+  } else {
+#pragma omp parallel for schedule(static)
+    for (Index i = 0; i < P; ++i) w[i] -= l * (buf[i] = mu * buf[i] + grad(i));
   }
 }
 
@@ -69,9 +83,9 @@ template <class S> double clip_by_norm(S* g, Index P, double max_norm) {
 
 template <class S> void clip_by_value(S* g, Index P, double clip) {
   MSRNN_CHECK(clip > 0.0, "clip value must be positive, got ", clip);
-  const S c = S(clip);
+  const Clamp<S> clamp(clip);
 #pragma omp parallel for schedule(static)
-  for (Index i = 0; i < P; ++i) g[i] = std::min(c, std::max(-c, g[i]));
+  for (Index i = 0; i < P; ++i) g[i] = clamp(g[i]);
 }
 
 template <class S> bool all_finite(const S* x, Index P) {
@@ -82,8 +96,9 @@ template <class S> bool all_finite(const S* x, Index P) {
 }
 
 #define MSRNN_INSTANTIATE(S)                                                                                  \
-  template void adam_step<S>(S*, const S*, S*, S*, Index, long long, double, double, double, double, double); \
-  template void sgd_step<S>(S*, const S*, S*, Index, long long, double, double, double);                      \
+  template void adam_step<S>(S*, const S*, S*, S*, Index, long long, double, double, double, double, double,  \
+                             double);                                                                         \
+  template void sgd_step<S>(S*, const S*, S*, Index, long long, double, double, double, double);              \
   template double global_norm<S>(const S*, Index);                                                            \
   template double clip_by_norm<S>(S*, Index, double);                                                         \
   template void clip_by_value<S>(S*, Index, double);                                                          \

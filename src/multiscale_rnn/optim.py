@@ -6,23 +6,27 @@ and calls the C++ kernels (``_core.adam_step`` / ``_core.sgd_step``) on
 
 Adam (Kingma & Ba 2015), bias-corrected, L2 weight decay added to the gradient::
 
-    g' = g + wd * w
+    g' = clamp(g) + wd * w
     m  = b1 * m + (1 - b1) * g'          v = b2 * v + (1 - b2) * g'^2
     w -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)          t = 1, 2, ...
 
 SGD with momentum (PyTorch's rule)::
 
-    g' = g + wd * w
+    g' = clamp(g) + wd * w
     buf = g' at t = 1, else momentum * buf + g'
     w -= lr * buf                       (w -= lr * g' when momentum = 0)
 
-Both match ``torch.optim.Adam`` / ``torch.optim.SGD`` (tests hold them equal). ``opt.lr`` may be
+where ``clamp`` limits each element to [-clip_value, clip_value] when ``step(model, clip_value=c)``
+is given (clipping by value fused into the step: the same result as ``_core.clip_by_value`` before
+it, in one pass over the gradient instead of two; the gradient buffer itself is left unclipped),
+and is the identity otherwise. Both match ``torch.optim.Adam`` / ``torch.optim.SGD`` (tests hold
+them equal). ``opt.lr`` may be
 changed at any time (schedules do); ``state_dict()`` / ``load_state_dict()`` round-trip the state
 exactly (checkpoints store it).
 """
 from __future__ import annotations
 
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 
@@ -75,16 +79,22 @@ class Optimizer:
                     f"model's parameters have shape {w.shape} and dtype {w.dtype}: one optimiser per model")
         return self.state
 
-    def step(self, model) -> None:
-        """One update of ``model.flat_parameters()`` from ``model.flat_gradients()``."""
+    def step(self, model, clip_value: Optional[float] = None) -> None:
+        """One update of ``model.flat_parameters()`` from ``model.flat_gradients()``, each gradient
+        element first clamped to [-clip_value, clip_value] when ``clip_value`` is given."""
+        clip = 0.0
+        if clip_value is not None:
+            clip = float(clip_value)
+            if not (np.isfinite(clip) and clip > 0):
+                raise ValueError(f"clip_value must be a finite number > 0, got {clip_value!r}")
         w, g = model.flat_parameters(), model.flat_gradients()
         if w.shape != g.shape or w.dtype != g.dtype:
             raise ValueError(f"parameters {w.shape} {w.dtype} and gradients {g.shape} {g.dtype} differ")
         bufs = self._buffers_for(w)
         self.step_count += 1
-        self._update(w, g, bufs)
+        self._update(w, g, bufs, clip)
 
-    def _update(self, w: np.ndarray, g: np.ndarray, bufs: Dict[str, np.ndarray]) -> None:
+    def _update(self, w: np.ndarray, g: np.ndarray, bufs: Dict[str, np.ndarray], clip: float) -> None:
         raise NotImplementedError
 
     # ---- state ---------------------------------------------------------------------------------
@@ -138,9 +148,9 @@ class Adam(Optimizer):
     def hyper(self) -> dict:
         return {"lr": self.lr, "betas": list(self.betas), "eps": self.eps, "weight_decay": self.weight_decay}
 
-    def _update(self, w, g, bufs) -> None:
+    def _update(self, w, g, bufs, clip) -> None:
         _core.adam_step(w, g, bufs["m"], bufs["v"], self.step_count, self.lr, self.betas[0], self.betas[1],
-                        self.eps, self.weight_decay)
+                        self.eps, self.weight_decay, clip)
 
 
 class SGD(Optimizer):
@@ -157,10 +167,10 @@ class SGD(Optimizer):
     def hyper(self) -> dict:
         return {"lr": self.lr, "momentum": self.momentum, "weight_decay": self.weight_decay}
 
-    def _update(self, w, g, bufs) -> None:
+    def _update(self, w, g, bufs, clip) -> None:
         # The kernel wants a buffer of the right size even when momentum = 0 (it is not touched then).
         buf = bufs["momentum_buffer"] if "momentum_buffer" in bufs else self._empty_like(w)
-        _core.sgd_step(w, g, buf, self.step_count, self.lr, self.momentum, self.weight_decay)
+        _core.sgd_step(w, g, buf, self.step_count, self.lr, self.momentum, self.weight_decay, clip)
 
     def _empty_like(self, w: np.ndarray) -> np.ndarray:
         # momentum = 0: a scratch buffer the kernel never reads or writes, kept across steps.

@@ -622,9 +622,7 @@ class Trainer:
                             f"training stopped before updating the parameters{kept}")
                         error.all_ranks = True   # the reduced loss and gradient are the same on every rank
                         raise error
-                    if self.clip_value is not None:
-                        _core.clip_by_value(flat_g, self.clip_value)
-                    opt.step(model)
+                    opt.step(model, clip_value=self.clip_value)  # clipping by value fused into the step
                     if self.constraint is not None:
                         self.constraint(model)
                     self.step += 1
