@@ -3,8 +3,8 @@
 #include "msrnn/amx_bf16.hpp"
 
 #include <atomic>
-#include <type_traits>
 #include <cstring>
+#include <type_traits>
 
 namespace msrnn {
 
@@ -92,23 +92,29 @@ void kernel(S* C, Index ldc, const S* Ap, const S* bias, const S* X1, Index ldx1
   }
 }
 
-#define MSRNN_KERNEL_ARGS C, ldc, Ap, bias, X1, ldx1, K1, X2, ldx2, K2, acc, rows
+// f(std::integral_constant<int, NC>{}) with NC = nc for nc < kNR, else kNR: a register block of nc
+// columns, the width fixed at compile time.
+static_assert(kNR <= 8, "with_cols dispatches at most 8 columns");
+template <class F> inline void with_cols(Index nc, F&& f) {
+  switch (nc) {
+    case 1: return f(std::integral_constant<int, 1>{});
+    case 2: return f(std::integral_constant<int, 2>{});
+    case 3: return f(std::integral_constant<int, 3>{});
+    case 4: return f(std::integral_constant<int, 4>{});
+    case 5: return f(std::integral_constant<int, 5>{});
+    case 6: return f(std::integral_constant<int, 6>{});
+    case 7: return f(std::integral_constant<int, 7>{});
+    default: return f(std::integral_constant<int, kNR>{});
+  }
+}
+
 template <class S>
 void kernel_cols(S* C, Index ldc, const S* Ap, const S* bias, const S* X1, Index ldx1, Index K1, const S* X2,
                  Index ldx2, Index K2, bool acc, Index rows, Index nc) {
-  switch (nc) {
-    case 1: return kernel<S, 1>(MSRNN_KERNEL_ARGS);
-    case 2: return kernel<S, 2>(MSRNN_KERNEL_ARGS);
-    case 3: return kernel<S, 3>(MSRNN_KERNEL_ARGS);
-    case 4: return kernel<S, 4>(MSRNN_KERNEL_ARGS);
-    case 5: return kernel<S, 5>(MSRNN_KERNEL_ARGS);
-    case 6: return kernel<S, 6>(MSRNN_KERNEL_ARGS);
-    case 7: return kernel<S, 7>(MSRNN_KERNEL_ARGS);
-    default: return kernel<S, kNR>(MSRNN_KERNEL_ARGS);
-  }
+  with_cols(nc, [&](auto NC) {
+    kernel<S, decltype(NC)::value>(C, ldc, Ap, bias, X1, ldx1, K1, X2, ldx2, K2, acc, rows);
+  });
 }
-#undef MSRNN_KERNEL_ARGS
-static_assert(kNR <= 8, "kernel_cols dispatches at most 8 columns");
 
 // The staircase kernel (PackedPanels::multiply_leading): columns c >= C0 of the register block take part
 // in the depth steps [k0, depth[C0]), then column C0 drops out (depth non-decreasing over the block).
@@ -159,22 +165,13 @@ void stair_kernel(S* C, Index ldc, const S* Ap, const S* X1, Index ldx1, Index K
   }
 }
 
-#define MSRNN_STAIR_ARGS C, ldc, Ap, X1, ldx1, K1, X2, ldx2, depth, acc, rows
 template <class S>
 void stair_cols(S* C, Index ldc, const S* Ap, const S* X1, Index ldx1, Index K1, const S* X2, Index ldx2,
                 const Index* depth, bool acc, Index rows, Index nc) {
-  switch (nc) {
-    case 1: return stair_kernel<S, 1>(MSRNN_STAIR_ARGS);
-    case 2: return stair_kernel<S, 2>(MSRNN_STAIR_ARGS);
-    case 3: return stair_kernel<S, 3>(MSRNN_STAIR_ARGS);
-    case 4: return stair_kernel<S, 4>(MSRNN_STAIR_ARGS);
-    case 5: return stair_kernel<S, 5>(MSRNN_STAIR_ARGS);
-    case 6: return stair_kernel<S, 6>(MSRNN_STAIR_ARGS);
-    case 7: return stair_kernel<S, 7>(MSRNN_STAIR_ARGS);
-    default: return stair_kernel<S, kNR>(MSRNN_STAIR_ARGS);
-  }
+  with_cols(nc, [&](auto NC) {
+    stair_kernel<S, decltype(NC)::value>(C, ldc, Ap, X1, ldx1, K1, X2, ldx2, depth, acc, rows);
+  });
 }
-#undef MSRNN_STAIR_ARGS
 
 }  // namespace
 
