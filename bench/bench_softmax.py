@@ -32,6 +32,7 @@ import statistics
 import time
 
 import numpy as np
+from timing import cpu_name
 
 
 def parse_args(argv=None):
@@ -74,7 +75,7 @@ def main(argv=None):
     from multiscale_rnn import data, optim
 
     msr.set_num_threads(a.threads)
-    print(f"multiscale_rnn ISA {msr.ISA}, threads {a.threads}, CPU {_cpu()}, load {os.getloadavg()}")
+    print(f"multiscale_rnn ISA {msr.ISA}, threads {a.threads}, CPU {cpu_name()}, load {os.getloadavg()}")
     print(f"Elman RNN H = E = {a.hidden}, B = {a.batch}, T = {a.bptt}; {'CPU' if a.cpu_time else 'wall'} "
           f"times in ms per chunk of "
           f"{a.batch * a.bptt} tokens, best (median) of {a.repeats} repeats of {a.chunks} chunks")
@@ -127,17 +128,6 @@ def main(argv=None):
         print(f"  column normalisation: {1e3 * best['colnorm']:.2f} ms per update "
               f"({100 * best['colnorm'] / best['train class']:.1f} % of a class-softmax update)")
     print(f"\nload after: {os.getloadavg()}")
-
-
-def _cpu():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ import numpy as np
 
 import multiscale_rnn as msr
 from multiscale_rnn.models.hm_lstm import boundary_scores
+from timing import cpu_name
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -70,7 +71,7 @@ def main(argv=None):
            "chunks": chunks, "chars_trained": chunks * 64 * 100, "valid_chars": int(len(valid)), "valid_bpc": bpc,
            "trace_chars": len(tr), "updates": tr.updates.tolist(), "reduction": tr.reduction,
            "z_rate": (tr.z > 0.5).mean(axis=1).tolist(), "space_rate": float(spaces.mean()), "scores": score,
-           "cpu": "AMD EPYC (AVX2), 1 thread of 2 shared cores", "slope": model.slope}
+           "cpu": f"{cpu_name()} ({msr.ISA} module), 1 thread of 2 cores", "slope": model.slope}
     print(json.dumps(out, indent=1))
     a.out.parent.mkdir(parents=True, exist_ok=True)
     Path(f"{a.out}.json").write_text(json.dumps(out, indent=1) + "\n")

@@ -5,6 +5,18 @@ from __future__ import annotations
 import time
 
 
+def cpu_name():
+    """The CPU's model name from /proc/cpuinfo ("unknown" where there is none), for the figures' records."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
 def timed(steps, reps):
     """Interleaved repetitions of the step functions (after one warm-up call each: allocations,
     first-touch pages); the fastest wall-clock time and the fastest process CPU time of each, in
