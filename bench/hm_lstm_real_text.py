@@ -2,8 +2,8 @@
 recall of z^1 against word ends, and the paper's Figure 3 (boundary map) and Figure 4 (hidden-state
 norms) drawn from the trained model.
 
-    python bench/hm_lstm_real_text.py --data ptb-char --minutes 20 --out docs/models/figures/ptb
-    python bench/hm_lstm_real_text.py --data text8 --minutes 15 --out docs/models/figures/text8
+    python bench/hm_lstm_real_text.py --data ptb-char --minutes 45 --out docs/models/figures/ptb
+    python bench/hm_lstm_real_text.py --data text8 --minutes 45 --out docs/models/figures/text8
 
 Trains the ``ptb-char-hm-lstm`` preset's model reduced to --layers x --hidden (layer norm, gated head,
 step boundaries, slope 1 -> 5 by 0.04 per epoch, Adam 2e-3, clip 1, B = 64, T = 100) for --minutes of
