@@ -137,6 +137,26 @@ def first_seen(ends: np.ndarray) -> np.ndarray:
     return out
 
 
+def likelihood_probes(model, ids, ref):
+    """F1 (tolerance 1) against ``ref`` of boundaries read off the trained model's predictions instead of
+    its detectors: the steps with the highest next-character entropy H(p(. | x_<=t)), and those with the
+    highest surprisal -log p(x_t | x_<t), as many of each as ``ref`` has boundaries (a count the
+    detectors are not given). What likelihood alone says about where the segments end."""
+    logits = model.forward(np.asarray(ids)[None])[0][0].astype(np.float64)  # (T, V)
+    logp = logits - logits.max(axis=1, keepdims=True)
+    logp -= np.log(np.exp(logp).sum(axis=1, keepdims=True))
+    entropy = -(np.exp(logp) * logp).sum(axis=1)                            # (T,): at t, of x_{t+1}
+    surprisal = np.zeros(len(ids))                                          # (T,): of x_t
+    surprisal[1:] = -logp[np.arange(len(ids) - 1), np.asarray(ids)[1:]]
+    k = int(ref.sum())
+    out = {}
+    for name, signal in (("entropy", entropy), ("surprisal", surprisal)):
+        top = np.zeros(len(ids), dtype=bool)
+        top[np.argsort(-signal, kind="stable")[:k]] = True
+        out[f"f1_{name}"] = boundary_scores(top, ref, 1)["f1"]
+    return out
+
+
 def run(name, layers, kind, seed, hidden=32, read=2000):
     opts, train, sched = configuration(name)
     h = make_text(kind)
@@ -176,6 +196,7 @@ def run(name, layers, kind, seed, hidden=32, read=2000):
             out[f"f1_l{l}"] = boundary_scores(z, ref, 1)["f1"]
             out[f"f1end_l{l}"] = boundary_scores(z, ends[l], 1)["f1"]  # against the last character
             out[f"rate_l{l}"] = float(z.mean())
+    out.update(likelihood_probes(model, ids, word))
     return out
 
 
