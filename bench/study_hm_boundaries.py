@@ -42,7 +42,7 @@ def configuration(name: str):
     ``blend``, ``cut`` (flush_cut), ``nocut``, ``ln`` (layer_norm), ``sample`` (Bernoulli boundaries), ``soft`` (z = zhat),
     ``rate<x>`` (rate_penalty; ``rate<x>@<e>`` from epoch e on; ``ramp<a>_<b>_<p>``: from a to b by p per epoch), ``bias<x>`` (boundary_bias), ``lr<x>``, ``ep<n>`` (epochs), ``h<a>_<b>..`` (layer sizes, the last repeated to the model's depth),
     ``slope<a0>_<a1>`` (linear, 1 per epoch) or ``slope<a>`` (constant), ``b2s<e>`` (blend until epoch e,
-    then switch), ``oracle`` (layer 1's boundaries fixed on the spaces, for comparison), ``notd`` (the top-down weights held at zero by a constraint after every update).
+    then switch), ``oracle`` (layer 1's boundaries fixed on the spaces, for comparison), ``notd`` (``top_down=False``: no top-down term).
     """
     if name == "default":  # the model's defaults, the same optimiser, no schedule (slope stays 1)
         return {}, dict(lr=5e-3, epochs=EPOCHS), {}
@@ -68,7 +68,7 @@ def configuration(name: str):
         elif word == "oracle":
             train["oracle"] = True
         elif word == "notd":
-            train["no_top_down"] = True
+            opts["top_down"] = False
         elif word.startswith("ramp"):  # the rate term rising linearly: ramp<start>_<end>_<per epoch>
             a0, a1, per = (float(x) for x in word[4:].split("_"))
             sched["rate_penalty"] = msr.schedules.linear(a0, a1, per_epoch=per)
@@ -168,14 +168,6 @@ def run(name, layers, kind, seed, hidden=32, read=2000):
     model = msr.HMLSTM(corpus.vocab_size, 16, sizes, seed=seed, **opts)
     trainer_kw = dict(optimizer=msr.optim.Adam(train["lr"]), clip_norm=1.0, batch_size=32, bptt=50,
                       model_options=sched)
-    if train.get("no_top_down"):  # the top-down weights held at zero (an experiment, not a model option)
-        td = [k for k in model.parameters() if k.startswith("weight_td")]
-
-        def zero_top_down(m):
-            for k in td:
-                m.parameters()[k][...] = 0.0
-        zero_top_down(model)
-        trainer_kw["constraint"] = zero_top_down
     if train.get("oracle"):  # z^1 held at 1 on the separators and 0 elsewhere (the boundaries given)
         trainer_kw["constraint"] = oracle_boundaries(model, corpus.vocab, trainer_kw.get("constraint"))
     epochs = train["epochs"]

@@ -69,6 +69,8 @@ SOFT_OPTIONS = [
     {"copy_z": "recompute"},
     {"flush_cut": True},
     {"head": "linear"},
+    {"top_down": False},
+    {"top_down": False, "flush_cut": True, "layer_norm": True},
     {"slope": 2.5, "layer_norm": True, "flush_cut": True, "copy_z": "recompute", "top_boundary": True},
 ]
 
@@ -105,6 +107,8 @@ ST_OPTIONS = [
     {"boundary": "step", "slope": 3.0},
     {"boundary": "step", "head": "linear"},
     {"boundary": "step", "skip": False},
+    {"boundary": "step", "top_down": False, "flush_cut": True},
+    {"boundary": "step", "top_down": False, "gradient": "blend", "copy_z": "recompute", "top_boundary": True},
     {"boundary": "sample", "layer_norm": True, "flush_cut": True, "copy_z": "recompute", "top_boundary": True},
     {"boundary": "soft", "layer_norm": True, "flush_cut": True, "copy_z": "recompute", "top_boundary": True},
 ]
@@ -127,6 +131,31 @@ def test_matches_pytorch_reference(opts):
         np.testing.assert_allclose(grads[k], rgrads[k], rtol=1e-9, atol=1e-12, err_msg=k)
     for k in state:
         np.testing.assert_allclose(state[k], rstate[k], rtol=1e-12, atol=1e-14, err_msg=k)
+
+
+@pytest.mark.parametrize("opts", [{"boundary": "step"}, {"boundary": "soft", "flush_cut": True, "layer_norm": True}])
+def test_top_down_off_equals_zero_top_down_weights(opts):
+    """top_down=False has no weight_td, and computes what the model with top-down weights held at zero
+    computes: the same loss, state and other gradients."""
+    rng = np.random.default_rng(21)
+    on, off = make(**opts), make(top_down=False, **opts)
+    assert sorted(k for k in on.parameters() if k.startswith("weight_td")) == ["weight_td_l0", "weight_td_l1"]
+    assert not any(k.startswith("weight_td") for k in off.parameters())
+    for k, p in on.parameters().items():
+        if k.startswith("weight_td"):
+            p[...] = 0.0
+        else:
+            p[...] = off.parameters()[k]
+    tok, tgt = batch(rng, steps=8, batch=4)
+    st = random_state(on, rng, batch=4, soft=opts["boundary"] == "soft")
+    l_on, g_on, s_on = on.loss_and_grad(tok, tgt, st)
+    l_off, g_off, s_off = off.loss_and_grad(tok, tgt, st)
+    assert l_off == pytest.approx(l_on, rel=1e-13)
+    for k in g_off:
+        np.testing.assert_allclose(g_off[k], g_on[k], rtol=1e-11, atol=1e-14, err_msg=k)
+    for k in s_off:
+        np.testing.assert_allclose(s_off[k], s_on[k], rtol=1e-12, atol=1e-15, err_msg=k)
+    assert np.abs(g_on["weight_td_l0"]).max() > 0  # the held-at-zero weights still get gradient
 
 
 # ---- operations ----------------------------------------------------------------------------------
@@ -184,7 +213,8 @@ def test_copy_leaves_state_unchanged(opts):
 
 
 SKIP_OPTIONS = [{}, {"copy_z": "recompute"}, {"flush_cut": True}, {"layer_norm": True, "top_boundary": True},
-                {"boundary": "sample"}, {"head": "linear", "flush_cut": True, "copy_z": "recompute"}]
+                {"boundary": "sample"}, {"head": "linear", "flush_cut": True, "copy_z": "recompute"},
+                {"top_down": False, "flush_cut": True}]
 
 
 def assert_skipping_equals_masking(opts):

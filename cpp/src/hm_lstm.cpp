@@ -21,6 +21,7 @@ HMLSTMOptions hm_lstm_options(CoreOptions& opts) {
   o.blend = gradient == "blend";
   o.top_boundary = opts.flag("top_boundary", false);
   o.flush_cut = opts.flag("flush_cut", true);
+  o.top_down = opts.flag("top_down", true);
   o.layer_norm = opts.flag("layer_norm", false);
   o.skip = opts.flag("skip", true);
   o.slope = opts.number("slope", 1.0);
@@ -52,7 +53,7 @@ HMLSTM<S>::HMLSTM(ParamSet<S>& ps, Index E, const std::vector<Index>& hidden, co
     MSRNN_CHECK(hidden[l] > 0, "HM-LSTM layer ", l, " size must be positive, got ", hidden[l]);
     layer.H = hidden[l];
     layer.Hb = l == 0 ? E : hidden[l - 1];
-    layer.Ht = l + 1 < L ? hidden[l + 1] : 0;
+    layer.Ht = l + 1 < L && opt.top_down ? hidden[l + 1] : 0;  // (0: no top-down term)
     layer.detector = l + 1 < L || opt.top_boundary;
     layer.G = 4 * layer.H + (layer.detector ? 1 : 0);
     layer.K = layer.Hb + layer.H + layer.Ht;

@@ -127,14 +127,13 @@ template <class S> void HMLSTM<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X) {
 template <class S> void HMLSTM<S>::layer_step_backward(size_t l, Index t, Index j0, Index nb, Scratch& s, bool fast) {
   auto& layer = layers_[l];
   const Index B = B_, H = layer.H, Hb = layer.Hb, zr = 4 * H;
-  const bool top = l + 1 == layers_.size();
   const S slope = S(opt_.slope), half = slope / S(2);
   const S* zp = layer.zs.data() + t * B;
   const S* zb = l == 0 ? ones_.data() : layers_[l - 1].zs.data() + (t + 1) * B;
   auto hp = step_block(layer.hs, t, B);
   auto cp = step_block(layer.cs, t, B);
   Layer* below = l > 0 ? &layers_[l - 1] : nullptr;
-  Layer* above = top ? nullptr : &layers_[l + 1];
+  Layer* above = layer.Ht > 0 ? &layers_[l + 1] : nullptr;  // the top-down term's source
   const int cur = int(t % 2), prev = 1 - cur;
   Mat<S>&dh_cur = layer.dh[cur], &dc_cur = layer.dc[cur], &dz_cur = layer.dz[cur];       // (H, B), (H, B), (1, B) at step t
   Mat<S>&dh_prev = layer.dh[prev], &dc_prev = layer.dc[prev], &dz_prev = layer.dz[prev];  // the same at step t-1

@@ -103,7 +103,7 @@ template <class S>
 void HMLSTM<S>::layer_step_forward(size_t l, Index t, Index j0, Index nb, CRef<S> X, Scratch& s, bool fast) {
   auto& layer = layers_[l];
   const Index B = B_, H = layer.H, Hb = layer.Hb, zr = 4 * H, L = Index(layers_.size());
-  const bool top = l + 1 == layers_.size(), train = train_;
+  const bool train = train_;
   const S slope = S(opt_.slope);
   const S* zp = layer.zs.data() + t * B;                                // (1, B) z^l_{t-1}
   const S* zb = l == 0 ? ones_.data() : layers_[l - 1].zs.data() + (t + 1) * B;  // (1, B) z^{l-1}_t
@@ -132,7 +132,7 @@ void HMLSTM<S>::layer_step_forward(size_t l, Index t, Index j0, Index nb, CRef<S
     if (l == 0) gather_columns<S>(s.x_k.block(0, 0, Hb, k), step_block(X, t, B), s.idx);
     else gather_columns<S>(s.x_k.block(0, 0, Hb, k), step_block(layers_[l - 1].hs, t + 1, B), s.idx, zb);
     gather_columns<S>(s.x_k.block(Hb, 0, H, k), hp, s.idx, opt_.flush_cut ? zp : nullptr, /*one_minus=*/true);
-    if (!top) gather_columns<S>(s.x_k.block(Hb + H, 0, layer.Ht, k), step_block(layers_[l + 1].hs, t, B), s.idx, zp);
+    if (layer.Ht > 0) gather_columns<S>(s.x_k.block(Hb + H, 0, layer.Ht, k), step_block(layers_[l + 1].hs, t, B), s.idx, zp);
     // s (G, k) = b + [W U Utd] x
     auto act_k = s.act_k.topLeftCorner(layer.G, k);
     if (fast) {
@@ -142,7 +142,7 @@ void HMLSTM<S>::layer_step_forward(size_t l, Index t, Index j0, Index nb, CRef<S
     } else {
       act_k.noalias() = layer.W.w * s.x_k.block(0, 0, Hb, k);
       act_k.noalias() += layer.U.w * s.x_k.block(Hb, 0, H, k);
-      if (!top) act_k.noalias() += layer.Utd.w * s.x_k.block(Hb + H, 0, layer.Ht, k);
+      if (layer.Ht > 0) act_k.noalias() += layer.Utd.w * s.x_k.block(Hb + H, 0, layer.Ht, k);
       act_k.colwise() += layer.b.w.col(0);
     }
     if (opt_.layer_norm) {

@@ -5,7 +5,8 @@
 //
 //   s^l_t = r * U^l_l h^l_{t-1} + z^l_{t-1} U^l_{l+1} h^{l+1}_{t-1} + z^{l-1}_t W^l_{l-1} h^{l-1}_t + b^l   (eq. 4-7)
 //           r = 1 - z^l_{t-1} (flush_cut, the default: the hard reset of the slides) or r = 1 (paper, eq. 5);
-//           no top-down term in the top layer.
+//           no top-down term in the top layer, nor in any layer with top_down off (beyond the paper: layer l
+//           then restarts after a boundary from z^{l-1}_t W h^{l-1}_t alone when flush_cut is on).
 //   a = s with each gate block (i, f, g, o) layer-normalised when layer_norm is on (LN(x) = gamma*xhat + beta,
 //       per block of H rows, after the bias; the boundary row is never normalised).
 //   i, f, o = sigm(a_i, a_f, a_o),  g = tanh(a_g),  zhat = hard_sigm(a_z) = clamp((slope * a_z + 1) / 2, 0, 1)
@@ -72,6 +73,7 @@ struct HMLSTMOptions {
   bool top_boundary = false;               // "top_boundary": the top layer gets a boundary detector
   bool copy_recompute = false;             // "copy_z": "carry" (false) | "recompute" (true)
   bool flush_cut = true;                   // "flush_cut": r = 1 - z^l_{t-1} on the recurrent term
+  bool top_down = true;                    // "top_down": the term z^l_{t-1} U^l_{l+1} h^{l+1}_{t-1} (off: no weight_td)
   bool blend = true;                       // "gradient": "switch" (false) | "blend" (true); soft forces blend
   double slope = 1.0;                      // "slope": a of the hard sigmoid
   bool layer_norm = false;                 // "layer_norm"

@@ -14,7 +14,9 @@ With ``rate_penalty=lambda > 0`` the objective gains the boundary-rate term (bey
 
     R = lambda / (T B) * sum_{l with a detector} sum_{t, b} z^l_t        (loss.aux["boundary_rate"])
 
-The top layer has no boundary detector (z^L = 0) unless ``top_boundary=True``. With ``layer_norm=True``
+With ``top_down=False`` (beyond the paper) the top-down term z^l_{t-1} U^l_{l+1} h^{l+1}_{t-1} is dropped
+in every layer (no ``weight_td``): with the flush cut, layer l then restarts each segment from the
+layer below alone. The top layer has no boundary detector (z^L = 0) unless ``top_boundary=True``. With ``layer_norm=True``
 each gate block (i, f, g, o) of s^l_t is layer-normalised after the bias (the boundary row is not).
 The head is the gated output module of eq. 11-12 (``head="gated"``): g^l_t = sigm(w^l [h^1_t; ...; h^L_t]),
 h^e_t = ReLU(sum_l g^l_t W^e_l h^l_t), then the softmax. See docs/models/hm_lstm.md for every option.
@@ -130,6 +132,9 @@ class HMLSTM(LanguageModel):
     - ``copy_z``: ``"carry"`` (paper: nothing is computed on COPY, z stays) or ``"recompute"``.
     - ``flush_cut``: True (default: recurrent term times 1 - z^l_{t-1}, the hard reset of the slides)
       or False (eq. 5 as printed).
+    - ``top_down``: True (paper, eq. 5: the top-down term on FLUSH) or False (beyond the paper: no
+      top-down term and no ``weight_td``; with the flush cut a boundary then costs layer l all it knew,
+      which in docs/models/hm_lstm.md's study gave the best mean boundary F1).
     - ``gradient``: ``"blend"`` (default: z also gets gradient through eq. 2-3 written as blends;
       the only choice for soft boundaries) or ``"switch"`` (the paper's text: the operation choice is
       a switch and z gets gradient through the z-gated terms only, so COPY columns do no work in
@@ -159,6 +164,7 @@ class HMLSTM(LanguageModel):
         Option("top_boundary", bool, False),
         Option("copy_z", str, "carry", choices=("carry", "recompute")),
         Option("flush_cut", bool, True),
+        Option("top_down", bool, True),
         Option("gradient", str, None, choices=("switch", "blend")),
         Option("slope", float, 1.0, check=lambda a: a > 0, rule="> 0"),
         Option("layer_norm", bool, False),
