@@ -45,9 +45,7 @@ def main(argv=None):
     msr.set_num_threads(1)
     path = DATA / ("ptb" if a.data == "ptb-char" else "text8_prefix")
     corpus = msr.data.load(a.data, path=path, download=False, progress=False)
-    opts = dict(layer_norm=True, boundary="step", head="gated", head_size=a.hidden)
-    if a.rate_penalty:
-        opts["rate_penalty"] = a.rate_penalty
+    opts = dict(layer_norm=True, boundary="step", head="gated", head_size=a.hidden, rate_penalty=a.rate_penalty)
     if a.paper:
         opts.update(gradient="switch", flush_cut=False)
     model = msr.HMLSTM(corpus.vocab_size, a.embed, (a.hidden,) * a.layers, seed=a.seed, **opts)
@@ -72,7 +70,8 @@ def main(argv=None):
     score["space_exact"] = boundary_scores(tr.z[0] > 0.5, spaces, 0)
     score["word_end_exact"] = boundary_scores(tr.z[0] > 0.5, words_end, 0)
     out = {"data": a.data, "layers": a.layers, "hidden": a.hidden, "paper": a.paper, "rate_penalty": a.rate_penalty,
-           "minutes": seconds / 60, "chunks": chunks, "chars_trained": chunks * 64 * 100, "valid_chars": int(len(valid)), "valid_bpc": bpc,
+           "minutes": seconds / 60, "chunks": chunks, "chars_trained": chunks * 64 * 100,
+           "valid_chars": int(len(valid)), "valid_bpc": bpc,
            "trace_chars": len(tr), "updates": tr.updates.tolist(), "reduction": tr.reduction,
            "z_rate": (tr.z > 0.5).mean(axis=1).tolist(), "space_rate": float(spaces.mean()), "scores": score,
            "cpu": f"{cpu_name()} ({msr.ISA} module), 1 thread of 2 cores", "slope": model.slope}

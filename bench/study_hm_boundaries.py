@@ -42,7 +42,8 @@ def configuration(name: str):
     ``blend``, ``cut`` (flush_cut), ``nocut``, ``ln`` (layer_norm), ``sample`` (Bernoulli boundaries), ``soft`` (z = zhat),
     ``rate<x>`` (rate_penalty; ``rate<x>@<e>`` from epoch e on; ``ramp<a>_<b>_<p>``: from a to b by p per epoch), ``bias<x>`` (boundary_bias), ``lr<x>``, ``ep<n>`` (epochs), ``h<a>_<b>..`` (layer sizes, the last repeated to the model's depth),
     ``slope<a0>_<a1>`` (linear, 1 per epoch) or ``slope<a>`` (constant), ``b2s<e>`` (blend until epoch e,
-    then switch), ``oracle`` (layer 1's boundaries fixed on the spaces, for comparison), ``notd`` (``top_down=False``: no top-down term).
+    then switch), ``oracle`` (layer 1's boundaries fixed on the spaces, for comparison), ``notd``
+    (``top_down=False``: no top-down term).
     """
     if name == "default":  # the model's defaults, the same optimiser, no schedule (slope stays 1)
         return {}, dict(lr=5e-3, epochs=EPOCHS), {}
@@ -100,7 +101,7 @@ def configuration(name: str):
     return opts, train, sched
 
 
-def oracle_boundaries(model, vocab, then=None):
+def oracle_boundaries(model, vocab):
     """A constraint that fixes layer 1's boundary row to fire exactly on the spaces (the reference),
     whatever the rest of the network learns: embedding dimension 0 is 1 for those
     symbols and 0 for others, the boundary row reads only it (s = 20 x_0 - 10). For comparison only."""
@@ -116,8 +117,6 @@ def oracle_boundaries(model, vocab, then=None):
                 P[k][4 * H, :] = 0.0
         P["weight_ih_l0"][4 * H, 0] = 20.0
         P["bias_l0"][4 * H] = -10.0
-        if then is not None:
-            then(m)
     fix(model)
     return fix
 
@@ -169,7 +168,7 @@ def run(name, layers, kind, seed, hidden=32, read=2000):
     trainer_kw = dict(optimizer=msr.optim.Adam(train["lr"]), clip_norm=1.0, batch_size=32, bptt=50,
                       model_options=sched)
     if train.get("oracle"):  # z^1 held at 1 on the separators and 0 elsewhere (the boundaries given)
-        trainer_kw["constraint"] = oracle_boundaries(model, corpus.vocab, trainer_kw.get("constraint"))
+        trainer_kw["constraint"] = oracle_boundaries(model, corpus.vocab)
     epochs = train["epochs"]
     trainer = msr.Trainer(model, progress=False, seed=seed, **trainer_kw)
     t0 = time.perf_counter()

@@ -16,8 +16,8 @@ With ``rate_penalty=lambda > 0`` the objective gains the boundary-rate term (bey
 
 With ``top_down=False`` (beyond the paper) the top-down term z^l_{t-1} U^l_{l+1} h^{l+1}_{t-1} is dropped
 in every layer (no ``weight_td``): with the flush cut, layer l then restarts each segment from the
-layer below alone. The top layer has no boundary detector (z^L = 0) unless ``top_boundary=True``. With ``layer_norm=True``
-each gate block (i, f, g, o) of s^l_t is layer-normalised after the bias (the boundary row is not).
+layer below alone. The top layer has no boundary detector (z^L = 0) unless ``top_boundary=True``.
+With ``layer_norm=True`` each gate block (i, f, g, o) of s^l_t is layer-normalised after the bias (the boundary row is not).
 The head is the gated output module of eq. 11-12 (``head="gated"``): g^l_t = sigm(w^l [h^1_t; ...; h^L_t]),
 h^e_t = ReLU(sum_l g^l_t W^e_l h^l_t), then the softmax. See docs/models/hm_lstm.md for every option.
 """

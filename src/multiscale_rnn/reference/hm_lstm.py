@@ -47,7 +47,7 @@ def forward(P: dict, config: dict, tok, state: Optional[dict] = None, drawn: Opt
             n, zp = H[l], z[l]
             r = 1 - zp if config["flush_cut"] else 1.0
             s = (r * h[l]) @ P[f"weight_hh_l{l}"].T + (zb * hb) @ P[f"weight_ih_l{l}"].T + P[f"bias_l{l}"]
-            if l + 1 < L and config.get("top_down", True):
+            if l + 1 < L and config["top_down"]:
                 s = s + (zp * h[l + 1]) @ P[f"weight_td_l{l}"].T
             gates = s[:, :4 * n]
             if config["layer_norm"]:
