@@ -31,74 +31,115 @@ import numpy as np
 import multiscale_rnn as msr
 from multiscale_rnn.models.hm_lstm import boundary_scores
 
-EPOCHS = 8
+EPOCHS = 8           # the earlier study's configurations
+RECIPE_EPOCHS = 40   # the default recipe (880 updates of 32 x 50 characters, warm-up 500 of them)
 
 
 def configuration(name: str):
     """(model options, trainer settings, model-option schedules) of a configuration name.
 
-    ``default``: the model's defaults, no option schedule. Otherwise words joined by ``+``:
+    ``default``: the package's default recipe (the model's defaults with the Trainer's boundary warm-up,
+    no option schedule, 40 epochs), then any words after ``default+``. Otherwise the earlier study's base
+    (gated head, no rate target, no warm-up) and words joined by ``+``:
     ``paper`` (gradient switch, no flush cut, no rate term, slope 1 -> 5 by 1 per epoch), ``switch``,
     ``blend``, ``cut`` (flush_cut), ``nocut``, ``ln`` (layer_norm), ``sample`` (Bernoulli boundaries), ``soft`` (z = zhat),
     ``rate<x>`` (rate_penalty; ``rate<x>@<e>`` from epoch e on; ``ramp<a>_<b>_<p>``: from a to b by p per epoch), ``bias<x>`` (boundary_bias), ``lr<x>``, ``ep<n>`` (epochs), ``h<a>_<b>..`` (layer sizes, the last repeated to the model's depth),
     ``slope<a0>_<a1>`` (linear, 1 per epoch) or ``slope<a>`` (constant), ``b2s<e>`` (blend until epoch e,
     then switch), ``oracle`` (layer 1's boundaries fixed on the spaces, for comparison), ``notd``
-    (``top_down=False``: no top-down term).
+    (``top_down=False``: no top-down term); and the recipe's words ``target<r1>[_<r2>]`` (``rate_target``,
+    ``targetnone`` for none), ``mu<x>`` (``rate_weight``), ``warm<n>`` (``warmup``: detectors held off for n
+    updates), ``linear`` / ``gated`` (the head), ``slope1`` (no slope schedule).
     """
-    if name == "default":  # the model's defaults, the same optimiser, no schedule (slope stays 1)
-        return {}, dict(lr=5e-3, epochs=EPOCHS), {}
-    opts = dict(gradient="switch", flush_cut=False, rate_penalty=0.0, boundary_bias=0.0)
-    train = dict(lr=5e-3, epochs=EPOCHS)
-    sched = {"slope": msr.schedules.linear(1.0, 5.0, per_epoch=1.0)}
-    for word in name.split("+"):
-        if word in ("paper", "switch"):
-            opts["gradient"] = "switch"
-        elif word == "blend":
-            opts["gradient"] = "blend"
-        elif word == "cut":
-            opts["flush_cut"] = True
-        elif word == "nocut":
-            opts["flush_cut"] = False
-        elif word == "ln":
-            opts["layer_norm"] = True
-        elif word == "sample":
-            opts["boundary"] = "sample"
-        elif word == "soft":
-            opts["boundary"] = "soft"
-            opts["gradient"] = "blend"
-        elif word == "oracle":
-            train["oracle"] = True
-        elif word == "notd":
-            opts["top_down"] = False
-        elif word.startswith("ramp"):  # the rate term rising linearly: ramp<start>_<end>_<per epoch>
-            a0, a1, per = (float(x) for x in word[4:].split("_"))
-            sched["rate_penalty"] = msr.schedules.linear(a0, a1, per_epoch=per)
-            opts["rate_penalty"] = a0
-        elif word.startswith("rate"):
-            value, _, start = word[4:].partition("@")
-            if start:  # the term switched on at an epoch
-                sched["rate_penalty"] = msr.schedules.step(0.0, float(value), at_epoch=float(start))
-                opts["rate_penalty"] = 0.0
-            else:
-                opts["rate_penalty"] = float(value)
-        elif word.startswith("bias"):
-            opts["boundary_bias"] = float(word[4:])
-        elif word.startswith("h") and word[1:2].isdigit():
-            train["hidden"] = [int(x) for x in word[1:].split("_")]
-        elif word.startswith("lr"):
-            train["lr"] = float(word[2:])
-        elif word.startswith("ep"):
-            train["epochs"] = int(word[2:])
-        elif word.startswith("slope"):
-            a = word[5:].split("_")
-            sched["slope"] = (float(a[0]) if len(a) == 1
-                              else msr.schedules.linear(float(a[0]), float(a[1]), per_epoch=1.0))
-        elif word.startswith("b2s"):
-            sched["blend"] = msr.schedules.step(1.0, 0.0, at_epoch=float(word[3:]))
-            opts["gradient"] = "blend"
-        else:
+    if name == "default" or name.startswith("default+"):
+        # the package's default recipe: the model's defaults (rate target, linear head, flush cut,
+        # "blend"), the Trainer's boundary warm-up, no option schedule (slope 1), 40 epochs; words after
+        # "default+" change it (e.g. default+ep60, default+target0.2, default+warm250)
+        opts, train, sched = {}, dict(lr=5e-3, epochs=RECIPE_EPOCHS), {}
+        words = name.split("+")[1:]
+    else:
+        # the earlier study's base (the defaults before the recipe: gated head, no rate target, no warm-up)
+        opts = dict(gradient="switch", flush_cut=False, rate_penalty=0.0, boundary_bias=0.0, head="gated",
+                    rate_target=None, warmup=0)
+        train = dict(lr=5e-3, epochs=EPOCHS)
+        sched = {"slope": msr.schedules.linear(1.0, 5.0, per_epoch=1.0)}
+        words = name.split("+")
+    return _words(words, opts, train, sched, name)
+
+
+def _words(words, opts, train, sched, name):
+    for word in words:
+        if word == "linear" or word == "gated":
+            opts["head"] = word
+            continue
+        if word.startswith("target"):  # rate_target: target<r1>[_<r2>...], "targetnone" for none
+            v = word[6:]
+            opts["rate_target"] = None if v == "none" else [float(x) for x in v.split("_")]
+            opts.setdefault("rate_weight", 5.0)
+            continue
+        if word.startswith("mu"):
+            opts["rate_weight"] = float(word[2:])
+            continue
+        if word.startswith("warm"):  # warmup<n>: the detectors held off for n updates
+            opts["warmup"] = int(word[4:])
+            continue
+        if word == "slope1":
+            sched.pop("slope", None)
+            continue
+        if not _paper_word(word, opts, train, sched):
             raise ValueError(f"unknown configuration word {word!r} in {name!r}")
     return opts, train, sched
+
+
+def _paper_word(word, opts, train, sched) -> bool:
+    """The words of the earlier study; False for a word it does not know."""
+    if word in ("paper", "switch"):
+        opts["gradient"] = "switch"
+    elif word == "blend":
+        opts["gradient"] = "blend"
+    elif word == "cut":
+        opts["flush_cut"] = True
+    elif word == "nocut":
+        opts["flush_cut"] = False
+    elif word == "ln":
+        opts["layer_norm"] = True
+    elif word == "sample":
+        opts["boundary"] = "sample"
+    elif word == "soft":
+        opts["boundary"] = "soft"
+        opts["gradient"] = "blend"
+    elif word == "oracle":
+        train["oracle"] = True
+    elif word == "notd":
+        opts["top_down"] = False
+    elif word.startswith("ramp"):  # the rate term rising linearly: ramp<start>_<end>_<per epoch>
+        a0, a1, per = (float(x) for x in word[4:].split("_"))
+        sched["rate_penalty"] = msr.schedules.linear(a0, a1, per_epoch=per)
+        opts["rate_penalty"] = a0
+    elif word.startswith("rate"):
+        value, _, start = word[4:].partition("@")
+        if start:  # the term switched on at an epoch
+            sched["rate_penalty"] = msr.schedules.step(0.0, float(value), at_epoch=float(start))
+            opts["rate_penalty"] = 0.0
+        else:
+            opts["rate_penalty"] = float(value)
+    elif word.startswith("bias"):
+        opts["boundary_bias"] = float(word[4:])
+    elif word.startswith("h") and word[1:2].isdigit():
+        train["hidden"] = [int(x) for x in word[1:].split("_")]
+    elif word.startswith("lr"):
+        train["lr"] = float(word[2:])
+    elif word.startswith("ep"):
+        train["epochs"] = int(word[2:])
+    elif word.startswith("slope"):
+        a = word[5:].split("_")
+        sched["slope"] = (float(a[0]) if len(a) == 1
+                          else msr.schedules.linear(float(a[0]), float(a[1]), per_epoch=1.0))
+    elif word.startswith("b2s"):
+        sched["blend"] = msr.schedules.step(1.0, 0.0, at_epoch=float(word[3:]))
+        opts["gradient"] = "blend"
+    else:
+        return False
+    return True
 
 
 def oracle_boundaries(model, vocab):

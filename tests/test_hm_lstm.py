@@ -15,8 +15,11 @@ V, E, HS, B, T = 11, 5, (4, 3, 5), 3, 6
 def make(seed=3, hidden=HS, scale=0.5, z_bias=None, **kw):
     """A float64 HM-LSTM with N(0, scale^2) weights (boundaries then fire at mixed steps). Options not
     given follow the paper's reading (gradient "switch" for binary boundaries, no flush cut), which
-    these tests were written for; the package's defaults are checked in test_hm_lstm_recipe.py."""
+    these tests were written for, with the paper's gated output module and no rate target; the package's
+    defaults and the rate target are checked in test_hm_lstm_recipe.py."""
     kw.setdefault("flush_cut", False)
+    kw.setdefault("head", "gated")
+    kw.setdefault("rate_target", None)
     if kw.get("boundary", "step") != "soft":
         kw.setdefault("gradient", "switch")
     m = msr.HMLSTM(V, E, hidden, dtype="float64", seed=seed, **kw)
@@ -430,7 +433,7 @@ def test_boundary_scores():
 def test_trace_arrays_and_counts():
     h = msr.data.synthetic_hierarchy(n_chars=400, seed=0)
     corpus = h.corpus()
-    m = msr.HMLSTM(corpus.vocab_size, 8, (6, 5, 4), seed=0)
+    m = msr.HMLSTM(corpus.vocab_size, 8, (6, 5, 4), seed=0, head="gated")
     text = h.text[:120]
     tr = m.trace(text, corpus.vocab, reference_boundaries=h.word_boundaries[:120])
     L, Tn = 3, 120
@@ -454,53 +457,46 @@ def test_trace_arrays_and_counts():
 
 # ---- a short training run finds word boundaries ----------------------------------------------------
 
-def train_synthetic(epochs=6, seed=0):
-    """A 2-layer HM-LSTM with the default options trained briefly on the hierarchical text of the
-    random lexicon (seeded, one thread)."""
-    h = msr.data.synthetic_hierarchy(n_chars=40_000, seed=0, lexicon="random")
-    corpus = h.corpus(valid_fraction=0.05, test_fraction=0.05)
-    m = msr.HMLSTM(corpus.vocab_size, 16, (32, 32), seed=seed)  # the defaults: flush cut, gradient "blend"
+def train_synthetic(epochs=40, seed=0):
+    """A 2-layer HM-LSTM with the package's default recipe (the model's defaults, the Trainer's
+    boundary warm-up, no option schedule) trained on the generated hierarchical text (trie lexicon,
+    seeded, one thread): 880 updates, about 3 s."""
+    h = msr.data.synthetic_hierarchy(n_chars=40_000, seed=0)
+    corpus = h.corpus(valid_fraction=0.1, test_fraction=0.0)
+    m = msr.HMLSTM(corpus.vocab_size, 16, (32, 32), seed=seed)
     trainer = msr.Trainer(m, optimizer=msr.optim.Adam(5e-3), clip_norm=1.0, batch_size=32, bptt=50,
-                          progress=False, seed=seed,
-                          model_options={"slope": msr.schedules.linear(1.0, 5.0, per_epoch=1.0)})
+                          progress=False, seed=seed)
     trainer.fit(corpus.train, epochs=epochs)
     return m, corpus
 
 
-def test_trained_layer1_boundaries_match_words():
-    """After 6 epochs of 36k characters (a few seconds) with the default options, z^1 fires at the
-    space after each word. (The issue's target, F1 >= 0.9, is not reached by any recipe measured:
-    see the study in docs/models/hm_lstm.md; this test holds what the defaults do reach. It trains
-    on the random lexicon, where the detector robustly lands on the spaces; on the default trie
-    text it fires about once per word, at the word's last letter on some seeds and at the next
-    word's first on others, which a tolerance-1 F1 scores barely above chance: 0.42-0.60 against
-    0.41-0.50 for seeds 0-3.)
-
-    The reference is the generator's word boundaries (true at a word's last character) moved one
-    step later, to the space that follows every word: the model can only know that a word has
-    ended when it reads that space (the paper: z^1 turns on "when it sees a space or after it sees
-    a space"). We require F1 >= 0.5 (measured 0.60: recall 1.0, precision 0.43, the extra
-    boundaries falling inside words as in the paper's Figure 3) and at least twice the F1 of the
-    same number of boundaries placed at random (measured 0.18), so the test fails for a model that
-    fires everywhere, nowhere or at random.
-    """
+def test_default_recipe_finds_the_word_boundaries():
+    """The default recipe (docs/models/hm_lstm.md, "The default recipe") finds the word ends of the
+    generated text in layer 1: F1 >= 0.9 at tolerance 1 against the step after each word's last
+    letter (the space, where a word's end can first be read off the input; the last letter itself
+    is within the tolerance). Seed 0 measured 0.964 / 0.984 / 0.973 with the avx512 / avx2 /
+    baseline modules; over seeds 0-4 the recipe reaches 0.9 on 4 of 5 (the study), so this checks
+    learning on one seed, not the rate of success. The boundaries must also be sparse (about one
+    per word: the rate target) and the layer above must skip most steps."""
     threads = msr.get_num_threads()
     msr.set_num_threads(1)
     try:
         m, corpus = train_synthetic()
     finally:
         msr.set_num_threads(threads)
-    ids = corpus.valid[:1000]
-    words = corpus.boundaries["valid"]["word"][:1000]
-    spaces = np.zeros_like(words)
-    spaces[1:] = words[:-1]
-    tr = m.trace(ids, reference_boundaries=spaces)
+    assert m.options["detectors"] == 1.0, "the warm-up should have switched the detectors on"
+    ids = corpus.valid[:2000]
+    words = corpus.boundaries["valid"]["word"][:2000]
+    first_seen = np.zeros_like(words)
+    first_seen[1:] = words[:-1]
+    tr = m.trace(ids, reference_boundaries=first_seen, tolerance=1)
     f1 = tr.scores[0]["f1"]
     z1 = tr.z[0] > 0.5
-    chance = boundary_scores(np.random.default_rng(0).permutation(z1), spaces)["f1"]
-    assert f1 >= 0.5, tr.scores[0]
-    assert f1 >= 2 * chance, (f1, chance)
-    assert tr.updates[1] < 0.6 * len(ids), "the second layer should update sparsely"
+    chance = boundary_scores(np.random.default_rng(0).permutation(z1), first_seen, 1)["f1"]
+    assert f1 >= 0.9, tr.scores[0]
+    assert chance < 0.5, chance
+    assert 0.15 <= z1.mean() <= 0.21, z1.mean()           # words end on 17.6 % of the steps
+    assert tr.updates[1] < 0.25 * len(ids), "the second layer should update about once per word"
 
 
 def test_plots(tmp_path):

@@ -209,3 +209,152 @@ def test_step_schedule_switches_the_gradient_reading():
                           model_options={"blend": sched})
     trainer.fit(corpus.train, epochs=4, log=lambda d: seen.append(m.options["blend"]) if d.get("event") == "epoch" else None)
     assert seen == [1.0, 1.0, 0.0, 0.0]
+
+
+# ---- the rate target (rate_target, rate_weight) and the boundary warm-up (detectors, warmup) ------------
+
+@pytest.mark.parametrize("opts", [{"rate_target": [0.3, 0.1]},
+                                  {"rate_target": [0.2, 0.6, 0.05], "top_boundary": True, "flush_cut": True,
+                                   "rate_penalty": 0.3, "layer_norm": True}],
+                         ids=["two-layers", "top,cut,penalty,ln"])
+def test_rate_target_soft_finite_differences(opts):
+    """mu sum_l (zbar^l - r_l)^2 with zbar^l the chunk mean of z^l_t: its gradient 2 mu (zbar^l - r_l) / (T B)
+    on every z^l_t, checked on the whole objective over two chunks with the state carried."""
+    rng = np.random.default_rng(31)
+    m = make(boundary="soft", rate_weight=3.0, **opts)
+    tok, tgt = batch(rng)
+    st = random_state(m, rng, soft=True)
+    loss, _, _ = m.loss_and_grad(tok, tgt, st)
+    rec = m.records()
+    want = sum(3.0 * (rec[f"z_l{l}"].mean() - r) ** 2 for l, r in enumerate(opts["rate_target"]))
+    assert loss.aux["boundary_target"] == pytest.approx(want, rel=1e-12)
+    assert loss.total == pytest.approx(float(loss) + sum(loss.aux.values()), rel=1e-12)
+    assert total_fd_error(m, tok, tgt, st) < 1e-6
+    _, _, st2 = m.loss_and_grad(tok, tgt, st)
+    assert total_fd_error(m, tok[:, ::-1].copy(), tgt, st2, seed=1) < 1e-6
+
+
+TARGET_OPTIONS = [
+    {"boundary": "step", "gradient": "blend", "flush_cut": True, "head": "linear"},
+    {"boundary": "step", "gradient": "switch"},
+    {"boundary": "sample", "copy_z": "recompute", "gradient": "blend"},
+    {"boundary": "step", "top_boundary": True, "layer_norm": True, "rate_penalty": 0.2},
+]
+
+
+@pytest.mark.parametrize("opts", TARGET_OPTIONS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()))
+def test_rate_target_matches_pytorch_reference(opts):
+    pytest.importorskip("torch")
+    rng = np.random.default_rng(12)
+    targets = [0.7, 0.1, 0.4] if opts.get("top_boundary") else [0.7, 0.1]
+    m = make(rate_target=targets, rate_weight=2.0, **opts)
+    tok, tgt = batch(rng, steps=8, batch=4)
+    st = random_state(m, rng, batch=4)
+    loss, grads, state = m.loss_and_grad(tok, tgt, st)
+    rloss, rgrads, rstate = reference.loss_and_grad(m, tok, tgt, st, m.records())
+    assert loss == pytest.approx(rloss, rel=1e-12)
+    assert loss.aux["boundary_target"] > 0
+    g0 = make(rate_target=None, **opts).loss_and_grad(tok, tgt, st)[1]
+    assert any(np.abs(grads[k] - g0[k]).max() > 1e-6 for k in grads), "the target should change gradients"
+    for k in grads:
+        np.testing.assert_allclose(grads[k], rgrads[k], rtol=1e-9, atol=1e-12, err_msg=k)
+    for k in state:
+        np.testing.assert_allclose(state[k], rstate[k], rtol=1e-12, atol=1e-14, err_msg=k)
+
+
+def test_rate_target_skipping_equals_masking():
+    rng = np.random.default_rng(13)
+    tok, tgt = batch(rng, steps=7, batch=5)
+    out = []
+    for skip in (True, False):
+        m = make(rate_target=[0.5, 0.05], rate_weight=4.0, skip=skip, z_bias=-0.5)
+        st = random_state(m, np.random.default_rng(14), batch=5)
+        loss, grads, _ = m.loss_and_grad(tok, tgt, st)
+        out.append((loss.total, grads))
+    assert out[0][0] == pytest.approx(out[1][0], rel=1e-12)
+    for k in out[0][1]:
+        np.testing.assert_allclose(out[0][1][k], out[1][1][k], rtol=1e-10, atol=1e-13, err_msg=k)
+
+
+def test_rate_target_option_values(tmp_path):
+    m = msr.HMLSTM(V, E, HS)
+    assert m.config["rate_target"] == [0.18] and m.config["rate_weight"] == 5.0
+    assert msr.HMLSTM(V, E, HS, rate_target=0.3).config["rate_target"] == [0.3]
+    assert msr.HMLSTM(V, E, HS, rate_target=(0.3, 0.05)).config["rate_target"] == [0.3, 0.05]
+    assert msr.HMLSTM(V, E, (4,)).config["rate_target"] == []      # no detector: the default targets nothing
+    off = msr.HMLSTM(V, E, HS, rate_target=None, seed=1)
+    assert off.config["rate_target"] == []
+    # a checkpoint keeps "no target" (not the default)
+    path = msr.checkpoint.save(tmp_path / "m.npz", off)
+    back = msr.checkpoint.load(path).model
+    assert back.config["rate_target"] == [] and back.options["rate_target_l0"] == -1.0
+    tok, tgt = batch(np.random.default_rng(2))
+    assert "boundary_target" not in back.loss_and_grad(tok, tgt)[0].aux
+    with pytest.raises(ValueError, match="rate_target has 3 values"):
+        msr.HMLSTM(V, E, HS, rate_target=[0.1, 0.1, 0.1])          # 2 detector layers
+    for bad in (1.5, -0.1, [0.2, 2.0], "x", [True]):
+        with pytest.raises(ValueError, match="rate_target"):
+            msr.HMLSTM(V, E, HS, rate_target=bad)
+    with pytest.raises(ValueError, match="rate_weight"):
+        msr.HMLSTM(V, E, HS, rate_weight=-1.0)
+    m.set_option("rate_target_l1", 0.5)
+    m.set_option("rate_weight", 0.0)
+    assert not m.loss_and_grad(tok, tgt)[0].aux
+    with pytest.raises(ValueError, match=r"rate_target_l0 must lie in \[0, 1\]"):
+        m.set_option("rate_target_l0", 1.5)
+    with pytest.raises(ValueError, match="'rate_target_l0' .. 'rate_target_l2'"):
+        m.set_option("rate_target_l3", 0.1)
+
+
+def test_detectors_held_off_and_restarted():
+    """detectors=0: z = 0 everywhere (layer 1 a plain LSTM, the layers above COPY), no gradient reaches the
+    boundary rows and the target term is off; detectors=1 restarts every boundary row at weights 0 and the
+    bias that puts zhat at RESTART_ZHAT; setting the current value again changes nothing."""
+    m = msr.HMLSTM(V, E, HS, dtype="float64", seed=5, slope=2.0)
+    P = m.parameters()
+    rows = lambda: np.concatenate([np.r_[P[f"weight_ih_l{l}"][4 * h], P[f"weight_hh_l{l}"][4 * h],  # noqa: E731
+                                         P[f"bias_l{l}"][4 * h]] for l, h in enumerate(HS[:-1])])
+    before = rows().copy()
+    m.set_option("detectors", 0)
+    tok, tgt = batch(np.random.default_rng(3), steps=8)
+    loss, grads, _ = m.loss_and_grad(tok, tgt)
+    rec = m.records()
+    assert not rec["z_l0"].any() and not rec["z_l1"].any()
+    assert (rec["op_l0"] == 1).all() and (rec["op_l1"] == 0).all() and (rec["op_l2"] == 0).all()
+    for l, h in enumerate(HS[:-1]):
+        assert not grads[f"weight_ih_l{l}"][4 * h].any() and grads[f"bias_l{l}"][4 * h] == 0
+    assert "boundary_target" not in loss.aux
+    m.set_option("detectors", 0)                      # again: nothing changes
+    m.set_option("detectors", 1)
+    after = rows()
+    assert not np.array_equal(before, after)
+    for l, h in enumerate(HS[:-1]):
+        assert not P[f"weight_ih_l{l}"][4 * h].any() and not P[f"weight_hh_l{l}"][4 * h].any()
+        assert not P[f"weight_td_l{l}"][4 * h].any()
+        assert P[f"bias_l{l}"][4 * h] == pytest.approx((2 * m.RESTART_ZHAT - 1) / 2.0)
+    m.forward(tok)
+    zhat = m.records()["zhat_l0"]
+    np.testing.assert_allclose(zhat[np.isfinite(zhat)], m.RESTART_ZHAT)
+    assert m.loss_and_grad(tok, tgt)[0].aux["boundary_target"] > 0   # the target is back on
+    P["bias_l0"][4 * HS[0]] = 0.7
+    m.set_option("detectors", 1)                      # already on: the learned row is kept
+    assert P["bias_l0"][4 * HS[0]] == 0.7
+    with pytest.raises(ValueError, match="detectors"):
+        m.set_option("detectors", 0.5)
+
+
+def test_trainer_applies_the_boundary_warmup():
+    h = msr.data.synthetic_hierarchy(n_chars=4000, seed=0)
+    corpus = h.corpus(valid_fraction=0.0, test_fraction=0.0)
+    seen = []
+    m = msr.HMLSTM(corpus.vocab_size, 8, (8, 8), seed=0, warmup=5)
+    trainer = msr.Trainer(m, optimizer=msr.optim.Adam(1e-3), batch_size=4, bptt=20, progress=False)
+    assert set(trainer.model_options) == {"detectors"}
+    trainer.fit(corpus.train, epochs=1, max_chunks=8,
+                log=lambda d: seen.append((d["step"], m.options["detectors"])) if d.get("event") == "chunk" else None)
+    assert seen[:6] == [(1, 0.0), (2, 0.0), (3, 0.0), (4, 0.0), (5, 0.0), (6, 1.0)]
+    assert msr.Trainer(msr.HMLSTM(corpus.vocab_size, 8, (8, 8), warmup=0), progress=False).model_options == {}
+    own = msr.Trainer(msr.HMLSTM(corpus.vocab_size, 8, (8, 8)), progress=False, model_options={"detectors": 1})
+    assert own.model_options == {"detectors": 1}
+    with pytest.raises(ValueError, match="warmup"):
+        msr.HMLSTM(corpus.vocab_size, 8, (8, 8), warmup=-1)

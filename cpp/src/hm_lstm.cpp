@@ -8,7 +8,7 @@
 
 namespace msrnn {
 
-HMLSTMOptions hm_lstm_options(CoreOptions& opts) {
+HMLSTMOptions hm_lstm_options(CoreOptions& opts, Index L) {
   HMLSTMOptions o;
   const std::string boundary = opts.choice("boundary", "step", {"step", "sample", "soft"});
   o.boundary = boundary == "step" ? HMBoundary::Step : boundary == "sample" ? HMBoundary::Sample : HMBoundary::Soft;
@@ -31,13 +31,23 @@ HMLSTMOptions hm_lstm_options(CoreOptions& opts) {
   o.rate_penalty = opts.number("rate_penalty", 0.0);
   MSRNN_CHECK(o.rate_penalty >= 0.0 && std::isfinite(o.rate_penalty),
               "HM-LSTM rate_penalty must be >= 0 and finite, got ", o.rate_penalty);
+  o.rate_weight = opts.number("rate_weight", 5.0);
+  MSRNN_CHECK(o.rate_weight >= 0.0, "HM-LSTM rate_weight must be >= 0 and finite, got ", o.rate_weight);
+  o.rate_target.assign(size_t(L), -1.0);
+  for (Index l = 0; l < L; ++l) {
+    const std::string name = cat("rate_target_l", l);
+    o.rate_target[size_t(l)] = opts.number(name, l == 0 ? 0.18 : -1.0);  // layer 1: about one boundary per word
+    MSRNN_CHECK(o.rate_target[size_t(l)] < 0.0 || o.rate_target[size_t(l)] <= 1.0,
+                "HM-LSTM ", name, " must lie in [0, 1] (or be negative: no target), got ", o.rate_target[size_t(l)]);
+  }
   opts.finish();
   return o;
 }
 
 namespace {
 template <class S> std::unique_ptr<Core<S>> make_hm_lstm(ParamSet<S>& ps, const CoreArgs& a) {
-  return std::make_unique<HMLSTM<S>>(ps, a.input_size, a.hidden_sizes, hm_lstm_options(*a.options), a.rng);
+  return std::make_unique<HMLSTM<S>>(ps, a.input_size, a.hidden_sizes,
+                                     hm_lstm_options(*a.options, Index(a.hidden_sizes.size())), a.rng);
 }
 }  // namespace
 MSRNN_REGISTER_CORE("hm_lstm", make_hm_lstm);
@@ -47,6 +57,8 @@ HMLSTM<S>::HMLSTM(ParamSet<S>& ps, Index E, const std::vector<Index>& hidden, co
   MSRNN_CHECK(E > 0, "HM-LSTM input size must be positive, got ", E);
   MSRNN_CHECK(!hidden.empty(), "HM-LSTM needs at least one layer");
   const size_t L = hidden.size();
+  opt_.rate_target.resize(L, -1.0);
+  zbar_.assign(L, 0.0);
   layers_.resize(L);
   for (size_t l = 0; l < L; ++l) {
     auto& layer = layers_[l];
@@ -144,16 +156,43 @@ template <class S> void HMLSTM<S>::set_option(const std::string& name, double va
   } else if (name == "rate_penalty") {
     MSRNN_CHECK(value >= 0.0 && std::isfinite(value), "HM-LSTM rate_penalty must be >= 0 and finite, got ", value);
     opt_.rate_penalty = value;
+  } else if (name == "rate_weight") {
+    MSRNN_CHECK(value >= 0.0 && std::isfinite(value), "HM-LSTM rate_weight must be >= 0 and finite, got ", value);
+    opt_.rate_weight = value;
+  } else if (name.rfind("rate_target_l", 0) == 0 && name.size() > 13 &&
+             name.find_first_not_of("0123456789", 13) == std::string::npos && name.size() < 20 &&
+             std::stoul(name.substr(13)) < layers_.size()) {
+    MSRNN_CHECK(std::isfinite(value) && value <= 1.0, "HM-LSTM ", name,
+                " must lie in [0, 1] (or be negative: no target), got ", value);
+    opt_.rate_target[std::stoul(name.substr(13))] = value;
   } else {
     throw std::invalid_argument(cat("the HM-LSTM cannot change option '", name,
-                                    "' after construction; changeable options are 'slope', 'skip', 'blend' and "
-                                    "'rate_penalty'"));
+                                    "' after construction; changeable options are 'slope', 'skip', 'blend', "
+                                    "'rate_penalty', 'rate_weight' and 'rate_target_l0' .. 'rate_target_l",
+                                    layers_.size() - 1, "'"));
   }
 }
 
 template <class S> std::vector<std::pair<std::string, double>> HMLSTM<S>::aux_losses() const {
-  if (opt_.rate_penalty == 0.0) return {};
-  return {{"boundary_rate", aux_}};
+  std::vector<std::pair<std::string, double>> out;
+  if (opt_.rate_penalty != 0.0) out.push_back({"boundary_rate", aux_});
+  if (has_rate_target()) out.push_back({"boundary_target", aux_target_});
+  return out;
+}
+
+template <class S> bool HMLSTM<S>::has_rate_target() const {
+  if (opt_.rate_weight == 0.0) return false;
+  for (size_t l = 0; l < layers_.size(); ++l)
+    if (layers_[l].detector && opt_.rate_target[l] >= 0.0) return true;
+  return false;
+}
+
+template <class S> double HMLSTM<S>::rate_gradient(size_t l) const {
+  const auto& layer = layers_[l];
+  if (!layer.detector) return 0.0;
+  double g = opt_.rate_penalty;
+  if (opt_.rate_weight != 0.0 && opt_.rate_target[l] >= 0.0) g += 2.0 * opt_.rate_weight * (zbar_[l] - opt_.rate_target[l]);
+  return g / double(T_ * B_);
 }
 
 template <class S> bool HMLSTM<S>::skipping(bool train) const {

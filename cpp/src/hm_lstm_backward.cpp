@@ -142,11 +142,10 @@ template <class S> void HMLSTM<S>::layer_step_backward(size_t l, Index t, Index 
     const S zh = layer.zhat(0, n);
     return (zh > S(0) && zh < S(1)) ? half : S(0);
   };
-  // The boundary-rate term adds lambda / N to the gradient of every z^l_t of a detector layer.
-  if (layer.detector && opt_.rate_penalty > 0.0) {
-    const S g = S(opt_.rate_penalty / double(T_ * B));
-    for (Index b = j0; b < j0 + nb; ++b) dz_cur(0, b) += g;
-  }
+  // The boundary-rate terms add (lambda + 2 mu (zbar^l - r_l)) / N to the gradient of every z^l_t of a detector layer.
+  const S grate = S(rate_gradient(l));
+  if (grate != S(0))
+    for (Index b = j0; b < j0 + nb; ++b) dz_cur(0, b) += grate;
   // Gradient of z^l_t split into znew (s.dz_new) and the carried z^l_{t-1}.
   for (Index b = j0; b < j0 + nb; ++b) {
     const Index n = t * B + b;

@@ -82,12 +82,16 @@ template <class S> void HMLSTM<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index 
     });
   }
   // Boundary-rate term: lambda / N * (sum of z^l_t over detector layers, steps and streams).
+  // Rate-target term: mu * sum_l (zbar^l - r_l)^2 over detector layers with a target.
   aux_ = 0.0;
-  if (train && opt_.rate_penalty > 0.0) {
-    double sum = 0.0;
-    for (const auto& layer : layers_)
-      if (layer.detector) sum += double(layer.zs.rightCols(N).sum());
-    aux_ = opt_.rate_penalty * sum / double(N);
+  aux_target_ = 0.0;
+  for (Index l = 0; l < L; ++l) zbar_[l] = layers_[l].detector ? double(layers_[l].zs.rightCols(N).sum()) / double(N) : 0.0;
+  if (train) {
+    for (Index l = 0; l < L; ++l) {
+      if (!layers_[l].detector) continue;
+      aux_ += opt_.rate_penalty * zbar_[l];
+      if (opt_.rate_target[l] >= 0.0) aux_target_ += opt_.rate_weight * (zbar_[l] - opt_.rate_target[l]) * (zbar_[l] - opt_.rate_target[l]);
+    }
   }
   Index row = 0;
   for (auto& layer : layers_) {

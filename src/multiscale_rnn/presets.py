@@ -81,18 +81,18 @@ PRESETS: Dict[str, Dict[str, Any]] = {
                  "slope reaches 5.",
         "model": "hmlstm", "embed_size": 128, "hidden_sizes": [512, 512, 512], "data": "ptb-char",
         "options": {"boundary": "step", "layer_norm": True, "head": "gated", "head_size": 512,
-                    "gradient": "switch", "flush_cut": False},
+                    "gradient": "switch", "flush_cut": False, "rate_target": None, "warmup": 0},
         "anneal": {"slope": [1.0, 5.0, 0.04]},
         "epochs": 100, "batch_size": 64, "bptt": 100, "optimizer": "adam", "lr": 2e-3, "clip_norm": 1.0,
         "lr_schedule": "plateau", "lr_factor": 50.0, "patience": 0, "out": "runs/ptb-char-hm-lstm.npz",
     },
     "synthetic-hm-lstm": {
-        "about": "A small HM-LSTM on the generated hierarchical text; its first-layer boundaries come to "
-                 "mark the spaces between words within seconds (see docs/models/hm_lstm.md).",
+        "about": "A small HM-LSTM on the generated hierarchical text with the default recipe (boundary "
+                 "warm-up, rate target): its first-layer boundaries come to mark the ends of the words "
+                 "within seconds (see docs/models/hm_lstm.md, \"The default recipe\").",
         "model": "hmlstm", "embed_size": 16, "hidden_sizes": [32, 32], "data": "synthetic",
         "data_options": {"n_chars": 40_000, "seed": 0},
-        "options": {"flush_cut": True, "gradient": "blend"}, "anneal": {"slope": [1.0, 5.0, 1.0]},
-        "epochs": 6, "batch_size": 32, "bptt": 50, "optimizer": "adam", "lr": 5e-3, "clip_norm": 1.0,
+        "epochs": 40, "batch_size": 32, "bptt": 50, "optimizer": "adam", "lr": 5e-3, "clip_norm": 1.0,
         "out": "runs/synthetic-hm-lstm.npz",
     },
 }

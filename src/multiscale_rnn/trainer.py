@@ -248,6 +248,9 @@ class Trainer:
     lr_schedule : a ``schedules.LRSchedule`` asked for the learning rate after every epoch.
     model_options : dict option name -> number or callable of (epoch, step), applied with
         ``model.set_option`` before every chunk (e.g. ``{"slope": schedules.linear(1, 5, 0.04)}``).
+        Added to the model's own schedules (``model.default_model_options()``: the HM-LSTM's boundary
+        warm-up, ``{"detectors": schedules.step(0, 1, at_step=warmup)}``), which a same-named entry
+        replaces.
     seed : the model's random generator (dropout and any other noise) is seeded from it when a new
         training run starts, so the same model, data, seed and thread count give identical runs.
     progress : True: a tqdm bar (loss, bits per token, tokens per second) when standard error is a
@@ -283,7 +286,9 @@ class Trainer:
         self.bptt = _positive_int(bptt, "bptt")
         self.eval_batch_size = _positive_int(eval_batch_size, "eval_batch_size", allow_none=True) or self.batch_size
         self.lr_schedule = lr_schedule
-        self.model_options = dict(model_options or {})
+        # the model's own schedules (the HM-LSTM's boundary warm-up) unless model_options names them
+        own = getattr(model, "default_model_options", None)
+        self.model_options = {**(own() if own is not None else {}), **dict(model_options or {})}
         for name, sched in self.model_options.items():
             if not (callable(sched) or isinstance(sched, (int, float))):
                 raise TypeError(f"model option {name!r} must be a number or a callable of (epoch, step)")

@@ -80,9 +80,12 @@ struct HMLSTMOptions {
   bool skip = true;                        // "skip": gather active columns (1) or the masked path (0)
   double ln_eps = 1e-5;                    // "ln_eps"
   double rate_penalty = 0.0;               // "rate_penalty": lambda of the boundary-rate term (>= 0)
+  double rate_weight = 5.0;                // "rate_weight": mu of the boundary-rate target term (>= 0)
+  std::vector<double> rate_target;         // "rate_target_l{l}": r_l in [0, 1] per layer, < 0 = no target (L);
+                                           // default 0.18 in layer 1 (l = 0), none above
 };
 // Read the options by name (the registered core "hm_lstm"); unknown names and bad values throw.
-HMLSTMOptions hm_lstm_options(CoreOptions& options);
+HMLSTMOptions hm_lstm_options(CoreOptions& options, Index L);
 
 // zhat = hard_sigm(a) = clamp((slope * a + 1) / 2, 0, 1)   (eq. 9)
 template <class S> inline S hard_sigm(S a, S slope) { return std::min(S(1), std::max(S(0), (slope * a + S(1)) / S(2))); }
@@ -167,6 +170,10 @@ template <class S> class HMLSTM : public Core<S> {
 
   // Columns (of a step) whose gates are computed: all in the masked path, UPDATE/FLUSH when skipping.
   bool skipping(bool train) const;
+  // A detector layer has a rate target and rate_weight > 0.
+  bool has_rate_target() const;
+  // d(R + R_target) / dz^l_t of every column of layer l in the last chunk (the same for all of them).
+  double rate_gradient(size_t l) const;
   // Layer l at step t on columns [j0, j0 + nb); fast: packed stacked product, else Eigen products.
   void layer_step_forward(size_t l, Index t, Index j0, Index nb, CRef<S> X, Scratch& s, bool fast);
   void layer_step_backward(size_t l, Index t, Index j0, Index nb, Scratch& s, bool fast);
@@ -182,6 +189,8 @@ template <class S> class HMLSTM : public Core<S> {
   bool train_ = false, skip_ = false;    // mode of the last forward
   bool blend_ = false;                   // gradient reading of the last forward (backward follows it)
   double aux_ = 0.0;                     // boundary-rate term of the last training forward
+  double aux_target_ = 0.0;              // boundary-rate target term of the last training forward
+  std::vector<double> zbar_;             // (L) mean of z^l_t over the last forward's chunk
   Mat<S> ones_;                          // (1, B) z^0_t
   std::vector<double> uniforms_;         // (T, L, B) uniforms of Bernoulli boundaries, entry (t L + l) B + b
   std::vector<Scratch> scratch_;         // one per thread

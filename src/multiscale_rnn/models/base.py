@@ -529,6 +529,11 @@ class LanguageModel:
                             f"got {type(value).__name__}")
         self._impl.set_inference_precision(value)
 
+    def default_model_options(self) -> Dict[str, Any]:
+        """Option schedules the Trainer applies unless its ``model_options`` name them (none here;
+        the HM-LSTM's boundary warm-up)."""
+        return {}
+
     def set_option(self, name: str, value: float) -> None:
         """Change a core option between chunks (e.g. the HM-LSTM ``slope`` being annealed, or
         ``skip=False``); bools are 1.0 / 0.0."""

@@ -121,6 +121,15 @@ def boundary_scores(predicted, reference, tolerance: int = 0) -> Dict[str, float
             "predicted": int(len(p)), "reference": int(len(r))}
 
 
+def _rate_target_ok(v) -> bool:
+    """None (no target), a number in [0, 1] (layer 1), or a list of those (an empty list: none)."""
+    if v is None:
+        return True
+    vals = [v] if np.isscalar(v) and not isinstance(v, str) else list(v) if isinstance(v, (list, tuple)) else None
+    return vals is not None and all(not isinstance(x, (bool, np.bool_)) and isinstance(x, (int, float, np.integer, np.floating))
+                              and 0.0 <= float(x) <= 1.0 for x in vals)
+
+
 class HMLSTM(LanguageModel):
     """Hierarchical multiscale LSTM language model (see the module docstring for the equations).
 
@@ -158,7 +167,9 @@ class HMLSTM(LanguageModel):
 
     core_name = "hm_lstm"
     aliases = ("hm-lstm", "hm-rnn")
-    defaults = dict(embed_size=128, hidden_sizes=(512, 512, 512), head="gated")
+    defaults = dict(embed_size=128, hidden_sizes=(512, 512, 512), head="linear")
+    #: zhat of every column when a boundary row restarts at the end of the warm-up (weights 0)
+    RESTART_ZHAT = 0.05
     family_options = (
         Option("boundary", str, "step", choices=("step", "sample", "soft")),
         Option("top_boundary", bool, False),
@@ -170,6 +181,10 @@ class HMLSTM(LanguageModel):
         Option("layer_norm", bool, False),
         Option("skip", bool, True),
         Option("rate_penalty", float, 0.0, check=lambda v: v >= 0 and np.isfinite(v), rule=">= 0"),
+        Option("rate_weight", float, 5.0, check=lambda v: v >= 0, rule=">= 0"),
+        Option("rate_target", object, 0.18, check=_rate_target_ok,
+               rule="in [0, 1], or a list of those (one per layer with a detector), or None", core=False),
+        Option("warmup", int, 500, check=lambda v: v >= 0, rule=">= 0", core=False),
         Option("boundary_bias", float, 0.0, check=lambda v: np.isfinite(v), rule="finite", core=False),
     )
 
@@ -186,14 +201,68 @@ class HMLSTM(LanguageModel):
     def core_options(self, values, sizes):
         if values["gradient"] is None:
             values["gradient"] = "blend"
+        # rate_target: a number is layer 1's target (none in a model without detectors), a list one per
+        # detector layer from the bottom, None or [] no target; the config stores the list
+        target = values.get("rate_target")
+        hidden = sizes["hidden_sizes"]
+        L = 1 if hidden is None or np.isscalar(hidden) else len(hidden)
+        detectors = L if values["top_boundary"] else L - 1
+        if target is None:
+            target = []
+        elif np.isscalar(target):
+            target = [float(target)] if detectors else []
+        target = [float(v) for v in target]
+        if len(target) > detectors:
+            raise ValueError(f"{type(self).__name__}: rate_target has {len(target)} values, the model has "
+                             f"{detectors} layer(s) with a boundary detector")
+        values["rate_target"] = target
+        targets = {f"rate_target_l{l}": target[l] if l < len(target) else -1.0 for l in range(L)}  # -1: none
         if values["head_size"] is None and values["head"] == "gated":
             hidden = sizes["hidden_sizes"]
             values["head_size"] = int(hidden if np.isscalar(hidden) else hidden[-1])
-        return super().core_options(values, sizes)
+        return {**super().core_options(values, sizes), **targets}
 
     @property
     def num_layers(self) -> int:
         return len(self.config["hidden_sizes"])
+
+    def default_model_options(self) -> Dict[str, object]:
+        """The boundary warm-up the Trainer applies unless its ``model_options`` name ``detectors``:
+        the detectors held off for the first ``warmup`` updates, then on (nothing with warmup=0)."""
+        from ..schedules import step
+        w = int(self.config.get("warmup", 0))
+        return {"detectors": step(0, 1, at_step=w)} if w > 0 else {}
+
+    def set_option(self, name: str, value: float) -> None:
+        """As for every model (``slope``, ``skip``, ``blend``, ``rate_penalty``, ``rate_weight``,
+        ``rate_target_l{l}``), plus ``detectors``: 0 holds every boundary detector off (its boundary
+        row at weights 0 and a bias far below the threshold: z = 0 everywhere, layer 1 a plain LSTM,
+        the layers above never updated, no gradient reaching the row, the rate-target term off); 1
+        switches them back on, and a detector switched on from 0 restarts at weights 0 and the bias
+        that puts zhat at ``RESTART_ZHAT`` (just below the threshold) on every column, so that what it
+        learns comes from the trained layers below it. Setting the value the model already has does
+        nothing (a resumed run re-applies its schedules)."""
+        if name != "detectors":
+            super().set_option(name, value)
+            return
+        if not isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)) or float(value) not in (0.0, 1.0):
+            raise ValueError(f"option 'detectors' must be 0 (held off) or 1 (on), got {value!r}")
+        on = float(value) == 1.0
+        if on == bool(self.options.get("detectors", 1.0)):
+            return
+        slope = float(self.options["slope"])
+        bias = (2.0 * self.RESTART_ZHAT - 1.0) / slope if on else -1e4
+        P = self.parameters()
+        for l, h in enumerate(self.config["hidden_sizes"]):
+            b = P[f"bias_l{l}"]
+            if b.shape[0] != 4 * h + 1:  # no detector
+                continue
+            for k in ("weight_ih", "weight_hh", "weight_td"):
+                if f"{k}_l{l}" in P:
+                    P[f"{k}_l{l}"][4 * h, :] = 0.0
+            b[4 * h] = bias
+        super().set_option("rate_weight", float(self.config["rate_weight"]) if on else 0.0)
+        self.options["detectors"] = 1.0 if on else 0.0
 
     @property
     def slope(self) -> float:

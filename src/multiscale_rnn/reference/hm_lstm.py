@@ -23,7 +23,9 @@ def forward(P: dict, config: dict, tok, state: Optional[dict] = None, drawn: Opt
     ``tok``: (B, T) token ids (LongTensor); ``state``: dict name -> (B, size) tensors (zeros if None);
     ``drawn``: for ``boundary="sample"``, dict ``znew_l{l}`` -> (B, T) boundary draws to replay.
     ``terms``: a dict that receives ``"boundary_rate"``, the tensor lambda / (B T) * sum of z^l_t over the
-    detector layers (``rate_penalty`` = lambda; 0 when off).
+    detector layers (``rate_penalty`` = lambda; 0 when off), and ``"boundary_target"``, the tensor
+    mu * sum_l (zbar^l - r_l)^2 over the detector layers with a target (zbar^l the mean of z^l_t over the
+    chunk; ``rate_weight`` = mu, ``rate_target`` = [r_1, ...]).
     """
     torch = _torch()
     H = config["hidden_sizes"]
@@ -41,6 +43,7 @@ def forward(P: dict, config: dict, tok, state: Optional[dict] = None, drawn: Opt
     z = [state.get(f"z_l{l}", zeros(1)) for l in range(L)]           # (B, 1)
     ys = []
     zsum = torch.zeros((), dtype=dt)                                  # sum of z over detector layers (rate term)
+    zsums = [torch.zeros((), dtype=dt) for _ in range(L)]             # per layer (rate-target term)
     for t in range(Tn):
         hb, zb = x[:, t], torch.ones(Bn, 1, dtype=dt)
         for l in range(L):
@@ -71,6 +74,7 @@ def forward(P: dict, config: dict, tok, state: Optional[dict] = None, drawn: Opt
                     zn = zhat
                 z_new = zn if config["copy_z"] == "recompute" else (1 - wC) * zn + wC * zp
                 zsum = zsum + z_new.sum()
+                zsums[l] = zsums[l] + z_new.sum()
             else:
                 z_new = torch.zeros(Bn, 1, dtype=dt)
             h[l], c[l], z[l] = h_new, c_new, z_new
@@ -86,12 +90,16 @@ def forward(P: dict, config: dict, tok, state: Optional[dict] = None, drawn: Opt
     new_state = {f"{w}_l{l}": v[l] for l in range(L) for w, v in (("h", h), ("c", c), ("z", z))}
     if terms is not None:
         terms["boundary_rate"] = config.get("rate_penalty", 0.0) * zsum / (Bn * Tn)
+        targets = config.get("rate_target") or []
+        terms["boundary_target"] = sum(
+            (config.get("rate_weight", 0.0) * (zsums[l] / (Bn * Tn) - r) ** 2 for l, r in enumerate(targets)
+             if l < L and (l + 1 < L or config["top_boundary"])), torch.zeros((), dtype=dt))
     return logits, new_state
 
 
 def loss_and_grad(model, tok, tgt, state: dict, records: Optional[dict] = None):
     """The reference's mean cross-entropy, gradients of the objective (cross-entropy plus the
-    boundary-rate term when ``rate_penalty`` > 0) by the model's names and new state (NumPy),
+    boundary-rate terms when ``rate_penalty`` > 0 or a ``rate_target`` is set) by the model's names and new state (NumPy),
     in float64 from ``model``'s parameters; ``records``: the model's records of the same chunk
     (``model.records()``, for the draws of sampled boundaries)."""
     torch = _torch()
@@ -105,6 +113,6 @@ def loss_and_grad(model, tok, tgt, state: dict, records: Optional[dict] = None):
     logits, new = forward(P, model.config, torch.as_tensor(np.asarray(tok, dtype=np.int64)), st, drawn, terms)
     V = logits.shape[-1]
     loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V), torch.as_tensor(np.asarray(tgt, np.int64)).reshape(-1))
-    (loss + terms["boundary_rate"]).backward()
+    (loss + terms["boundary_rate"] + terms["boundary_target"]).backward()
     grads = {k: (p.grad.numpy() if p.grad is not None else np.zeros(p.shape)) for k, p in P.items()}
     return float(loss.detach()), grads, {k: v.detach().numpy() for k, v in new.items()}
