@@ -45,7 +45,9 @@ def main(argv=None):
     msr.set_num_threads(1)
     path = DATA / ("ptb" if a.data == "ptb-char" else "text8_prefix")
     corpus = msr.data.load(a.data, path=path, download=False, progress=False)
-    opts = dict(layer_norm=True, boundary="step", head="gated", head_size=a.hidden, rate_penalty=a.rate_penalty)
+    # the model of the documented runs (before the default recipe: no rate target, no boundary warm-up)
+    opts = dict(layer_norm=True, boundary="step", head="gated", head_size=a.hidden, rate_penalty=a.rate_penalty,
+                rate_target=None, warmup=0)
     if a.paper:
         opts.update(gradient="switch", flush_cut=False)
     model = msr.HMLSTM(corpus.vocab_size, a.embed, (a.hidden,) * a.layers, seed=a.seed, **opts)
