@@ -83,11 +83,12 @@ template <class S> void HMLSTM<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index 
   }
   // Boundary-rate term: lambda / N * (sum of z^l_t over detector layers, steps and streams).
   // Rate-target term: mu * sum_l (zbar^l - r_l)^2 over detector layers with a target.
+  // zbar_ is what the backward's rate gradient reads, so it is computed in training only.
   aux_ = 0.0;
   aux_target_ = 0.0;
-  for (Index l = 0; l < L; ++l) zbar_[l] = layers_[l].detector ? double(layers_[l].zs.rightCols(N).sum()) / double(N) : 0.0;
   if (train) {
     for (Index l = 0; l < L; ++l) {
+      zbar_[l] = layers_[l].detector ? double(layers_[l].zs.rightCols(N).sum()) / double(N) : 0.0;
       if (!layers_[l].detector) continue;
       aux_ += opt_.rate_penalty * zbar_[l];
       if (opt_.rate_target[l] >= 0.0) aux_target_ += opt_.rate_weight * (zbar_[l] - opt_.rate_target[l]) * (zbar_[l] - opt_.rate_target[l]);

@@ -218,7 +218,6 @@ class HMLSTM(LanguageModel):
         values["rate_target"] = target
         targets = {f"rate_target_l{l}": target[l] if l < len(target) else -1.0 for l in range(L)}  # -1: none
         if values["head_size"] is None and values["head"] == "gated":
-            hidden = sizes["hidden_sizes"]
             values["head_size"] = int(hidden if np.isscalar(hidden) else hidden[-1])
         return {**super().core_options(values, sizes), **targets}
 

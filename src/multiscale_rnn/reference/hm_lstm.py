@@ -42,8 +42,7 @@ def forward(P: dict, config: dict, tok, state: Optional[dict] = None, drawn: Opt
     c = [state.get(f"c_l{l}", zeros(H[l])) for l in range(L)]
     z = [state.get(f"z_l{l}", zeros(1)) for l in range(L)]           # (B, 1)
     ys = []
-    zsum = torch.zeros((), dtype=dt)                                  # sum of z over detector layers (rate term)
-    zsums = [torch.zeros((), dtype=dt) for _ in range(L)]             # per layer (rate-target term)
+    zsums = [torch.zeros((), dtype=dt) for _ in range(L)]             # sum of z^l per layer (rate terms)
     for t in range(Tn):
         hb, zb = x[:, t], torch.ones(Bn, 1, dtype=dt)
         for l in range(L):
@@ -73,7 +72,6 @@ def forward(P: dict, config: dict, tok, state: Optional[dict] = None, drawn: Opt
                 else:
                     zn = zhat
                 z_new = zn if config["copy_z"] == "recompute" else (1 - wC) * zn + wC * zp
-                zsum = zsum + z_new.sum()
                 zsums[l] = zsums[l] + z_new.sum()
             else:
                 z_new = torch.zeros(Bn, 1, dtype=dt)
@@ -89,7 +87,7 @@ def forward(P: dict, config: dict, tok, state: Optional[dict] = None, drawn: Opt
     logits = Y @ P["decoder.weight"].T + P["decoder.bias"]
     new_state = {f"{w}_l{l}": v[l] for l in range(L) for w, v in (("h", h), ("c", c), ("z", z))}
     if terms is not None:
-        terms["boundary_rate"] = config.get("rate_penalty", 0.0) * zsum / (Bn * Tn)
+        terms["boundary_rate"] = config.get("rate_penalty", 0.0) * sum(zsums) / (Bn * Tn)
         targets = config.get("rate_target") or []
         terms["boundary_target"] = sum(
             (config.get("rate_weight", 0.0) * (zsums[l] / (Bn * Tn) - r) ** 2 for l, r in enumerate(targets)
