@@ -77,6 +77,32 @@ def test_every_phrase_follows_a_template(h):
     assert complete == h.phrase_boundaries[: h.text.rindex(" ")].sum() > 500
 
 
+def test_chained_phrases_follow_the_successors_of_the_previous_template():
+    h = data.synthetic_hierarchy(n_chars=30000, seed=2, phrase_successors=2)
+    assert h.params["phrase_successors"] == 2
+    class_of = {h.lexicon[i]: c for c, members in enumerate(h.classes) for i in members}
+    index = {t: i for i, t in enumerate(h.templates)}
+    # the templates of the complete phrases, in order (with 12 templates of 2-5 slots some may coincide)
+    used, current = [], []
+    for token in h.text[: h.text.rindex(" ")].split(" "):
+        current.append(token.rstrip(".!?;"))
+        if token[-1] in ".!?;":
+            used.append(index[(tuple(class_of[w] for w in current), token[-1])])
+            current = []
+    assert len(used) > 1000
+    followers = {}
+    for a, b in zip(used, used[1:]):
+        followers.setdefault(a, set()).add(b)
+    # every template is followed by at most 2 distinct ones, and most by exactly 2 (not a uniform draw)
+    assert all(len(f) <= 2 for f in followers.values())
+    assert sum(len(f) == 2 for f in followers.values()) >= len(followers) - 1
+    short = data.synthetic_hierarchy(n_chars=5000, seed=2, phrase_successors=2)
+    assert short.text == h.text[:5000]  # a shorter text is still a prefix
+    # the chained text is not the default one, and another k gives another text
+    assert data.synthetic_hierarchy(n_chars=5000, seed=2).text != short.text
+    assert data.synthetic_hierarchy(n_chars=5000, seed=2, phrase_successors=3).text != short.text
+
+
 def test_corpus_splits_and_aligned_boundaries(h):
     c = h.corpus()
     assert (len(c.train), len(c.valid), len(c.test)) == (16000, 2000, 2000)
@@ -161,6 +187,9 @@ def test_other_parameters_shape_the_text():
         ({"alphabet": "abc.", "punctuation": "."}, ValueError, "share"),
         ({"alphabet": "a b"}, ValueError, "distinct non-space"),
         ({"punctuation": ""}, ValueError, "non-empty"),
+        ({"phrase_successors": 0}, ValueError, "phrase_successors must be at least 1"),
+        ({"phrase_successors": 13}, ValueError, "phrase_successors=13 exceeds n_templates=12"),
+        ({"phrase_successors": 2.0}, TypeError, "phrase_successors must be an integer"),
     ],
 )
 def test_bad_parameters(kwargs, error, message):

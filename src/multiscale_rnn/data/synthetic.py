@@ -56,7 +56,7 @@ words, so they are known without separators too.
 """
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -179,12 +179,18 @@ def synthetic_hierarchy(
     separator: str = " ",
     lexicon: str = "trie",
     branching: Tuple[int, int] = (2, 3),
+    phrase_successors: Optional[int] = None,
 ) -> HierarchicalText:
     """Generate ``n_chars`` characters of hierarchical text (see the module
     docstring for the process and the meaning of the boundary arrays).
     ``lexicon`` is ``"trie"`` (default: words known only at their last letter,
     ``branching`` children per trie node) or ``"random"`` (the earlier
     generator: same seed, same text as before the trie; ``branching`` unused).
+    ``phrase_successors``: None (default) draws every phrase's template
+    uniformly, independently of the phrases before it; an integer k gives each
+    template k successor templates (drawn once, distinct) and draws the next
+    phrase's template uniformly among the successors of the previous one, so
+    that a phrase tells something about the next (structure above the phrase).
 
     The same arguments give the same text; with the same seed and other
     arguments a shorter text is a prefix of a longer one.
@@ -215,6 +221,11 @@ def synthetic_hierarchy(
     if n_classes > n_words:
         raise ValueError(f"n_classes={n_classes} exceeds n_words={n_words}: every class needs a word")
     branch_lo, branch_hi = _range_arg(branching, "branching", 2)
+    if phrase_successors is not None:
+        phrase_successors = _int_arg(phrase_successors, "phrase_successors", 1)
+        if phrase_successors > n_templates:
+            raise ValueError(f"phrase_successors={phrase_successors} exceeds n_templates={n_templates}: "
+                             f"the successors of a template are distinct templates")
     if kind == "trie":
         if branch_hi > len(alphabet):
             raise ValueError(f"branching={branching!r} needs at least {branch_hi} letters, the alphabet has {len(alphabet)}")
@@ -245,6 +256,11 @@ def synthetic_hierarchy(
         length = int(rng.integers(phrase_lo, phrase_hi + 1))
         slots = tuple(int(c) for c in rng.integers(0, n_classes, size=length))
         templates.append((slots, punctuation[int(rng.integers(0, len(punctuation)))]))
+    successors = None
+    if phrase_successors is not None:  # (n_templates, k): the templates that may follow each template
+        successors = np.stack([rng.choice(n_templates, size=phrase_successors, replace=False)
+                               for _ in range(n_templates)])
+    previous = 0  # the template before the first phrase (chained templates only)
 
     # Phrases are drawn in fixed-size batches so that the text for a given seed
     # does not depend on n_chars (a shorter text is a prefix of a longer one).
@@ -254,7 +270,12 @@ def synthetic_hierarchy(
     ends: List[int] = []  # position of the last character of every word (in the full text)
     total = 0
     while total <= n_chars:  # one character beyond n_chars tells whether the last one ends a word
-        chosen = rng.integers(0, n_templates, size=_PHRASES_PER_BATCH)
+        if successors is None:
+            chosen = rng.integers(0, n_templates, size=_PHRASES_PER_BATCH)
+        else:
+            chosen = np.empty(_PHRASES_PER_BATCH, dtype=np.int64)
+            for j, pick in enumerate(rng.integers(0, phrase_successors, size=_PHRASES_PER_BATCH).tolist()):
+                previous = chosen[j] = successors[previous, pick]
         slot_classes = np.concatenate([templates[t][0] for t in chosen])
         picks = rng.integers(0, class_sizes[slot_classes]).tolist()
         k = 0
@@ -296,5 +317,6 @@ def synthetic_hierarchy(
             "separator": separator,
             "lexicon": kind,
             "branching": (branch_lo, branch_hi),
+            "phrase_successors": phrase_successors,
         },
     )
