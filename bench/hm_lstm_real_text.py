@@ -10,6 +10,8 @@ step boundaries, slope 1 -> 5 by 0.04 per epoch, Adam 2e-3, clip 1, B = 64, T = 
 wall time on one thread, under the package's default gradient reading and flush cut (``--paper`` for the
 paper's: gradient "switch", no flush cut). Word ends are scored as where they can first be seen: the
 space after each word (tolerance 1 also accepts the word's last character and the next word's first).
+``--recipe`` trains the package's default recipe instead (linear head, boundary warm-up, rate target on
+layer 1 (``--rate-target`` for one value per detector layer), constant slope 1); the rest is the same.
 Writes ``<out>_fig3.png``, ``<out>_fig4.png`` and ``<out>.json``.
 """
 from __future__ import annotations
@@ -38,6 +40,11 @@ def main(argv=None):
     p.add_argument("--paper", action="store_true", help="gradient 'switch', no flush cut")
     p.add_argument("--rate-penalty", type=float, default=0.0,
                    help="lambda of the boundary-rate term (HMLSTM rate_penalty; default 0, off)")
+    p.add_argument("--recipe", action="store_true",
+                   help="the package's default recipe (linear head, warm-up, rate target, slope 1)")
+    p.add_argument("--rate-target", default=None,
+                   help="with --recipe: comma-separated boundary-rate targets, one per detector layer "
+                        "(default: the model's, 0.18 on layer 1)")
     p.add_argument("--valid-chars", type=int, default=100_000, help="validation characters scored")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, required=True)
@@ -45,15 +52,22 @@ def main(argv=None):
     msr.set_num_threads(1)
     path = DATA / ("ptb" if a.data == "ptb-char" else "text8_prefix")
     corpus = msr.data.load(a.data, path=path, download=False, progress=False)
-    # the model of the documented runs (before the default recipe: no rate target, no boundary warm-up)
-    opts = dict(layer_norm=True, boundary="step", head="gated", head_size=a.hidden, rate_penalty=a.rate_penalty,
-                rate_target=None, warmup=0)
+    if a.recipe:
+        # the package's defaults: linear head, boundary warm-up, rate target, slope 1 throughout
+        opts = dict(layer_norm=True, rate_penalty=a.rate_penalty)
+        if a.rate_target is not None:
+            opts["rate_target"] = [float(r) for r in a.rate_target.split(",")]
+        schedules = {}
+    else:
+        # the model of the first documented runs (before the default recipe: no rate target, no warm-up)
+        opts = dict(layer_norm=True, boundary="step", head="gated", head_size=a.hidden,
+                    rate_penalty=a.rate_penalty, rate_target=None, warmup=0)
+        schedules = {"slope": msr.schedules.linear(1.0, 5.0, per_epoch=0.04)}
     if a.paper:
         opts.update(gradient="switch", flush_cut=False)
     model = msr.HMLSTM(corpus.vocab_size, a.embed, (a.hidden,) * a.layers, seed=a.seed, **opts)
     trainer = msr.Trainer(model, optimizer=msr.optim.Adam(2e-3), clip_norm=1.0, batch_size=64, bptt=100,
-                          progress=False, seed=a.seed,
-                          model_options={"slope": msr.schedules.linear(1.0, 5.0, per_epoch=0.04)})
+                          progress=False, seed=a.seed, model_options=schedules)
     t0 = time.perf_counter()
     chunks = 0
     while time.perf_counter() - t0 < 60 * a.minutes:
@@ -72,6 +86,7 @@ def main(argv=None):
     score["space_exact"] = boundary_scores(tr.z[0] > 0.5, spaces, 0)
     score["word_end_exact"] = boundary_scores(tr.z[0] > 0.5, words_end, 0)
     out = {"data": a.data, "layers": a.layers, "hidden": a.hidden, "paper": a.paper, "rate_penalty": a.rate_penalty,
+           "recipe": a.recipe, "rate_target": model.config.get("rate_target"), "warmup": model.config.get("warmup"),
            "minutes": seconds / 60, "chunks": chunks, "chars_trained": chunks * 64 * 100,
            "valid_chars": int(len(valid)), "valid_bpc": bpc,
            "trace_chars": len(tr), "updates": tr.updates.tolist(), "reduction": tr.reduction,

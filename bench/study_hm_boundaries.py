@@ -45,7 +45,8 @@ def configuration(name: str):
     ``blend``, ``cut`` (flush_cut), ``nocut``, ``ln`` (layer_norm), ``sample`` (Bernoulli boundaries), ``soft`` (z = zhat),
     ``rate<x>`` (rate_penalty; ``rate<x>@<e>`` from epoch e on; ``ramp<a>_<b>_<p>``: from a to b by p per epoch), ``bias<x>`` (boundary_bias), ``lr<x>``, ``ep<n>`` (epochs), ``h<a>_<b>..`` (layer sizes, the last repeated to the model's depth),
     ``slope<a0>_<a1>`` (linear, 1 per epoch) or ``slope<a>`` (constant), ``b2s<e>`` (blend until epoch e,
-    then switch), ``oracle`` (layer 1's boundaries fixed on the spaces, for comparison), ``notd``
+    then switch), ``oracle`` (layer 1's boundaries fixed on the spaces, for comparison; ``oracle2phrase``,
+    ``oracle2word``, ``oracle2never``: layer 2's fixed too, at the phrase ends, every word end, nowhere), ``notd``
     (``top_down=False``: no top-down term); and the recipe's words ``target<r1>[_<r2>]`` (``rate_target``,
     ``targetnone`` for none), ``mu<x>`` (``rate_weight``), ``warm<n>`` (``warmup``: detectors held off for n
     updates), ``linear`` / ``gated`` (the head), ``slope1`` (no slope schedule).
@@ -109,6 +110,9 @@ def _paper_word(word, opts, train, sched) -> bool:
         opts["gradient"] = "blend"
     elif word == "oracle":
         train["oracle"] = True
+    elif word in ("oracle2phrase", "oracle2word", "oracle2never"):  # layer 2's boundaries fixed too
+        train["oracle"] = True
+        train["oracle2"] = word[len("oracle2"):]
     elif word == "notd":
         opts["top_down"] = False
     elif word.startswith("ramp"):  # the rate term rising linearly: ramp<start>_<end>_<per epoch>
@@ -142,12 +146,24 @@ def _paper_word(word, opts, train, sched) -> bool:
     return True
 
 
-def oracle_boundaries(model, vocab):
+def oracle_boundaries(model, vocab, layer2=None):
     """A constraint that fixes layer 1's boundary row to fire exactly on the spaces (the reference),
     whatever the rest of the network learns: embedding dimension 0 is 1 for those
-    symbols and 0 for others, the boundary row reads only it (s = 20 x_0 - 10). For comparison only."""
+    symbols and 0 for others, the boundary row reads only it (s = 20 x_0 - 10). For comparison only.
+
+    ``layer2`` also fixes layer 2's boundary row (3 layers or more), so that the likelihood of models
+    that differ only in where z^2 fires can be compared: ``"phrase"`` fires at the space after each
+    punctuation mark (the phrase ends as first seen), ``"word"`` at every update of layer 2 (every
+    space), ``"never"`` nowhere. Two units of layer 1 are given over to it: unit 0 holds "the
+    symbol before this space was a mark" (embedding dimension 1 marks the punctuation; the input gate
+    closes and the forget gate opens on a space, g = +1 on a mark and -1 elsewhere), unit 1 is constant
+    (h = tanh(1)); z^2's row reads unit 0 (phrase) or unit 1 (word) through the bottom-up term, which
+    is zero except where layer 1 has a boundary."""
     marks = [vocab.stoi[" "]]
     H = model.config["hidden_sizes"][0]
+    H2 = model.config["hidden_sizes"][1] if layer2 else 0
+    punct = [i for i, ch in enumerate(vocab.itos) if ch in ".!?;"]
+    big = 20.0
 
     def fix(m):
         P = m.parameters()
@@ -158,13 +174,37 @@ def oracle_boundaries(model, vocab):
                 P[k][4 * H, :] = 0.0
         P["weight_ih_l0"][4 * H, 0] = 20.0
         P["bias_l0"][4 * H] = -10.0
+        if not layer2:
+            return
+        P["embedding.weight"][:, 1] = 0.0
+        P["embedding.weight"][punct, 1] = 1.0
+        W, b = P["weight_ih_l0"], P["bias_l0"]
+        for unit in (0, 1):  # rows i, f, g, o of units 0 and 1 read only what is set below
+            for gate in range(4):
+                for k in ("weight_ih_l0", "weight_hh_l0", "weight_td_l0"):
+                    P[k][gate * H + unit, :] = 0.0
+                b[gate * H + unit] = 0.0
+        W[0 * H, 0], b[0 * H] = -big, big / 2    # unit 0, i: closed on a space
+        W[1 * H, 0], b[1 * H] = big, -big / 2    # unit 0, f: open on a space (keeps the symbol before it)
+        W[2 * H, 1], b[2 * H] = big, -big / 2    # unit 0, g: +1 on a mark, -1 elsewhere
+        b[3 * H] = big                           # unit 0, o: open
+        b[0 * H + 1], b[1 * H + 1], b[2 * H + 1], b[3 * H + 1] = big, -big, big, big  # unit 1: c = 1
+        for k in ("weight_ih_l1", "weight_hh_l1", "weight_td_l1"):
+            if k in P:
+                P[k][4 * H2, :] = 0.0
+        P["bias_l1"][4 * H2] = -10.0
+        if layer2 in ("phrase", "word"):
+            P["weight_ih_l1"][4 * H2, 0 if layer2 == "phrase" else 1] = 20.0
     fix(model)
     return fix
 
 
 def make_text(kind: str):
     """``sep`` / ``nosep``: the default (trie) lexicon with / without spaces; ``old-sep`` / ``old-nosep``:
-    the random lexicon of the earlier study (``lexicon="random"``)."""
+    the random lexicon of the earlier study (``lexicon="random"``); ``chain``: with spaces, each
+    phrase's template drawn among 2 successors of the previous one (``phrase_successors=2``)."""
+    if kind == "chain":
+        return msr.data.synthetic_hierarchy(n_chars=40_000, seed=0, phrase_successors=2)
     lexicon = "random" if kind.startswith("old-") else "trie"
     sep = {"sep": " ", "nosep": ""}[kind.removeprefix("old-")]
     return msr.data.synthetic_hierarchy(n_chars=40_000, seed=0, separator=sep, lexicon=lexicon)
@@ -209,7 +249,7 @@ def run(name, layers, kind, seed, hidden=32, read=2000):
     trainer_kw = dict(optimizer=msr.optim.Adam(train["lr"]), clip_norm=1.0, batch_size=32, bptt=50,
                       model_options=sched)
     if train.get("oracle"):  # z^1 held at 1 on the separators and 0 elsewhere (the boundaries given)
-        trainer_kw["constraint"] = oracle_boundaries(model, corpus.vocab)
+        trainer_kw["constraint"] = oracle_boundaries(model, corpus.vocab, train.get("oracle2"))
     epochs = train["epochs"]
     trainer = msr.Trainer(model, progress=False, seed=seed, **trainer_kw)
     t0 = time.perf_counter()
