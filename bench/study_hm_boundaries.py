@@ -86,6 +86,9 @@ def _words(words, opts, train, sched, name):
         if word == "slope1":
             sched.pop("slope", None)
             continue
+        if word.startswith("best"):  # best<k>: k restarts, the lowest validation BPC kept (msr.best_of)
+            train["restarts"] = int(word[4:])
+            continue
         if not _paper_word(word, opts, train, sched):
             raise ValueError(f"unknown configuration word {word!r} in {name!r}")
     return opts, train, sched
@@ -245,17 +248,23 @@ def run(name, layers, kind, seed, hidden=32, read=2000):
     if train is not None and "hidden" in train:
         given = train["hidden"]
         sizes = [given[min(l, len(given) - 1)] for l in range(layers)]
-    model = msr.HMLSTM(corpus.vocab_size, 16, sizes, seed=seed, **opts)
-    trainer_kw = dict(optimizer=msr.optim.Adam(train["lr"]), clip_norm=1.0, batch_size=32, bptt=50,
-                      model_options=sched)
-    if train.get("oracle"):  # z^1 held at 1 on the separators and 0 elsewhere (the boundaries given)
-        trainer_kw["constraint"] = oracle_boundaries(model, corpus.vocab, train.get("oracle2"))
-    epochs = train["epochs"]
-    trainer = msr.Trainer(model, progress=False, seed=seed, **trainer_kw)
-    t0 = time.perf_counter()
-    trainer.fit(corpus.train, epochs=epochs)
-    seconds = time.perf_counter() - t0
     ids = corpus.valid[:read]
+    kw = dict(clip_norm=1.0, batch_size=32, bptt=50, model_options=sched, progress=False)
+    t0 = time.perf_counter()
+    if train.get("restarts"):
+        # k candidates (model and trainer seeds seed*k .. seed*k + k-1), the one with the lowest BPC on the
+        # validation text after the first `read` characters kept: the scored text plays no part in the choice
+        k = train["restarts"]
+        model, _ = msr.best_of(lambda s: msr.HMLSTM(corpus.vocab_size, 16, sizes, seed=s, **opts),
+                               corpus.train, corpus.valid[read:], restarts=k, epochs=train["epochs"], seed=seed * k,
+                               make_optimizer=lambda: msr.optim.Adam(train["lr"]), **kw)
+    else:
+        model = msr.HMLSTM(corpus.vocab_size, 16, sizes, seed=seed, **opts)
+        if train.get("oracle"):  # z^1 held at 1 on the separators and 0 elsewhere (the boundaries given)
+            kw["constraint"] = oracle_boundaries(model, corpus.vocab, train.get("oracle2"))
+        msr.Trainer(model, optimizer=msr.optim.Adam(train["lr"]), seed=seed, **kw).fit(corpus.train,
+                                                                                        epochs=train["epochs"])
+    seconds = time.perf_counter() - t0
     word = first_seen(corpus.boundaries["valid"]["word"][:read])
     phrase = first_seen(corpus.boundaries["valid"]["phrase"][:read])
     tr = model.trace(ids)

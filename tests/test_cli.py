@@ -75,6 +75,33 @@ def test_resume_from_the_command_line(tmp_path, capsys):
     assert "epoch 1: train bpc" in text and "done after 1 epoch(s)" in text
 
 
+def test_restarts_keep_the_run_with_the_lowest_validation_loss(tmp_path, capsys):
+    out = tmp_path / "best.npz"
+    args = ["train", "--preset", "synthetic", *TINY, "--epochs", "1", "--data-option", "n_chars=8000",
+            "--out", str(out)]
+    assert main(args + ["--restarts", "3", "--seed", "5"]) == 0
+    text = capsys.readouterr().out
+    rows = [line for line in text.splitlines() if line.startswith("run ")]
+    assert [r.split(":")[0] for r in rows] == ["run 1/3 (seed 5)", "run 2/3 (seed 6)", "run 3/3 (seed 7)"]
+    bpcs = [float(r.split("valid bpc ")[1].split()[0]) for r in rows]
+    kept = [i for i, r in enumerate(rows) if r.endswith("<- kept")]
+    assert kept == [min(range(3), key=bpcs.__getitem__)] and len(set(bpcs)) == 3
+    ck = checkpoint.load(out)
+    assert ck.trainer_state["seed"] == 5 + kept[0]
+    assert f"valid bpc {bpcs[kept[0]]:.4f}" in text.splitlines()[-1]
+    # the chosen run is the run of its seed alone
+    alone = tmp_path / "alone.npz"
+    assert main(["train", "--preset", "synthetic", *TINY, "--epochs", "1", "--data-option", "n_chars=8000",
+                 "--seed", str(5 + kept[0]), "--out", str(alone)]) == 0
+    assert (checkpoint.load(alone).model.flat_parameters() == ck.model.flat_parameters()).all()
+    capsys.readouterr()
+    for extra, message in ((["--restarts", "2", "--resume"], "resume the chosen run with --restarts 1"),
+                           (["--restarts", "2", "--max-chunks", "3"], "neither checkpoint-every nor max-chunks"),
+                           (["--restarts", "0"], "restarts must be a positive integer")):
+        assert main(args + extra) == 1
+        assert message in capsys.readouterr().err
+
+
 def test_errors_are_reported_clearly(tmp_path, capsys):
     assert main(["evaluate", str(tmp_path / "missing.npz")]) == 1
     assert "checkpoint not found" in capsys.readouterr().err

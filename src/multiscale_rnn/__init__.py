@@ -3,7 +3,7 @@ from ._native import ISA, core as _core
 from . import analysis, checkpoint, data, init, optim, plot, schedules, testing
 from . import models
 from .models import *  # noqa: F401,F403 - every model family, its classes and helpers (models.__all__)
-from .trainer import History, Trainer, evaluate, sample
+from .trainer import History, Trainer, best_of, evaluate, sample
 
 __version__ = "0.1.0"
 
@@ -37,7 +37,7 @@ def amx_bf16_unavailable_reason():
     return _core.amx_bf16_unavailable_reason()
 
 
-__all__ = list(models.__all__) + ["models", "Trainer", "History", "evaluate", "sample", "data", "init", "optim",
+__all__ = list(models.__all__) + ["models", "Trainer", "History", "best_of", "evaluate", "sample", "data", "init", "optim",
            "schedules", "checkpoint", "plot", "analysis", "testing", "set_num_threads", "get_num_threads", "max_threads",
            "amx_bf16_unavailable_reason", "ISA",
            "__version__"]

@@ -109,6 +109,7 @@ _SETTING_RULES = {
                       "a list of positive integers"),
     "max_chunks": _POSITIVE_INT, "checkpoint_every": _POSITIVE_INT,
     "seed": (lambda v: _is_int(v) and v >= 0, "a non-negative integer"),
+    "restarts": _POSITIVE_INT,
     "threads": _POSITIVE_INT, "out": _STRING, "progress": (lambda v: isinstance(v, bool), "true or false"),
 }
 
@@ -306,11 +307,7 @@ def _train(args, dist) -> int:
         return s, config, flags, preset_given, out, corpus, model
 
     s, config, flags, preset_given, out, corpus, model = setup() if dist is None else dist.together(setup)
-    trainer = Trainer(model, optimizer=_optimizer(s), clip_norm=s["clip_norm"], clip_value=s["clip_value"],
-                      batch_size=s["batch_size"], bptt=s["bptt"], lr_schedule=_lr_schedule(s),
-                      model_options={k: anneal_schedule(v) for k, v in s["anneal"].items()}, seed=s["seed"],
-                      progress=bool(s["progress"]), eval_batch_size=s["eval_batch_size"], unit=_token_unit(corpus),
-                      distributed=dist)
+    trainer = Trainer(model, optimizer=_optimizer(s), seed=s["seed"], distributed=dist, **_trainer_kw(s, corpus))
     label = _label(corpus)
     say(f"{s['model']} {model.num_parameters:,} parameters on {corpus.name} ({len(corpus.train):,} training "
         f"tokens, vocabulary {corpus.vocab_size})")
@@ -325,10 +322,13 @@ def _train(args, dist) -> int:
             print(f"epoch {event['epoch']}: train {label} {event['train_bpc']:.4f}{valid}, "
                   f"{event['tokens_per_s']:,.0f} tokens/s, {event['seconds']:.1f} s", flush=True)
 
-    trainer.fit(corpus.train, valid=corpus.valid, epochs=int(s["epochs"]), checkpoint=out,
-                resume=bool(getattr(args, "resume", False)), max_chunks=s["max_chunks"],
-                checkpoint_every=s["checkpoint_every"], log=log, vocab=corpus.vocab,
-                extra={"settings": {k: v for k, v in s.items() if k not in ("progress",)}})
+    extra = {"settings": {k: v for k, v in s.items() if k not in ("progress",)}}
+    if s["restarts"] > 1:
+        model, trainer = _train_restarts(args, dist, s, corpus, out, log, extra, say)
+    else:
+        trainer.fit(corpus.train, valid=corpus.valid, epochs=int(s["epochs"]), checkpoint=out,
+                    resume=bool(getattr(args, "resume", False)), max_chunks=s["max_chunks"],
+                    checkpoint_every=s["checkpoint_every"], log=log, vocab=corpus.vocab, extra=extra)
     results = {}
     for split in ("valid", "test"):
         ids = getattr(corpus, split)
@@ -339,6 +339,42 @@ def _train(args, dist) -> int:
              for split, r in results.items()]
     say(f"done after {trainer.epoch} epoch(s), {trainer.step} steps: {', '.join(parts)}; checkpoint {out}")
     return 0
+
+
+def _trainer_kw(s, corpus) -> Dict[str, Any]:
+    """The Trainer's arguments from the settings (all but the optimiser, seed and distribution)."""
+    return dict(clip_norm=s["clip_norm"], clip_value=s["clip_value"], batch_size=s["batch_size"], bptt=s["bptt"],
+                lr_schedule=_lr_schedule(s), model_options={k: anneal_schedule(v) for k, v in s["anneal"].items()},
+                progress=bool(s["progress"]), eval_batch_size=s["eval_batch_size"], unit=_token_unit(corpus))
+
+
+def _train_restarts(args, dist, s, corpus, out, log, extra, say):
+    """``restarts`` > 1: ``best_of`` over the seeds s["seed"] .. + restarts - 1; the chosen run's checkpoint
+    goes to ``out``. Returns the chosen model and a stand-in with its ``epoch`` and ``step``."""
+    from types import SimpleNamespace
+    from .trainer import best_of
+    n = int(s["restarts"])
+    if getattr(args, "resume", False):
+        raise ValueError(f"--resume continues one run, and restarts = {n} starts new ones: resume the chosen run "
+                         f"with --restarts 1 and the seed its checkpoint was trained with")
+    if dist is not None:
+        raise ValueError("restarts > 1 is not available with --distributed (train the runs one by one)")
+    if corpus.valid is None or len(corpus.valid) < 2:
+        raise ValueError(f"restarts = {n} chooses by the validation loss, and corpus {corpus.name} has no validation "
+                         f"split")
+    if s["checkpoint_every"] is not None or s["max_chunks"] is not None:
+        raise ValueError("restarts > 1 writes the chosen run's checkpoint at the end: it takes neither "
+                         "checkpoint-every nor max-chunks")
+    model, results = best_of(lambda seed: model_from_settings({**s, "seed": seed}, corpus.vocab_size),
+                             corpus.train, corpus.valid, restarts=n, epochs=int(s["epochs"]), seed=int(s["seed"]),
+                             make_optimizer=lambda: _optimizer(s), fit_kw={"valid": corpus.valid, "log": log},
+                             checkpoint=out, vocab=corpus.vocab, extra=extra, **_trainer_kw(s, corpus))
+    label = _label(corpus)
+    for r in results:
+        say(f"run {r['seed'] - int(s['seed']) + 1}/{n} (seed {r['seed']}): valid {label} {r['valid_bpc']:.4f}"
+            + ("  <- kept" if r["chosen"] else ""))
+    chosen = next(r for r in results if r["chosen"])
+    return model, SimpleNamespace(epoch=chosen["epochs"], step=chosen["steps"])
 
 
 def _train_settings(args):
@@ -493,6 +529,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="data-parallel over MPI: start with 'mpirun -n K'; the batch's streams are shared by the "
                         "K ranks (needs mpi4py: pip install \"multiscale-rnn[mpi]\")")
     g.add_argument("--seed", type=int)
+    g.add_argument("--restarts", type=int, help="train this many runs (seeds --seed, --seed + 1, ...) and keep the "
+                   "one with the lowest validation loss (default 1)")
     g.add_argument("--threads", type=int)
     g.add_argument("--out", help="checkpoint path (.npz); the history goes beside it (.history.json)")
     g.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")

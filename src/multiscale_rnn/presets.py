@@ -43,6 +43,7 @@ DEFAULTS: Dict[str, Any] = {
     "max_chunks": None,
     "checkpoint_every": None,
     "eval_batch_size": 16,
+    "restarts": 1,               # > 1: train this many runs (seeds seed, seed+1, ...), keep the lowest valid loss
     "seed": 0,
     "threads": None,
     "out": "runs/model.npz",

@@ -13,6 +13,7 @@ character on character corpora, bits per word on word corpora), ``perplexity`` =
 """
 from __future__ import annotations
 
+import copy
 import math
 import sys
 import time
@@ -713,3 +714,82 @@ class Trainer:
                 print(text, file=sys.stderr, flush=True)
         if log is not None and self._speaks:
             log({"event": "epoch", **row})
+
+
+# ---- random restarts -----------------------------------------------------------------------------
+
+def best_of(make_model: Callable[[int], object], train, valid, *, restarts: int = 3, epochs: int = 1, seed: int = 0,
+            make_optimizer: Optional[Callable[[], Optimizer]] = None, eval_batch_size: int = 16,
+            fit_kw: Optional[dict] = None, checkpoint: Union[str, Path, None] = None, vocab=None,
+            extra: Optional[dict] = None, **trainer_kw):
+    """Random restarts selected by the validation likelihood: train ``restarts`` candidates and keep
+    the one with the lowest loss on ``valid``.
+
+    Candidate ``i`` is ``make_model(seed + i)``, trained by ``Trainer(model, optimizer=make_optimizer(),
+    seed=seed + i, **trainer_kw).fit(train, epochs=epochs, **fit_kw)`` (``make_optimizer`` default:
+    ``Adam()``; a fresh optimiser per candidate, since an optimiser keeps per-parameter state; an
+    ``lr_schedule``, which may keep state too, is copied for each candidate; ``fit_kw`` e.g. ``valid``,
+    ``log``, ``max_chunks``; ``eval_batch_size`` serves the Trainer's validation and the selection's).
+    The selection reads only the likelihood of ``valid`` (no labels), so it
+    is as fair as any model selection on held-out text; keep the text you score the model on out of
+    ``valid``. For models whose training can end in different local optima from different seeds, such
+    as the HM-LSTM's boundary detectors (see docs/models/hm_lstm.md: its validation BPC and the F1 of
+    its word boundaries go together).
+
+    ``checkpoint``: the chosen candidate's checkpoint (model, optimiser, progress, history, with
+    ``vocab`` and ``extra``) is written there once all candidates are trained, as ``Trainer.fit``
+    writes it; candidates write none, so a failed call leaves an existing file as it was.
+
+    Returns ``(model, results)``: the chosen model and one dict per candidate, in order, with ``seed``,
+    ``valid_loss``, ``valid_bpc``, ``epochs``, ``steps`` and ``chosen``. A candidate whose training
+    fails (for example a ``FloatingPointError``) ends the call with that error, naming its seed.
+
+    >>> model, results = best_of(lambda s: HMLSTM(v, 16, [32, 32], seed=s), corpus.train,  # doctest: +SKIP
+    ...                          corpus.valid, restarts=3, epochs=40, batch_size=32, bptt=50, clip_norm=1.0,
+    ...                          make_optimizer=lambda: optim.Adam(5e-3), progress=False)
+    """
+    if isinstance(restarts, bool) or not isinstance(restarts, (int, np.integer)) or restarts < 1:
+        raise ValueError(f"restarts must be a positive integer, got {restarts!r}")
+    if not _is_int(seed) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    if not callable(make_model):
+        raise TypeError(f"make_model must be a callable of the seed that returns a model, got {type(make_model).__name__}")
+    if make_optimizer is not None and not callable(make_optimizer):
+        raise TypeError("make_optimizer must be a callable that returns a fresh optimiser (e.g. lambda: Adam(5e-3)), "
+                        f"got {type(make_optimizer).__name__}")
+    if "optimizer" in trainer_kw:
+        raise TypeError("best_of takes make_optimizer (a callable returning a fresh optimiser per candidate), not "
+                        "optimizer: one optimiser cannot serve several models")
+    fit_kw = dict(fit_kw or {})
+    for key in ("checkpoint", "resume", "epochs", "vocab", "extra"):
+        if key in fit_kw:
+            raise TypeError(f"fit_kw may not hold {key!r}: best_of sets it (checkpoint, vocab and extra are its own "
+                            f"arguments; candidates are new runs)")
+    if valid is None or len(valid) < 2:
+        raise ValueError("best_of needs validation ids (at least 2 tokens) to choose among the candidates")
+    if checkpoint is not None:
+        check_writable(Path(checkpoint), "checkpoint")  # before any work
+    best, results = None, []
+    for i in range(int(restarts)):
+        s = int(seed) + i
+        model = make_model(s)
+        opt = make_optimizer() if make_optimizer is not None else Adam()
+        kw = dict(trainer_kw)
+        if kw.get("lr_schedule") is not None:
+            kw["lr_schedule"] = copy.deepcopy(kw["lr_schedule"])
+        trainer = Trainer(model, optimizer=opt, seed=s, eval_batch_size=eval_batch_size, **kw)
+        try:
+            trainer.fit(train, epochs=epochs, **fit_kw)
+        except FloatingPointError as e:
+            raise FloatingPointError(f"candidate {i + 1}/{restarts} (seed {s}): {e}") from e
+        ev = evaluate(model, valid, batch_size=eval_batch_size)
+        results.append({"seed": s, "valid_loss": ev["loss"], "valid_bpc": ev["bpc"], "epochs": trainer.epoch,
+                        "steps": trainer.step, "chosen": False})
+        if math.isfinite(ev["loss"]) and (best is None or ev["loss"] < best[0]):
+            best = (ev["loss"], i, trainer)
+    if best is None:
+        raise FloatingPointError(f"no candidate of {restarts} reached a finite validation loss: {results}")
+    results[best[1]]["chosen"] = True
+    if checkpoint is not None:
+        best[2].save_checkpoint(checkpoint, vocab=vocab, extra=extra)
+    return best[2].model, results

@@ -1,0 +1,105 @@
+"""best_of: random restarts selected by the validation likelihood."""
+import numpy as np
+import pytest
+
+import multiscale_rnn as msr
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return msr.data.synthetic_hierarchy(n_chars=6000, seed=1).corpus(valid_fraction=0.2, test_fraction=0.0)
+
+
+def _make(corpus, built):
+    def make(seed):
+        built.append(seed)
+        return msr.LSTM(corpus.vocab_size, 8, [16], seed=seed)
+    return make
+
+
+def test_trains_every_candidate_and_keeps_the_lowest_validation_loss(corpus):
+    built = []
+    kw = dict(restarts=3, epochs=1, seed=4, batch_size=8, bptt=20, progress=False,
+              make_optimizer=lambda: msr.optim.Adam(5e-3))
+    model, results = msr.best_of(_make(corpus, built), corpus.train, corpus.valid, **kw)
+    assert built == [4, 5, 6] and [r["seed"] for r in results] == [4, 5, 6]
+    losses = [r["valid_loss"] for r in results]
+    assert len(set(losses)) == 3                       # the seeds give different candidates
+    chosen = int(np.argmin(losses))
+    assert [r["chosen"] for r in results] == [i == chosen for i in range(3)]
+    assert msr.evaluate(model, corpus.valid)["loss"] == pytest.approx(losses[chosen], rel=1e-6)
+    assert results[chosen]["valid_bpc"] == pytest.approx(losses[chosen] / np.log(2))
+    # each candidate is the run a Trainer with that seed gives on its own
+    alone = msr.LSTM(corpus.vocab_size, 8, [16], seed=4 + chosen)
+    msr.Trainer(alone, optimizer=msr.optim.Adam(5e-3), seed=4 + chosen, batch_size=8, bptt=20,
+                progress=False).fit(corpus.train, epochs=1)
+    assert np.array_equal(alone.flat_parameters(), model.flat_parameters())
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    ({"restarts": 0}, ValueError, "restarts must be a positive integer, got 0"),
+    ({"restarts": 2.0}, ValueError, "restarts must be a positive integer"),
+    ({"seed": -1}, ValueError, "seed must be a non-negative integer"),
+    ({"optimizer": msr.optim.Adam()}, TypeError, "takes make_optimizer"),
+    ({"make_optimizer": msr.optim.Adam()}, TypeError, "make_optimizer must be a callable"),
+    ({"valid": []}, ValueError, "needs validation ids"),
+    ({"make_model": "lstm"}, TypeError, "make_model must be a callable"),
+])
+def test_bad_arguments(corpus, kwargs, error, message):
+    args = dict(make_model=_make(corpus, []), train=corpus.train, valid=corpus.valid, restarts=2, epochs=1,
+                progress=False)
+    args.update(kwargs)
+    make_model, train, valid = args.pop("make_model"), args.pop("train"), args.pop("valid")
+    with pytest.raises(error, match=message):
+        msr.best_of(make_model, train, valid, **args)
+
+
+def test_a_diverging_candidate_names_its_seed(corpus):
+    def make(seed):
+        m = msr.LSTM(corpus.vocab_size, 8, [16], seed=seed)
+        if seed == 1:
+            m.flat_parameters()[:] = np.nan
+        return m
+    with pytest.raises(FloatingPointError, match=r"candidate 2/2 \(seed 1\)"):
+        msr.best_of(make, corpus.train, corpus.valid, restarts=2, epochs=1, batch_size=8, bptt=20, progress=False)
+
+
+def test_each_candidate_gets_its_own_learning_rate_schedule(corpus):
+    plateau = msr.schedules.ReduceOnPlateau(factor=2.0, patience=0)
+    seen = []
+
+    class Spy(msr.optim.Adam):
+        def step(self, *a, **k):
+            seen.append(self.lr)
+            return super().step(*a, **k)
+
+    msr.best_of(_make(corpus, []), corpus.train, corpus.valid, restarts=2, epochs=3, batch_size=8, bptt=20,
+                progress=False, lr_schedule=plateau, make_optimizer=lambda: Spy(5e-3))
+    assert plateau.best is None            # the schedule given was copied, not stepped
+    per_run = len(seen) // 2
+    assert seen[per_run] == 5e-3           # the second candidate starts at the initial rate
+
+
+def test_the_chosen_candidate_is_checkpointed_and_a_failed_call_keeps_the_old_file(corpus, tmp_path):
+    from multiscale_rnn.checkpoint import load
+    out = tmp_path / "best.npz"
+    kw = dict(restarts=2, epochs=2, batch_size=8, bptt=20, progress=False, seed=7)
+    model, results = msr.best_of(_make(corpus, []), corpus.train, corpus.valid, checkpoint=out, vocab=corpus.vocab,
+                                 extra={"note": "chosen"}, fit_kw={"valid": corpus.valid}, eval_batch_size=8, **kw)
+    ck = load(out)
+    assert np.array_equal(ck.model.flat_parameters(), model.flat_parameters())
+    chosen = [r for r in results if r["chosen"]][0]
+    assert ck.trainer_state["seed"] == chosen["seed"] and ck.trainer_state["epoch"] == 2 == chosen["epochs"]
+    assert len(ck.history) == 2 and ck.history[-1]["valid_bpc"] == pytest.approx(chosen["valid_bpc"])
+    before = out.read_bytes()
+
+    def make(seed):  # the second candidate diverges: nothing is written
+        m = msr.LSTM(corpus.vocab_size, 8, [16], seed=seed)
+        if seed == 8:
+            m.flat_parameters()[:] = np.nan
+        return m
+    with pytest.raises(FloatingPointError, match=r"seed 8"):
+        msr.best_of(make, corpus.train, corpus.valid, checkpoint=out, **kw)
+    assert out.read_bytes() == before
+    with pytest.raises(TypeError, match="fit_kw may not hold 'checkpoint'"):
+        msr.best_of(make, corpus.train, corpus.valid, fit_kw={"checkpoint": out}, **kw)
