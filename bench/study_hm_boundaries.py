@@ -11,10 +11,11 @@ the first 2000 validation characters from a zero state and reports, per layer wi
 - the fraction of steps with z^l = 1;
 - the validation bits per character, and the training time (one thread).
 
-    python bench/study_hm_boundaries.py                      # the default recipe, 2 and 3 layers, 5 seeds
+    python bench/study_hm_boundaries.py                      # the default recipe (default+best5), 2 and 3 layers, 5 seeds
     python bench/study_hm_boundaries.py --configs paper,blend+cut+rate0.05 --seeds 0,1,2 --layers 2
 
-Configuration names: see ``configuration`` (e.g. ``paper``, ``blend+cut``, ``switch+cut+rate0.05+bias-1``).
+Configuration names: see ``configuration`` (e.g. ``default`` for one run of the defaults, ``paper``,
+``blend+cut``, ``switch+cut+rate0.05+bias-1``).
 
 Prints one markdown row per (configuration, layers, text) with every seed's "F1 (rate)" and the
 count of seeds reaching F1 >= 0.9 in layer 1 (and 0.7 in layer 2 of 3-layer models).
@@ -38,8 +39,9 @@ RECIPE_EPOCHS = 40   # the default recipe (880 updates of 32 x 50 characters, wa
 def configuration(name: str):
     """(model options, trainer settings, model-option schedules) of a configuration name.
 
-    ``default``: the package's default recipe (the model's defaults with the Trainer's boundary warm-up,
-    no option schedule, 40 epochs), then any words after ``default+``. Otherwise the earlier study's base
+    ``default``: one run of the package's defaults (the model's defaults with the Trainer's boundary
+    warm-up, no option schedule, 40 epochs), then any words after ``default+``; ``default+best5`` is the
+    default recipe (five such runs, the lowest validation BPC kept). Otherwise the earlier study's base
     (gated head, no rate target, no warm-up) and words joined by ``+``:
     ``paper`` (gradient switch, no flush cut, no rate term, slope 1 -> 5 by 1 per epoch), ``switch``,
     ``blend``, ``cut`` (flush_cut), ``nocut``, ``ln`` (layer_norm), ``sample`` (Bernoulli boundaries), ``soft`` (z = zhat),
@@ -49,7 +51,8 @@ def configuration(name: str):
     ``oracle2word``, ``oracle2never``: layer 2's fixed too, at the phrase ends, every word end, nowhere), ``notd``
     (``top_down=False``: no top-down term); and the recipe's words ``target<r1>[_<r2>]`` (``rate_target``,
     ``targetnone`` for none), ``mu<x>`` (``rate_weight``), ``warm<n>`` (``warmup``: detectors held off for n
-    updates), ``linear`` / ``gated`` (the head), ``slope1`` (no slope schedule).
+    updates), ``linear`` / ``gated`` (the head), ``slope1`` (no slope schedule), ``best<k>`` (k restarts with
+    ``msr.best_of``, model seeds k*seed .. k*seed + k-1, chosen on the validation text after the scored part).
     """
     if name == "default" or name.startswith("default+"):
         # the package's default recipe: the model's defaults (rate target, linear head, flush cut,
@@ -307,7 +310,7 @@ def row(results, config, layers, kind):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--configs", default="default")
+    p.add_argument("--configs", default="default+best5")
     p.add_argument("--layers", default="2,3")
     p.add_argument("--text", default="sep")
     p.add_argument("--seeds", default="0,1,2,3,4")

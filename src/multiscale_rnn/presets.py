@@ -89,12 +89,13 @@ PRESETS: Dict[str, Dict[str, Any]] = {
     },
     "synthetic-hm-lstm": {
         "about": "A small HM-LSTM on the generated hierarchical text with the default recipe (boundary "
-                 "warm-up, rate target): its first-layer boundaries come to mark the ends of the words "
-                 "within seconds (see docs/models/hm_lstm.md, \"The default recipe\").",
+                 "warm-up, rate target, five restarts of which the lowest validation BPC is kept): its "
+                 "first-layer boundaries come to mark the ends of the words within a minute (see "
+                 "docs/models/hm_lstm.md, \"The default recipe\").",
         "model": "hmlstm", "embed_size": 16, "hidden_sizes": [32, 32], "data": "synthetic",
         "data_options": {"n_chars": 40_000, "seed": 0},
         "epochs": 40, "batch_size": 32, "bptt": 50, "optimizer": "adam", "lr": 5e-3, "clip_norm": 1.0,
-        "out": "runs/synthetic-hm-lstm.npz",
+        "restarts": 5, "out": "runs/synthetic-hm-lstm.npz",
     },
 }
 

@@ -154,9 +154,20 @@ class HMLSTM(LanguageModel):
       the objective (``Loss.aux["boundary_rate"]``; default 0, off). Beyond the paper.
     - ``boundary_bias``: added to the bias of every boundary row at initialisation (default 0; negative
       starts with fewer boundaries). Beyond the paper.
+    - ``rate_target``: r_l, the fraction of steps with z^l = 1 aimed at: a number for layer 1 (default
+      0.18, about one boundary per word of English-like text), a list with one value per layer with a
+      detector, or None; the objective gains mu * sum_l (zbar^l - r_l)^2, zbar^l the chunk's fraction
+      (``Loss.aux["boundary_target"]``). ``rate_weight``: mu (default 5). Beyond the paper.
+    - ``warmup``: the Trainer holds every detector off (z = 0, layer 1 a plain LSTM) for this many
+      updates, then restarts each boundary row just below the threshold (default 500; 0: no warm-up;
+      the model's schedule ``{"detectors": schedules.step(0, 1, at_step=warmup)}``). Beyond the paper.
 
     The paper's reading is ``gradient="switch", flush_cut=False`` with the slope annealed; the
-    defaults are what found word boundaries most often in docs/models/hm_lstm.md's study.
+    defaults are what found word boundaries most often in docs/models/hm_lstm.md's study. The default
+    recipe there is these defaults with the slope held at 1, trained five times from different seeds
+    with the run of lowest validation BPC kept (``multiscale_rnn.best_of(..., restarts=5)``, or
+    ``--restarts 5`` on the command line): the runs whose boundaries sit on the word ends are the
+    ones with the lower validation BPC.
     - ``slope``: a of the hard sigmoid (annealed during training through ``set_option("slope", a)``).
     - ``layer_norm``: layer normalisation of each gate block of s^l_t (gains 1, shifts 0 at init).
     - ``skip``: gather the UPDATE/FLUSH columns and do no matrix work on COPY ones (True), or the
