@@ -81,7 +81,9 @@ def test_restarts_keep_the_run_with_the_lowest_validation_loss(tmp_path, capsys)
             "--out", str(out)]
     assert main(args + ["--restarts", "3", "--seed", "5"]) == 0
     text = capsys.readouterr().out
-    rows = [line for line in text.splitlines() if line.startswith("run ")]
+    starts = [line for line in text.splitlines() if line.startswith("run ") and "valid" not in line]
+    assert starts == ["run 1/3 (seed 5)", "run 2/3 (seed 6)", "run 3/3 (seed 7)"]  # as each run starts
+    rows = [line for line in text.splitlines() if line.startswith("run ") and "valid" in line]
     assert [r.split(":")[0] for r in rows] == ["run 1/3 (seed 5)", "run 2/3 (seed 6)", "run 3/3 (seed 7)"]
     bpcs = [float(r.split("valid bpc ")[1].split()[0]) for r in rows]
     kept = [i for i, r in enumerate(rows) if r.endswith("<- kept")]

@@ -365,7 +365,11 @@ def _train_restarts(args, dist, s, corpus, out, log, extra, say):
     if s["checkpoint_every"] is not None or s["max_chunks"] is not None:
         raise ValueError("restarts > 1 writes the chosen run's checkpoint at the end: it takes neither "
                          "checkpoint-every nor max-chunks")
-    model, results = best_of(lambda seed: model_from_settings({**s, "seed": seed}, corpus.vocab_size),
+    def make(seed):  # called as each run starts
+        say(f"run {seed - int(s['seed']) + 1}/{n} (seed {seed})")
+        return model_from_settings({**s, "seed": seed}, corpus.vocab_size)
+
+    model, results = best_of(make,
                              corpus.train, corpus.valid, restarts=n, epochs=int(s["epochs"]), seed=int(s["seed"]),
                              make_optimizer=lambda: _optimizer(s), fit_kw={"valid": corpus.valid, "log": log},
                              checkpoint=out, vocab=corpus.vocab, extra=extra, **_trainer_kw(s, corpus))
