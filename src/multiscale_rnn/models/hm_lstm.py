@@ -157,7 +157,9 @@ class HMLSTM(LanguageModel):
     - ``rate_target``: r_l, the fraction of steps with z^l = 1 aimed at: a number for layer 1 (default
       0.18, about one boundary per word of English-like text), a list with one value per layer with a
       detector, or None; the objective gains mu * sum_l (zbar^l - r_l)^2, zbar^l the chunk's fraction
-      (``Loss.aux["boundary_target"]``). ``rate_weight``: mu (default 5). Beyond the paper.
+      (``Loss.aux["boundary_target"]``). ``rate_weight``: mu (default 5). Beyond the paper. On real
+      text a 3-layer model wants a target on layer 2 too, ``[0.18, 0.06]``: without one its detector
+      drifts to 1 on every step (docs/models/hm_lstm.md, "Real text with the default recipe").
     - ``warmup``: the Trainer holds every detector off (z = 0, layer 1 a plain LSTM) for this many
       updates, then restarts each boundary row just below the threshold (default 500; 0: no warm-up;
       the model's schedule ``{"detectors": schedules.step(0, 1, at_step=warmup)}``). Beyond the paper.
