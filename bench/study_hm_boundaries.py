@@ -11,7 +11,7 @@ the first 2000 validation characters from a zero state and reports, per layer wi
 - the fraction of steps with z^l = 1;
 - the validation bits per character, and the training time (one thread).
 
-    python bench/study_hm_boundaries.py                      # the default recipe (default+best5), 2 and 3 layers, 5 seeds
+    python bench/study_hm_boundaries.py            # the default recipe (default+best5), 2 and 3 layers, 5 seeds
     python bench/study_hm_boundaries.py --configs paper,blend+cut+rate0.05 --seeds 0,1,2 --layers 2
 
 Configuration names: see ``configuration`` (e.g. ``default`` for one run of the defaults, ``paper``,
@@ -254,6 +254,8 @@ def run(name, layers, kind, seed, hidden=32, read=2000):
     ids = corpus.valid[:read]
     kw = dict(clip_norm=1.0, batch_size=32, bptt=50, model_options=sched, progress=False)
     t0 = time.perf_counter()
+    if train.get("restarts") and train.get("oracle"):
+        raise ValueError(f"{name!r}: the oracles fix one model's rows; they do not combine with best<k>")
     if train.get("restarts"):
         # k candidates (model and trainer seeds seed*k .. seed*k + k-1), the one with the lowest BPC on the
         # validation text after the first `read` characters kept: the scored text plays no part in the choice

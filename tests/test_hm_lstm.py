@@ -457,12 +457,16 @@ def test_trace_arrays_and_counts():
 
 # ---- a short training run finds word boundaries ----------------------------------------------------
 
+def synthetic_corpus():
+    """The study's text: 40,000 generated characters (trie lexicon, seed 0), 10 % for validation."""
+    return msr.data.synthetic_hierarchy(n_chars=40_000, seed=0).corpus(valid_fraction=0.1, test_fraction=0.0)
+
+
 def train_synthetic(epochs=40, seed=0):
     """A 2-layer HM-LSTM with the package's default recipe (the model's defaults, the Trainer's
     boundary warm-up, no option schedule) trained on the generated hierarchical text (trie lexicon,
     seeded, one thread): 880 updates, about 3 s."""
-    h = msr.data.synthetic_hierarchy(n_chars=40_000, seed=0)
-    corpus = h.corpus(valid_fraction=0.1, test_fraction=0.0)
+    corpus = synthetic_corpus()
     m = msr.HMLSTM(corpus.vocab_size, 16, (32, 32), seed=seed)
     trainer = msr.Trainer(m, optimizer=msr.optim.Adam(5e-3), clip_norm=1.0, batch_size=32, bptt=50,
                           progress=False, seed=seed)
@@ -482,18 +486,14 @@ def word_scores(m, corpus):
     return tr, tr.scores[0]["f1"]
 
 
+@pytest.mark.usefixtures("one_thread")
 def test_default_recipe_finds_the_word_boundaries():
     """One run of the defaults (docs/models/hm_lstm.md, "The default recipe") finds the word ends of
     the generated text in layer 1: F1 >= 0.9. Seed 0 measured 0.964 / 0.984 / 0.973 with the avx512 /
     avx2 / baseline modules; single runs reach 0.9 on 11 of 20 seeds (the study), so this checks
     learning on one seed, not the rate of success. The boundaries must also be sparse (about one
     per word: the rate target) and the layer above must skip most steps."""
-    threads = msr.get_num_threads()
-    msr.set_num_threads(1)
-    try:
-        m, corpus = train_synthetic()
-    finally:
-        msr.set_num_threads(threads)
+    m, corpus = train_synthetic()
     assert m.options["detectors"] == 1.0, "the warm-up should have switched the detectors on"
     tr, f1 = word_scores(m, corpus)
     z1 = tr.z[0] > 0.5
@@ -504,21 +504,16 @@ def test_default_recipe_finds_the_word_boundaries():
     assert tr.updates[1] < 0.25 * len(tr), "the second layer should update about once per word"
 
 
+@pytest.mark.usefixtures("one_thread")
 def test_default_recipe_with_restarts_keeps_a_run_that_finds_the_words():
     """The whole recipe: five runs of the defaults (seeds 5-9: the study's recipe seed 1), the one with
     the lowest BPC on validation text after the 2,000 characters scored kept (``best_of``); the kept
     run's boundaries sit on the word ends (F1 >= 0.9; the recipe reached it on 10 of 10 seeds)."""
-    h = msr.data.synthetic_hierarchy(n_chars=40_000, seed=0)
-    corpus = h.corpus(valid_fraction=0.1, test_fraction=0.0)
-    threads = msr.get_num_threads()
-    msr.set_num_threads(1)
-    try:
-        m, results = msr.best_of(lambda s: msr.HMLSTM(corpus.vocab_size, 16, (32, 32), seed=s), corpus.train,
-                                 corpus.valid[2000:], restarts=5, epochs=40, seed=5,
-                                 make_optimizer=lambda: msr.optim.Adam(5e-3), clip_norm=1.0, batch_size=32,
-                                 bptt=50, progress=False)
-    finally:
-        msr.set_num_threads(threads)
+    corpus = synthetic_corpus()
+    m, results = msr.best_of(lambda s: msr.HMLSTM(corpus.vocab_size, 16, (32, 32), seed=s), corpus.train,
+                             corpus.valid[2000:], restarts=5, epochs=40, seed=5,
+                             make_optimizer=lambda: msr.optim.Adam(5e-3), clip_norm=1.0, batch_size=32,
+                             bptt=50, progress=False)
     assert [r["seed"] for r in results] == [5, 6, 7, 8, 9]
     kept = [r for r in results if r["chosen"]]
     assert len(kept) == 1 and kept[0]["valid_loss"] == min(r["valid_loss"] for r in results)

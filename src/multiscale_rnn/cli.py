@@ -307,7 +307,6 @@ def _train(args, dist) -> int:
         return s, config, flags, preset_given, out, corpus, model
 
     s, config, flags, preset_given, out, corpus, model = setup() if dist is None else dist.together(setup)
-    trainer = Trainer(model, optimizer=_optimizer(s), seed=s["seed"], distributed=dist, **_trainer_kw(s, corpus))
     label = _label(corpus)
     say(f"{s['model']} {model.num_parameters:,} parameters on {corpus.name} ({len(corpus.train):,} training "
         f"tokens, vocabulary {corpus.vocab_size})")
@@ -324,11 +323,13 @@ def _train(args, dist) -> int:
 
     extra = {"settings": {k: v for k, v in s.items() if k not in ("progress",)}}
     if s["restarts"] > 1:
-        model, trainer = _train_restarts(args, dist, s, corpus, out, log, extra, say)
+        model, epoch, step = _train_restarts(args, dist, s, corpus, out, log, extra, say)
     else:
+        trainer = Trainer(model, optimizer=_optimizer(s), seed=s["seed"], distributed=dist, **_trainer_kw(s, corpus))
         trainer.fit(corpus.train, valid=corpus.valid, epochs=int(s["epochs"]), checkpoint=out,
                     resume=bool(getattr(args, "resume", False)), max_chunks=s["max_chunks"],
                     checkpoint_every=s["checkpoint_every"], log=log, vocab=corpus.vocab, extra=extra)
+        epoch, step = trainer.epoch, trainer.step
     results = {}
     for split in ("valid", "test"):
         ids = getattr(corpus, split)
@@ -337,7 +338,7 @@ def _train(args, dist) -> int:
                                       distributed=dist)
     parts = [f"{split} {label} {r['bpc']:.4f}" + (f" (perplexity {r['perplexity']:.1f})" if corpus.unit == "word" else "")
              for split, r in results.items()]
-    say(f"done after {trainer.epoch} epoch(s), {trainer.step} steps: {', '.join(parts)}; checkpoint {out}")
+    say(f"done after {epoch} epoch(s), {step} steps: {', '.join(parts)}; checkpoint {out}")
     return 0
 
 
@@ -350,8 +351,7 @@ def _trainer_kw(s, corpus) -> Dict[str, Any]:
 
 def _train_restarts(args, dist, s, corpus, out, log, extra, say):
     """``restarts`` > 1: ``best_of`` over the seeds s["seed"] .. + restarts - 1; the chosen run's checkpoint
-    goes to ``out``. Returns the chosen model and a stand-in with its ``epoch`` and ``step``."""
-    from types import SimpleNamespace
+    goes to ``out``. Returns the chosen model, its epochs and its steps."""
     from .trainer import best_of
     n = int(s["restarts"])
     if getattr(args, "resume", False):
@@ -365,20 +365,22 @@ def _train_restarts(args, dist, s, corpus, out, log, extra, say):
     if s["checkpoint_every"] is not None or s["max_chunks"] is not None:
         raise ValueError("restarts > 1 writes the chosen run's checkpoint at the end: it takes neither "
                          "checkpoint-every nor max-chunks")
+    def run(seed) -> str:
+        return f"run {seed - int(s['seed']) + 1}/{n} (seed {seed})"
+
     def make(seed):  # called as each run starts
-        say(f"run {seed - int(s['seed']) + 1}/{n} (seed {seed})")
+        say(run(seed))
         return model_from_settings({**s, "seed": seed}, corpus.vocab_size)
 
-    model, results = best_of(make,
-                             corpus.train, corpus.valid, restarts=n, epochs=int(s["epochs"]), seed=int(s["seed"]),
-                             make_optimizer=lambda: _optimizer(s), fit_kw={"valid": corpus.valid, "log": log},
-                             checkpoint=out, vocab=corpus.vocab, extra=extra, **_trainer_kw(s, corpus))
+    model, results = best_of(make, corpus.train, corpus.valid, restarts=n, epochs=int(s["epochs"]),
+                             seed=int(s["seed"]), make_optimizer=lambda: _optimizer(s),
+                             fit_kw={"valid": corpus.valid, "log": log}, checkpoint=out, vocab=corpus.vocab,
+                             extra=extra, **_trainer_kw(s, corpus))
     label = _label(corpus)
     for r in results:
-        say(f"run {r['seed'] - int(s['seed']) + 1}/{n} (seed {r['seed']}): valid {label} {r['valid_bpc']:.4f}"
-            + ("  <- kept" if r["chosen"] else ""))
+        say(f"{run(r['seed'])}: valid {label} {r['valid_bpc']:.4f}" + ("  <- kept" if r["chosen"] else ""))
     chosen = next(r for r in results if r["chosen"])
-    return model, SimpleNamespace(epoch=chosen["epochs"], step=chosen["steps"])
+    return model, chosen["epochs"], chosen["steps"]
 
 
 def _train_settings(args):

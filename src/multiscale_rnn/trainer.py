@@ -748,12 +748,12 @@ def best_of(make_model: Callable[[int], object], train, valid, *, restarts: int 
     ...                          corpus.valid, restarts=3, epochs=40, batch_size=32, bptt=50, clip_norm=1.0,
     ...                          make_optimizer=lambda: optim.Adam(5e-3), progress=False)
     """
-    if isinstance(restarts, bool) or not isinstance(restarts, (int, np.integer)) or restarts < 1:
-        raise ValueError(f"restarts must be a positive integer, got {restarts!r}")
+    restarts = _positive_int(restarts, "restarts")
     if not _is_int(seed) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     if not callable(make_model):
-        raise TypeError(f"make_model must be a callable of the seed that returns a model, got {type(make_model).__name__}")
+        raise TypeError("make_model must be a callable of the seed that returns a model, "
+                        f"got {type(make_model).__name__}")
     if make_optimizer is not None and not callable(make_optimizer):
         raise TypeError("make_optimizer must be a callable that returns a fresh optimiser (e.g. lambda: Adam(5e-3)), "
                         f"got {type(make_optimizer).__name__}")
@@ -770,7 +770,7 @@ def best_of(make_model: Callable[[int], object], train, valid, *, restarts: int 
     if checkpoint is not None:
         check_writable(Path(checkpoint), "checkpoint")  # before any work
     best, results = None, []
-    for i in range(int(restarts)):
+    for i in range(restarts):
         s = int(seed) + i
         model = make_model(s)
         opt = make_optimizer() if make_optimizer is not None else Adam()
