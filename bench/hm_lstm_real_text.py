@@ -71,9 +71,14 @@ def main(argv=None):
     t0 = time.perf_counter()
     chunks = 0
     while time.perf_counter() - t0 < 60 * a.minutes:
-        trainer.fit(corpus.train, epochs=trainer.epoch + 1, max_chunks=20)
+        seen = []  # the chunk events of these 20 chunks: their mean training BPC and auxiliary terms
+        trainer.fit(corpus.train, epochs=trainer.epoch + 1, max_chunks=20,
+                    log=lambda e: seen.append(e) if e["event"] == "chunk" else None)
         chunks += 20
-        print(f"{time.perf_counter() - t0:7.0f} s  {chunks} chunks", flush=True)
+        terms = {k: np.mean([e["aux"][k] for e in seen]) for k in seen[0]["aux"]} if seen else {}
+        aux = "".join(f"  {k} {v:.4f}" for k, v in terms.items())
+        bpc_now = np.mean([e["bpc"] for e in seen]) if seen else float("nan")
+        print(f"{time.perf_counter() - t0:7.0f} s  {chunks} chunks  train bpc {bpc_now:.3f}{aux}", flush=True)
     seconds = time.perf_counter() - t0
     valid = corpus.valid[:a.valid_chars]
     bpc = msr.evaluate(model, valid, batch_size=16)["bpc"]

@@ -49,7 +49,8 @@ def configuration(name: str):
     ``slope<a0>_<a1>`` (linear, 1 per epoch) or ``slope<a>`` (constant), ``b2s<e>`` (blend until epoch e,
     then switch), ``oracle`` (layer 1's boundaries fixed on the spaces, for comparison; ``oracle2phrase``,
     ``oracle2word``, ``oracle2never``: layer 2's fixed too, at the phrase ends, every word end, nowhere), ``notd``
-    (``top_down=False``: no top-down term); and the recipe's words ``target<r1>[_<r2>]`` (``rate_target``,
+    (``top_down=False``: no top-down term), ``notd2`` (the top-down weights of layers 2 and above held at
+    zero; layer 1 keeps its top-down term); and the recipe's words ``target<r1>[_<r2>]`` (``rate_target``,
     ``targetnone`` for none), ``mu<x>`` (``rate_weight``), ``warm<n>`` (``warmup``: detectors held off for n
     updates), ``linear`` / ``gated`` (the head), ``slope1`` (no slope schedule), ``best<k>`` (k restarts with
     ``msr.best_of``, model seeds k*seed .. k*seed + k-1, chosen on the validation text after the scored part).
@@ -121,6 +122,8 @@ def _paper_word(word, opts, train, sched) -> bool:
         train["oracle2"] = word[len("oracle2"):]
     elif word == "notd":
         opts["top_down"] = False
+    elif word == "notd2":  # no top-down term into layers 2 and above (weights held at 0); layer 1 keeps it
+        train["notd2"] = True
     elif word.startswith("ramp"):  # the rate term rising linearly: ramp<start>_<end>_<per epoch>
         a0, a1, per = (float(x) for x in word[4:].split("_"))
         sched["rate_penalty"] = msr.schedules.linear(a0, a1, per_epoch=per)
@@ -188,7 +191,8 @@ def oracle_boundaries(model, vocab, layer2=None):
         for unit in (0, 1):  # rows i, f, g, o of units 0 and 1 read only what is set below
             for gate in range(4):
                 for k in ("weight_ih_l0", "weight_hh_l0", "weight_td_l0"):
-                    P[k][gate * H + unit, :] = 0.0
+                    if k in P:  # no weight_td with top_down=False
+                        P[k][gate * H + unit, :] = 0.0
                 b[gate * H + unit] = 0.0
         W[0 * H, 0], b[0 * H] = -big, big / 2    # unit 0, i: closed on a space
         W[1 * H, 0], b[1 * H] = big, -big / 2    # unit 0, f: open on a space (keeps the symbol before it)
@@ -201,6 +205,18 @@ def oracle_boundaries(model, vocab, layer2=None):
         P["bias_l1"][4 * H2] = -10.0
         if layer2 in ("phrase", "word"):
             P["weight_ih_l1"][4 * H2, 0 if layer2 == "phrase" else 1] = 20.0
+    fix(model)
+    return fix
+
+
+def no_top_down_above(model):
+    """A constraint holding the top-down weights of layers 2 and above at zero (layer 1 keeps its
+    top-down term from layer 2)."""
+    def fix(m):
+        P = m.parameters()
+        for l in range(1, len(m.config["hidden_sizes"])):
+            if f"weight_td_l{l}" in P:
+                P[f"weight_td_l{l}"][...] = 0.0
     fix(model)
     return fix
 
@@ -265,8 +281,13 @@ def run(name, layers, kind, seed, hidden=32, read=2000):
                                make_optimizer=lambda: msr.optim.Adam(train["lr"]), **kw)
     else:
         model = msr.HMLSTM(corpus.vocab_size, 16, sizes, seed=seed, **opts)
+        fixes = []
         if train.get("oracle"):  # z^1 held at 1 on the separators and 0 elsewhere (the boundaries given)
-            kw["constraint"] = oracle_boundaries(model, corpus.vocab, train.get("oracle2"))
+            fixes.append(oracle_boundaries(model, corpus.vocab, train.get("oracle2")))
+        if train.get("notd2"):
+            fixes.append(no_top_down_above(model))
+        if fixes:
+            kw["constraint"] = lambda m: [fix(m) for fix in fixes]
         msr.Trainer(model, optimizer=msr.optim.Adam(train["lr"]), seed=seed, **kw).fit(corpus.train,
                                                                                         epochs=train["epochs"])
     seconds = time.perf_counter() - t0

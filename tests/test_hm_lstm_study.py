@@ -42,3 +42,29 @@ def test_oracle_fixes_layer_1_on_the_spaces_and_layer_2_as_asked(study, layer2):
     # the phrase oracle is the study's reference for layer 2: the phrase ends, one step later
     ref = study.first_seen(corpus.boundaries["valid"]["phrase"])
     assert np.array_equal(after_mark[:-1], ref[:-1].astype(bool))
+
+
+def test_oracle_without_top_down_and_the_notd2_constraint(study):
+    # the oracle on a model with no top-down weights (top_down=False), and the constraint that holds
+    # the top-down weights of layers 2 and above at zero while layer 1 keeps its own
+    h = msr.data.synthetic_hierarchy(n_chars=6000, seed=0)
+    corpus = h.corpus(valid_fraction=0.2, test_fraction=0.0)
+    bare = msr.HMLSTM(corpus.vocab_size, 16, [32, 24, 16], seed=3, rate_target=None, warmup=0, top_down=False)
+    assert not any(k.startswith("weight_td") for k in bare.parameters())
+    fix = study.oracle_boundaries(bare, corpus.vocab, "phrase")
+    msr.Trainer(bare, optimizer=msr.optim.Adam(5e-3), batch_size=8, bptt=20, progress=False, seed=1,
+                constraint=fix).fit(corpus.train, epochs=1, max_chunks=3)
+    text = "".join(corpus.vocab.itos[i] for i in corpus.valid)
+    assert np.array_equal(bare.trace(corpus.valid).z[0] > 0.5, np.array([c == " " for c in text]))
+
+    model = msr.HMLSTM(corpus.vocab_size, 16, [32, 24, 16], seed=3, rate_target=None, warmup=0)
+    fix = study.no_top_down_above(model)
+    P = model.parameters()
+    assert not P["weight_td_l1"].any() and P["weight_td_l0"].any()
+    before = P["weight_td_l0"].copy()
+    msr.Trainer(model, optimizer=msr.optim.Adam(5e-3), batch_size=8, bptt=20, progress=False, seed=1,
+                constraint=fix).fit(corpus.train, epochs=1, max_chunks=3)
+    P = model.parameters()
+    assert not P["weight_td_l1"].any()
+    assert not np.array_equal(P["weight_td_l0"], before)  # layer 1's top-down term is still trained
+    assert study.configuration("default+notd2")[1]["notd2"] is True
