@@ -149,8 +149,10 @@ def resolve_settings(preset: Optional[str] = None, config: Optional[Dict[str, An
                      flags: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """defaults < preset (``flags["preset"]``, else the config's, else the default preset) < config < flags.
 
-    A data path without a corpus name (``--data-path my.txt`` alone) or a corpus name that is a
-    path (``--data my.txt``) means your own text (``data = "text"``). The result is checked by
+    A corpus name that is a path (``--data my.txt``), or a data path without a corpus name
+    (``--data-path my.txt`` alone) under a preset whose corpus is built in (``quick``, ``synthetic``),
+    means your own text (``data = "text"``); under a preset of a corpus read from files
+    (``ptb-char-hm-lstm``) the data path is where that corpus is. The result is checked by
     :func:`check_settings`."""
     config = dict(config or {})
     flags = dict(flags or {})
@@ -171,8 +173,8 @@ def resolve_settings(preset: Optional[str] = None, config: Optional[Dict[str, An
             and settings.get("data_path") in (None, "") and Path(data).expanduser().exists():
         settings["data"], settings["data_path"] = "text", data  # a path as the corpus name: your own text
         own_text = True
-    elif settings.get("data_path") not in (None, "") and not data_named:
-        settings["data"] = "text"  # a path alone: your own text, not the preset's corpus
+    elif settings.get("data_path") not in (None, "") and not data_named and _built_in(data):
+        settings["data"] = "text"  # a path alone, with a preset of a built-in corpus: your own text
         own_text = True
     if own_text:  # the preset's corpus options were for its corpus
         settings["data_options"] = dict(flags.get("data_options", config.get("data_options", {})))
@@ -194,6 +196,13 @@ def resolve_settings(preset: Optional[str] = None, config: Optional[Dict[str, An
                              f"got {spec!r}")
     check_settings(settings)
     return settings
+
+
+def _built_in(data) -> bool:
+    """The corpus name (or None) is one that ships with the package and reads no file; a data path then
+    means the user's own text. Other corpora (ptb-char, text8, ...) read theirs from the data path."""
+    from .data.loaders import BUILT_IN
+    return data is None or (isinstance(data, str) and data.strip().lower().replace("_", "-") in BUILT_IN)
 
 
 def _corpus_names():

@@ -36,10 +36,13 @@ from .music import music_corpus, read_abc_tunes
 from .synthetic import synthetic_hierarchy
 from .text import decode_utf8, text_corpus
 
-__all__ = ["load", "LOADERS", "embedded_text", "ptb_char_text", "EMBEDDED_SHA256"]
+__all__ = ["load", "LOADERS", "BUILT_IN", "embedded_text", "ptb_char_text", "EMBEDDED_SHA256"]
 
 LOADERS = ("ptb-char", "ptb-word", "text8", "text8-word", "enwik8", "shakespeare", "embedded", "synthetic",
            "ptb-bits", "embedded-bits", "nottingham", "text")
+
+#: Corpora that ship with the package (or are generated) and read no file: they take no path.
+BUILT_IN = ("embedded", "synthetic", "embedded-bits")
 
 #: Options accepted by each loader that takes some (the others take none).
 _OPTIONS = {
