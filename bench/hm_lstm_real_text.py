@@ -78,7 +78,9 @@ def main(argv=None):
         terms = {k: np.mean([e["aux"][k] for e in seen]) for k in seen[0]["aux"]} if seen else {}
         aux = "".join(f"  {k} {v:.4f}" for k, v in terms.items())
         bpc_now = np.mean([e["bpc"] for e in seen]) if seen else float("nan")
-        print(f"{time.perf_counter() - t0:7.0f} s  {chunks} chunks  train bpc {bpc_now:.3f}{aux}", flush=True)
+        rates = (model.trace(corpus.valid[:2000]).z > 0.5).mean(axis=1)  # z^l on a slice of validation text
+        print(f"{time.perf_counter() - t0:7.0f} s  {chunks} chunks  train bpc {bpc_now:.3f}{aux}  "
+              f"z rate {' '.join(f'{r:.3f}' for r in rates)}", flush=True)
     seconds = time.perf_counter() - t0
     valid = corpus.valid[:a.valid_chars]
     bpc = msr.evaluate(model, valid, batch_size=16)["bpc"]

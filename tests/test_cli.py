@@ -7,7 +7,7 @@ import pytest
 
 import multiscale_rnn as msr
 from multiscale_rnn import checkpoint
-from multiscale_rnn.cli import main, resolve_settings
+from multiscale_rnn.cli import main, model_from_settings, resolve_settings
 from multiscale_rnn.models.registry import build_model, model_names, register_model
 from multiscale_rnn.presets import DEFAULT_PRESET, PRESETS
 from multiscale_rnn.trainer import History, history_path
@@ -132,6 +132,23 @@ def test_settings_precedence():
     with pytest.raises(ValueError, match="anneal.slope"):
         resolve_settings(config={"anneal": {"slope": [1, 2]}})
     assert DEFAULT_PRESET in PRESETS and all("about" in p for p in PRESETS.values())
+
+
+@pytest.mark.parametrize("name", ["ptb-char-hm-lstm-recipe", "text8-hm-lstm-recipe"])
+def test_real_text_hm_lstm_recipe_presets(name):
+    # the measured real-text recipe: 3 x 128 with layer norm, the linear head, the boundary warm-up and
+    # a rate target on layer 2 as well as layer 1 (docs/models/hm_lstm.md, "Real text with the default recipe")
+    s = resolve_settings(preset=name)
+    assert s["data"] == name.removesuffix("-hm-lstm-recipe") and s["epochs"] in (13, 5)
+    m = model_from_settings(s, vocab_size=50)
+    assert type(m) is msr.HMLSTM
+    assert m.config["hidden_sizes"] == [128, 128, 128] and m.config["head"] == "linear"
+    assert m.config["layer_norm"] and m.config["rate_target"] == [0.18, 0.06] and m.config["warmup"] == 500
+    assert "detectors" in m.default_model_options()
+    # --data-path alone is where the preset's corpus is (own text only under a built-in corpus's preset)
+    s = resolve_settings(flags={"preset": name, "data_path": "/corpora/x"})
+    assert s["data"] == name.removesuffix("-hm-lstm-recipe") and s["data_path"] == "/corpora/x"
+    assert resolve_settings(flags={"preset": "synthetic", "data_path": "/corpora/x"})["data"] == "text"
 
 
 def test_build_model_registry():
