@@ -159,7 +159,9 @@ class HMLSTM(LanguageModel):
       detector, or None; the objective gains mu * sum_l (zbar^l - r_l)^2, zbar^l the chunk's fraction
       (``Loss.aux["boundary_target"]``). ``rate_weight``: mu (default 5). Beyond the paper. On real
       text a 3-layer model wants a target on layer 2 too, ``[0.18, 0.06]``: without one its detector
-      drifts to 1 on every step (docs/models/hm_lstm.md, "Real text with the default recipe").
+      drifts to 1 on every step, or swings between rare and constant boundaries with the BPC swinging too
+      (docs/models/hm_lstm.md, "Real text with the default recipe"; the presets
+      ``ptb-char-hm-lstm-recipe`` and ``text8-hm-lstm-recipe`` set it).
     - ``warmup``: the Trainer holds every detector off (z = 0, layer 1 a plain LSTM) for this many
       updates, then restarts each boundary row just below the threshold (default 500; 0: no warm-up;
       the model's schedule ``{"detectors": schedules.step(0, 1, at_step=warmup)}``). Beyond the paper.
