@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from . import presets as _presets
+from .data.loaders import BUILT_IN, LOADERS, corpus_key
 
 __all__ = ["main", "resolve_settings", "build_parser", "model_from_settings", "load_config"]
 
@@ -169,7 +170,7 @@ def resolve_settings(preset: Optional[str] = None, config: Optional[Dict[str, An
     settings["preset"] = name
     data = settings.get("data")
     own_text = False
-    if isinstance(data, str) and data.strip().lower().replace("_", "-") not in _corpus_names() \
+    if isinstance(data, str) and corpus_key(data) not in LOADERS \
             and settings.get("data_path") in (None, "") and Path(data).expanduser().exists():
         settings["data"], settings["data_path"] = "text", data  # a path as the corpus name: your own text
         own_text = True
@@ -201,13 +202,7 @@ def resolve_settings(preset: Optional[str] = None, config: Optional[Dict[str, An
 def _built_in(data) -> bool:
     """The corpus name (or None) is one that ships with the package and reads no file; a data path then
     means the user's own text. Other corpora (ptb-char, text8, ...) read theirs from the data path."""
-    from .data.loaders import BUILT_IN
-    return data is None or (isinstance(data, str) and data.strip().lower().replace("_", "-") in BUILT_IN)
-
-
-def _corpus_names():
-    from .data import LOADERS
-    return LOADERS
+    return data is None or (isinstance(data, str) and corpus_key(data) in BUILT_IN)
 
 
 def anneal_schedule(spec):

@@ -44,6 +44,11 @@ LOADERS = ("ptb-char", "ptb-word", "text8", "text8-word", "enwik8", "shakespeare
 #: Corpora that ship with the package (or are generated) and read no file: they take no path.
 BUILT_IN = ("embedded", "synthetic", "embedded-bits")
 
+
+def corpus_key(name: str) -> str:
+    """The loader name a corpus name stands for: case, surrounding spaces and ``_`` / ``-`` ignored."""
+    return name.strip().lower().replace("_", "-")
+
 #: Options accepted by each loader that takes some (the others take none).
 _OPTIONS = {
     "ptb-bits": ("buffer_bits",),
@@ -120,7 +125,7 @@ def load(
         name = "text"
     if not isinstance(name, str):
         raise TypeError(f"name must be a str, got {type(name).__name__}")
-    key = name.strip().lower().replace("_", "-")
+    key = corpus_key(name)
     if key not in LOADERS and path is None and Path(name).expanduser().exists():
         key, path = "text", name  # a path given as the name: your own text
     if key not in LOADERS:
