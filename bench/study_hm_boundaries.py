@@ -50,9 +50,13 @@ def configuration(name: str):
     then switch), ``oracle`` (layer 1's boundaries fixed on the spaces, for comparison; ``oracle2phrase``,
     ``oracle2word``, ``oracle2never``: layer 2's fixed too, at the phrase ends, every word end, nowhere), ``notd``
     (``top_down=False``: no top-down term), ``notd2`` (the top-down weights of layers 2 and above held at
-    zero; layer 1 keeps its top-down term); and the recipe's words ``target<r1>[_<r2>]`` (``rate_target``,
+    zero; layer 1 keeps its top-down term), ``below2`` (``detector_input=["all", "below"]``: layer 2's
+    boundary row reads only the layer below), ``switch2`` (``gradient=["blend", "switch"]``: z^1 read as a
+    blend, z^2 as a switch; 3 layers), ``step`` (threshold boundaries, the default); and
+    the recipe's words ``target<r1>[_<r2>]`` (``rate_target``,
     ``targetnone`` for none), ``mu<x>`` (``rate_weight``), ``warm<n>`` (``warmup``: detectors held off for n
-    updates), ``linear`` / ``gated`` (the head), ``slope1`` (no slope schedule), ``best<k>`` (k restarts with
+    updates), ``t2ramp<a>_<b>_<n>`` (layer 2's target from a at the warm-up's end to b over n updates),
+    ``linear`` / ``gated`` (the head), ``slope1`` (no slope schedule), ``best<k>`` (k restarts with
     ``msr.best_of``, model seeds k*seed .. k*seed + k-1, chosen on the validation text after the scored part).
     """
     if name == "default" or name.startswith("default+"):
@@ -87,6 +91,11 @@ def _words(words, opts, train, sched, name):
         if word.startswith("warm"):  # warmup<n>: the detectors held off for n updates
             opts["warmup"] = int(word[4:])
             continue
+        if word.startswith("t2ramp"):  # t2ramp<a>_<b>_<n>: layer 2's target from a (at the warm-up's end) to b over n updates
+            a, b, n = (float(x) for x in word[6:].split("_"))
+            w0 = opts.get("warmup", 500)
+            sched["rate_target_l1"] = lambda epoch, step, a=a, b=b, n=n, w0=w0: a + (b - a) * min(1.0, max(0.0, step - w0) / n)
+            continue
         if word == "slope1":
             sched.pop("slope", None)
             continue
@@ -110,6 +119,8 @@ def _paper_word(word, opts, train, sched) -> bool:
         opts["flush_cut"] = False
     elif word == "ln":
         opts["layer_norm"] = True
+    elif word == "step":
+        opts["boundary"] = "step"
     elif word == "sample":
         opts["boundary"] = "sample"
     elif word == "soft":
@@ -124,6 +135,10 @@ def _paper_word(word, opts, train, sched) -> bool:
         opts["top_down"] = False
     elif word == "notd2":  # no top-down term into layers 2 and above (weights held at 0); layer 1 keeps it
         train["notd2"] = True
+    elif word == "below2":  # layer 2's boundary row reads only the layer below
+        opts["detector_input"] = ["all", "below"]
+    elif word == "switch2":  # z^1 read as a blend, z^2 as a switch
+        opts["gradient"] = ["blend", "switch"]
     elif word.startswith("ramp"):  # the rate term rising linearly: ramp<start>_<end>_<per epoch>
         a0, a1, per = (float(x) for x in word[4:].split("_"))
         sched["rate_penalty"] = msr.schedules.linear(a0, a1, per_epoch=per)

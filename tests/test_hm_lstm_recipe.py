@@ -347,3 +347,90 @@ def test_trainer_applies_the_boundary_warmup():
     assert own.model_options == {"detectors": 1}
     with pytest.raises(ValueError, match="warmup"):
         msr.HMLSTM(corpus.vocab_size, 8, (8, 8), warmup=-1)
+
+
+PER_LAYER_OPTIONS = [
+    {"gradient": ["blend", "switch"]},
+    {"gradient": ["switch", "blend"], "flush_cut": True},
+    {"detector_input": ["all", "below"]},
+    {"detector_input": "below", "gradient": ["blend", "switch"], "top_boundary": True, "layer_norm": True},
+    {"boundary": "sample", "detector_input": ["below", "all"], "copy_z": "recompute", "gradient": "blend"},
+]
+
+
+@pytest.mark.parametrize("opts", PER_LAYER_OPTIONS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()))
+def test_per_layer_reading_and_detector_input_match_pytorch_reference(opts):
+    """A gradient reading per boundary and detectors that read only the layer below: loss, gradients and
+    state as the PyTorch reference's, over 8 steps, from a random state; and the options change the gradients."""
+    pytest.importorskip("torch")
+    rng = np.random.default_rng(41)
+    m = make(z_bias=-0.3, **opts)
+    tok, tgt = batch(rng, steps=8, batch=4)
+    st = random_state(m, rng, batch=4)
+    loss, grads, state = m.loss_and_grad(tok, tgt, st)
+    rloss, rgrads, rstate = reference.loss_and_grad(m, tok, tgt, st, m.records())
+    assert loss == pytest.approx(rloss, rel=1e-12)
+    for k in grads:
+        np.testing.assert_allclose(grads[k], rgrads[k], rtol=1e-9, atol=1e-12, err_msg=k)
+    for k in state:
+        np.testing.assert_allclose(state[k], rstate[k], rtol=1e-12, atol=1e-14, err_msg=k)
+    plain = {k: v for k, v in opts.items() if k not in ("gradient", "detector_input")}
+    g0 = make(z_bias=-0.3, gradient=opts.get("gradient", "switch") if isinstance(opts.get("gradient"), str) else "switch",
+              **plain).loss_and_grad(tok, tgt, st)[1]
+    assert any(np.abs(grads[k] - g0[k]).max() > 1e-6 for k in grads), "the option should change the gradients"
+    below = opts.get("detector_input", "all")
+    for l, h in enumerate(HS):
+        reads = below if isinstance(below, str) else below[l] if l < len(below) else "all"
+        if reads == "below" and m.parameters()[f"bias_l{l}"].shape[0] == 4 * h + 1:
+            for k in (f"weight_hh_l{l}", f"weight_td_l{l}"):
+                if k in grads:  # held at zero, and no gradient
+                    assert not m.parameters()[k][4 * h].any() and not grads[k][4 * h].any(), k
+
+
+@pytest.mark.parametrize("opts", [{"detector_input": ["below", "all"]},
+                                  {"detector_input": "below", "top_boundary": True, "flush_cut": True}],
+                         ids=["below,all", "below,top,cut"])
+def test_detector_input_below_soft_finite_differences(opts):
+    rng = np.random.default_rng(43)
+    m = make(boundary="soft", rate_target=[0.4, 0.2], rate_weight=2.0, **opts)
+    tok, tgt = batch(rng)
+    st = random_state(m, rng, soft=True)
+    assert total_fd_error(m, tok, tgt, st) < 1e-6
+    _, _, st2 = m.loss_and_grad(tok, tgt, st)
+    assert total_fd_error(m, tok[:, ::-1].copy(), tgt, st2, seed=1) < 1e-6
+
+
+def test_per_layer_reading_options():
+    rng = np.random.default_rng(44)
+    tok, tgt = batch(rng, steps=7, batch=5)
+    st = random_state(make(), np.random.default_rng(9), batch=5)
+    # set_option("blend_l1", 0) on a blend model gives what ["blend", "switch"] gives
+    m = make(z_bias=-0.5, gradient="blend")
+    m.set_option("blend_l1", 0.0)
+    g = {k: v.copy() for k, v in m.loss_and_grad(tok, tgt, st)[1].items()}
+    g2 = make(z_bias=-0.5, gradient=["blend", "switch"]).loss_and_grad(tok, tgt, st)[1]
+    for k in g:
+        np.testing.assert_allclose(g[k], g2[k], rtol=1e-12, atol=1e-14, err_msg=k)
+    # a mixed reading computes every column in training; skipping and masking agree
+    out = [make(z_bias=-0.5, gradient=["blend", "switch"], skip=s).loss_and_grad(tok, tgt, st) for s in (True, False)]
+    assert out[0][0] == pytest.approx(out[1][0], rel=1e-12)
+    for k in out[0][1]:
+        np.testing.assert_allclose(out[0][1][k], out[1][1][k], rtol=1e-10, atol=1e-13, err_msg=k)
+    m = msr.HMLSTM(V, E, HS, gradient=("blend", "switch"), detector_input=("all", "below"))
+    assert m.config["gradient"] == ["blend", "switch"] and m.config["detector_input"] == ["all", "below"]
+    assert m.options["blend_l0"] == 1.0 and m.options["blend_l1"] == 0.0 and m.options["detector_below_l1"] == 1.0
+    assert not m.parameters()["weight_hh_l1"][4 * HS[1]].any() and not m.parameters()["weight_td_l1"][4 * HS[1]].any()
+    assert m.parameters()["weight_hh_l0"][4 * HS[0]].any()
+    with pytest.raises(ValueError, match="gradient has 3 values, the model has 2"):
+        msr.HMLSTM(V, E, HS, gradient=["blend", "switch", "blend"])
+    with pytest.raises(ValueError, match="detector_input must be 'all' or 'below'"):
+        msr.HMLSTM(V, E, HS, detector_input=["all", "bellow"])
+    for bad in ([], "Switch", [1, 0]):
+        with pytest.raises(ValueError, match="gradient must be"):
+            msr.HMLSTM(V, E, HS, gradient=bad)
+    with pytest.raises(ValueError, match="with boundary 'soft'"):
+        msr.HMLSTM(V, E, HS, boundary="soft", gradient=["blend", "switch"])
+    with pytest.raises(ValueError, match="blend_l1"):
+        m.set_option("blend_l1", 0.5)
+    with pytest.raises(ValueError, match="'blend_l0' .. 'blend_l2'"):
+        m.set_option("blend_l7", 1.0)

@@ -18,7 +18,18 @@ HMLSTMOptions hm_lstm_options(CoreOptions& opts, Index L) {
   MSRNN_CHECK(!(soft && gradient == "switch"),
               "HM-LSTM gradient 'switch' needs binary boundaries; with boundary 'soft' the cases of eq. 2 are blends, "
               "so gradient must be 'blend'");
-  o.blend = gradient == "blend";
+  o.blend.assign(size_t(L), gradient == "blend");
+  o.detector_below.assign(size_t(L), 0);
+  for (Index l = 0; l < L; ++l) {
+    const double v = opts.number(cat("blend_l", l), o.blend[size_t(l)] ? 1.0 : 0.0);
+    MSRNN_CHECK(v == 0.0 || v == 1.0, "HM-LSTM blend_l", l, " must be 0 (gradient 'switch') or 1 ('blend'), got ", v);
+    MSRNN_CHECK(v == 1.0 || !soft, "HM-LSTM gradient 'switch' needs binary boundaries; with boundary 'soft' the cases "
+                "of eq. 2 are blends, so blend_l", l, " must be 1");
+    o.blend[size_t(l)] = v != 0.0;
+    const double d = opts.number(cat("detector_below_l", l), 0.0);
+    MSRNN_CHECK(d == 0.0 || d == 1.0, "HM-LSTM detector_below_l", l, " must be 0 or 1, got ", d);
+    o.detector_below[size_t(l)] = d != 0.0;
+  }
   o.top_boundary = opts.flag("top_boundary", false);
   o.flush_cut = opts.flag("flush_cut", true);
   o.top_down = opts.flag("top_down", true);
@@ -58,6 +69,8 @@ HMLSTM<S>::HMLSTM(ParamSet<S>& ps, Index E, const std::vector<Index>& hidden, co
   MSRNN_CHECK(!hidden.empty(), "HM-LSTM needs at least one layer");
   const size_t L = hidden.size();
   opt_.rate_target.resize(L, -1.0);
+  opt_.blend.resize(L, 1);
+  opt_.detector_below.resize(L, 0);
   zbar_.assign(L, 0.0);
   layers_.resize(L);
   for (size_t l = 0; l < L; ++l) {
@@ -152,7 +165,14 @@ template <class S> void HMLSTM<S>::set_option(const std::string& name, double va
                 value);
     MSRNN_CHECK(value == 1.0 || opt_.boundary != HMBoundary::Soft,
                 "HM-LSTM gradient 'switch' needs binary boundaries; with boundary 'soft' blend must stay 1");
-    opt_.blend = value != 0.0;
+    std::fill(opt_.blend.begin(), opt_.blend.end(), char(value != 0.0));
+  } else if (name.rfind("blend_l", 0) == 0 && name.size() > 7 && name.size() < 14 &&
+             name.find_first_not_of("0123456789", 7) == std::string::npos && std::stoul(name.substr(7)) < layers_.size()) {
+    MSRNN_CHECK(value == 0.0 || value == 1.0, "HM-LSTM option '", name, "' must be 0 (gradient 'switch') or 1 ('blend'), got ",
+                value);
+    MSRNN_CHECK(value == 1.0 || opt_.boundary != HMBoundary::Soft,
+                "HM-LSTM gradient 'switch' needs binary boundaries; with boundary 'soft' ", name, " must stay 1");
+    opt_.blend[std::stoul(name.substr(7))] = value != 0.0;
   } else if (name == "rate_penalty") {
     MSRNN_CHECK(value >= 0.0 && std::isfinite(value), "HM-LSTM rate_penalty must be >= 0 and finite, got ", value);
     opt_.rate_penalty = value;
@@ -167,7 +187,8 @@ template <class S> void HMLSTM<S>::set_option(const std::string& name, double va
     opt_.rate_target[std::stoul(name.substr(13))] = value;
   } else {
     throw std::invalid_argument(cat("the HM-LSTM cannot change option '", name,
-                                    "' after construction; changeable options are 'slope', 'skip', 'blend', "
+                                    "' after construction; changeable options are 'slope', 'skip', 'blend', 'blend_l0' .. 'blend_l",
+                                    layers_.size() - 1, "', "
                                     "'rate_penalty', 'rate_weight' and 'rate_target_l0' .. 'rate_target_l",
                                     layers_.size() - 1, "'"));
   }
@@ -196,7 +217,8 @@ template <class S> double HMLSTM<S>::rate_gradient(size_t l) const {
 }
 
 template <class S> bool HMLSTM<S>::skipping(bool train) const {
-  return opt_.skip && opt_.boundary != HMBoundary::Soft && (!train || !opt_.blend);
+  const bool any_blend = std::find(opt_.blend.begin(), opt_.blend.end(), char(1)) != opt_.blend.end();
+  return opt_.skip && opt_.boundary != HMBoundary::Soft && (!train || !any_blend);
 }
 
 // Rows of every scratch buffer are padded to 16 elements, so that every column starts at the same

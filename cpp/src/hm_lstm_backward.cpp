@@ -117,6 +117,10 @@ template <class S> void HMLSTM<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X) {
       layer.U.g.row(zr).noalias() += dz * Hp.transpose();
       layer.b.g(zr, 0) += dz.sum();
     }
+    if (layer.detector && opt_.detector_below[size_t(l)]) {  // those weights are held at 0
+      layer.U.g.row(zr).setZero();
+      if (layer.Ht > 0) layer.Utd.g.row(zr).setZero();
+    }
   }
   if (dX.cols() > 0)
     slices(N, B, [&](Index c0, Index m) {
@@ -233,13 +237,15 @@ template <class S> void HMLSTM<S>::layer_step_backward(size_t l, Index t, Index 
         dz_prev(0, b) += above->hs.col(t * B + b).dot(p);
       }
     }
-    // The operation weights w_U = (1 - zp) zb, w_C = (1 - zp)(1 - zb) (blend reading only).
-    if (blend_) {
+    // The operation weights w_U = (1 - zp) zb, w_C = (1 - zp)(1 - zb) (blend reading only): into zp = z^l_{t-1}
+    // when z^l reads blend, into zb = z^{l-1}_t when z^{l-1} does.
+    const bool own = blend_[l], into_below = below && blend_[l - 1];
+    if (own || into_below) {
       for (Index j = 0; j < k; ++j) {
         const Index b = s.idx[j];
         const S dwU = s.dwU_k(0, j), dwC = s.dwC_k(0, j) + s.dwCz[b];
-        dz_prev(0, b) += -zb[b] * dwU - (S(1) - zb[b]) * dwC;
-        if (below) below->dz[cur](0, b) += (S(1) - zp[b]) * (dwU - dwC);
+        if (own) dz_prev(0, b) += -zb[b] * dwU - (S(1) - zb[b]) * dwC;
+        if (into_below) below->dz[cur](0, b) += (S(1) - zp[b]) * (dwU - dwC);
       }
     }
   }

@@ -15,9 +15,16 @@ template <class S> void HMLSTM<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index 
   B_ = B;
   train_ = train;
   skip_ = skipping(train);
-  blend_ = opt_.blend || opt_.boundary == HMBoundary::Soft;
+  blend_.resize(size_t(L));
+  for (Index l = 0; l < L; ++l) blend_[size_t(l)] = opt_.blend[size_t(l)] || opt_.boundary == HMBoundary::Soft;
   const bool fast = !reference_kernels();
   const S nan = std::numeric_limits<S>::quiet_NaN();
+  for (Index l = 0; l < L; ++l) {  // detector_below: the boundary row's recurrent and top-down weights held at 0
+    auto& layer = layers_[size_t(l)];
+    if (!layer.detector || !opt_.detector_below[size_t(l)]) continue;
+    layer.U.w.row(4 * layer.H).setZero();
+    if (layer.Ht > 0) layer.Utd.w.row(4 * layer.H).setZero();
+  }
   for (auto& layer : layers_) {
     layer.hs.resize(layer.H, N + B);
     layer.cs.resize(layer.H, N + B);

@@ -35,6 +35,13 @@
 //     no gate values in forward or backward, so they do no matrix work at all.
 //   gradient "blend" (the default, and the only reading in soft mode): the weights are differentiated as written above, which
 //     needs the gates of every column (COPY ones too) during training.
+//   The reading can differ per boundary (options blend_l{l}, beyond the paper): z^l_t then gets the blend
+//   gradient through the weights of layers l and l+1 (where it is zp and zb) only when blend_l{l} is 1.
+//   Training skips COPY columns only when every layer reads "switch".
+//
+// Detector input (options detector_below_l{l}, beyond the paper; 0 = the paper): with 1, layer l's boundary row
+// reads only the layer below, s_z = z^{l-1}_t W_z h^{l-1}_t + b_z: its recurrent and top-down weights (row 4H
+// of U and Utd) are held at zero (set to zero at every forward, and given no gradient).
 //
 // Skipped work (option skip = 1, default): in step/sample modes, in inference always and in training under
 // "switch", the active (UPDATE/FLUSH) columns of each layer and step are gathered, multiplied and scattered
@@ -74,7 +81,8 @@ struct HMLSTMOptions {
   bool copy_recompute = false;             // "copy_z": "carry" (false) | "recompute" (true)
   bool flush_cut = true;                   // "flush_cut": r = 1 - z^l_{t-1} on the recurrent term
   bool top_down = true;                    // "top_down": the term z^l_{t-1} U^l_{l+1} h^{l+1}_{t-1} (off: no weight_td)
-  bool blend = true;                       // "gradient": "switch" (false) | "blend" (true); soft forces blend
+  std::vector<char> blend;                 // (L) "gradient" / "blend_l{l}": z^l read "switch" (0) | "blend" (1); soft forces 1
+  std::vector<char> detector_below;        // (L) "detector_below_l{l}": layer l's boundary row reads only the layer below
   double slope = 1.0;                      // "slope": a of the hard sigmoid
   bool layer_norm = false;                 // "layer_norm"
   bool skip = true;                        // "skip": gather active columns (1) or the masked path (0)
@@ -115,7 +123,8 @@ template <class S> class HMLSTM : public Core<S> {
   std::vector<NamedState<S>> get_state() const override;
   void set_state(const std::vector<NamedState<S>>& state) override;
   void reset_state(Index B) override;
-  // "slope" (> 0), "skip" (0 or 1), "blend" (0 or 1: the gradient reading), "rate_penalty" (>= 0)
+  // "slope" (> 0), "skip" (0 or 1), "blend" (0 or 1: the gradient reading of every layer), "blend_l{l}" (of
+  // layer l), "rate_penalty" (>= 0)
   void set_option(const std::string& name, double value) override;
   std::vector<NamedState<S>> records() const override;
   std::vector<std::pair<std::string, double>> aux_losses() const override;  // {"boundary_rate", value}
@@ -187,7 +196,7 @@ template <class S> class HMLSTM : public Core<S> {
   Rng* rng_;
   std::vector<Layer> layers_;
   bool train_ = false, skip_ = false;    // mode of the last forward
-  bool blend_ = false;                   // gradient reading of the last forward (backward follows it)
+  std::vector<char> blend_;              // (L) gradient reading of each z^l in the last forward (backward follows it)
   double aux_ = 0.0;                     // boundary-rate term of the last training forward
   double aux_target_ = 0.0;              // boundary-rate target term of the last training forward
   std::vector<double> zbar_;             // (L) mean of z^l_t over the last forward's chunk

@@ -150,7 +150,7 @@ class Option:
     def describe(self) -> str:
         if self.choices:
             return "one of " + ", ".join(repr(c) for c in self.choices)
-        what = {bool: "True or False", int: "an integer", float: "a number", str: "a string"}.get(
+        what = {bool: "True or False", int: "an integer", float: "a number", str: "a string", object: ""}.get(
             self.kind, self.kind.__name__)
         return f"{what} {self.rule}".strip()
 

@@ -130,6 +130,27 @@ def _rate_target_ok(v) -> bool:
                               and 0.0 <= float(x) <= 1.0 for x in vals)
 
 
+def _per_detector_ok(choices):
+    """A check accepting one of ``choices`` or a non-empty list of them (one per layer with a detector)."""
+    def ok(v) -> bool:
+        vals = [v] if isinstance(v, str) else list(v) if isinstance(v, (list, tuple)) else None
+        return bool(vals) and all(isinstance(x, str) and x in choices for x in vals)
+    return ok
+
+
+def _per_layer(value, default: str, L: int, detectors: int, name: str, owner: str) -> list:
+    """``value`` (a string, or a list with one per layer with a detector) as a list of L values (the layers
+    without a detector get the last one given, or ``default``)."""
+    if value is None:
+        value = default
+    if isinstance(value, str):
+        return [value] * L
+    if len(value) > detectors:
+        raise ValueError(f"{owner}: {name} has {len(value)} values, the model has {detectors} layer(s) with a "
+                         f"boundary detector")
+    return list(value) + [value[-1]] * (L - len(value))
+
+
 class HMLSTM(LanguageModel):
     """Hierarchical multiscale LSTM language model (see the module docstring for the equations).
 
@@ -149,7 +170,16 @@ class HMLSTM(LanguageModel):
       a switch and z gets gradient through the z-gated terms only, so COPY columns do no work in
       training either). Changeable between chunks with ``set_option("blend", 1 or 0)``, e.g. blend
       first and switch once the boundaries have settled to keep training-time skipping:
-      ``Trainer(model_options={"blend": schedules.step(1, 0, at_epoch=4)})``.
+      ``Trainer(model_options={"blend": schedules.step(1, 0, at_epoch=4)})``. A list gives each boundary its
+      own reading, from z^1 up (beyond the paper): ``["blend", "switch"]`` reads z^1 as a blend and z^2
+      as a switch (z^l's blend gradient runs through the operation weights of layers l and l+1);
+      ``set_option("blend_l1", 0 or 1)`` changes one. Training skips COPY columns only when every
+      boundary reads ``"switch"``.
+    - ``detector_input``: ``"all"`` (paper, eq. 6: the boundary row reads the layer's own state, the
+      layer below and the layer above) or ``"below"`` (beyond the paper: it reads only the layer below,
+      s_z = z^{l-1}_t W_z h^{l-1}_t + b_z, its recurrent and top-down weights held at zero); or a list,
+      one per layer with a detector. ``["all", "below"]`` lets z^2 decide from what layer 1 hands up
+      alone, which in docs/models/hm_lstm.md's study is what puts z^2 at the phrase ends.
     - ``rate_penalty``: lambda >= 0 of the boundary-rate term lambda / (T B) sum_l sum_t z^l_t added to
       the objective (``Loss.aux["boundary_rate"]``; default 0, off). Beyond the paper.
     - ``boundary_bias``: added to the bias of every boundary row at initialisation (default 0; negative
@@ -191,7 +221,10 @@ class HMLSTM(LanguageModel):
         Option("copy_z", str, "carry", choices=("carry", "recompute")),
         Option("flush_cut", bool, True),
         Option("top_down", bool, True),
-        Option("gradient", str, None, choices=("switch", "blend")),
+        Option("gradient", object, None, check=_per_detector_ok(("switch", "blend")),
+               rule="'switch' or 'blend', or a list of those (one per layer with a detector)", core=False),
+        Option("detector_input", object, "all", check=_per_detector_ok(("all", "below")),
+               rule="'all' or 'below', or a list of those (one per layer with a detector)", core=False),
         Option("slope", float, 1.0, check=lambda a: a > 0, rule="> 0"),
         Option("layer_norm", bool, False),
         Option("skip", bool, True),
@@ -204,18 +237,27 @@ class HMLSTM(LanguageModel):
     )
 
     def reset_parameters(self, seed: int = 0) -> None:
-        """The default initialisation, then ``boundary_bias`` added to the bias of every boundary row."""
+        """The default initialisation, then ``boundary_bias`` added to the bias of every boundary row, and
+        the recurrent and top-down weights of the boundary rows that read only the layer below at zero."""
         super().reset_parameters(seed)
         shift = float(self.config.get("boundary_bias", 0.0))
-        if shift:
-            for l, h in enumerate(self.config["hidden_sizes"]):
-                b = self.parameters()[f"bias_l{l}"]
-                if b.shape[0] == 4 * h + 1:
-                    b[4 * h] += shift
+        P = self.parameters()
+        for l, h in enumerate(self.config["hidden_sizes"]):
+            b = P[f"bias_l{l}"]
+            if b.shape[0] != 4 * h + 1:  # no detector
+                continue
+            b[4 * h] += shift
+            if self.options.get(f"detector_below_l{l}"):
+                for k in (f"weight_hh_l{l}", f"weight_td_l{l}"):
+                    if k in P:
+                        P[k][4 * h, :] = 0.0
 
     def core_options(self, values, sizes):
         if values["gradient"] is None:
             values["gradient"] = "blend"
+        for name in ("gradient", "detector_input"):  # JSON-able configs: a list, not a tuple
+            if not isinstance(values[name], str):
+                values[name] = list(values[name])
         # rate_target: a number is layer 1's target (none in a model without detectors), a list one per
         # detector layer from the bottom, None or [] no target; the config stores the list
         target = values.get("rate_target")
@@ -232,6 +274,15 @@ class HMLSTM(LanguageModel):
                              f"{detectors} layer(s) with a boundary detector")
         values["rate_target"] = target
         targets = {f"rate_target_l{l}": target[l] if l < len(target) else -1.0 for l in range(L)}  # -1: none
+        owner = type(self).__name__
+        reading = _per_layer(values["gradient"], "blend", L, detectors, "gradient", owner)
+        reads = _per_layer(values["detector_input"], "all", L, detectors, "detector_input", owner)
+        if values["boundary"] == "soft" and "switch" in reading:
+            raise ValueError(f"{owner}: gradient 'switch' needs binary boundaries; with boundary 'soft' the cases "
+                             f"of eq. 2 are blends, so gradient must be 'blend'")
+        targets.update({f"blend_l{l}": 1.0 if reading[l] == "blend" else 0.0 for l in range(L)})
+        targets.update({f"detector_below_l{l}": 1.0 if reads[l] == "below" else 0.0 for l in range(L)})
+        targets["gradient"] = reading[0]
         if values["head_size"] is None and values["head"] == "gated":
             values["head_size"] = int(hidden if np.isscalar(hidden) else hidden[-1])
         return {**super().core_options(values, sizes), **targets}

@@ -31,7 +31,11 @@ def forward(P: dict, config: dict, tok, state: Optional[dict] = None, drawn: Opt
     H = config["hidden_sizes"]
     L = len(H)
     a = config["slope"]
-    switch = config["gradient"] == "switch"
+    reading = config["gradient"]
+    reading = [reading] * L if isinstance(reading, str) else list(reading) + [reading[-1]] * (L - len(reading))
+    switch = [g == "switch" for g in reading]                        # per z^l: no gradient through eq. 2-3
+    reads = config.get("detector_input", "all")
+    reads = [reads] * L if isinstance(reads, str) else list(reads) + [reads[-1]] * (L - len(reads))
     x = P["embedding.weight"][tok]                                   # (B, T, E)
     Bn, Tn = tok.shape
     dt = x.dtype
@@ -48,9 +52,14 @@ def forward(P: dict, config: dict, tok, state: Optional[dict] = None, drawn: Opt
         for l in range(L):
             n, zp = H[l], z[l]
             r = 1 - zp if config["flush_cut"] else 1.0
-            s = (r * h[l]) @ P[f"weight_hh_l{l}"].T + (zb * hb) @ P[f"weight_ih_l{l}"].T + P[f"bias_l{l}"]
+            Uh, Utd = P[f"weight_hh_l{l}"], P.get(f"weight_td_l{l}")
+            if reads[l] == "below" and Uh.shape[0] > 4 * n:  # the boundary row reads only the layer below
+                keep = torch.ones(Uh.shape[0], 1, dtype=dt)
+                keep[4 * n] = 0.0
+                Uh, Utd = Uh * keep, (Utd * keep if Utd is not None else None)
+            s = (r * h[l]) @ Uh.T + (zb * hb) @ P[f"weight_ih_l{l}"].T + P[f"bias_l{l}"]
             if l + 1 < L and config["top_down"]:
-                s = s + (zp * h[l + 1]) @ P[f"weight_td_l{l}"].T
+                s = s + (zp * h[l + 1]) @ Utd.T
             gates = s[:, :4 * n]
             if config["layer_norm"]:
                 gates = torch.cat([torch.nn.functional.layer_norm(
@@ -58,7 +67,8 @@ def forward(P: dict, config: dict, tok, state: Optional[dict] = None, drawn: Opt
                     P[f"ln_bias_l{l}"][q * n:(q + 1) * n], eps=1e-5) for q in range(4)], dim=1)
             i, f = torch.sigmoid(gates[:, :n]), torch.sigmoid(gates[:, n:2 * n])
             g, o = torch.tanh(gates[:, 2 * n:3 * n]), torch.sigmoid(gates[:, 3 * n:])
-            zpw, zbw = (zp.detach(), zb.detach()) if switch else (zp, zb)
+            zpw = zp.detach() if switch[l] else zp
+            zbw = zb.detach() if l > 0 and switch[l - 1] else zb
             wU, wC = (1 - zpw) * zbw, (1 - zpw) * (1 - zbw)              # UPDATE, COPY (FLUSH = zp)
             c_new = (1 - wC) * i * g + wU * f * c[l] + wC * c[l]
             h_new = (1 - wC) * o * torch.tanh(c_new) + wC * h[l]
