@@ -60,7 +60,8 @@ def _npy(array):
     return buf.getvalue()
 
 
-def _refused(path, match=None, **kw):
+def assert_refused(path, match=None, **kw):
+    """Asserts that loading ``path`` raises a CheckpointError naming the path (and ``match``), without pickle."""
     with pytest.raises(CheckpointError) as e:
         checkpoint.load(path, **kw)
     msg = str(e.value)
@@ -79,12 +80,12 @@ def test_edited_npy_header_is_refused_before_use(saved):
     edited = blob.replace(f"({n},)".encode(), f"({n - 1},)".encode(), 1)
     assert edited != blob
     m["params.npy"] = edited
-    _refused(_rewrite(saved, m), "declares shape")
+    assert_refused(_rewrite(saved, m), "declares shape")
     # a consistent but wrong-sized array (header and data agree) is refused for its shape
     m["params.npy"] = _npy(np.zeros(n - 1, np.float32))
-    _refused(_rewrite(saved, m), "expected")
+    assert_refused(_rewrite(saved, m), "expected")
     m["params.npy"] = _npy(np.zeros(n, np.float64))
-    _refused(_rewrite(saved, m), "dtype")
+    assert_refused(_rewrite(saved, m), "dtype")
 
 
 def test_huge_declared_member_is_not_allocated(saved):
@@ -94,7 +95,7 @@ def test_huge_declared_member_is_not_allocated(saved):
     np.lib.format.write_array_header_1_0(buf, header)
     m["params.npy"] = buf.getvalue() + b"\0" * 64
     m["unknown_member.npy"] = buf.getvalue()  # not named by the format: never read
-    _refused(_rewrite(saved, m), "parameter array declares shape (1099511627776,)")
+    assert_refused(_rewrite(saved, m), "parameter array declares shape (1099511627776,)")
 
 
 def test_unknown_member_is_ignored(saved):
@@ -107,7 +108,7 @@ def test_unknown_member_is_ignored(saved):
 def test_object_arrays_are_refused_without_pickle(saved):
     m = _members(saved)
     m["rng.npy"] = _npy(np.array([1, 2, 3, 4], dtype=object))
-    msg = _refused(_rewrite(saved, m), "Python objects")
+    msg = assert_refused(_rewrite(saved, m), "Python objects")
     assert "pickle" not in msg
 
 
@@ -135,7 +136,7 @@ def test_wrong_json_types_are_refused(saved, where, value, words):
             target = target[s]
         target[sub[-1]] = value
     m[f"{key}.npy"] = _npy(np.array(json.dumps(doc)))
-    _refused(_rewrite(saved, m), words)
+    assert_refused(_rewrite(saved, m), words)
 
 
 @pytest.mark.parametrize("edit", ["drop_epoch", "inf_step", "list_carried", "str_tokens"])
@@ -168,7 +169,7 @@ def test_non_finite_optimiser_moments_are_refused(saved):
     v = np.load(io.BytesIO(m[names[0]]))
     v[3] = np.nan
     m[names[0]] = _npy(v)
-    _refused(_rewrite(saved, m), "NaN")
+    assert_refused(_rewrite(saved, m), "NaN")
 
 
 def test_truncated_and_garbage_files(saved, tmp_path):
@@ -176,10 +177,10 @@ def test_truncated_and_garbage_files(saved, tmp_path):
     for i, cut in enumerate((10, len(blob) // 2, len(blob) - 7)):
         p = tmp_path / f"cut{i}.npz"
         p.write_bytes(blob[:cut])
-        _refused(p)
+        assert_refused(p)
     p = tmp_path / "noise.npz"
     p.write_bytes(np.random.default_rng(0).bytes(5000))
-    _refused(p)
+    assert_refused(p)
 
 
 # ---- 2. no stray temporary files ------------------------------------------------------------------

@@ -8,24 +8,38 @@
 
 namespace msrnn {
 
+namespace {
+// A gradient reading (option `name`, "blend" or "blend_l{l}"): 0 "switch" or 1 "blend"; soft boundaries need blend.
+bool check_blend(const std::string& name, double value, HMBoundary boundary) {
+  MSRNN_CHECK(value == 0.0 || value == 1.0, "HM-LSTM option '", name, "' must be 0 (gradient 'switch') or 1 ('blend'), got ",
+              value);
+  MSRNN_CHECK(value == 1.0 || boundary != HMBoundary::Soft, "HM-LSTM gradient 'switch' needs binary boundaries; with "
+              "boundary 'soft' the cases of eq. 2 are blends, so ", name, " must be 1 ('blend')");
+  return value != 0.0;
+}
+
+// The layer l of a per-layer option name prefix + "l" (e.g. "rate_target_l1" with prefix "rate_target_l"),
+// or -1 when `name` is not one of them for a model of L layers.
+long layer_of(const std::string& name, const std::string& prefix, size_t L) {
+  if (name.rfind(prefix, 0) != 0 || name.size() == prefix.size() || name.size() > prefix.size() + 6 ||
+      name.find_first_not_of("0123456789", prefix.size()) != std::string::npos)
+    return -1;
+  const unsigned long l = std::stoul(name.substr(prefix.size()));
+  return l < L ? long(l) : -1;
+}
+}  // namespace
+
 HMLSTMOptions hm_lstm_options(CoreOptions& opts, Index L) {
   HMLSTMOptions o;
   const std::string boundary = opts.choice("boundary", "step", {"step", "sample", "soft"});
   o.boundary = boundary == "step" ? HMBoundary::Step : boundary == "sample" ? HMBoundary::Sample : HMBoundary::Soft;
   o.copy_recompute = opts.choice("copy_z", "carry", {"carry", "recompute"}) == "recompute";
-  const bool soft = o.boundary == HMBoundary::Soft;
   const std::string gradient = opts.choice("gradient", "blend", {"switch", "blend"});
-  MSRNN_CHECK(!(soft && gradient == "switch"),
-              "HM-LSTM gradient 'switch' needs binary boundaries; with boundary 'soft' the cases of eq. 2 are blends, "
-              "so gradient must be 'blend'");
   o.blend.assign(size_t(L), gradient == "blend");
   o.detector_below.assign(size_t(L), 0);
   for (Index l = 0; l < L; ++l) {
-    const double v = opts.number(cat("blend_l", l), o.blend[size_t(l)] ? 1.0 : 0.0);
-    MSRNN_CHECK(v == 0.0 || v == 1.0, "HM-LSTM blend_l", l, " must be 0 (gradient 'switch') or 1 ('blend'), got ", v);
-    MSRNN_CHECK(v == 1.0 || !soft, "HM-LSTM gradient 'switch' needs binary boundaries; with boundary 'soft' the cases "
-                "of eq. 2 are blends, so blend_l", l, " must be 1");
-    o.blend[size_t(l)] = v != 0.0;
+    const std::string name = cat("blend_l", l);
+    o.blend[size_t(l)] = check_blend(name, opts.number(name, o.blend[size_t(l)] ? 1.0 : 0.0), o.boundary);
     const double d = opts.number(cat("detector_below_l", l), 0.0);
     MSRNN_CHECK(d == 0.0 || d == 1.0, "HM-LSTM detector_below_l", l, " must be 0 or 1, got ", d);
     o.detector_below[size_t(l)] = d != 0.0;
@@ -161,30 +175,19 @@ template <class S> void HMLSTM<S>::set_option(const std::string& name, double va
     MSRNN_CHECK(value == 0.0 || value == 1.0, "HM-LSTM option 'skip' must be 0 or 1, got ", value);
     opt_.skip = value != 0.0;
   } else if (name == "blend") {
-    MSRNN_CHECK(value == 0.0 || value == 1.0, "HM-LSTM option 'blend' must be 0 (gradient 'switch') or 1 ('blend'), got ",
-                value);
-    MSRNN_CHECK(value == 1.0 || opt_.boundary != HMBoundary::Soft,
-                "HM-LSTM gradient 'switch' needs binary boundaries; with boundary 'soft' blend must stay 1");
-    std::fill(opt_.blend.begin(), opt_.blend.end(), char(value != 0.0));
-  } else if (name.rfind("blend_l", 0) == 0 && name.size() > 7 && name.size() < 14 &&
-             name.find_first_not_of("0123456789", 7) == std::string::npos && std::stoul(name.substr(7)) < layers_.size()) {
-    MSRNN_CHECK(value == 0.0 || value == 1.0, "HM-LSTM option '", name, "' must be 0 (gradient 'switch') or 1 ('blend'), got ",
-                value);
-    MSRNN_CHECK(value == 1.0 || opt_.boundary != HMBoundary::Soft,
-                "HM-LSTM gradient 'switch' needs binary boundaries; with boundary 'soft' ", name, " must stay 1");
-    opt_.blend[std::stoul(name.substr(7))] = value != 0.0;
+    std::fill(opt_.blend.begin(), opt_.blend.end(), char(check_blend(name, value, opt_.boundary)));
+  } else if (const long l = layer_of(name, "blend_l", layers_.size()); l >= 0) {
+    opt_.blend[size_t(l)] = check_blend(name, value, opt_.boundary);
   } else if (name == "rate_penalty") {
     MSRNN_CHECK(value >= 0.0 && std::isfinite(value), "HM-LSTM rate_penalty must be >= 0 and finite, got ", value);
     opt_.rate_penalty = value;
   } else if (name == "rate_weight") {
     MSRNN_CHECK(value >= 0.0 && std::isfinite(value), "HM-LSTM rate_weight must be >= 0 and finite, got ", value);
     opt_.rate_weight = value;
-  } else if (name.rfind("rate_target_l", 0) == 0 && name.size() > 13 &&
-             name.find_first_not_of("0123456789", 13) == std::string::npos && name.size() < 20 &&
-             std::stoul(name.substr(13)) < layers_.size()) {
+  } else if (const long l = layer_of(name, "rate_target_l", layers_.size()); l >= 0) {
     MSRNN_CHECK(std::isfinite(value) && value <= 1.0, "HM-LSTM ", name,
                 " must lie in [0, 1] (or be negative: no target), got ", value);
-    opt_.rate_target[std::stoul(name.substr(13))] = value;
+    opt_.rate_target[size_t(l)] = value;
   } else {
     throw std::invalid_argument(cat("the HM-LSTM cannot change option '", name,
                                     "' after construction; changeable options are 'slope', 'skip', 'blend', 'blend_l0' .. 'blend_l",

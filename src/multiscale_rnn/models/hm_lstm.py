@@ -138,16 +138,19 @@ def _per_detector_ok(choices):
     return ok
 
 
-def _per_layer(value, default: str, L: int, detectors: int, name: str, owner: str) -> list:
+def _check_count(values: list, detectors: int, name: str, owner: str) -> None:
+    """A per-detector option gives at most one value per layer with a detector."""
+    if len(values) > detectors:
+        raise ValueError(f"{owner}: {name} has {len(values)} values, the model has {detectors} layer(s) with a "
+                         f"boundary detector")
+
+
+def _per_layer(value, L: int, detectors: int, name: str, owner: str) -> list:
     """``value`` (a string, or a list with one per layer with a detector) as a list of L values (the layers
-    without a detector get the last one given, or ``default``)."""
-    if value is None:
-        value = default
+    without a detector get the last one given)."""
     if isinstance(value, str):
         return [value] * L
-    if len(value) > detectors:
-        raise ValueError(f"{owner}: {name} has {len(value)} values, the model has {detectors} layer(s) with a "
-                         f"boundary detector")
+    _check_count(value, detectors, name, owner)
     return list(value) + [value[-1]] * (L - len(value))
 
 
@@ -269,17 +272,12 @@ class HMLSTM(LanguageModel):
         elif np.isscalar(target):
             target = [float(target)] if detectors else []
         target = [float(v) for v in target]
-        if len(target) > detectors:
-            raise ValueError(f"{type(self).__name__}: rate_target has {len(target)} values, the model has "
-                             f"{detectors} layer(s) with a boundary detector")
+        owner = type(self).__name__
+        _check_count(target, detectors, "rate_target", owner)
         values["rate_target"] = target
         targets = {f"rate_target_l{l}": target[l] if l < len(target) else -1.0 for l in range(L)}  # -1: none
-        owner = type(self).__name__
-        reading = _per_layer(values["gradient"], "blend", L, detectors, "gradient", owner)
-        reads = _per_layer(values["detector_input"], "all", L, detectors, "detector_input", owner)
-        if values["boundary"] == "soft" and "switch" in reading:
-            raise ValueError(f"{owner}: gradient 'switch' needs binary boundaries; with boundary 'soft' the cases "
-                             f"of eq. 2 are blends, so gradient must be 'blend'")
+        reading = _per_layer(values["gradient"], L, detectors, "gradient", owner)  # the core checks soft + switch
+        reads = _per_layer(values["detector_input"], L, detectors, "detector_input", owner)
         targets.update({f"blend_l{l}": 1.0 if reading[l] == "blend" else 0.0 for l in range(L)})
         targets.update({f"detector_below_l{l}": 1.0 if reads[l] == "below" else 0.0 for l in range(L)})
         targets["gradient"] = reading[0]
