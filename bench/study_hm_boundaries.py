@@ -55,9 +55,10 @@ def configuration(name: str):
     blend, z^2 as a switch; 3 layers), ``step`` (threshold boundaries, the default); and
     the recipe's words ``target<r1>[_<r2>]`` (``rate_target``,
     ``targetnone`` for none), ``mu<x>`` (``rate_weight``), ``warm<n>`` (``warmup``: detectors held off for n
-    updates), ``t2ramp<a>_<b>_<n>`` (layer 2's target from a at the warm-up's end to b over n updates),
+    updates; ``warm<n1>_<n2>``: layer 1's for n1, layer 2's for n2), ``t2ramp<a>_<b>_<n>`` (layer 2's target from a at the warm-up's end to b over n updates),
     ``linear`` / ``gated`` (the head), ``slope1`` (no slope schedule), ``best<k>`` (k restarts with
-    ``msr.best_of``, model seeds k*seed .. k*seed + k-1, chosen on the validation text after the scored part).
+    ``msr.best_of``, model seeds k*seed .. k*seed + k-1, chosen on the validation text after the scored part;
+    ``best<k>@<e>``: chosen after e epochs, the chosen run then trained on alone).
     """
     if name == "default" or name.startswith("default+"):
         # the package's default recipe: the model's defaults (rate target, linear head, flush cut,
@@ -88,19 +89,24 @@ def _words(words, opts, train, sched, name):
         if word.startswith("mu"):
             opts["rate_weight"] = float(word[2:])
             continue
-        if word.startswith("warm"):  # warmup<n>: the detectors held off for n updates
-            opts["warmup"] = int(word[4:])
+        if word.startswith("warm"):  # warm<n>: the detectors held off for n updates; warm<n1>_<n2>: per layer
+            counts = [int(x) for x in word[4:].split("_")]
+            opts["warmup"] = counts[0] if len(counts) == 1 else counts
             continue
         if word.startswith("t2ramp"):  # t2ramp<a>_<b>_<n>: layer 2's target from a (at the warm-up's end) to b over n updates
             a, b, n = (float(x) for x in word[6:].split("_"))
             w0 = opts.get("warmup", 500)
+            w0 = w0[min(1, len(w0) - 1)] if isinstance(w0, list) else w0  # layer 2's
             sched["rate_target_l1"] = lambda epoch, step, a=a, b=b, n=n, w0=w0: a + (b - a) * min(1.0, max(0.0, step - w0) / n)
             continue
         if word == "slope1":
             sched.pop("slope", None)
             continue
-        if word.startswith("best"):  # best<k>: k restarts, the lowest validation BPC kept (msr.best_of)
-            train["restarts"] = int(word[4:])
+        if word.startswith("best"):  # best<k>[@<e>]: k restarts, the lowest validation BPC (after e epochs) kept
+            k, _, e = word[4:].partition("@")
+            train["restarts"] = int(k)
+            if e:
+                train["select_after"] = int(e)
             continue
         if not _paper_word(word, opts, train, sched):
             raise ValueError(f"unknown configuration word {word!r} in {name!r}")
@@ -135,6 +141,10 @@ def _paper_word(word, opts, train, sched) -> bool:
         opts["top_down"] = False
     elif word == "notd2":  # no top-down term into layers 2 and above (weights held at 0); layer 1 keeps it
         train["notd2"] = True
+    elif word.startswith("freeze1@"):  # layer 1's boundary row held as it is after n updates
+        train["freeze1"] = int(word[len("freeze1@"):])
+    elif word == "below":  # every boundary row reads only the layer below (z^1: the symbol's embedding)
+        opts["detector_input"] = "below"
     elif word == "below2":  # layer 2's boundary row reads only the layer below
         opts["detector_input"] = ["all", "below"]
     elif word == "switch2":  # z^1 read as a blend, z^2 as a switch
@@ -236,6 +246,23 @@ def no_top_down_above(model):
     return fix
 
 
+def frozen_row(model, layer, after):
+    """A constraint holding ``layer``'s boundary row (weights and bias) as it is after ``after`` updates."""
+    h = model.config["hidden_sizes"][layer]
+    keys = [f"{k}_l{layer}" for k in ("weight_ih", "weight_hh", "weight_td", "bias")]
+    state = {"updates": 0, "rows": None}
+
+    def fix(m):
+        state["updates"] += 1
+        P = m.parameters()
+        if state["updates"] == after:
+            state["rows"] = {k: P[k][4 * h].copy() for k in keys if k in P}
+        elif state["rows"] is not None:
+            for k, row in state["rows"].items():
+                P[k][4 * h] = row
+    return fix
+
+
 def make_text(kind: str):
     """``sep`` / ``nosep``: the default (trie) lexicon with / without spaces; ``old-sep`` / ``old-nosep``:
     the random lexicon of the earlier study (``lexicon="random"``); ``chain``: with spaces, each
@@ -293,6 +320,7 @@ def run(name, layers, kind, seed, hidden=32, read=2000):
         k = train["restarts"]
         model, _ = msr.best_of(lambda s: msr.HMLSTM(corpus.vocab_size, 16, sizes, seed=s, **opts),
                                corpus.train, corpus.valid[read:], restarts=k, epochs=train["epochs"], seed=seed * k,
+                               select_after=train.get("select_after"),
                                make_optimizer=lambda: msr.optim.Adam(train["lr"]), **kw)
     else:
         model = msr.HMLSTM(corpus.vocab_size, 16, sizes, seed=seed, **opts)
@@ -301,6 +329,8 @@ def run(name, layers, kind, seed, hidden=32, read=2000):
             fixes.append(oracle_boundaries(model, corpus.vocab, train.get("oracle2")))
         if train.get("notd2"):
             fixes.append(no_top_down_above(model))
+        if train.get("freeze1"):
+            fixes.append(frozen_row(model, 0, train["freeze1"]))
         if fixes:
             kw["constraint"] = lambda m: [fix(m) for fix in fixes]
         msr.Trainer(model, optimizer=msr.optim.Adam(train["lr"]), seed=seed, **kw).fit(corpus.train,

@@ -44,6 +44,8 @@ def test_trains_every_candidate_and_keeps_the_lowest_validation_loss(corpus):
     ({"make_optimizer": msr.optim.Adam()}, TypeError, "make_optimizer must be a callable"),
     ({"valid": []}, ValueError, "needs validation ids"),
     ({"make_model": "lstm"}, TypeError, "make_model must be a callable"),
+    ({"select_after": 0}, ValueError, "select_after must be a positive integer, got 0"),
+    ({"select_after": 2}, ValueError, "select_after=2 is beyond epochs=1"),
 ])
 def test_bad_arguments(corpus, kwargs, error, message):
     args = dict(make_model=_make(corpus, []), train=corpus.train, valid=corpus.valid, restarts=2, epochs=1,
@@ -103,3 +105,24 @@ def test_the_chosen_candidate_is_checkpointed_and_a_failed_call_keeps_the_old_fi
     assert out.read_bytes() == before
     with pytest.raises(TypeError, match="fit_kw may not hold 'checkpoint'"):
         msr.best_of(make, corpus.train, corpus.valid, fit_kw={"checkpoint": out}, **kw)
+
+
+def test_select_after_compares_early_and_trains_only_the_chosen_one_on(corpus, tmp_path):
+    """select_after=1, epochs=3: every candidate trains 1 epoch, the lowest validation loss then is chosen,
+    and only it goes on to 3 epochs: the same model as one uninterrupted run of 3 epochs with its seed."""
+    built, steps = [], []
+    kw = dict(restarts=3, epochs=3, seed=2, batch_size=8, bptt=20, progress=False)
+    out = tmp_path / "chosen.npz"
+    model, results = msr.best_of(_make(corpus, built), corpus.train, corpus.valid, select_after=1, checkpoint=out,
+                                 make_optimizer=lambda: msr.optim.Adam(5e-3),
+                                 fit_kw={"log": lambda d: steps.append(1) if d["event"] == "chunk" else None}, **kw)
+    assert built == [2, 3, 4] and all(r["epochs"] == 1 for r in results)
+    chosen = [r for r in results if r["chosen"]]
+    assert len(chosen) == 1 and chosen[0]["valid_loss"] == min(r["valid_loss"] for r in results)
+    per_epoch = results[0]["steps"]
+    assert len(steps) == 3 * per_epoch + 2 * per_epoch      # three short runs, one continuation
+    assert msr.checkpoint.load(out).trainer_state["epoch"] == 3
+    alone = msr.LSTM(corpus.vocab_size, 8, [16], seed=chosen[0]["seed"])
+    msr.Trainer(alone, optimizer=msr.optim.Adam(5e-3), seed=chosen[0]["seed"], batch_size=8, bptt=20,
+                progress=False).fit(corpus.train, epochs=3)
+    assert np.array_equal(alone.flat_parameters(), model.flat_parameters())

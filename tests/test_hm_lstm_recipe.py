@@ -349,6 +349,69 @@ def test_trainer_applies_the_boundary_warmup():
         msr.HMLSTM(corpus.vocab_size, 8, (8, 8), warmup=-1)
 
 
+
+def test_detectors_held_off_per_layer():
+    """detectors_l1=0 holds only layer 2's detector off (z^2 = 0, no gradient to its row, its target off)
+    while layer 1's keeps learning; switching it on restarts only its row; ``detectors`` reads 1 only when
+    every detector is on."""
+    m = msr.HMLSTM(V, E, HS, dtype="float64", seed=5, rate_target=[0.3, 0.1], rate_weight=2.0)
+    P = m.parameters()
+    h0, h1 = HS[0], HS[1]
+    m.set_option("detectors_l1", 0)
+    assert m.options["detectors"] == 0.0 and m.options["detectors_l1"] == 0.0
+    tok, tgt = batch(np.random.default_rng(4), steps=8)
+    loss, grads, _ = m.loss_and_grad(tok, tgt)
+    rec = m.records()
+    assert not rec["z_l1"].any() and rec["z_l0"].any()
+    assert not grads["weight_ih_l1"][4 * h1].any() and grads["bias_l1"][4 * h1] == 0
+    assert np.abs(grads["weight_ih_l0"][4 * h0]).max() > 0
+    assert loss.aux["boundary_target"] == pytest.approx(2.0 * (rec["z_l0"].mean() - 0.3) ** 2, rel=1e-12)
+    row0 = np.r_[P["weight_ih_l0"][4 * h0], P["bias_l0"][4 * h0]].copy()
+    m.set_option("detectors_l1", 1)
+    assert m.options["detectors"] == 1.0
+    np.testing.assert_array_equal(np.r_[P["weight_ih_l0"][4 * h0], P["bias_l0"][4 * h0]], row0)  # untouched
+    assert not P["weight_ih_l1"][4 * h1].any() and not P["weight_hh_l1"][4 * h1].any()
+    assert P["bias_l1"][4 * h1] == pytest.approx(2 * m.RESTART_ZHAT - 1)
+    loss = m.loss_and_grad(tok, tgt)[0]
+    rec = m.records()
+    want = 2.0 * ((rec["z_l0"].mean() - 0.3) ** 2 + (rec["z_l1"].mean() - 0.1) ** 2)
+    assert loss.aux["boundary_target"] == pytest.approx(want, rel=1e-12)      # layer 2's target back on
+    m.set_option("detectors", 0)
+    assert m.options["detectors_l0"] == 0.0 and m.options["detectors_l1"] == 0.0
+    with pytest.raises(ValueError, match="'detectors_l0', 'detectors_l1'"):
+        m.set_option("detectors_l2", 0)                # the top layer has no detector
+    with pytest.raises(ValueError, match="detectors_l0"):
+        m.set_option("detectors_l0", 2)
+
+
+def test_trainer_applies_a_warmup_per_layer(tmp_path):
+    h = msr.data.synthetic_hierarchy(n_chars=4000, seed=0)
+    corpus = h.corpus(valid_fraction=0.0, test_fraction=0.0)
+    m = msr.HMLSTM(corpus.vocab_size, 8, (8, 8, 8), seed=0, warmup=[2, 4])
+    assert m.config["warmup"] == [2, 4]
+    assert msr.checkpoint.load(msr.checkpoint.save(tmp_path / "m.npz", m)).model.config["warmup"] == [2, 4]
+    trainer = msr.Trainer(m, optimizer=msr.optim.Adam(1e-3), batch_size=4, bptt=20, progress=False)
+    assert set(trainer.model_options) == {"detectors_l0", "detectors_l1"}
+    seen = []
+    trainer.fit(corpus.train, epochs=1, max_chunks=6,
+                log=lambda d: seen.append((d["step"], m.options["detectors_l0"], m.options["detectors_l1"]))
+                if d.get("event") == "chunk" else None)
+    assert seen[:5] == [(1, 0.0, 0.0), (2, 0.0, 0.0), (3, 1.0, 0.0), (4, 1.0, 0.0), (5, 1.0, 1.0)]
+    # a short list: its last value for the layers above; a 0 leaves that layer on from the start
+    assert set(msr.HMLSTM(V, E, (4, 4, 4, 4), warmup=[0, 7]).default_model_options()) == {"detectors_l1",
+                                                                                            "detectors_l2"}
+    # the caller's entry of the family replaces the model's per-layer ones
+    own = msr.Trainer(msr.HMLSTM(V, E, HS, warmup=[2, 4]), progress=False, model_options={"detectors": 1})
+    assert own.model_options == {"detectors": 1}
+    own = msr.Trainer(msr.HMLSTM(V, E, HS, warmup=3), progress=False, model_options={"detectors_l1": 0})
+    assert own.model_options == {"detectors_l1": 0}
+    with pytest.raises(ValueError, match="warmup has 3 values"):
+        msr.HMLSTM(V, E, HS, warmup=[1, 2, 3])
+    for bad in ([1.5], [], [-1, 2], "5", True):
+        with pytest.raises(ValueError, match="warmup"):
+            msr.HMLSTM(V, E, HS, warmup=bad)
+
+
 PER_LAYER_OPTIONS = [
     {"gradient": ["blend", "switch"]},
     {"gradient": ["switch", "blend"], "flush_cut": True},

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 import sys
 import time
 import zlib
@@ -250,8 +251,9 @@ class Trainer:
     model_options : dict option name -> number or callable of (epoch, step), applied with
         ``model.set_option`` before every chunk (e.g. ``{"slope": schedules.linear(1, 5, 0.04)}``).
         Added to the model's own schedules (``model.default_model_options()``: the HM-LSTM's boundary
-        warm-up, ``{"detectors": schedules.step(0, 1, at_step=warmup)}``), which a same-named entry
-        replaces.
+        warm-up, ``{"detectors": schedules.step(0, 1, at_step=warmup)}``, or one ``detectors_l{l}`` per
+        layer), which an entry of the same family replaces (``detectors`` or any ``detectors_l{l}``
+        replaces all of the model's ``detectors`` and ``detectors_l{l}`` entries).
     seed : the model's random generator (dropout and any other noise) is seeded from it when a new
         training run starts, so the same model, data, seed and thread count give identical runs.
     progress : True: a tqdm bar (loss, bits per token, tokens per second) when standard error is a
@@ -287,9 +289,14 @@ class Trainer:
         self.bptt = _positive_int(bptt, "bptt")
         self.eval_batch_size = _positive_int(eval_batch_size, "eval_batch_size", allow_none=True) or self.batch_size
         self.lr_schedule = lr_schedule
-        # the model's own schedules (the HM-LSTM's boundary warm-up) unless model_options names them
+        # the model's own schedules (the HM-LSTM's boundary warm-up) unless model_options names them: an
+        # entry replaces the model's entries of its family (detectors, detectors_l0, detectors_l1, ...)
         own = getattr(model, "default_model_options", None)
-        self.model_options = {**(own() if own is not None else {}), **dict(model_options or {})}
+        given = dict(model_options or {})
+        family = lambda name: re.sub(r"_l\d+$", "", str(name))  # noqa: E731
+        named = {family(k) for k in given}
+        own = {k: v for k, v in (own() if own is not None else {}).items() if family(k) not in named}
+        self.model_options = {**own, **given}
         for name, sched in self.model_options.items():
             if not (callable(sched) or isinstance(sched, (int, float))):
                 raise TypeError(f"model option {name!r} must be a number or a callable of (epoch, step)")
@@ -721,7 +728,7 @@ class Trainer:
 def best_of(make_model: Callable[[int], object], train, valid, *, restarts: int = 3, epochs: int = 1, seed: int = 0,
             make_optimizer: Optional[Callable[[], Optimizer]] = None, eval_batch_size: int = 16,
             fit_kw: Optional[dict] = None, checkpoint: Union[str, Path, None] = None, vocab=None,
-            extra: Optional[dict] = None, **trainer_kw):
+            extra: Optional[dict] = None, select_after: Optional[int] = None, **trainer_kw):
     """Random restarts selected by the validation likelihood: train ``restarts`` candidates and keep
     the one with the lowest loss on ``valid``.
 
@@ -735,6 +742,12 @@ def best_of(make_model: Callable[[int], object], train, valid, *, restarts: int 
     ``valid``. For models whose training can end in different local optima from different seeds, such
     as the HM-LSTM's boundary detectors (see docs/models/hm_lstm.md: its validation BPC and the F1 of
     its word boundaries go together).
+
+    ``select_after``: compare the candidates after this many epochs and train only the chosen one on to
+    ``epochs`` (its optimiser, schedules and step count carried on, as ``fit`` goes on); None: after
+    ``epochs``. For an HM-LSTM with a warm-up per layer (``warmup=[n1, n2]``), choosing before layer 2's
+    detector starts picks the run whose word boundaries settled, and costs ``restarts`` times the
+    shorter run plus one continuation. The results then describe the candidates at the selection.
 
     ``checkpoint``: the chosen candidate's checkpoint (model, optimiser, progress, history, with
     ``vocab`` and ``extra``) is written there once all candidates are trained, as ``Trainer.fit``
@@ -765,6 +778,10 @@ def best_of(make_model: Callable[[int], object], train, valid, *, restarts: int 
         if key in fit_kw:
             raise TypeError(f"fit_kw may not hold {key!r}: best_of sets it (checkpoint, vocab and extra are its own "
                             f"arguments; candidates are new runs)")
+    select_after = _positive_int(select_after, "select_after", allow_none=True)
+    if select_after is not None and select_after > _positive_int(epochs, "epochs"):
+        raise ValueError(f"select_after={select_after} is beyond epochs={epochs}: the candidates are compared "
+                         f"after select_after epochs, and the chosen one trains on to epochs")
     if valid is None or len(valid) < 2:
         raise ValueError("best_of needs validation ids (at least 2 tokens) to choose among the candidates")
     if checkpoint is not None:
@@ -779,7 +796,7 @@ def best_of(make_model: Callable[[int], object], train, valid, *, restarts: int 
             kw["lr_schedule"] = copy.deepcopy(kw["lr_schedule"])
         trainer = Trainer(model, optimizer=opt, seed=s, eval_batch_size=eval_batch_size, **kw)
         try:
-            trainer.fit(train, epochs=epochs, **fit_kw)
+            trainer.fit(train, epochs=select_after or epochs, **fit_kw)
         except FloatingPointError as e:
             raise FloatingPointError(f"candidate {i + 1}/{restarts} (seed {s}): {e}") from e
         ev = evaluate(model, valid, batch_size=eval_batch_size)
@@ -790,6 +807,12 @@ def best_of(make_model: Callable[[int], object], train, valid, *, restarts: int 
     if best is None:
         raise FloatingPointError(f"no candidate of {restarts} reached a finite validation loss: {results}")
     results[best[1]]["chosen"] = True
+    if select_after is not None and select_after < epochs:
+        try:
+            best[2].fit(train, epochs=epochs, **fit_kw)
+        except FloatingPointError as e:
+            raise FloatingPointError(f"the chosen candidate (seed {results[best[1]]['seed']}), trained on after "
+                                     f"the selection: {e}") from e
     if checkpoint is not None:
         best[2].save_checkpoint(checkpoint, vocab=vocab, extra=extra)
     return best[2].model, results

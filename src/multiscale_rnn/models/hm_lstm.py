@@ -24,7 +24,7 @@ h^e_t = ReLU(sum_l g^l_t W^e_l h^l_t), then the softmax. See docs/models/hm_lstm
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -138,6 +138,13 @@ def _per_detector_ok(choices):
     return ok
 
 
+def _warmup_ok(v) -> bool:
+    """A number of updates >= 0, or a non-empty list of those (one per layer with a detector)."""
+    vals = list(v) if isinstance(v, (list, tuple)) else [v]
+    return bool(vals) and all(isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)) and x >= 0
+                              for x in vals)
+
+
 def _check_count(values: list, detectors: int, name: str, owner: str) -> None:
     """A per-detector option gives at most one value per layer with a detector."""
     if len(values) > detectors:
@@ -197,7 +204,9 @@ class HMLSTM(LanguageModel):
       ``ptb-char-hm-lstm-recipe`` and ``text8-hm-lstm-recipe`` set it).
     - ``warmup``: the Trainer holds every detector off (z = 0, layer 1 a plain LSTM) for this many
       updates, then restarts each boundary row just below the threshold (default 500; 0: no warm-up;
-      the model's schedule ``{"detectors": schedules.step(0, 1, at_step=warmup)}``). Beyond the paper.
+      the model's schedule ``{"detectors": schedules.step(0, 1, at_step=warmup)}``); or a list, one
+      count per layer with a detector (``[500, 1000]``: z^2 starts once z^1 has had 500 updates to
+      settle; schedules ``detectors_l{l}``). Beyond the paper.
 
     The paper's reading is ``gradient="switch", flush_cut=False`` with the slope annealed; the
     defaults are what found word boundaries most often in docs/models/hm_lstm.md's study. The default
@@ -235,7 +244,8 @@ class HMLSTM(LanguageModel):
         Option("rate_weight", float, 5.0, check=lambda v: v >= 0, rule=">= 0"),
         Option("rate_target", object, 0.18, check=_rate_target_ok,
                rule="in [0, 1], or a list of those (one per layer with a detector), or None", core=False),
-        Option("warmup", int, 500, check=lambda v: v >= 0, rule=">= 0", core=False),
+        Option("warmup", object, 500, check=_warmup_ok,
+               rule="an integer >= 0, or a list of those (one per layer with a detector)", core=False),
         Option("boundary_bias", float, 0.0, check=lambda v: np.isfinite(v), rule="finite", core=False),
     )
 
@@ -261,6 +271,8 @@ class HMLSTM(LanguageModel):
         for name in ("gradient", "detector_input"):  # JSON-able configs: a list, not a tuple
             if not isinstance(values[name], str):
                 values[name] = list(values[name])
+        w = values["warmup"]
+        values["warmup"] = [int(n) for n in w] if isinstance(w, (list, tuple)) else int(w)
         # rate_target: a number is layer 1's target (none in a model without detectors), a list one per
         # detector layer from the bottom, None or [] no target; the config stores the list
         target = values.get("rate_target")
@@ -274,6 +286,8 @@ class HMLSTM(LanguageModel):
         target = [float(v) for v in target]
         owner = type(self).__name__
         _check_count(target, detectors, "rate_target", owner)
+        if isinstance(values["warmup"], list):
+            _check_count(values["warmup"], detectors, "warmup", owner)
         values["rate_target"] = target
         targets = {f"rate_target_l{l}": target[l] if l < len(target) else -1.0 for l in range(L)}  # -1: none
         reading = _per_layer(values["gradient"], L, detectors, "gradient", owner)  # the core checks soft + switch
@@ -289,43 +303,65 @@ class HMLSTM(LanguageModel):
     def num_layers(self) -> int:
         return len(self.config["hidden_sizes"])
 
+    @property
+    def detector_layers(self) -> List[int]:
+        """The layers (from 0) that have a boundary detector: all but the top one, and the top one with
+        ``top_boundary``."""
+        L = self.num_layers
+        return [l for l in range(L) if l < L - 1 or bool(self.config["top_boundary"])]
+
     def default_model_options(self) -> Dict[str, object]:
-        """The boundary warm-up the Trainer applies unless its ``model_options`` name ``detectors``:
-        the detectors held off for the first ``warmup`` updates, then on (nothing with warmup=0)."""
+        """The boundary warm-up the Trainer applies unless its ``model_options`` name ``detectors`` (or
+        ``detectors_l{l}``): every detector held off for the first ``warmup`` updates, then on,
+        ``{"detectors": step(0, 1, at_step=warmup)}``; with a list, layer l's detector for the first
+        ``warmup[l]`` updates, ``{"detectors_l{l}": step(0, 1, at_step=warmup[l])}`` (a short list's
+        last value for the layers above it). Nothing where the count is 0."""
         from ..schedules import step
-        w = int(self.config.get("warmup", 0))
-        return {"detectors": step(0, 1, at_step=w)} if w > 0 else {}
+        w = self.config.get("warmup", 0)
+        if not isinstance(w, list):
+            return {"detectors": step(0, 1, at_step=w)} if w > 0 else {}
+        layers = self.detector_layers
+        counts = _per_layer(w, len(layers), len(layers), "warmup", type(self).__name__)
+        return {f"detectors_l{l}": step(0, 1, at_step=n) for l, n in zip(layers, counts) if n > 0}
 
     def set_option(self, name: str, value: float) -> None:
         """As for every model (``slope``, ``skip``, ``blend``, ``rate_penalty``, ``rate_weight``,
-        ``rate_target_l{l}``), plus ``detectors``: 0 holds every boundary detector off (its boundary
-        row at weights 0 and a bias far below the threshold: z = 0 everywhere, layer 1 a plain LSTM,
-        the layers above never updated, no gradient reaching the row, the rate-target term off); 1
-        switches them back on, and a detector switched on from 0 restarts at weights 0 and the bias
-        that puts zhat at ``RESTART_ZHAT`` (just below the threshold) on every column, so that what it
-        learns comes from the trained layers below it. Setting the value the model already has does
-        nothing (a resumed run re-applies its schedules)."""
-        if name != "detectors":
+        ``rate_target_l{l}``), plus ``detectors`` (every detector) and ``detectors_l{l}`` (layer l's):
+        0 holds the detector off (its boundary row at weights 0 and a bias far below the threshold:
+        z^l = 0 everywhere, no gradient reaching the row, its rate target off; with every detector off
+        layer 1 is a plain LSTM and the layers above are never updated); 1 switches it back on, and a
+        detector switched on from 0 restarts at weights 0 and the bias that puts zhat at
+        ``RESTART_ZHAT`` (just below the threshold) on every column, so that what it learns comes from
+        the trained layers below it, with its rate target (``rate_target``) back on. Setting the value
+        a detector already has does nothing (a resumed run re-applies its schedules)."""
+        if name == "detectors":
+            layers = self.detector_layers
+        elif name.startswith("detectors_l"):
+            l = name[len("detectors_l"):]
+            if not (l.isdigit() and int(l) in self.detector_layers):
+                raise ValueError(f"unknown option {name!r}: the layers with a boundary detector are "
+                                 + ", ".join(f"'detectors_l{d}'" for d in self.detector_layers))
+            layers = [int(l)]
+        else:
             super().set_option(name, value)
             return
         if not isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)) or float(value) not in (0.0, 1.0):
-            raise ValueError(f"option 'detectors' must be 0 (held off) or 1 (on), got {value!r}")
+            raise ValueError(f"option {name!r} must be 0 (held off) or 1 (on), got {value!r}")
         on = float(value) == 1.0
-        if on == bool(self.options.get("detectors", 1.0)):
-            return
         slope = float(self.options["slope"])
-        bias = (2.0 * self.RESTART_ZHAT - 1.0) / slope if on else -1e4
+        targets = self.config["rate_target"]
         P = self.parameters()
-        for l, h in enumerate(self.config["hidden_sizes"]):
-            b = P[f"bias_l{l}"]
-            if b.shape[0] != 4 * h + 1:  # no detector
+        for l in layers:
+            if on == bool(self.options.get(f"detectors_l{l}", 1.0)):
                 continue
+            h = self.config["hidden_sizes"][l]
             for k in ("weight_ih", "weight_hh", "weight_td"):
                 if f"{k}_l{l}" in P:
                     P[f"{k}_l{l}"][4 * h, :] = 0.0
-            b[4 * h] = bias
-        super().set_option("rate_weight", float(self.config["rate_weight"]) if on else 0.0)
-        self.options["detectors"] = 1.0 if on else 0.0
+            P[f"bias_l{l}"][4 * h] = (2.0 * self.RESTART_ZHAT - 1.0) / slope if on else -1e4
+            super().set_option(f"rate_target_l{l}", targets[l] if on and l < len(targets) else -1.0)
+            self.options[f"detectors_l{l}"] = 1.0 if on else 0.0
+        self.options["detectors"] = float(all(self.options.get(f"detectors_l{l}", 1.0) for l in self.detector_layers))
 
     @property
     def slope(self) -> float:
@@ -366,4 +402,4 @@ class HMLSTM(LanguageModel):
         return HMTrace(tokens=tokens, z=z.astype(np.float64), zhat=zhat.astype(np.float64), ops=ops,
                        h_norms=norms.astype(np.float64), gates=gates, updates=updates, reduction=float(reduction),
                        text=symbols, reference=ref, scores=scores, tolerance=int(tolerance),
-                       detectors=np.array([l < L - 1 or bool(self.config["top_boundary"]) for l in range(L)]))
+                       detectors=np.isin(np.arange(L), self.detector_layers))
