@@ -13,6 +13,8 @@ the first 2000 validation characters from a zero state and reports, per layer wi
 
     python bench/study_hm_boundaries.py            # the default recipe (default+best5), 2 and 3 layers, 5 seeds
     python bench/study_hm_boundaries.py --configs paper,blend+cut+rate0.05 --seeds 0,1,2 --layers 2
+    python bench/study_hm_boundaries.py --layers 3 \
+        --configs default+target0.18_0.05+below+switch2+mu20+warm500_1500+ep100+best5@65   # the phrase recipe
 
 Configuration names: see ``configuration`` (e.g. ``default`` for one run of the defaults, ``paper``,
 ``blend+cut``, ``switch+cut+rate0.05+bias-1``).
@@ -51,11 +53,13 @@ def configuration(name: str):
     ``oracle2word``, ``oracle2never``: layer 2's fixed too, at the phrase ends, every word end, nowhere), ``notd``
     (``top_down=False``: no top-down term), ``notd2`` (the top-down weights of layers 2 and above held at
     zero; layer 1 keeps its top-down term), ``below2`` (``detector_input=["all", "below"]``: layer 2's
-    boundary row reads only the layer below), ``switch2`` (``gradient=["blend", "switch"]``: z^1 read as a
+    boundary row reads only the layer below), ``below`` (``detector_input="below"``: every boundary row
+    does, z^1's reads only the symbol), ``freeze1@<n>`` (layer 1's boundary row held after n updates), ``switch2`` (``gradient=["blend", "switch"]``: z^1 read as a
     blend, z^2 as a switch; 3 layers), ``step`` (threshold boundaries, the default); and
     the recipe's words ``target<r1>[_<r2>]`` (``rate_target``,
     ``targetnone`` for none), ``mu<x>`` (``rate_weight``), ``warm<n>`` (``warmup``: detectors held off for n
-    updates; ``warm<n1>_<n2>``: layer 1's for n1, layer 2's for n2), ``t2ramp<a>_<b>_<n>`` (layer 2's target from a at the warm-up's end to b over n updates),
+    updates; ``warm<n1>_<n2>``: layer 1's for n1, layer 2's for n2), ``t2ramp<a>_<b>_<n>`` (layer 2's
+    target from a at the warm-up's end to b over n updates),
     ``linear`` / ``gated`` (the head), ``slope1`` (no slope schedule), ``best<k>`` (k restarts with
     ``msr.best_of``, model seeds k*seed .. k*seed + k-1, chosen on the validation text after the scored part;
     ``best<k>@<e>``: chosen after e epochs, the chosen run then trained on alone).

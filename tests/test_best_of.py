@@ -116,10 +116,11 @@ def test_select_after_compares_early_and_trains_only_the_chosen_one_on(corpus, t
     model, results = msr.best_of(_make(corpus, built), corpus.train, corpus.valid, select_after=1, checkpoint=out,
                                  make_optimizer=lambda: msr.optim.Adam(5e-3),
                                  fit_kw={"log": lambda d: steps.append(1) if d["event"] == "chunk" else None}, **kw)
-    assert built == [2, 3, 4] and all(r["epochs"] == 1 for r in results)
     chosen = [r for r in results if r["chosen"]]
+    assert built == [2, 3, 4] and [r["epochs"] for r in results] == [3 if r["chosen"] else 1 for r in results]
     assert len(chosen) == 1 and chosen[0]["valid_loss"] == min(r["valid_loss"] for r in results)
-    per_epoch = results[0]["steps"]
+    per_epoch = [r for r in results if not r["chosen"]][0]["steps"]
+    assert chosen[0]["steps"] == 3 * per_epoch
     assert len(steps) == 3 * per_epoch + 2 * per_epoch      # three short runs, one continuation
     assert msr.checkpoint.load(out).trainer_state["epoch"] == 3
     alone = msr.LSTM(corpus.vocab_size, 8, [16], seed=chosen[0]["seed"])

@@ -98,10 +98,18 @@ def test_restarts_keep_the_run_with_the_lowest_validation_loss(tmp_path, capsys)
     assert (checkpoint.load(alone).model.flat_parameters() == ck.model.flat_parameters()).all()
     capsys.readouterr()
     for extra, message in ((["--restarts", "2", "--resume"], "resume the chosen run with --restarts 1"),
+                           (["--restarts", "2", "--select-after", "2"], "select-after = 2 is beyond epochs = 1"),
+                           (["--restarts", "2", "--select-after", "0"], "select-after must be a positive integer"),
                            (["--restarts", "2", "--max-chunks", "3"], "neither checkpoint-every nor max-chunks"),
                            (["--restarts", "0"], "restarts must be a positive integer")):
         assert main(args + extra) == 1
         assert message in capsys.readouterr().err
+    # compared after 1 epoch, the kept run trained on to 2
+    assert main(["train", "--preset", "synthetic", *TINY, "--epochs", "2", "--data-option", "n_chars=8000",
+                 "--out", str(out), "--restarts", "2", "--select-after", "1"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("run ") and "valid" in line]
+    assert len(rows) == 2 and all("after 1 epochs" in r for r in rows)
+    assert checkpoint.load(out).trainer_state["epoch"] == 2
 
 
 def test_errors_are_reported_clearly(tmp_path, capsys):
@@ -150,6 +158,24 @@ def test_real_text_hm_lstm_recipe_presets(name):
     assert s["data"] == name.removesuffix("-hm-lstm-recipe") and s["data_path"] == "/corpora/x"
     assert resolve_settings(flags={"preset": "synthetic", "data_path": "/corpora/x"})["data"] == "text"
 
+
+
+def test_phrase_recipe_preset_trains_from_the_command_line(tmp_path, capsys):
+    # the 3-layer phrase recipe (docs/models/hm_lstm.md, "The phrase recipe"): its per-layer options reach the
+    # model, its per-layer warm-up the Trainer, and a short run of it from the command line is checkpointed
+    s = resolve_settings(preset="synthetic-hm-lstm-phrases")
+    m = model_from_settings(s, vocab_size=30)
+    assert m.config["hidden_sizes"] == [32, 32, 32] and m.config["detector_input"] == "below"
+    assert m.config["gradient"] == ["blend", "switch"] and m.config["rate_target"] == [0.18, 0.05]
+    assert m.config["warmup"] == [500, 1500] and set(m.default_model_options()) == {"detectors_l0", "detectors_l1"}
+    assert (s["restarts"], s["select_after"], s["epochs"]) == (5, 65, 100)
+    out = tmp_path / "phrases.npz"
+    assert main(["train", "--preset", "synthetic-hm-lstm-phrases", "--epochs", "1", "--restarts", "1",
+                 "--data-option", "n_chars=6000", "--out", str(out), "--no-progress"]) == 0
+    assert "valid bpc" in capsys.readouterr().out
+    ck = checkpoint.load(out)
+    assert ck.model.config["warmup"] == [500, 1500]
+    assert ck.model.parameters()["bias_l1"][4 * 32] == -1e4      # one short epoch: still within the warm-up
 
 def test_build_model_registry():
     m = build_model("RNN", vocab_size=5, embed_size=3, hidden_sizes=[4])

@@ -110,12 +110,12 @@ _SETTING_RULES = {
                       "a list of positive integers"),
     "max_chunks": _POSITIVE_INT, "checkpoint_every": _POSITIVE_INT,
     "seed": (lambda v: _is_int(v) and v >= 0, "a non-negative integer"),
-    "restarts": _POSITIVE_INT,
+    "restarts": _POSITIVE_INT, "select_after": _POSITIVE_INT,
     "threads": _POSITIVE_INT, "out": _STRING, "progress": (lambda v: isinstance(v, bool), "true or false"),
 }
 
 
-_NULLABLE = ("clip_norm", "clip_value", "threads", "max_chunks", "checkpoint_every", "data_path")
+_NULLABLE = ("clip_norm", "clip_value", "threads", "max_chunks", "checkpoint_every", "data_path", "select_after")
 
 
 def check_settings(settings: Dict[str, Any]) -> None:
@@ -127,6 +127,10 @@ def check_settings(settings: Dict[str, Any]) -> None:
             continue
         if not ok(v):
             raise ValueError(f"{key.replace('_', '-')} must be {words}, got {v!r}")
+    if settings.get("select_after") is not None and settings.get("restarts", 1) > 1:  # one run: nothing to compare
+        if settings["select_after"] > settings.get("epochs", 1):
+            raise ValueError(f"select-after = {settings['select_after']} is beyond epochs = {settings.get('epochs')}: "
+                             f"the runs are compared after select-after epochs and the kept one trains on to epochs")
 
 
 def settings_sources(preset_name: str, preset_given: bool, config: Dict[str, Any], flags: Dict[str, Any],
@@ -377,12 +381,13 @@ def _train_restarts(args, dist, s, corpus, out, log, extra, say):
         return model_from_settings({**s, "seed": seed}, corpus.vocab_size)
 
     model, results = best_of(make, corpus.train, corpus.valid, restarts=n, epochs=int(s["epochs"]),
-                             seed=int(s["seed"]), make_optimizer=lambda: _optimizer(s),
+                             seed=int(s["seed"]), select_after=s["select_after"], make_optimizer=lambda: _optimizer(s),
                              fit_kw={"valid": corpus.valid, "log": log}, checkpoint=out, vocab=corpus.vocab,
                              extra=extra, **_trainer_kw(s, corpus))
     label = _label(corpus)
     for r in results:
-        say(f"{run(r['seed'])}: valid {label} {r['valid_bpc']:.4f}" + ("  <- kept" if r["chosen"] else ""))
+        at = f" after {s['select_after']} epochs" if s["select_after"] is not None else ""
+        say(f"{run(r['seed'])}: valid {label} {r['valid_bpc']:.4f}{at}" + ("  <- kept" if r["chosen"] else ""))
     chosen = next(r for r in results if r["chosen"])
     return model, chosen["epochs"], chosen["steps"]
 
@@ -541,6 +546,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=int)
     g.add_argument("--restarts", type=int, help="train this many runs (seeds --seed, --seed + 1, ...) and keep the "
                    "one with the lowest validation loss (default 1)")
+    g.add_argument("--select-after", type=int, help="with --restarts: compare the runs after this many epochs "
+                   "and train only the kept one on to --epochs (default: compare at the end)")
     g.add_argument("--threads", type=int)
     g.add_argument("--out", help="checkpoint path (.npz); the history goes beside it (.history.json)")
     g.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")

@@ -747,7 +747,8 @@ def best_of(make_model: Callable[[int], object], train, valid, *, restarts: int 
     ``epochs`` (its optimiser, schedules and step count carried on, as ``fit`` goes on); None: after
     ``epochs``. For an HM-LSTM with a warm-up per layer (``warmup=[n1, n2]``), choosing before layer 2's
     detector starts picks the run whose word boundaries settled, and costs ``restarts`` times the
-    shorter run plus one continuation. The results then describe the candidates at the selection.
+    shorter run plus one continuation. The rows' ``valid_loss`` and ``valid_bpc`` are then those at the
+    selection; the chosen row's ``epochs`` and ``steps`` count its whole training.
 
     ``checkpoint``: the chosen candidate's checkpoint (model, optimiser, progress, history, with
     ``vocab`` and ``extra``) is written there once all candidates are trained, as ``Trainer.fit``
@@ -813,6 +814,7 @@ def best_of(make_model: Callable[[int], object], train, valid, *, restarts: int 
         except FloatingPointError as e:
             raise FloatingPointError(f"the chosen candidate (seed {results[best[1]]['seed']}), trained on after "
                                      f"the selection: {e}") from e
+        results[best[1]].update(epochs=best[2].epoch, steps=best[2].step)
     if checkpoint is not None:
         best[2].save_checkpoint(checkpoint, vocab=vocab, extra=extra)
     return best[2].model, results

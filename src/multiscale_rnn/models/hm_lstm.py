@@ -189,7 +189,9 @@ class HMLSTM(LanguageModel):
       layer below and the layer above) or ``"below"`` (beyond the paper: it reads only the layer below,
       s_z = z^{l-1}_t W_z h^{l-1}_t + b_z, its recurrent and top-down weights held at zero); or a list,
       one per layer with a detector. ``["all", "below"]`` lets z^2 decide from what layer 1 hands up
-      alone, which in docs/models/hm_lstm.md's study is what puts z^2 at the phrase ends.
+      alone; ``"below"`` on every layer (z^1 then reads only the symbol) is part of the phrase recipe
+      that puts z^1 at the word ends and z^2 at the phrase ends in docs/models/hm_lstm.md (the preset
+      ``synthetic-hm-lstm-phrases``).
     - ``rate_penalty``: lambda >= 0 of the boundary-rate term lambda / (T B) sum_l sum_t z^l_t added to
       the objective (``Loss.aux["boundary_rate"]``; default 0, off). Beyond the paper.
     - ``boundary_bias``: added to the bias of every boundary row at initialisation (default 0; negative
