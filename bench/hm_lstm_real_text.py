@@ -12,6 +12,7 @@ paper's: gradient "switch", no flush cut). Word ends are scored as where they ca
 space after each word (tolerance 1 also accepts the word's last character and the next word's first).
 ``--recipe`` trains the package's default recipe instead (linear head, boundary warm-up, rate target on
 layer 1 (``--rate-target`` for one value per detector layer), constant slope 1); the rest is the same.
+``--option NAME=JSON`` sets any other model option (e.g. the phrase recipe's ``detector_input="below"``).
 Writes ``<out>_fig3.png``, ``<out>_fig4.png`` and ``<out>.json``.
 """
 from __future__ import annotations
@@ -45,6 +46,8 @@ def main(argv=None):
     p.add_argument("--rate-target", default=None,
                    help="with --recipe: comma-separated boundary-rate targets, one per detector layer "
                         "(default: the model's, 0.18 on layer 1)")
+    p.add_argument("--option", action="append", default=[], metavar="NAME=JSON",
+                   help="any HMLSTM option, its value in JSON (e.g. --option 'warmup=[500, 1500]'); repeatable")
     p.add_argument("--valid-chars", type=int, default=100_000, help="validation characters scored")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, required=True)
@@ -65,6 +68,11 @@ def main(argv=None):
         schedules = {"slope": msr.schedules.linear(1.0, 5.0, per_epoch=0.04)}
     if a.paper:
         opts.update(gradient="switch", flush_cut=False)
+    for item in a.option:
+        name, sep, value = item.partition("=")
+        if not sep:
+            p.error(f"--option {item!r}: expected NAME=JSON, e.g. detector_input=\"below\"")
+        opts[name.strip()] = json.loads(value)
     model = msr.HMLSTM(corpus.vocab_size, a.embed, (a.hidden,) * a.layers, seed=a.seed, **opts)
     trainer = msr.Trainer(model, optimizer=msr.optim.Adam(2e-3), clip_norm=1.0, batch_size=64, bptt=100,
                           progress=False, seed=a.seed, model_options=schedules)
@@ -94,6 +102,7 @@ def main(argv=None):
     score["word_end_exact"] = boundary_scores(tr.z[0] > 0.5, words_end, 0)
     out = {"data": a.data, "layers": a.layers, "hidden": a.hidden, "paper": a.paper, "rate_penalty": a.rate_penalty,
            "recipe": a.recipe, "rate_target": model.config.get("rate_target"), "warmup": model.config.get("warmup"),
+           "options": {k: model.config.get(k) for k in ("detector_input", "gradient", "rate_weight")},
            "minutes": seconds / 60, "chunks": chunks, "chars_trained": chunks * 64 * 100,
            "valid_chars": int(len(valid)), "valid_bpc": bpc,
            "trace_chars": len(tr), "updates": tr.updates.tolist(), "reduction": tr.reduction,

@@ -32,7 +32,7 @@ import time
 import numpy as np
 
 import multiscale_rnn as msr
-from multiscale_rnn.models.hm_lstm import boundary_scores
+from multiscale_rnn.models.hm_lstm import boundary_scores, first_seen
 
 EPOCHS = 8           # the earlier study's configurations
 RECIPE_EPOCHS = 40   # the default recipe (880 updates of 32 x 50 characters, warm-up 500 of them)
@@ -276,13 +276,6 @@ def make_text(kind: str):
     lexicon = "random" if kind.startswith("old-") else "trie"
     sep = {"sep": " ", "nosep": ""}[kind.removeprefix("old-")]
     return msr.data.synthetic_hierarchy(n_chars=40_000, seed=0, separator=sep, lexicon=lexicon)
-
-
-def first_seen(ends: np.ndarray) -> np.ndarray:
-    """Boundaries moved one step later: where the end of a segment can first be seen."""
-    out = np.zeros_like(ends)
-    out[1:] = ends[:-1]
-    return out
 
 
 def likelihood_probes(model, ids, ref):

@@ -172,7 +172,12 @@ def test_phrase_recipe_preset_trains_from_the_command_line(tmp_path, capsys):
     out = tmp_path / "phrases.npz"
     assert main(["train", "--preset", "synthetic-hm-lstm-phrases", "--epochs", "1", "--restarts", "1",
                  "--data-option", "n_chars=6000", "--out", str(out), "--no-progress"]) == 0
-    assert "valid bpc" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "valid bpc" in text
+    # the boundaries of the trained model against the generated text's words and phrases, on one line
+    report = [line for line in text.splitlines() if line.startswith("boundaries on the first")]
+    assert len(report) == 1 and "z1 against word ends: precision" in report[0]
+    assert "z2 against phrase ends: precision" in report[0] and "z2 = 1 on 0.0% of steps" in report[0]
     ck = checkpoint.load(out)
     assert ck.model.config["warmup"] == [500, 1500]
     assert ck.model.parameters()["bias_l1"][4 * 32] == -1e4      # one short epoch: still within the warm-up

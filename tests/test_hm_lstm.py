@@ -5,7 +5,7 @@ import pytest
 
 import multiscale_rnn as msr
 from multiscale_rnn.reference import hm_lstm as reference
-from multiscale_rnn.models.hm_lstm import boundary_scores
+from multiscale_rnn.models.hm_lstm import boundary_scores, first_seen
 from multiscale_rnn import testing
 from multiscale_rnn.testing import numeric_gradient
 
@@ -479,10 +479,7 @@ def word_scores(m, corpus):
     last letter (the space, where a word's end can first be read off the input; the last letter itself
     is within the tolerance of 1)."""
     ids = corpus.valid[:2000]
-    words = corpus.boundaries["valid"]["word"][:2000]
-    first_seen = np.zeros_like(words)
-    first_seen[1:] = words[:-1]
-    tr = m.trace(ids, reference_boundaries=first_seen, tolerance=1)
+    tr = m.trace(ids, reference_boundaries=first_seen(corpus.boundaries["valid"]["word"][:2000]), tolerance=1)
     return tr, tr.scores[0]["f1"]
 
 
@@ -543,10 +540,7 @@ def test_phrase_recipe_finds_words_and_phrases():
     kept = [r for r in results if r["chosen"]]
     assert len(kept) == 1 and kept[0]["epochs"] == 100 and all(r["epochs"] == 65 for r in results if not r["chosen"])
     tr, f1 = word_scores(m, corpus)
-    phrases = corpus.boundaries["valid"]["phrase"][:2000]
-    seen = np.zeros_like(phrases)
-    seen[1:] = phrases[:-1]
-    z2 = boundary_scores(tr.z[1] > 0.5, seen, 1)
+    z2 = boundary_scores(tr.z[1] > 0.5, first_seen(corpus.boundaries["valid"]["phrase"][:2000]), 1)
     assert f1 >= 0.9, (tr.scores[0], results)
     assert z2["f1"] >= 0.7, (z2, results)
     assert tr.updates[2] < 0.1 * len(tr), "the third layer should update about once per phrase"

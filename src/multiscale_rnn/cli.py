@@ -347,7 +347,34 @@ def _train(args, dist) -> int:
     parts = [f"{split} {label} {r['bpc']:.4f}" + (f" (perplexity {r['perplexity']:.1f})" if corpus.unit == "word" else "")
              for split, r in results.items()]
     say(f"done after {epoch} epoch(s), {step} steps: {', '.join(parts)}; checkpoint {out}")
+    report = _boundary_report(model, corpus)
+    if report:
+        say(report)
     return 0
+
+
+def _boundary_report(model, corpus, n: int = 2000) -> Optional[str]:
+    """For an HM-LSTM on a corpus that knows its segments (the generated text): one line with the precision,
+    recall and F1 of each detector's boundaries on the first ``n`` validation symbols against the ends of
+    the same level (z^1: words, z^2: phrases) where they can first be seen, tolerance 1, and the fraction
+    of steps with z = 1; None otherwise."""
+    import numpy as np
+
+    from .models.hm_lstm import HMLSTM, boundary_scores, first_seen
+    refs = (corpus.boundaries or {}).get("valid") or {}
+    if not isinstance(model, HMLSTM) or corpus.valid is None or len(corpus.valid) < 2:
+        return None
+    levels = [(l, level) for l, level in zip(model.detector_layers, ("word", "phrase")) if level in refs]
+    if not levels:
+        return None
+    ids = np.asarray(corpus.valid[:n])
+    z = model.trace(ids).z > 0.5                                    # (L, T)
+    parts = []
+    for l, level in levels:
+        sc = boundary_scores(z[l], first_seen(refs[level][:len(ids)]), 1)
+        parts.append(f"z{l + 1} against {level} ends: precision {sc['precision']:.2f}, recall {sc['recall']:.2f}, "
+                     f"F1 {sc['f1']:.2f} (z{l + 1} = 1 on {z[l].mean():.1%} of steps)")
+    return f"boundaries on the first {len(ids)} validation symbols (tolerance 1): " + "; ".join(parts)
 
 
 def _trainer_kw(s, corpus) -> Dict[str, Any]:

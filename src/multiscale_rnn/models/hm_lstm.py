@@ -30,7 +30,7 @@ import numpy as np
 
 from .base import LanguageModel, Option, sequence_and_symbols
 
-__all__ = ["HMLSTM", "HMTrace", "boundary_scores"]
+__all__ = ["HMLSTM", "HMTrace", "boundary_scores", "first_seen"]
 
 OPS = ("COPY", "UPDATE", "FLUSH")  # op codes 0, 1, 2 in traces
 
@@ -85,6 +85,20 @@ class HMTrace:
                        reduction=float(1.0 - updates.sum() / max(1, z.size)),
                        text=None if self.text is None else self.text[sl], reference=ref, scores=scores,
                        tolerance=self.tolerance, detectors=self.detectors)
+
+
+def first_seen(ends) -> np.ndarray:
+    """Segment ends moved one step later, to where an end can first be read off the input (the separator
+    after a word, or the next word's first letter without one): the reference the boundary scores of
+    docs/models/hm_lstm.md use, with tolerance 1 also accepting the last symbol itself.
+
+    >>> first_seen(np.array([0, 1, 0, 0, 1], dtype=bool)).astype(int).tolist()
+    [0, 0, 1, 0, 0]
+    """
+    ends = np.asarray(ends, dtype=bool)
+    out = np.zeros_like(ends)
+    out[1:] = ends[:-1]
+    return out
 
 
 def boundary_scores(predicted, reference, tolerance: int = 0) -> Dict[str, float]:
