@@ -412,6 +412,33 @@ def test_trainer_applies_a_warmup_per_layer(tmp_path):
             msr.HMLSTM(V, E, HS, warmup=bad)
 
 
+
+def test_resume_across_a_warmup_per_layer_is_bit_exact(tmp_path):
+    """A run stopped before layer 1's detector starts and again between the two starts, each piece resumed
+    by a fresh model and trainer from the checkpoint, gives the uninterrupted run's losses and parameters
+    bit for bit: the held rows, the restarts and the targets follow from the file and the schedules."""
+    corpus = msr.data.synthetic_hierarchy(n_chars=4000, seed=0).corpus(valid_fraction=0.0, test_fraction=0.0)
+
+    def run(model, **fit):
+        losses = []
+        trainer = msr.Trainer(model, optimizer=msr.optim.Adam(3e-3), batch_size=4, bptt=20, progress=False)
+        trainer.fit(corpus.train, epochs=1, log=lambda d: losses.append(d["loss"]) if d["event"] == "chunk" else None,
+                    **fit)
+        return losses
+
+    make = lambda seed: msr.HMLSTM(corpus.vocab_size, 8, (8, 8, 8), seed=seed, warmup=[3, 6],  # noqa: E731
+                                   rate_target=[0.2, 0.1])
+    straight = make(0)
+    want = run(straight, max_chunks=10)
+    path = tmp_path / "run.npz"
+    got = run(make(0), checkpoint=path, max_chunks=2)
+    for i, chunks in enumerate((3, 5)):          # from 2 to 5 (layer 1 starts at 3), then to 10 (layer 2 at 6)
+        model = make(100 + i)                     # other initial parameters: all must come from the file
+        got += run(model, checkpoint=path, resume=True, max_chunks=chunks)
+    assert got == want and len(got) == 10
+    np.testing.assert_array_equal(model.flat_parameters(), straight.flat_parameters())
+    assert model.options["detectors"] == 1.0
+
 PER_LAYER_OPTIONS = [
     {"gradient": ["blend", "switch"]},
     {"gradient": ["switch", "blend"], "flush_cut": True},
