@@ -271,11 +271,9 @@ class HMLSTM(LanguageModel):
         super().reset_parameters(seed)
         shift = float(self.config.get("boundary_bias", 0.0))
         P = self.parameters()
-        for l, h in enumerate(self.config["hidden_sizes"]):
-            b = P[f"bias_l{l}"]
-            if b.shape[0] != 4 * h + 1:  # no detector
-                continue
-            b[4 * h] += shift
+        for l in self.detector_layers:
+            h = self.config["hidden_sizes"][l]
+            P[f"bias_l{l}"][4 * h] += shift
             if self.options.get(f"detector_below_l{l}"):
                 for k in (f"weight_hh_l{l}", f"weight_td_l{l}"):
                     if k in P:
