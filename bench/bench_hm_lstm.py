@@ -116,7 +116,7 @@ def main():
     # Trained under the "blend" reading (it keeps boundaries sparse; "switch" drifts towards z = 1 early
     # in training).
     # the documented setting (docs/performance.md): gated head, no rate target, no boundary warm-up
-    paper_head = dict(head="gated", rate_target=None, warmup=0)
+    paper_head = dict(head="gated", detector_input="all", rate_target=None, warmup=0)
     model = msr.HMLSTM(corpus.vocab_size, args.embed, H, flush_cut=True, gradient="blend", seed=args.seed, **paper_head)
     trainer = msr.Trainer(model, optimizer=msr.optim.Adam(2e-3), clip_norm=1.0, batch_size=args.batch,
                           bptt=args.bptt, progress=False,

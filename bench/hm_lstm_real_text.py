@@ -10,8 +10,10 @@ step boundaries, slope 1 -> 5 by 0.04 per epoch, Adam 2e-3, clip 1, B = 64, T = 
 wall time on one thread, under the package's default gradient reading and flush cut (``--paper`` for the
 paper's: gradient "switch", no flush cut). Word ends are scored as where they can first be seen: the
 space after each word (tolerance 1 also accepts the word's last character and the next word's first).
-``--recipe`` trains the package's default recipe instead (linear head, boundary warm-up, rate target on
-layer 1 (``--rate-target`` for one value per detector layer), constant slope 1); the rest is the same.
+``--recipe`` trains the word recipe instead (``WORD_RECIPE``, the package's defaults up to 2 layers: linear
+head, boundary warm-up, rate target on layer 1 (``--rate-target`` for one value per detector layer),
+constant slope 1); ``--defaults`` the model's own defaults for its depth (from 3 layers the phrase recipe),
+with layer norm and slope 1; the rest is the same.
 ``--option NAME=JSON`` sets any other model option (e.g. the phrase recipe's ``detector_input="below"``).
 Writes ``<out>_fig3.png``, ``<out>_fig4.png`` and ``<out>.json``.
 """
@@ -25,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 import multiscale_rnn as msr
-from multiscale_rnn.models.hm_lstm import boundary_scores
+from multiscale_rnn.models.hm_lstm import WORD_RECIPE, boundary_scores
 from timing import cpu_name
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -42,7 +44,10 @@ def main(argv=None):
     p.add_argument("--rate-penalty", type=float, default=0.0,
                    help="lambda of the boundary-rate term (HMLSTM rate_penalty; default 0, off)")
     p.add_argument("--recipe", action="store_true",
-                   help="the package's default recipe (linear head, warm-up, rate target, slope 1)")
+                   help="the word recipe (linear head, warm-up, rate target, slope 1: the package's defaults up to "
+                        "2 layers, written out)")
+    p.add_argument("--defaults", action="store_true",
+                   help="the package's defaults for the depth (from 3 layers the phrase recipe), with layer norm")
     p.add_argument("--rate-target", default=None,
                    help="with --recipe: comma-separated boundary-rate targets, one per detector layer "
                         "(default: the model's, 0.18 on layer 1)")
@@ -55,16 +60,20 @@ def main(argv=None):
     msr.set_num_threads(1)
     path = DATA / ("ptb" if a.data == "ptb-char" else "text8_prefix")
     corpus = msr.data.load(a.data, path=path, download=False, progress=False)
-    if a.recipe:
-        # the package's defaults: linear head, boundary warm-up, rate target, slope 1 throughout
-        opts = dict(layer_norm=True, rate_penalty=a.rate_penalty)
+    if a.defaults:
+        # the model's own defaults for its depth, layer norm on, slope 1 throughout
+        opts = dict(layer_norm=True)
+        schedules = {}
+    elif a.recipe:
+        # the word recipe: linear head, boundary warm-up, rate target, slope 1 throughout
+        opts = dict(WORD_RECIPE, layer_norm=True, rate_penalty=a.rate_penalty)
         if a.rate_target is not None:
             opts["rate_target"] = [float(r) for r in a.rate_target.split(",")]
         schedules = {}
     else:
         # the model of the first documented runs (before the default recipe: no rate target, no warm-up)
         opts = dict(layer_norm=True, boundary="step", head="gated", head_size=a.hidden,
-                    rate_penalty=a.rate_penalty, rate_target=None, warmup=0)
+                    detector_input="all", rate_penalty=a.rate_penalty, rate_target=None, warmup=0)
         schedules = {"slope": msr.schedules.linear(1.0, 5.0, per_epoch=0.04)}
     if a.paper:
         opts.update(gradient="switch", flush_cut=False)
@@ -101,7 +110,7 @@ def main(argv=None):
     score["space_exact"] = boundary_scores(tr.z[0] > 0.5, spaces, 0)
     score["word_end_exact"] = boundary_scores(tr.z[0] > 0.5, words_end, 0)
     out = {"data": a.data, "layers": a.layers, "hidden": a.hidden, "paper": a.paper, "rate_penalty": a.rate_penalty,
-           "recipe": a.recipe, "rate_target": model.config.get("rate_target"), "warmup": model.config.get("warmup"),
+           "recipe": a.recipe, "defaults": a.defaults, "rate_target": model.config.get("rate_target"), "warmup": model.config.get("warmup"),
            "options": {k: model.config.get(k) for k in ("detector_input", "gradient", "rate_weight")},
            "minutes": seconds / 60, "chunks": chunks, "chars_trained": chunks * 64 * 100,
            "valid_chars": int(len(valid)), "valid_bpc": bpc,

@@ -11,7 +11,7 @@ the first 2000 validation characters from a zero state and reports, per layer wi
 - the fraction of steps with z^l = 1;
 - the validation bits per character, and the training time (one thread).
 
-    python bench/study_hm_boundaries.py            # the default recipe (default+best5), 2 and 3 layers, 5 seeds
+    python bench/study_hm_boundaries.py            # the package's default recipe, 2 and 3 layers, 5 seeds
     python bench/study_hm_boundaries.py --configs paper,blend+cut+rate0.05 --seeds 0,1,2 --layers 2
     python bench/study_hm_boundaries.py --layers 3 \
         --configs default+target0.18_0.05+below+switch2+mu20+warm500_1500+ep100+best5@65   # the phrase recipe
@@ -32,18 +32,21 @@ import time
 import numpy as np
 
 import multiscale_rnn as msr
-from multiscale_rnn.models.hm_lstm import boundary_scores, first_seen
+from multiscale_rnn.models.hm_lstm import WORD_RECIPE, boundary_scores, first_seen
 
 EPOCHS = 8           # the earlier study's configurations
 RECIPE_EPOCHS = 40   # the default recipe (880 updates of 32 x 50 characters, warm-up 500 of them)
+PHRASE_EPOCHS = 100  # the phrase recipe (2,300 updates; layer 2's detector starts at 1,500)
 
 
 def configuration(name: str):
     """(model options, trainer settings, model-option schedules) of a configuration name.
 
-    ``default``: one run of the package's defaults (the model's defaults with the Trainer's boundary
-    warm-up, no option schedule, 40 epochs), then any words after ``default+``; ``default+best5`` is the
-    default recipe (five such runs, the lowest validation BPC kept). Otherwise the earlier study's base
+    ``package``: the package's default recipe for the model's depth (the model's own defaults, five
+    restarts compared where ``best_of`` chooses, 40 epochs with 2 layers, 100 with 3). ``default``: one
+    run of the word recipe (the defaults up to 2 layers, written out: ``WORD_RECIPE`` with the
+    Trainer's boundary warm-up, no option schedule, 40 epochs), then any words after ``default+``;
+    ``default+best5`` is the word recipe with restarts (five such runs, the lowest validation BPC kept). Otherwise the earlier study's base
     (gated head, no rate target, no warm-up) and words joined by ``+``:
     ``paper`` (gradient switch, no flush cut, no rate term, slope 1 -> 5 by 1 per epoch), ``switch``,
     ``blend``, ``cut`` (flush_cut), ``nocut``, ``ln`` (layer_norm), ``sample`` (Bernoulli boundaries), ``soft`` (z = zhat),
@@ -64,16 +67,23 @@ def configuration(name: str):
     ``msr.best_of``, model seeds k*seed .. k*seed + k-1, chosen on the validation text after the scored part;
     ``best<k>@<e>``: chosen after e epochs, the chosen run then trained on alone).
     """
-    if name == "default" or name.startswith("default+"):
-        # the package's default recipe: the model's defaults (rate target, linear head, flush cut,
-        # "blend"), the Trainer's boundary warm-up, no option schedule (slope 1), 40 epochs; words after
-        # "default+" change it (e.g. default+ep60, default+target0.2, default+warm250)
-        opts, train, sched = {}, dict(lr=5e-3, epochs=RECIPE_EPOCHS), {}
+    if name == "package" or name.startswith("package+"):
+        # the package's defaults for the model's depth (the word recipe up to 2 layers, the phrase recipe
+        # from 3), trained as docs/models/hm_lstm.md's default recipe: five restarts compared where best_of
+        # chooses by itself, 40 epochs (2 layers) or 100 (3 layers)
+        opts, train, sched = {}, dict(lr=5e-3, epochs=None, restarts=5, select_after="auto"), {}
+        words = name.split("+")[1:]
+    elif name == "default" or name.startswith("default+"):
+        # the word recipe (the package's defaults up to 2 layers, written out so that these rows mean the
+        # same for 3 layers): rate target, linear head, flush cut, "blend", the Trainer's boundary warm-up,
+        # no option schedule (slope 1), 40 epochs; words after "default+" change it (e.g. default+ep60,
+        # default+target0.2, default+warm250)
+        opts, train, sched = dict(WORD_RECIPE), dict(lr=5e-3, epochs=RECIPE_EPOCHS), {}
         words = name.split("+")[1:]
     else:
         # the earlier study's base (the defaults before the recipe: gated head, no rate target, no warm-up)
         opts = dict(gradient="switch", flush_cut=False, rate_penalty=0.0, boundary_bias=0.0, head="gated",
-                    rate_target=None, warmup=0)
+                    detector_input="all", rate_target=None, warmup=0)
         train = dict(lr=5e-3, epochs=EPOCHS)
         sched = {"slope": msr.schedules.linear(1.0, 5.0, per_epoch=1.0)}
         words = name.split("+")
@@ -303,6 +313,8 @@ def run(name, layers, kind, seed, hidden=32, read=2000):
     h = make_text(kind)
     corpus = h.corpus(valid_fraction=0.1, test_fraction=0.0)
     sizes = [hidden] * layers
+    if train["epochs"] is None:  # package: by depth
+        train["epochs"] = RECIPE_EPOCHS if layers <= 2 else PHRASE_EPOCHS
     if train is not None and "hidden" in train:
         given = train["hidden"]
         sizes = [given[min(l, len(given) - 1)] for l in range(layers)]
@@ -375,7 +387,7 @@ def row(results, config, layers, kind):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--configs", default="default+best5")
+    p.add_argument("--configs", default="package")
     p.add_argument("--layers", default="2,3")
     p.add_argument("--text", default="sep")
     p.add_argument("--seeds", default="0,1,2,3,4")

@@ -46,6 +46,8 @@ def test_trains_every_candidate_and_keeps_the_lowest_validation_loss(corpus):
     ({"make_model": "lstm"}, TypeError, "make_model must be a callable"),
     ({"select_after": 0}, ValueError, "select_after must be a positive integer, got 0"),
     ({"select_after": 2}, ValueError, "select_after=2 is beyond epochs=1"),
+    ({"select_after": "early"}, ValueError, "select_after must be a positive integer, None or 'auto', got 'early'"),
+    ({"epochs": 0}, ValueError, "epochs must be a positive integer, got 0"),
 ])
 def test_bad_arguments(corpus, kwargs, error, message):
     args = dict(make_model=_make(corpus, []), train=corpus.train, valid=corpus.valid, restarts=2, epochs=1,
@@ -127,3 +129,26 @@ def test_select_after_compares_early_and_trains_only_the_chosen_one_on(corpus, t
     msr.Trainer(alone, optimizer=msr.optim.Adam(5e-3), seed=chosen[0]["seed"], batch_size=8, bptt=20,
                 progress=False).fit(corpus.train, epochs=3)
     assert np.array_equal(alone.flat_parameters(), model.flat_parameters())
+
+
+def test_select_after_auto_asks_the_model(corpus):
+    """select_after="auto" (the default): an HM-LSTM with a warm-up per layer is compared at the last whole
+    epoch before its last detector starts; a model that names no step (an LSTM, an HM-LSTM with one warm-up)
+    at the end. The comparison point is the one an explicit select_after gives, bit for bit."""
+    from multiscale_rnn.trainer import auto_select_after
+    hm = lambda s: msr.HMLSTM(corpus.vocab_size, 8, (8, 8, 8), seed=s, warmup=[5, 30])
+    n = msr.data.num_chunks(msr.data.batchify(corpus.train, 8), 20)      # chunks per epoch
+    assert auto_select_after(hm(0), corpus.train, 8, 20, epochs=10) == 30 // n
+    assert auto_select_after(hm(0), corpus.train, 8, 20, epochs=30 // n) is None      # not before the end
+    assert auto_select_after(msr.HMLSTM(corpus.vocab_size, 8, (8, 8, 8), warmup=[1, 2]), corpus.train, 8, 20,
+                             epochs=10) is None                                       # within the first epoch
+    assert auto_select_after(msr.HMLSTM(corpus.vocab_size, 8, (8, 8)), corpus.train, 8, 20, epochs=10) is None
+    kw = dict(restarts=2, epochs=30 // n + 1, seed=1, batch_size=8, bptt=20, progress=False,
+              make_optimizer=lambda: msr.optim.Adam(5e-3))
+    model, results = msr.best_of(hm, corpus.train, corpus.valid, **kw)
+    assert [r["compared_after"] for r in results] == [30 // n] * 2
+    assert [r["epochs"] for r in results] == [kw["epochs"] if r["chosen"] else 30 // n for r in results]
+    same, _ = msr.best_of(hm, corpus.train, corpus.valid, select_after=30 // n, **kw)
+    assert np.array_equal(same.flat_parameters(), model.flat_parameters())
+    _, at_end = msr.best_of(_make(corpus, []), corpus.train, corpus.valid, **{**kw, "epochs": 2})
+    assert [r["compared_after"] for r in at_end] == [2, 2]

@@ -100,6 +100,8 @@ def test_restarts_keep_the_run_with_the_lowest_validation_loss(tmp_path, capsys)
     for extra, message in ((["--restarts", "2", "--resume"], "resume the chosen run with --restarts 1"),
                            (["--restarts", "2", "--select-after", "2"], "select-after = 2 is beyond epochs = 1"),
                            (["--restarts", "2", "--select-after", "0"], "select-after must be a positive integer"),
+                           (["--restarts", "2", "--select-after", "later"],
+                            "select-after must be a positive integer, auto or none, got 'later'"),
                            (["--restarts", "2", "--max-chunks", "3"], "neither checkpoint-every nor max-chunks"),
                            (["--restarts", "0"], "restarts must be a positive integer")):
         assert main(args + extra) == 1
@@ -161,14 +163,16 @@ def test_real_text_hm_lstm_recipe_presets(name):
 
 
 def test_phrase_recipe_preset_trains_from_the_command_line(tmp_path, capsys):
-    # the 3-layer phrase recipe (docs/models/hm_lstm.md, "The phrase recipe"): its per-layer options reach the
-    # model, its per-layer warm-up the Trainer, and a short run of it from the command line is checkpointed
+    # the 3-layer default recipe, the phrase recipe (docs/models/hm_lstm.md, "The default recipe"): the model's
+    # defaults give its per-layer options, its per-layer warm-up reaches the Trainer, the runs are compared where
+    # the model says, and a short run of it from the command line is checkpointed
     s = resolve_settings(preset="synthetic-hm-lstm-phrases")
     m = model_from_settings(s, vocab_size=30)
     assert m.config["hidden_sizes"] == [32, 32, 32] and m.config["detector_input"] == "below"
     assert m.config["gradient"] == ["blend", "switch"] and m.config["rate_target"] == [0.18, 0.05]
     assert m.config["warmup"] == [500, 1500] and set(m.default_model_options()) == {"detectors_l0", "detectors_l1"}
-    assert (s["restarts"], s["select_after"], s["epochs"]) == (5, 65, 100)
+    assert (s["restarts"], s["select_after"], s["epochs"]) == (5, "auto", 100) and "options" not in PRESETS[
+        "synthetic-hm-lstm-phrases"]
     out = tmp_path / "phrases.npz"
     assert main(["train", "--preset", "synthetic-hm-lstm-phrases", "--epochs", "1", "--restarts", "1",
                  "--data-option", "n_chars=6000", "--out", str(out), "--no-progress"]) == 0

@@ -14,12 +14,13 @@ V, E, HS, B, T = 11, 5, (4, 3, 5), 3, 6
 
 def make(seed=3, hidden=HS, scale=0.5, z_bias=None, **kw):
     """A float64 HM-LSTM with N(0, scale^2) weights (boundaries then fire at mixed steps). Options not
-    given follow the paper's reading (gradient "switch" for binary boundaries, no flush cut), which
-    these tests were written for, with the paper's gated output module and no rate target; the package's
+    given follow the paper's reading (gradient "switch" for binary boundaries, no flush cut, detectors reading
+    everything), which these tests were written for, with the paper's gated output module and no rate target; the package's
     defaults and the rate target are checked in test_hm_lstm_recipe.py."""
     kw.setdefault("flush_cut", False)
     kw.setdefault("head", "gated")
     kw.setdefault("rate_target", None)
+    kw.setdefault("detector_input", "all")
     if kw.get("boundary", "step") != "soft":
         kw.setdefault("gradient", "switch")
     m = msr.HMLSTM(V, E, hidden, dtype="float64", seed=seed, **kw)
@@ -519,31 +520,29 @@ def test_default_recipe_with_restarts_keeps_a_run_that_finds_the_words():
 
 
 
-def phrase_recipe_model(vocab_size, seed):
-    """The phrase recipe's model (docs/models/hm_lstm.md, "The phrase recipe")."""
-    return msr.HMLSTM(vocab_size, 16, (32, 32, 32), seed=seed, detector_input="below", gradient=["blend", "switch"],
-                      rate_target=[0.18, 0.05], rate_weight=20.0, warmup=[500, 1500])
-
-
 @pytest.mark.usefixtures("one_thread")
-def test_phrase_recipe_finds_words_and_phrases():
-    """The phrase recipe (docs/models/hm_lstm.md, "The phrase recipe"; study seed 4: model seeds 20-24): five
-    runs compared after 65 epochs, just before layer 2's detector starts, the one of lowest BPC on validation
-    text after the 2,000 characters scored trained on to 100 epochs. Its layer 1 marks the word ends (F1 >=
-    0.9) and its layer 2 the phrase ends (F1 >= 0.7 against the step after each phrase's last symbol); the
-    recipe reached both on 8 of 10 seeds (this seed: 1.00 / 0.92), and layer 3 updates about once a phrase."""
+def test_three_layer_defaults_find_words_and_phrases():
+    """The default recipe of a 3-layer model, the phrase recipe (docs/models/hm_lstm.md, "The default recipe";
+    study seed 4: model seeds 20-24), from the defaults alone: five runs compared where ``best_of`` chooses by
+    itself (after 65 epochs, just before layer 2's detector starts), the one of lowest BPC on validation text
+    after the 2,000 characters scored trained on to 100 epochs. Its layer 1 marks the word ends (F1 >= 0.9)
+    and its layer 2 the phrase ends (F1 >= 0.7 against the step after each phrase's last symbol); the recipe
+    reached both on 8 of 10 seeds (this seed: 1.00 / 0.92), and layer 3 updates about once a phrase."""
     corpus = synthetic_corpus()
-    m, results = msr.best_of(lambda s: phrase_recipe_model(corpus.vocab_size, s), corpus.train, corpus.valid[2000:],
-                             restarts=5, epochs=100, select_after=65, seed=20,
+    m, results = msr.best_of(lambda s: msr.HMLSTM(corpus.vocab_size, 16, (32, 32, 32), seed=s), corpus.train,
+                             corpus.valid[2000:], restarts=5, epochs=100, seed=20,
                              make_optimizer=lambda: msr.optim.Adam(5e-3), clip_norm=1.0, batch_size=32, bptt=50,
                              progress=False)
+    assert m.config["detector_input"] == "below" and m.config["warmup"] == [500, 1500]  # the phrase recipe
     kept = [r for r in results if r["chosen"]]
     assert len(kept) == 1 and kept[0]["epochs"] == 100 and all(r["epochs"] == 65 for r in results if not r["chosen"])
+    assert all(r["compared_after"] == 65 for r in results)
     tr, f1 = word_scores(m, corpus)
     z2 = boundary_scores(tr.z[1] > 0.5, first_seen(corpus.boundaries["valid"]["phrase"][:2000]), 1)
     assert f1 >= 0.9, (tr.scores[0], results)
     assert z2["f1"] >= 0.7, (z2, results)
     assert tr.updates[2] < 0.1 * len(tr), "the third layer should update about once per phrase"
+
 
 def test_plots(tmp_path):
     matplotlib = pytest.importorskip("matplotlib")

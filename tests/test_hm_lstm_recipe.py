@@ -186,14 +186,54 @@ def test_boundary_map_rows_follow_the_trace(tmp_path, top_boundary):
 
 
 def test_defaults_and_the_papers_reading():
-    m = msr.HMLSTM(V, E, HS)
+    m = msr.HMLSTM(V, E, HS[:2])
     assert m.config["gradient"] == "blend" and m.config["flush_cut"] is True
     assert m.config["rate_penalty"] == 0.0 and m.config["boundary_bias"] == 0.0
-    paper = msr.HMLSTM(V, E, HS, gradient="switch", flush_cut=False)
+    paper = msr.HMLSTM(V, E, HS, gradient="switch", flush_cut=False, detector_input="all")
     assert paper.config["gradient"] == "switch" and not paper.config["flush_cut"]
-    from multiscale_rnn.cli import resolve_settings
+    from multiscale_rnn.cli import model_from_settings, resolve_settings
     s = resolve_settings("ptb-char-hm-lstm")
     assert s["options"]["gradient"] == "switch" and s["options"]["flush_cut"] is False
+    # the paper's model (eq. 6: every detector reads everything) and the real-text recipes (the word recipe
+    # with a second target) hold their options against a 3-layer model's own defaults, the phrase recipe
+    for preset, target, weight in (("ptb-char-hm-lstm", [], 20.0), ("ptb-char-hm-lstm-recipe", [0.18, 0.06], 5.0),
+                                   ("text8-hm-lstm-recipe", [0.18, 0.06], 5.0)):
+        c = model_from_settings(resolve_settings(preset), vocab_size=V).config
+        assert c["detector_input"] == "all", preset
+        assert (c["rate_target"], c["rate_weight"]) == (target, weight), preset
+        assert c["warmup"] == (0 if preset == "ptb-char-hm-lstm" else 500), preset
+        assert c["gradient"] == ("switch" if preset == "ptb-char-hm-lstm" else "blend"), preset
+
+
+def test_defaults_by_depth(tmp_path):
+    """Up to 2 layers the defaults are the word recipe, from 3 layers the phrase recipe (docs/models/hm_lstm.md,
+    "The default recipe"); an option given keeps its value and the others follow the depth."""
+    from multiscale_rnn.models.hm_lstm import PHRASE_RECIPE, WORD_RECIPE
+    two, three, four = (msr.HMLSTM(V, E, (4,) * L).config for L in (2, 3, 4))
+    assert {k: two[k] for k in WORD_RECIPE} == {**WORD_RECIPE, "rate_target": [0.18]}
+    assert {k: three[k] for k in PHRASE_RECIPE} == PHRASE_RECIPE
+    assert {k: four[k] for k in PHRASE_RECIPE} == PHRASE_RECIPE   # layer 3's detector: "below", "switch", no target
+    assert msr.HMLSTM(V, E, (4,)).config["rate_target"] == []      # no detector
+    # what the config stores is what the model runs: the core options follow the resolved values
+    m = msr.HMLSTM(V, E, HS)
+    assert [m.options[f"detector_below_l{l}"] for l in range(3)] == [1.0, 1.0, 1.0]
+    assert [m.options[f"blend_l{l}"] for l in range(3)] == [1.0, 0.0, 0.0]
+    assert (m.options["rate_target_l0"], m.options["rate_target_l1"], m.options["rate_weight"]) == (0.18, 0.05, 20.0)
+    assert m.selection_step() == 1500 and msr.HMLSTM(V, E, HS[:2]).selection_step() is None
+    assert msr.HMLSTM(V, E, HS, warmup=[500, 500]).selection_step() is None     # starts that do not differ
+    assert msr.HMLSTM(V, E, HS, warmup=800).selection_step() is None
+    # an option given keeps its value, the rest follow the depth; "auto" asks for the depth's target
+    mixed = msr.HMLSTM(V, E, HS, detector_input="all", rate_target=[0.18, 0.06]).config
+    assert mixed["detector_input"] == "all" and mixed["rate_target"] == [0.18, 0.06] and mixed["rate_weight"] == 20.0
+    assert msr.HMLSTM(V, E, HS, rate_target="auto").config["rate_target"] == [0.18, 0.05]
+    assert msr.HMLSTM(V, E, HS, rate_target=None).config["rate_target"] == []
+    # soft boundaries have only the blend reading
+    assert msr.HMLSTM(V, E, HS, boundary="soft").config["gradient"] == "blend"
+    with pytest.raises(ValueError, match="rate_target must be .*'auto', got 'atuo'"):
+        msr.HMLSTM(V, E, HS, rate_target="atuo")
+    # a checkpoint stores the resolved values, so a model saved under these defaults loads the same later
+    path = msr.checkpoint.save(tmp_path / "three.npz", m)
+    assert {k: msr.checkpoint.load(path).model.config[k] for k in PHRASE_RECIPE} == PHRASE_RECIPE
 
 
 def test_step_schedule_switches_the_gradient_reading():
@@ -266,7 +306,7 @@ def test_rate_target_matches_pytorch_reference(opts):
 
 
 def test_rate_target_option_values(tmp_path):
-    m = msr.HMLSTM(V, E, HS)
+    m = msr.HMLSTM(V, E, HS, rate_target=0.18, rate_weight=5.0)
     assert m.config["rate_target"] == [0.18] and m.config["rate_weight"] == 5.0
     assert msr.HMLSTM(V, E, HS, rate_target=0.3).config["rate_target"] == [0.3]
     assert msr.HMLSTM(V, E, HS, rate_target=(0.3, 0.05)).config["rate_target"] == [0.3, 0.05]

@@ -110,7 +110,8 @@ _SETTING_RULES = {
                       "a list of positive integers"),
     "max_chunks": _POSITIVE_INT, "checkpoint_every": _POSITIVE_INT,
     "seed": (lambda v: _is_int(v) and v >= 0, "a non-negative integer"),
-    "restarts": _POSITIVE_INT, "select_after": _POSITIVE_INT,
+    "restarts": _POSITIVE_INT,
+    "select_after": (lambda v: v == "auto" or (_is_int(v) and v >= 1), "a positive integer, auto or none"),
     "threads": _POSITIVE_INT, "out": _STRING, "progress": (lambda v: isinstance(v, bool), "true or false"),
 }
 
@@ -127,7 +128,7 @@ def check_settings(settings: Dict[str, Any]) -> None:
             continue
         if not ok(v):
             raise ValueError(f"{key.replace('_', '-')} must be {words}, got {v!r}")
-    if settings.get("select_after") is not None and settings.get("restarts", 1) > 1:  # one run: nothing to compare
+    if _is_int(settings.get("select_after")) and settings.get("restarts", 1) > 1:  # one run: nothing to compare
         if settings["select_after"] > settings.get("epochs", 1):
             raise ValueError(f"select-after = {settings['select_after']} is beyond epochs = {settings.get('epochs')}: "
                              f"the runs are compared after select-after epochs and the kept one trains on to epochs")
@@ -183,7 +184,7 @@ def resolve_settings(preset: Optional[str] = None, config: Optional[Dict[str, An
         own_text = True
     if own_text:  # the preset's corpus options were for its corpus
         settings["data_options"] = dict(flags.get("data_options", config.get("data_options", {})))
-    for key in ("clip_norm", "clip_value", "threads", "max_chunks", "checkpoint_every", "data_path"):
+    for key in ("clip_norm", "clip_value", "threads", "max_chunks", "checkpoint_every", "data_path", "select_after"):
         if isinstance(settings.get(key), str) and settings[key].lower() in ("none", "null", "off", ""):
             settings[key] = None
     for key in ("clip_norm", "clip_value"):
@@ -412,8 +413,9 @@ def _train_restarts(args, dist, s, corpus, out, log, extra, say):
                              fit_kw={"valid": corpus.valid, "log": log}, checkpoint=out, vocab=corpus.vocab,
                              extra=extra, **_trainer_kw(s, corpus))
     label = _label(corpus)
+    compared = results[0]["compared_after"]
     for r in results:
-        at = f" after {s['select_after']} epochs" if s["select_after"] is not None else ""
+        at = f" after {compared} epochs" if compared < int(s["epochs"]) else ""
         say(f"{run(r['seed'])}: valid {label} {r['valid_bpc']:.4f}{at}" + ("  <- kept" if r["chosen"] else ""))
     chosen = next(r for r in results if r["chosen"])
     return model, chosen["epochs"], chosen["steps"]
@@ -573,8 +575,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=int)
     g.add_argument("--restarts", type=int, help="train this many runs (seeds --seed, --seed + 1, ...) and keep the "
                    "one with the lowest validation loss (default 1)")
-    g.add_argument("--select-after", type=int, help="with --restarts: compare the runs after this many epochs "
-                   "and train only the kept one on to --epochs (default: compare at the end)")
+    g.add_argument("--select-after", type=_parse_value, help="with --restarts: compare the runs after this many "
+                   "epochs and train only the kept one on to --epochs; 'none': at the end; 'auto' (default): where "
+                   "the model says (an HM-LSTM of 3 or more layers: before its last boundary detector starts; "
+                   "others at the end)")
     g.add_argument("--threads", type=int)
     g.add_argument("--out", help="checkpoint path (.npz); the history goes beside it (.history.json)")
     g.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")

@@ -44,7 +44,8 @@ DEFAULTS: Dict[str, Any] = {
     "checkpoint_every": None,
     "eval_batch_size": 16,
     "restarts": 1,               # > 1: train this many runs (seeds seed, seed+1, ...), keep the lowest valid loss
-    "select_after": None,        # restarts > 1: compare the runs after this many epochs, train the kept one on
+    "select_after": "auto",      # restarts > 1: compare the runs after this many epochs ("auto": where the model
+                                 # says, e.g. before an HM-LSTM's last detector starts; none: at the end)
     "seed": 0,
     "threads": None,
     "out": "runs/model.npz",
@@ -83,7 +84,8 @@ PRESETS: Dict[str, Dict[str, Any]] = {
                  "slope reaches 5.",
         "model": "hmlstm", "embed_size": 128, "hidden_sizes": [512, 512, 512], "data": "ptb-char",
         "options": {"boundary": "step", "layer_norm": True, "head": "gated", "head_size": 512,
-                    "gradient": "switch", "flush_cut": False, "rate_target": None, "warmup": 0},
+                    "gradient": "switch", "flush_cut": False, "detector_input": "all", "rate_target": None,
+                    "warmup": 0},
         "anneal": {"slope": [1.0, 5.0, 0.04]},
         "epochs": 100, "batch_size": 64, "bptt": 100, "optimizer": "adam", "lr": 2e-3, "clip_norm": 1.0,
         "lr_schedule": "plateau", "lr_factor": 50.0, "patience": 0, "out": "runs/ptb-char-hm-lstm.npz",
@@ -95,7 +97,9 @@ PRESETS: Dict[str, Dict[str, Any]] = {
                  "(without the second, layer 2's boundaries drift), slope 1, Adam 2e-3, batch 64, 100 steps, "
                  f"gradient norm clipped to 1, {budget}.",
         "model": "hmlstm", "embed_size": 64, "hidden_sizes": [128, 128, 128], "data": name,
-        "options": {"layer_norm": True, "rate_target": [0.18, 0.06]},
+        # the word recipe (hm_lstm.WORD_RECIPE) with a second target: a 3-layer model's own defaults are the phrase recipe
+        "options": {"layer_norm": True, "detector_input": "all", "gradient": "blend", "rate_target": [0.18, 0.06],
+                    "rate_weight": 5.0, "warmup": 500},
         "epochs": epochs, "batch_size": 64, "bptt": 100, "optimizer": "adam", "lr": 2e-3, "clip_norm": 1.0,
         "out": f"runs/{name}-hm-lstm-recipe.npz",
     } for name, what, epochs, budget in (
@@ -113,18 +117,17 @@ PRESETS: Dict[str, Dict[str, Any]] = {
         "restarts": 5, "out": "runs/synthetic-hm-lstm.npz",
     },
     "synthetic-hm-lstm-phrases": {
-        "about": "A 3-layer HM-LSTM on the generated hierarchical text whose first layer marks the words and "
-                 "second layer the phrases (docs/models/hm_lstm.md, \"The phrase recipe\"): every boundary "
-                 "detector reads only the layer below, z^1 read as a blend and z^2 as a switch, rate targets "
-                 "0.18 and 0.05 with weight 20, layer 1's detector started after 500 updates and layer 2's "
-                 "after 1500, five runs compared after 65 epochs (just before layer 2's detector starts) and "
-                 "the one of lowest validation BPC trained on to 100 (one to two and a half minutes on 2 cores).",
+        "about": "A 3-layer HM-LSTM on the generated hierarchical text with the default recipe, which from 3 "
+                 "layers is the phrase recipe: its first layer marks the words and its second layer the phrases "
+                 "(docs/models/hm_lstm.md, \"The default recipe\"): every boundary detector reads only the "
+                 "layer below, z^1 read as a blend and z^2 as a switch, rate targets 0.18 and 0.05 with weight "
+                 "20, layer 1's detector started after 500 updates and layer 2's after 1500, five runs compared "
+                 "just before layer 2's detector starts (after 65 epochs) and the one of lowest validation BPC "
+                 "trained on to 100 (one to two and a half minutes on 2 cores).",
         "model": "hmlstm", "embed_size": 16, "hidden_sizes": [32, 32, 32], "data": "synthetic",
         "data_options": {"n_chars": 40_000, "seed": 0, "valid_fraction": 0.1, "test_fraction": 0.0},  # the study's
-        "options": {"detector_input": "below", "gradient": ["blend", "switch"], "rate_target": [0.18, 0.05],
-                    "rate_weight": 20.0, "warmup": [500, 1500]},
         "epochs": 100, "batch_size": 32, "bptt": 50, "optimizer": "adam", "lr": 5e-3, "clip_norm": 1.0,
-        "restarts": 5, "select_after": 65, "out": "runs/synthetic-hm-lstm-phrases.npz",
+        "restarts": 5, "out": "runs/synthetic-hm-lstm-phrases.npz",
     },
 }
 

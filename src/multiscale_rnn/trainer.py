@@ -725,10 +725,23 @@ class Trainer:
 
 # ---- random restarts -----------------------------------------------------------------------------
 
+def auto_select_after(model, train, batch_size: int, bptt: int, epochs: int) -> Optional[int]:
+    """``select_after="auto"`` of :func:`best_of`: the whole epochs of ``train`` (in chunks of ``batch_size``
+    streams x ``bptt`` steps) completed before ``model.selection_step()``, or None (compare after ``epochs``)
+    where the model names no step or the count is 0 or at least ``epochs``."""
+    step = model.selection_step() if hasattr(model, "selection_step") else None
+    if step is None:
+        return None
+    data = _data()
+    n = data.num_chunks(data.batchify(np.asarray(train), batch_size), bptt)
+    e = int(step) // n
+    return e if 1 <= e < int(epochs) else None
+
+
 def best_of(make_model: Callable[[int], object], train, valid, *, restarts: int = 3, epochs: int = 1, seed: int = 0,
             make_optimizer: Optional[Callable[[], Optimizer]] = None, eval_batch_size: int = 16,
             fit_kw: Optional[dict] = None, checkpoint: Union[str, Path, None] = None, vocab=None,
-            extra: Optional[dict] = None, select_after: Optional[int] = None, **trainer_kw):
+            extra: Optional[dict] = None, select_after: Union[int, str, None] = "auto", **trainer_kw):
     """Random restarts selected by the validation likelihood: train ``restarts`` candidates and keep
     the one with the lowest loss on ``valid``.
 
@@ -745,17 +758,21 @@ def best_of(make_model: Callable[[int], object], train, valid, *, restarts: int 
 
     ``select_after``: compare the candidates after this many epochs and train only the chosen one on to
     ``epochs`` (its optimiser, schedules and step count carried on, as ``fit`` goes on); None: after
-    ``epochs``. For an HM-LSTM with a warm-up per layer (``warmup=[n1, n2]``), choosing before layer 2's
-    detector starts picks the run whose word boundaries settled, and costs ``restarts`` times the
-    shorter run plus one continuation. The rows' ``valid_loss`` and ``valid_bpc`` are then those at the
-    selection; the chosen row's ``epochs`` and ``steps`` count its whole training.
+    ``epochs``; ``"auto"`` (the default): the model's choice (``model.selection_step()``), as whole epochs
+    before that update, and after ``epochs`` where the model has none or it falls in the first epoch or
+    at or after the last. An HM-LSTM with a warm-up per layer whose starts differ (``warmup=[500, 1500]``,
+    its default from 3 layers) chooses the last detector's start: comparing before layer 2's detector
+    starts picks the run whose word boundaries settled, and costs ``restarts`` times the shorter run
+    plus one continuation. The rows' ``valid_loss`` and ``valid_bpc`` are then those at the selection;
+    the chosen row's ``epochs`` and ``steps`` count its whole training.
 
     ``checkpoint``: the chosen candidate's checkpoint (model, optimiser, progress, history, with
     ``vocab`` and ``extra``) is written there once all candidates are trained, as ``Trainer.fit``
     writes it; candidates write none, so a failed call leaves an existing file as it was.
 
     Returns ``(model, results)``: the chosen model and one dict per candidate, in order, with ``seed``,
-    ``valid_loss``, ``valid_bpc``, ``epochs``, ``steps`` and ``chosen``. A candidate whose training
+    ``valid_loss``, ``valid_bpc``, ``epochs``, ``steps``, ``compared_after`` (the epochs at the comparison)
+    and ``chosen``. A candidate whose training
     fails (for example a ``FloatingPointError``) ends the call with that error, naming its seed.
 
     >>> model, results = best_of(lambda s: HMLSTM(v, 16, [32, 32], seed=s), corpus.train,  # doctest: +SKIP
@@ -779,8 +796,13 @@ def best_of(make_model: Callable[[int], object], train, valid, *, restarts: int 
         if key in fit_kw:
             raise TypeError(f"fit_kw may not hold {key!r}: best_of sets it (checkpoint, vocab and extra are its own "
                             f"arguments; candidates are new runs)")
-    select_after = _positive_int(select_after, "select_after", allow_none=True)
-    if select_after is not None and select_after > _positive_int(epochs, "epochs"):
+    epochs = _positive_int(epochs, "epochs")
+    auto = isinstance(select_after, str) and select_after == "auto"
+    if isinstance(select_after, str) and not auto:
+        raise ValueError(f"select_after must be a positive integer, None or 'auto', got {select_after!r}")
+    if not auto:
+        select_after = _positive_int(select_after, "select_after", allow_none=True)
+    if select_after is not None and not auto and select_after > epochs:
         raise ValueError(f"select_after={select_after} is beyond epochs={epochs}: the candidates are compared "
                          f"after select_after epochs, and the chosen one trains on to epochs")
     if valid is None or len(valid) < 2:
@@ -796,13 +818,16 @@ def best_of(make_model: Callable[[int], object], train, valid, *, restarts: int 
         if kw.get("lr_schedule") is not None:
             kw["lr_schedule"] = copy.deepcopy(kw["lr_schedule"])
         trainer = Trainer(model, optimizer=opt, seed=s, eval_batch_size=eval_batch_size, **kw)
+        if auto:  # the same for every candidate: they share the configuration
+            select_after = auto_select_after(model, train, trainer.batch_size, trainer.bptt, epochs)
+            auto = False
         try:
             trainer.fit(train, epochs=select_after or epochs, **fit_kw)
         except FloatingPointError as e:
             raise FloatingPointError(f"candidate {i + 1}/{restarts} (seed {s}): {e}") from e
         ev = evaluate(model, valid, batch_size=eval_batch_size)
         results.append({"seed": s, "valid_loss": ev["loss"], "valid_bpc": ev["bpc"], "epochs": trainer.epoch,
-                        "steps": trainer.step, "chosen": False})
+                        "steps": trainer.step, "compared_after": trainer.epoch, "chosen": False})
         if math.isfinite(ev["loss"]) and (best is None or ev["loss"] < best[0]):
             best = (ev["loss"], i, trainer)
     if best is None:

@@ -534,6 +534,12 @@ class LanguageModel:
         the HM-LSTM's boundary warm-up)."""
         return {}
 
+    def selection_step(self) -> Optional[int]:
+        """The update at which :func:`multiscale_rnn.best_of` compares restarts by default
+        (``select_after="auto"``), or None for after the last epoch (here; the HM-LSTM with a warm-up
+        per layer: when its last detector starts)."""
+        return None
+
     def set_option(self, name: str, value: float) -> None:
         """Change a core option between chunks (e.g. the HM-LSTM ``slope`` being annealed, or
         ``skip=False``); bools are 1.0 / 0.0."""

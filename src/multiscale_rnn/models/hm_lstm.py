@@ -30,7 +30,7 @@ import numpy as np
 
 from .base import LanguageModel, Option, sequence_and_symbols
 
-__all__ = ["HMLSTM", "HMTrace", "boundary_scores", "first_seen"]
+__all__ = ["HMLSTM", "HMTrace", "boundary_scores", "first_seen", "recipe_defaults", "WORD_RECIPE", "PHRASE_RECIPE"]
 
 OPS = ("COPY", "UPDATE", "FLUSH")  # op codes 0, 1, 2 in traces
 
@@ -136,8 +136,9 @@ def boundary_scores(predicted, reference, tolerance: int = 0) -> Dict[str, float
 
 
 def _rate_target_ok(v) -> bool:
-    """None (no target), a number in [0, 1] (layer 1), or a list of those (an empty list: none)."""
-    if v is None:
+    """None (no target), a number in [0, 1] (layer 1), a list of those (an empty list: none), or "auto" (the
+    default recipe's for the model's depth)."""
+    if v is None or (isinstance(v, str) and v == "auto"):
         return True
     vals = [v] if np.isscalar(v) and not isinstance(v, str) else list(v) if isinstance(v, (list, tuple)) else None
     return vals is not None and all(not isinstance(x, (bool, np.bool_)) and isinstance(x, (int, float, np.integer, np.floating))
@@ -166,6 +167,32 @@ def _check_count(values: list, detectors: int, name: str, owner: str) -> None:
                          f"boundary detector")
 
 
+#: The default recipe by depth (docs/models/hm_lstm.md, "The default recipe"): the values that the options
+#: left at their defaults take. Up to 2 layers, the word recipe (z^1 at the word ends): every detector
+#: reads everything, z read as a blend, a rate target on layer 1, one warm-up for all detectors.
+WORD_RECIPE = dict(detector_input="all", gradient="blend", rate_target=0.18, rate_weight=5.0, warmup=500)
+#: From 3 layers, the phrase recipe (z^1 at the word ends, z^2 at the phrase ends): every detector reads only
+#: the layer below, z^1 read as a blend and z^2 as a switch, rate targets on layers 1 and 2 held harder,
+#: layer 2's detector started 1000 updates after layer 1's.
+PHRASE_RECIPE = dict(detector_input="below", gradient=["blend", "switch"], rate_target=[0.18, 0.05],
+                     rate_weight=20.0, warmup=[500, 1500])
+
+
+def recipe_defaults(num_layers: int, boundary: str = "step") -> dict:
+    """The default recipe's options for an HM-LSTM of ``num_layers`` layers: :data:`WORD_RECIPE` up to 2,
+    :data:`PHRASE_RECIPE` from 3 (with ``boundary="soft"``, whose cases are blends, z read as a blend
+    throughout).
+
+    >>> recipe_defaults(2)["detector_input"], recipe_defaults(3)["warmup"]
+    ('all', [500, 1500])
+    """
+    out = {k: list(v) if isinstance(v, list) else v
+           for k, v in (PHRASE_RECIPE if num_layers >= 3 else WORD_RECIPE).items()}
+    if boundary == "soft":
+        out["gradient"] = "blend"
+    return out
+
+
 def _per_layer(value, L: int, detectors: int, name: str, owner: str) -> list:
     """``value`` (a string, or a list with one per layer with a detector) as a list of L values (the layers
     without a detector get the last one given)."""
@@ -178,6 +205,14 @@ def _per_layer(value, L: int, detectors: int, name: str, owner: str) -> list:
 class HMLSTM(LanguageModel):
     """Hierarchical multiscale LSTM language model (see the module docstring for the equations).
 
+    The defaults depend on the depth (docs/models/hm_lstm.md, "The default recipe"): up to 2 layers they
+    are the word recipe (:data:`WORD_RECIPE`: z^1 comes to mark word ends), from 3 layers the phrase
+    recipe (:data:`PHRASE_RECIPE`: z^1 at word ends and z^2 at phrase ends of the generated text). The
+    options marked "by depth" below take that recipe's value unless given; each one given keeps its
+    value and the others still follow the depth. The paper's model instead: ``gradient="switch",
+    flush_cut=False, detector_input="all", rate_target=None, warmup=0, head="gated"`` with the slope
+    annealed (the preset ``ptb-char-hm-lstm``).
+
     Options:
 
     - ``boundary``: ``"step"`` (eq. 9, straight-through gradient through the hard sigmoid), ``"sample"``
@@ -189,7 +224,8 @@ class HMLSTM(LanguageModel):
     - ``top_down``: True (paper, eq. 5: the top-down term on FLUSH) or False (beyond the paper: no
       top-down term and no ``weight_td``; with the flush cut a boundary then costs layer l all it knew,
       which with layer norm raised the mean boundary F1 in docs/models/hm_lstm.md's study).
-    - ``gradient``: ``"blend"`` (default: z also gets gradient through eq. 2-3 written as blends;
+    - ``gradient`` (by depth: ``"blend"`` up to 2 layers, ``["blend", "switch"]`` from 3; ``"blend"`` with
+      soft boundaries): ``"blend"`` (z also gets gradient through eq. 2-3 written as blends;
       the only choice for soft boundaries) or ``"switch"`` (the paper's text: the operation choice is
       a switch and z gets gradient through the z-gated terms only, so COPY columns do no work in
       training either). Changeable between chunks with ``set_option("blend", 1 or 0)``, e.g. blend
@@ -199,37 +235,38 @@ class HMLSTM(LanguageModel):
       as a switch (z^l's blend gradient runs through the operation weights of layers l and l+1);
       ``set_option("blend_l1", 0 or 1)`` changes one. Training skips COPY columns only when every
       boundary reads ``"switch"``.
-    - ``detector_input``: ``"all"`` (paper, eq. 6: the boundary row reads the layer's own state, the
-      layer below and the layer above) or ``"below"`` (beyond the paper: it reads only the layer below,
+    - ``detector_input`` (by depth: ``"all"`` up to 2 layers, ``"below"`` from 3): ``"all"`` (paper, eq. 6:
+      the boundary row reads the layer's own state, the layer below and the layer above) or ``"below"`` (beyond the paper: it reads only the layer below,
       s_z = z^{l-1}_t W_z h^{l-1}_t + b_z, its recurrent and top-down weights held at zero); or a list,
       one per layer with a detector. ``["all", "below"]`` lets z^2 decide from what layer 1 hands up
-      alone; ``"below"`` on every layer (z^1 then reads only the symbol) is part of the phrase recipe
-      that puts z^1 at the word ends and z^2 at the phrase ends in docs/models/hm_lstm.md (the preset
-      ``synthetic-hm-lstm-phrases``).
+      alone; ``"below"`` on every layer (z^1 then reads only the symbol, so it needs separators between
+      words) is part of the phrase recipe that puts z^1 at the word ends and z^2 at the phrase ends.
     - ``rate_penalty``: lambda >= 0 of the boundary-rate term lambda / (T B) sum_l sum_t z^l_t added to
       the objective (``Loss.aux["boundary_rate"]``; default 0, off). Beyond the paper.
     - ``boundary_bias``: added to the bias of every boundary row at initialisation (default 0; negative
       starts with fewer boundaries). Beyond the paper.
-    - ``rate_target``: r_l, the fraction of steps with z^l = 1 aimed at: a number for layer 1 (default
-      0.18, about one boundary per word of English-like text), a list with one value per layer with a
-      detector, or None; the objective gains mu * sum_l (zbar^l - r_l)^2, zbar^l the chunk's fraction
-      (``Loss.aux["boundary_target"]``). ``rate_weight``: mu (default 5). Beyond the paper. On real
-      text a 3-layer model wants a target on layer 2 too, ``[0.18, 0.06]``: without one its detector
-      drifts to 1 on every step, or swings between rare and constant boundaries with the BPC swinging too
-      (docs/models/hm_lstm.md, "Real text with the default recipe"; the presets
-      ``ptb-char-hm-lstm-recipe`` and ``text8-hm-lstm-recipe`` set it).
-    - ``warmup``: the Trainer holds every detector off (z = 0, layer 1 a plain LSTM) for this many
-      updates, then restarts each boundary row just below the threshold (default 500; 0: no warm-up;
-      the model's schedule ``{"detectors": schedules.step(0, 1, at_step=warmup)}``); or a list, one
-      count per layer with a detector (``[500, 1000]``: z^2 starts once z^1 has had 500 updates to
-      settle; schedules ``detectors_l{l}``). Beyond the paper.
+    - ``rate_target`` (by depth, ``"auto"``: 0.18 on layer 1 up to 2 layers, ``[0.18, 0.05]`` from 3): r_l,
+      the fraction of steps with z^l = 1 aimed at: a number for layer 1 (0.18 is about one boundary per
+      word of English-like text), a list with one value per layer with a detector, or None for none; the
+      objective gains mu * sum_l (zbar^l - r_l)^2, zbar^l the chunk's fraction
+      (``Loss.aux["boundary_target"]``). ``rate_weight`` (by depth: 5 up to 2 layers, 20 from 3): mu.
+      Beyond the paper. On real text a 3-layer model with the word recipe's options wants a target on
+      layer 2 too, ``[0.18, 0.06]``: without one its detector drifts to 1 on every step, or swings between
+      rare and constant boundaries with the BPC swinging too (docs/models/hm_lstm.md, "Real text with the
+      word recipe"; the presets ``ptb-char-hm-lstm-recipe`` and ``text8-hm-lstm-recipe`` set it).
+    - ``warmup`` (by depth: 500 up to 2 layers, ``[500, 1500]`` from 3): the Trainer holds every detector
+      off (z = 0, layer 1 a plain LSTM) for this many updates, then restarts each boundary row just below
+      the threshold (0: no warm-up; the model's schedule ``{"detectors": schedules.step(0, 1,
+      at_step=warmup)}``); or a list, one count per layer with a detector (``[500, 1500]``: z^2 starts
+      once z^1 has had 1000 updates to settle; schedules ``detectors_l{l}``), and then
+      :func:`multiscale_rnn.best_of` compares restarts by default just before the last detector starts
+      (:meth:`selection_step`). Beyond the paper.
 
-    The paper's reading is ``gradient="switch", flush_cut=False`` with the slope annealed; the
-    defaults are what found word boundaries most often in docs/models/hm_lstm.md's study. The default
-    recipe there is these defaults with the slope held at 1, trained five times from different seeds
-    with the run of lowest validation BPC kept (``multiscale_rnn.best_of(..., restarts=5)``, or
-    ``--restarts 5`` on the command line): the runs whose boundaries sit on the word ends are the
-    ones with the lower validation BPC.
+    The default recipe trains these defaults with the slope held at 1, five times from different seeds,
+    and keeps the run of lowest validation BPC (``multiscale_rnn.best_of(..., restarts=5)``, or
+    ``--restarts 5`` on the command line): the runs whose boundaries sit on the word ends are the ones
+    with the lower validation BPC. On the generated text it finds the words in layer 1 on 10 of 10 seeds
+    with 2 layers and 9 of 10 with 3, and the phrases in layer 2 of 3 layers on 9 of 10.
     - ``slope``: a of the hard sigmoid (annealed during training through ``set_option("slope", a)``).
     - ``layer_norm``: layer normalisation of each gate block of s^l_t (gains 1, shifts 0 at init).
     - ``skip``: gather the UPDATE/FLUSH columns and do no matrix work on COPY ones (True), or the
@@ -251,16 +288,17 @@ class HMLSTM(LanguageModel):
         Option("top_down", bool, True),
         Option("gradient", object, None, check=_per_detector_ok(("switch", "blend")),
                rule="'switch' or 'blend', or a list of those (one per layer with a detector)", core=False),
-        Option("detector_input", object, "all", check=_per_detector_ok(("all", "below")),
+        Option("detector_input", object, None, check=_per_detector_ok(("all", "below")),
                rule="'all' or 'below', or a list of those (one per layer with a detector)", core=False),
         Option("slope", float, 1.0, check=lambda a: a > 0, rule="> 0"),
         Option("layer_norm", bool, False),
         Option("skip", bool, True),
         Option("rate_penalty", float, 0.0, check=lambda v: v >= 0 and np.isfinite(v), rule=">= 0"),
-        Option("rate_weight", float, 5.0, check=lambda v: v >= 0, rule=">= 0"),
-        Option("rate_target", object, 0.18, check=_rate_target_ok,
-               rule="in [0, 1], or a list of those (one per layer with a detector), or None", core=False),
-        Option("warmup", object, 500, check=_warmup_ok,
+        Option("rate_weight", float, None, check=lambda v: v >= 0, rule=">= 0"),
+        Option("rate_target", object, "auto", check=_rate_target_ok,
+               rule="in [0, 1], or a list of those (one per layer with a detector), or None, or 'auto'",
+               core=False),
+        Option("warmup", object, None, check=_warmup_ok,
                rule="an integer >= 0, or a list of those (one per layer with a detector)", core=False),
         Option("boundary_bias", float, 0.0, check=lambda v: np.isfinite(v), rule="finite", core=False),
     )
@@ -280,8 +318,13 @@ class HMLSTM(LanguageModel):
                         P[k][4 * h, :] = 0.0
 
     def core_options(self, values, sizes):
-        if values["gradient"] is None:
-            values["gradient"] = "blend"
+        hidden = sizes["hidden_sizes"]
+        L = 1 if hidden is None or np.isscalar(hidden) else len(hidden)
+        # the options left at their defaults (None; rate_target "auto", its None being "no target") take the
+        # default recipe of this depth
+        for name, value in recipe_defaults(L, values["boundary"]).items():
+            if isinstance(values[name], str) if name == "rate_target" else values[name] is None:
+                values[name] = value
         for name in ("gradient", "detector_input"):  # JSON-able configs: a list, not a tuple
             if not isinstance(values[name], str):
                 values[name] = list(values[name])
@@ -290,8 +333,6 @@ class HMLSTM(LanguageModel):
         # rate_target: a number is layer 1's target (none in a model without detectors), a list one per
         # detector layer from the bottom, None or [] no target; the config stores the list
         target = values.get("rate_target")
-        hidden = sizes["hidden_sizes"]
-        L = 1 if hidden is None or np.isscalar(hidden) else len(hidden)
         detectors = L if values["top_boundary"] else L - 1
         if target is None:
             target = []
@@ -337,6 +378,18 @@ class HMLSTM(LanguageModel):
         layers = self.detector_layers
         counts = _per_layer(w, len(layers), len(layers), "warmup", type(self).__name__)
         return {f"detectors_l{l}": step(0, 1, at_step=n) for l, n in zip(layers, counts) if n > 0}
+
+    def selection_step(self) -> Optional[int]:
+        """With a warm-up per layer whose starts differ (the phrase recipe), the update at which the last
+        detector starts: restarts compared just before it are judged on the boundaries of the layers
+        below, which the last detector then builds on (docs/models/hm_lstm.md, "The phrase recipe");
+        otherwise None (compared at the end)."""
+        w = self.config.get("warmup", 0)
+        if not isinstance(w, list):
+            return None
+        layers = self.detector_layers
+        counts = _per_layer(w, len(layers), len(layers), "warmup", type(self).__name__)
+        return max(counts) if len(set(counts)) > 1 else None
 
     def set_option(self, name: str, value: float) -> None:
         """As for every model (``slope``, ``skip``, ``blend``, ``rate_penalty``, ``rate_weight``,
