@@ -308,7 +308,7 @@ def likelihood_probes(model, ids, ref):
     return out
 
 
-def run(name, layers, kind, seed, hidden=32, read=2000):
+def run(name, layers, kind, seed, hidden=32, read=2000, figure=None):
     opts, train, sched = configuration(name)
     h = make_text(kind)
     corpus = h.corpus(valid_fraction=0.1, test_fraction=0.0)
@@ -358,6 +358,15 @@ def run(name, layers, kind, seed, hidden=32, read=2000):
             out[f"f1end_l{l}"] = boundary_scores(z, ends[l], 1)["f1"]  # against the last character
             out[f"rate_l{l}"] = float(z.mean())
     out.update(likelihood_probes(model, ids, word))
+    if figure is not None:  # Figure 3 on the first 270 scored characters, the reference row z^2's (else z^1's)
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        ref = phrase if layers >= 3 else word
+        ax = msr.plot.boundaries(model.trace(ids[:270], corpus.vocab, reference_boundaries=ref[:270]), width=90)
+        path = f"{figure}/{name}-{layers}-{kind}-seed{seed}.png"
+        ax.figure.savefig(path, dpi=110, bbox_inches="tight")
+        plt.close("all")
     return out
 
 
@@ -393,6 +402,8 @@ def main(argv=None):
     p.add_argument("--seeds", default="0,1,2,3,4")
     p.add_argument("--hidden", type=int, default=32)
     p.add_argument("--json", default=None, help="append every run's figures to this file (JSON lines)")
+    p.add_argument("--figure", default=None, metavar="DIR",
+                   help="draw each run's boundary map (Figure 3, 270 characters) into DIR/<config>-<layers>-<text>-seed<s>.png")
     p.add_argument("--table", nargs="+", default=None, metavar="FILE",
                    help="print the table of runs saved by --json (no training)")
     a = p.parse_args(argv)
@@ -410,7 +421,7 @@ def main(argv=None):
         for layers in (int(x) for x in a.layers.split(",")):
             for config in a.configs.split(","):
                 for seed in (int(x) for x in a.seeds.split(",")):
-                    r = run(config, layers, kind, seed, a.hidden)
+                    r = run(config, layers, kind, seed, a.hidden, figure=a.figure)
                     results.append(r)
                     print(json.dumps(r), file=sys.stderr, flush=True)
                     if a.json:

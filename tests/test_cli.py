@@ -185,6 +185,14 @@ def test_phrase_recipe_preset_trains_from_the_command_line(tmp_path, capsys):
     ck = checkpoint.load(out)
     assert ck.model.config["warmup"] == [500, 1500]
     assert ck.model.parameters()["bias_l1"][4 * 32] == -1e4      # one short epoch: still within the warm-up
+    # a newcomer's run shorter than the warm-up is told why its boundaries never fired
+    notes = [line for line in text.splitlines() if line.startswith("note:")]
+    assert notes == ["note: the run ended after 3 updates, within the boundary warm-up: z1 (held off for 500 updates) "
+                     "and z2 (held off for 1,500 updates) never fired, so the layers above them never updated. Train "
+                     "longer (--epochs) or shorten the warm-up (--option warmup=N, or a list per layer)"]
+    from multiscale_rnn.cli import _held_off_note
+    assert _held_off_note(msr.HMLSTM(30, 8, (8, 8), warmup=0), 10) is None      # every detector on: nothing to say
+    assert _held_off_note(msr.LSTM(30, 8, (8,)), 10) is None
 
 def test_build_model_registry():
     m = build_model("RNN", vocab_size=5, embed_size=3, hidden_sizes=[4])

@@ -351,7 +351,24 @@ def _train(args, dist) -> int:
     report = _boundary_report(model, corpus)
     if report:
         say(report)
+    note = _held_off_note(model, step)
+    if note:
+        say(note)
     return 0
+
+
+def _held_off_note(model, step: int) -> Optional[str]:
+    """For an HM-LSTM whose run ended within a detector's warm-up: a line saying which detectors never
+    started and how to change that; None otherwise."""
+    from .models.hm_lstm import HMLSTM
+    if not isinstance(model, HMLSTM) or not model.held_off:
+        return None
+    starts = model.warmup_counts()
+    held = [f"z{l + 1} (held off for {starts[l]:,} updates)" for l in model.held_off]
+    which = held[0] if len(held) == 1 else ", ".join(held[:-1]) + " and " + held[-1]
+    return (f"note: the run ended after {step:,} updates, within the boundary warm-up: {which} never fired, so "
+            f"the layer{'s' if len(held) > 1 else ''} above {'them' if len(held) > 1 else 'it'} never updated. "
+            f"Train longer (--epochs) or shorten the warm-up (--option warmup=N, or a list per layer)")
 
 
 def _boundary_report(model, corpus, n: int = 2000) -> Optional[str]:

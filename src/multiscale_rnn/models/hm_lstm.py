@@ -375,21 +375,32 @@ class HMLSTM(LanguageModel):
         w = self.config.get("warmup", 0)
         if not isinstance(w, list):
             return {"detectors": step(0, 1, at_step=w)} if w > 0 else {}
+        return {f"detectors_l{l}": step(0, 1, at_step=n) for l, n in self.warmup_counts().items() if n > 0}
+
+    def warmup_counts(self) -> Dict[int, int]:
+        """The warm-up of each layer with a detector (from 0): the updates for which the Trainer holds it
+        off (``warmup``, a short list's last value for the layers above it)."""
+        w = self.config.get("warmup", 0)
         layers = self.detector_layers
-        counts = _per_layer(w, len(layers), len(layers), "warmup", type(self).__name__)
-        return {f"detectors_l{l}": step(0, 1, at_step=n) for l, n in zip(layers, counts) if n > 0}
+        counts = _per_layer(w, len(layers), len(layers), "warmup", type(self).__name__) if isinstance(w, list) \
+            else [int(w)] * len(layers)
+        return dict(zip(layers, counts))
+
+    @property
+    def held_off(self) -> List[int]:
+        """The layers (from 0) whose boundary detector is held off now (``detectors_l{l}`` = 0: during the
+        warm-up, or a run shorter than it)."""
+        return [l for l in self.detector_layers if not self.options.get(f"detectors_l{l}", 1.0)]
 
     def selection_step(self) -> Optional[int]:
         """With a warm-up per layer whose starts differ (the phrase recipe), the update at which the last
         detector starts: restarts compared just before it are judged on the boundaries of the layers
         below, which the last detector then builds on (docs/models/hm_lstm.md, "The phrase recipe");
         otherwise None (compared at the end)."""
-        w = self.config.get("warmup", 0)
-        if not isinstance(w, list):
+        if not isinstance(self.config.get("warmup", 0), list):
             return None
-        layers = self.detector_layers
-        counts = _per_layer(w, len(layers), len(layers), "warmup", type(self).__name__)
-        return max(counts) if len(set(counts)) > 1 else None
+        counts = set(self.warmup_counts().values())
+        return max(counts) if len(counts) > 1 else None
 
     def set_option(self, name: str, value: float) -> None:
         """As for every model (``slope``, ``skip``, ``blend``, ``rate_penalty``, ``rate_weight``,
