@@ -236,8 +236,9 @@ class HMLSTM(LanguageModel):
       ``set_option("blend_l1", 0 or 1)`` changes one. Training skips COPY columns only when every
       boundary reads ``"switch"``.
     - ``detector_input`` (by depth: ``"all"`` up to 2 layers, ``"below"`` from 3): ``"all"`` (paper, eq. 6:
-      the boundary row reads the layer's own state, the layer below and the layer above) or ``"below"`` (beyond the paper: it reads only the layer below,
-      s_z = z^{l-1}_t W_z h^{l-1}_t + b_z, its recurrent and top-down weights held at zero); or a list,
+      the boundary row reads the layer's own state, the layer below and the layer above) or ``"below"``
+      (beyond the paper: it reads only the layer below, s_z = z^{l-1}_t W_z h^{l-1}_t + b_z, its recurrent
+      and top-down weights held at zero); or a list,
       one per layer with a detector. ``["all", "below"]`` lets z^2 decide from what layer 1 hands up
       alone; ``"below"`` on every layer (z^1 then reads only the symbol, so it needs separators between
       words) is part of the phrase recipe that puts z^1 at the word ends and z^2 at the phrase ends.
@@ -261,18 +262,18 @@ class HMLSTM(LanguageModel):
       once z^1 has had 1000 updates to settle; schedules ``detectors_l{l}``), and then
       :func:`multiscale_rnn.best_of` compares restarts by default just before the last detector starts
       (:meth:`selection_step`). Beyond the paper.
-
-    The default recipe trains these defaults with the slope held at 1, five times from different seeds,
-    and keeps the run of lowest validation BPC (``multiscale_rnn.best_of(..., restarts=5)``, or
-    ``--restarts 5`` on the command line): the runs whose boundaries sit on the word ends are the ones
-    with the lower validation BPC. On the generated text it finds the words in layer 1 on 10 of 10 seeds
-    with 2 layers and 9 of 10 with 3, and the phrases in layer 2 of 3 layers on 9 of 10.
     - ``slope``: a of the hard sigmoid (annealed during training through ``set_option("slope", a)``).
     - ``layer_norm``: layer normalisation of each gate block of s^l_t (gains 1, shifts 0 at init).
     - ``skip``: gather the UPDATE/FLUSH columns and do no matrix work on COPY ones (True), or the
       plain masked path (False); both give the same numbers.
     - ``head``: ``"gated"`` (eq. 11-12, output embedding of ``head_size``, default the last layer's
       size) or ``"linear"`` (softmax on [h^1; ...; h^L]).
+
+    The default recipe trains these defaults with the slope held at 1, five times from different seeds,
+    and keeps the run of lowest validation BPC (``multiscale_rnn.best_of(..., restarts=5)``, or
+    ``--restarts 5`` on the command line): the runs whose boundaries sit on the word ends are the ones
+    with the lower validation BPC. On the generated text it finds the words in layer 1 on 10 of 10 seeds
+    with 2 layers and 9 of 10 with 3, and the phrases in layer 2 of 3 layers on 9 of 10.
     """
 
     core_name = "hm_lstm"
