@@ -349,7 +349,8 @@ def run(name, layers, kind, seed, hidden=32, read=2000, figure=None):
     phrase = first_seen(corpus.boundaries["valid"]["phrase"][:read])
     tr = model.trace(ids)
     out = {"config": name, "layers": layers, "text": kind, "seed": seed, "seconds": seconds,
-           "bpc": msr.evaluate(model, corpus.valid, batch_size=16)["bpc"]}
+           "bpc": msr.evaluate(model, corpus.valid, batch_size=16)["bpc"],
+           "updates": tr.updates.tolist(), "reduction": tr.reduction}  # layer updates on the scored text
     ends = {0: corpus.boundaries["valid"]["word"][:read], 1: corpus.boundaries["valid"]["phrase"][:read]}
     for l, ref in ((0, word), (1, phrase)):
         if l < layers - 1:
