@@ -527,7 +527,8 @@ def test_three_layer_defaults_find_words_and_phrases():
     itself (after 65 epochs, just before layer 2's detector starts), the one of lowest BPC on validation text
     after the 2,000 characters scored trained on to 100 epochs. Its layer 1 marks the word ends (F1 >= 0.9)
     and its layer 2 the phrase ends (F1 >= 0.7 against the step after each phrase's last symbol); the recipe
-    reached both on 8 of 10 seeds (this seed: 1.00 / 0.92), and layer 3 updates about once a phrase."""
+    reached both on 8 of 10 seeds on a Zen 4 machine and 7 of 10 on Zen 5 (this seed: 1.00 / 0.92 and
+    0.99 / 0.84), and layer 3 updates about once a phrase."""
     corpus = synthetic_corpus()
     m, results = msr.best_of(lambda s: msr.HMLSTM(corpus.vocab_size, 16, (32, 32, 32), seed=s), corpus.train,
                              corpus.valid[2000:], restarts=5, epochs=100, seed=20,
