@@ -324,7 +324,8 @@ class HMLSTM(LanguageModel):
         # the options left at their defaults (None; rate_target "auto", its None being "no target") take the
         # default recipe of this depth
         for name, value in recipe_defaults(L, values["boundary"]).items():
-            if isinstance(values[name], str) if name == "rate_target" else values[name] is None:
+            unset = values[name] == "auto" if name == "rate_target" else values[name] is None
+            if unset:
                 values[name] = value
         for name in ("gradient", "detector_input"):  # JSON-able configs: a list, not a tuple
             if not isinstance(values[name], str):
