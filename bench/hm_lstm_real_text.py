@@ -53,6 +53,8 @@ def main(argv=None):
                         "(default: the model's, 0.18 on layer 1)")
     p.add_argument("--option", action="append", default=[], metavar="NAME=JSON",
                    help="any HMLSTM option, its value in JSON (e.g. --option 'warmup=[500, 1500]'); repeatable")
+    p.add_argument("--ramp1", type=int, default=0, metavar="N",
+                   help="layer 1's rate target from 0 at its detector's start to its value over N updates (0: none)")
     p.add_argument("--valid-chars", type=int, default=100_000, help="validation characters scored")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, required=True)
@@ -83,6 +85,9 @@ def main(argv=None):
             p.error(f"--option {item!r}: expected NAME=JSON, e.g. detector_input=\"below\"")
         opts[name.strip()] = json.loads(value)
     model = msr.HMLSTM(corpus.vocab_size, a.embed, (a.hidden,) * a.layers, seed=a.seed, **opts)
+    if a.ramp1 > 0:
+        r, w0, n = model.config["rate_target"][0], model.warmup_counts()[0], a.ramp1
+        schedules["rate_target_l0"] = lambda epoch, step: r * min(1.0, max(0.0, step - w0) / n)
     trainer = msr.Trainer(model, optimizer=msr.optim.Adam(2e-3), clip_norm=1.0, batch_size=64, bptt=100,
                           progress=False, seed=a.seed, model_options=schedules)
     t0 = time.perf_counter()
@@ -110,7 +115,7 @@ def main(argv=None):
     score["space_exact"] = boundary_scores(tr.z[0] > 0.5, spaces, 0)
     score["word_end_exact"] = boundary_scores(tr.z[0] > 0.5, words_end, 0)
     out = {"data": a.data, "layers": a.layers, "hidden": a.hidden, "paper": a.paper, "rate_penalty": a.rate_penalty,
-           "recipe": a.recipe, "defaults": a.defaults, "rate_target": model.config.get("rate_target"), "warmup": model.config.get("warmup"),
+           "recipe": a.recipe, "defaults": a.defaults, "ramp1": a.ramp1, "rate_target": model.config.get("rate_target"), "warmup": model.config.get("warmup"),
            "options": {k: model.config.get(k) for k in ("detector_input", "gradient", "rate_weight")},
            "minutes": seconds / 60, "chunks": chunks, "chars_trained": chunks * 64 * 100,
            "valid_chars": int(len(valid)), "valid_bpc": bpc,

@@ -61,7 +61,7 @@ def configuration(name: str):
     blend, z^2 as a switch; 3 layers), ``step`` (threshold boundaries, the default); and
     the recipe's words ``target<r1>[_<r2>]`` (``rate_target``,
     ``targetnone`` for none), ``mu<x>`` (``rate_weight``), ``warm<n>`` (``warmup``: detectors held off for n
-    updates; ``warm<n1>_<n2>``: layer 1's for n1, layer 2's for n2), ``t2ramp<a>_<b>_<n>`` (layer 2's
+    updates; ``warm<n1>_<n2>``: layer 1's for n1, layer 2's for n2), ``t1ramp<a>_<b>_<n>`` / ``t2ramp<a>_<b>_<n>`` (layer 1's / layer 2's
     target from a at the warm-up's end to b over n updates),
     ``linear`` / ``gated`` (the head), ``slope1`` (no slope schedule), ``best<k>`` (k restarts with
     ``msr.best_of``, model seeds k*seed .. k*seed + k-1, chosen on the validation text after the scored part;
@@ -107,11 +107,13 @@ def _words(words, opts, train, sched, name):
             counts = [int(x) for x in word[4:].split("_")]
             opts["warmup"] = counts[0] if len(counts) == 1 else counts
             continue
-        if word.startswith("t2ramp"):  # t2ramp<a>_<b>_<n>: layer 2's target from a (at the warm-up's end) to b over n updates
+        if word[:1] == "t" and word[2:6] == "ramp" and word[1] in "12":
+            # t<k>ramp<a>_<b>_<n>: layer k's target from a (at its warm-up's end) to b over n updates
+            k = int(word[1]) - 1
             a, b, n = (float(x) for x in word[6:].split("_"))
             w0 = opts.get("warmup", 500)
-            w0 = w0[min(1, len(w0) - 1)] if isinstance(w0, list) else w0  # layer 2's
-            sched["rate_target_l1"] = lambda epoch, step, a=a, b=b, n=n, w0=w0: a + (b - a) * min(1.0, max(0.0, step - w0) / n)
+            w0 = w0[min(k, len(w0) - 1)] if isinstance(w0, list) else w0  # layer k's
+            sched[f"rate_target_l{k}"] = lambda epoch, step, a=a, b=b, n=n, w0=w0: a + (b - a) * min(1.0, max(0.0, step - w0) / n)
             continue
         if word == "slope1":
             sched.pop("slope", None)
