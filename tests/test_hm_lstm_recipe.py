@@ -438,12 +438,15 @@ def test_trainer_applies_a_warmup_per_layer(tmp_path):
                 if d.get("event") == "chunk" else None)
     assert seen[:5] == [(1, 0.0, 0.0), (2, 0.0, 0.0), (3, 1.0, 0.0), (4, 1.0, 0.0), (5, 1.0, 1.0)]
     # a short list: its last value for the layers above; a 0 leaves that layer on from the start
-    assert set(msr.HMLSTM(V, E, (4, 4, 4, 4), warmup=[0, 7]).default_model_options()) == {"detectors_l1",
-                                                                                            "detectors_l2"}
+    assert set(msr.HMLSTM(V, E, (4, 4, 4, 4), warmup=[0, 7], rate_ramp=0).default_model_options()) == {
+        "detectors_l1", "detectors_l2"}
     # the caller's entry of the family replaces the model's per-layer ones
-    own = msr.Trainer(msr.HMLSTM(V, E, HS, warmup=[2, 4]), progress=False, model_options={"detectors": 1})
+    own = msr.Trainer(msr.HMLSTM(V, E, HS, warmup=[2, 4], rate_ramp=0), progress=False, model_options={"detectors": 1})
     assert own.model_options == {"detectors": 1}
-    own = msr.Trainer(msr.HMLSTM(V, E, HS, warmup=3), progress=False, model_options={"detectors_l1": 0})
+    # the rate-target ramp follows `warmup` whoever switches the detectors (rate_ramp=0 drops it)
+    assert set(msr.Trainer(msr.HMLSTM(V, E, HS, rate_ramp=[5, 0]), progress=False,
+                           model_options={"detectors": 1}).model_options) == {"detectors", "rate_target_l0"}
+    own = msr.Trainer(msr.HMLSTM(V, E, HS, warmup=3, rate_ramp=0), progress=False, model_options={"detectors_l1": 0})
     assert own.model_options == {"detectors_l1": 0}
     with pytest.raises(ValueError, match="warmup has 3 values"):
         msr.HMLSTM(V, E, HS, warmup=[1, 2, 3])
@@ -467,7 +470,7 @@ def test_resume_across_a_warmup_per_layer_is_bit_exact(tmp_path):
         return losses
 
     make = lambda seed: msr.HMLSTM(corpus.vocab_size, 8, (8, 8, 8), seed=seed, warmup=[3, 6],  # noqa: E731
-                                   rate_target=[0.2, 0.1])
+                                   rate_target=[0.2, 0.1], rate_ramp=[4, 3])  # both targets ramped within the run
     straight = make(0)
     want = run(straight, max_chunks=10)
     path = tmp_path / "run.npz"
@@ -477,7 +480,32 @@ def test_resume_across_a_warmup_per_layer_is_bit_exact(tmp_path):
         got += run(model, checkpoint=path, resume=True, max_chunks=chunks)
     assert got == want and len(got) == 10
     np.testing.assert_array_equal(model.flat_parameters(), straight.flat_parameters())
-    assert model.options["detectors"] == 1.0
+    assert model.options["detectors"] == 1.0 and model.options["rate_target_l0"] == pytest.approx(0.2)
+
+
+def test_rate_target_ramped_from_each_detectors_start():
+    """rate_ramp=[n1, n2]: layer l's target is negative (none) while its detector is held, 0 when it starts
+    and its full value n_l updates later, applied after the detector's restart (which sets the full target);
+    0 (the default) or a layer without a target: no ramp."""
+    corpus = msr.data.synthetic_hierarchy(n_chars=4000, seed=0).corpus(valid_fraction=0.0, test_fraction=0.0)
+    m = msr.HMLSTM(corpus.vocab_size, 8, (8, 8, 8), seed=0, warmup=[2, 3], rate_target=[0.2, 0.1], rate_ramp=[4, 0])
+    trainer = msr.Trainer(m, optimizer=msr.optim.Adam(1e-3), batch_size=4, bptt=20, progress=False)
+    assert list(trainer.model_options) == ["detectors_l0", "detectors_l1", "rate_target_l0"]
+    seen = []
+    trainer.fit(corpus.train, epochs=1, max_chunks=8,
+                log=lambda d: seen.append((m.options["rate_target_l0"], m.options["rate_target_l1"]))
+                if d.get("event") == "chunk" else None)
+    # chunk k runs at step k - 1: layer 1 held for steps 0-1 (a negative target: none), then 0, 0.05, ... 0.2
+    want0 = [0.2 * (s - 2) / 4 for s in range(8)]
+    np.testing.assert_allclose([v for v, _ in seen], [min(0.2, w) for w in want0], atol=1e-12)
+    assert [t for _, t in seen] == [-1.0] * 3 + [0.1] * 5          # layer 2: no ramp, its target from its start
+    assert "rate_target_l0" not in msr.HMLSTM(V, E, HS).default_model_options()              # the default: 0
+    assert "rate_target_l1" not in msr.HMLSTM(V, E, HS, rate_target=[0.2], rate_ramp=7).default_model_options()
+    ramp = msr.HMLSTM(V, E, HS, rate_ramp=[1000, 0]).default_model_options()["rate_target_l0"]
+    assert (ramp(0, 499) < 0, ramp(0, 1000), ramp(0, 2000)) == (True, pytest.approx(0.09), pytest.approx(0.18))
+    for bad in ([1.5], [-1], "5", [1, 2, 3]):
+        with pytest.raises(ValueError, match="rate_ramp"):
+            msr.HMLSTM(V, E, HS, rate_ramp=bad)
 
 PER_LAYER_OPTIONS = [
     {"gradient": ["blend", "switch"]},

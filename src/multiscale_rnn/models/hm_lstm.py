@@ -262,6 +262,13 @@ class HMLSTM(LanguageModel):
       once z^1 has had 1000 updates to settle; schedules ``detectors_l{l}``), and then
       :func:`multiscale_rnn.best_of` compares restarts by default just before the last detector starts
       (:meth:`selection_step`). Beyond the paper.
+    - ``rate_ramp`` (default 0): updates over which layer l's rate target rises from 0, when its detector
+      starts, to r_l (a number for every layer with a detector, or a list; 0: the full target at once). The
+      Trainer applies it as the model's schedule ``rate_target_l{l}`` (``schedules.linear``, negative, so no
+      target, while the detector is held), also when the caller schedules the detectors. With the 3-layer
+      defaults on real text, ``rate_ramp=[1000, 0]`` kept z^1 on the spaces most of the time, where the full
+      target at once switched a set of letters on for good (docs/models/hm_lstm.md, "Real text with the
+      3-layer defaults"). Beyond the paper.
     - ``slope``: a of the hard sigmoid (annealed during training through ``set_option("slope", a)``).
     - ``layer_norm``: layer normalisation of each gate block of s^l_t (gains 1, shifts 0 at init).
     - ``skip``: gather the UPDATE/FLUSH columns and do no matrix work on COPY ones (True), or the
@@ -301,6 +308,8 @@ class HMLSTM(LanguageModel):
                core=False),
         Option("warmup", object, None, check=_warmup_ok,
                rule="an integer >= 0, or a list of those (one per layer with a detector)", core=False),
+        Option("rate_ramp", object, 0, check=_warmup_ok,
+               rule="an integer >= 0, or a list of those (one per layer with a detector)", core=False),
         Option("boundary_bias", float, 0.0, check=lambda v: np.isfinite(v), rule="finite", core=False),
     )
 
@@ -330,8 +339,9 @@ class HMLSTM(LanguageModel):
         for name in ("gradient", "detector_input"):  # JSON-able configs: a list, not a tuple
             if not isinstance(values[name], str):
                 values[name] = list(values[name])
-        w = values["warmup"]
-        values["warmup"] = [int(n) for n in w] if isinstance(w, (list, tuple)) else int(w)
+        for name in ("warmup", "rate_ramp"):
+            w = values[name]
+            values[name] = [int(n) for n in w] if isinstance(w, (list, tuple)) else int(w)
         # rate_target: a number is layer 1's target (none in a model without detectors), a list one per
         # detector layer from the bottom, None or [] no target; the config stores the list
         target = values.get("rate_target")
@@ -343,8 +353,9 @@ class HMLSTM(LanguageModel):
         target = [float(v) for v in target]
         owner = type(self).__name__
         _check_count(target, detectors, "rate_target", owner)
-        if isinstance(values["warmup"], list):
-            _check_count(values["warmup"], detectors, "warmup", owner)
+        for name in ("warmup", "rate_ramp"):
+            if isinstance(values[name], list):
+                _check_count(values[name], detectors, name, owner)
         values["rate_target"] = target
         targets = {f"rate_target_l{l}": target[l] if l < len(target) else -1.0 for l in range(L)}  # -1: none
         reading = _per_layer(values["gradient"], L, detectors, "gradient", owner)  # the core checks soft + switch
@@ -373,20 +384,33 @@ class HMLSTM(LanguageModel):
         ``{"detectors": step(0, 1, at_step=warmup)}``; with a list, layer l's detector for the first
         ``warmup[l]`` updates, ``{"detectors_l{l}": step(0, 1, at_step=warmup[l])}`` (a short list's
         last value for the layers above it). Nothing where the count is 0."""
-        from ..schedules import step
+        from ..schedules import linear, step
         w = self.config.get("warmup", 0)
+        starts = self.warmup_counts()
         if not isinstance(w, list):
-            return {"detectors": step(0, 1, at_step=w)} if w > 0 else {}
-        return {f"detectors_l{l}": step(0, 1, at_step=n) for l, n in self.warmup_counts().items() if n > 0}
+            out = {"detectors": step(0, 1, at_step=w)} if w > 0 else {}
+        else:
+            out = {f"detectors_l{l}": step(0, 1, at_step=n) for l, n in starts.items() if n > 0}
+        targets = self.config["rate_target"]
+        for l, n in self._per_detector("rate_ramp").items():  # after the detectors': a restart sets the full target
+            r = targets[l] if l < len(targets) else 0.0
+            if n > 0 and r > 0:  # negative before the start: no target (the detector is held off then anyway)
+                out[f"rate_target_l{l}"] = linear(-r * starts[l] / n, r, per_step=r / n)
+        return out
+
+    def _per_detector(self, name: str) -> Dict[int, int]:
+        """A per-detector count option (``warmup``, ``rate_ramp``) by layer with a detector (from 0): one number
+        for all, or a list (a short list's last value for the layers above it)."""
+        w = self.config.get(name, 0)
+        layers = self.detector_layers
+        counts = _per_layer(w, len(layers), len(layers), name, type(self).__name__) if isinstance(w, list) \
+            else [int(w)] * len(layers)
+        return dict(zip(layers, counts))
 
     def warmup_counts(self) -> Dict[int, int]:
         """The warm-up of each layer with a detector (from 0): the updates for which the Trainer holds it
         off (``warmup``, a short list's last value for the layers above it)."""
-        w = self.config.get("warmup", 0)
-        layers = self.detector_layers
-        counts = _per_layer(w, len(layers), len(layers), "warmup", type(self).__name__) if isinstance(w, list) \
-            else [int(w)] * len(layers)
-        return dict(zip(layers, counts))
+        return self._per_detector("warmup")
 
     @property
     def held_off(self) -> List[int]:
