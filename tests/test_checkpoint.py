@@ -186,3 +186,20 @@ def test_atomic_write_keeps_previous_file(tmp_path, corpus):
         checkpoint.atomic_write(path, failing)
     assert path.read_bytes() == before
     assert os.listdir(tmp_path) == ["c.npz"]
+
+
+def test_a_checkpoint_written_before_an_option_existed_loads_into_the_current_model(tmp_path):
+    """A config that lacks an option added since (here the HM-LSTM's rate_ramp) matches a model whose value
+    is that option's default; any other value is a different model."""
+    m = msr.HMLSTM(20, 8, (8, 8), seed=1)
+    path = checkpoint.save(tmp_path / "old.npz", m)
+    with np.load(path) as z:
+        arrays = {k: z[k] for k in z.files}
+    config = json.loads(str(arrays["config"]))
+    del config["rate_ramp"]                                     # as written before the option existed
+    old = tmp_path / "older.npz"
+    np.savez(old, **{**arrays, "config": np.array(json.dumps(config))})
+    back = checkpoint.load(old, model=msr.HMLSTM(20, 8, (8, 8), seed=5)).model
+    np.testing.assert_array_equal(back.flat_parameters(), m.flat_parameters())
+    with pytest.raises(CheckpointError, match=r"rate_ramp: saved None, model 3"):
+        checkpoint.load(old, model=msr.HMLSTM(20, 8, (8, 8), rate_ramp=3))

@@ -263,10 +263,13 @@ def _join_checked(obj, z: _Archive, where: str, expect=None):
 
 def check_config(saved: dict, model, path: Union[str, Path] = "checkpoint") -> None:
     """Raise ``CheckpointError`` unless ``model`` has the saved configuration (the init ``seed`` may
-    differ) and the same flat parameter size."""
+    differ) and the same flat parameter size. An option the saved config lacks (written before the option
+    existed) matches the model's value when that is the option's declared default."""
     own = model.config
+    options = type(model).all_options() if hasattr(type(model), "all_options") else {}
+    newer = {k for k in set(own) - set(saved) if k in options and own[k] == options[k].default}
     diffs = [f"{k}: saved {saved.get(k)!r}, model {own.get(k)!r}" for k in sorted(set(saved) | set(own))
-             if k != "seed" and saved.get(k) != own.get(k)]
+             if k != "seed" and k not in newer and saved.get(k) != own.get(k)]
     if diffs:
         raise CheckpointError(f"{path} was saved from a different model ({'; '.join(diffs)})")
 
