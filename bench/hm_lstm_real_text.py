@@ -54,7 +54,8 @@ def main(argv=None):
     p.add_argument("--option", action="append", default=[], metavar="NAME=JSON",
                    help="any HMLSTM option, its value in JSON (e.g. --option 'warmup=[500, 1500]'); repeatable")
     p.add_argument("--ramp1", type=int, default=0, metavar="N",
-                   help="layer 1's rate target from 0 at its detector's start to its value over N updates (0: none)")
+                   help="layer 1's rate target from 0 at its detector's start to its value over N updates: the "
+                        "model's rate_ramp=[N, 0] (0: none)")
     p.add_argument("--valid-chars", type=int, default=100_000, help="validation characters scored")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, required=True)
@@ -84,10 +85,9 @@ def main(argv=None):
         if not sep:
             p.error(f"--option {item!r}: expected NAME=JSON, e.g. detector_input=\"below\"")
         opts[name.strip()] = json.loads(value)
-    model = msr.HMLSTM(corpus.vocab_size, a.embed, (a.hidden,) * a.layers, seed=a.seed, **opts)
     if a.ramp1 > 0:
-        r, w0, n = model.config["rate_target"][0], model.warmup_counts()[0], a.ramp1
-        schedules["rate_target_l0"] = lambda epoch, step: r * min(1.0, max(0.0, step - w0) / n)
+        opts["rate_ramp"] = [a.ramp1] + [0] * max(0, a.layers - 2)  # layer 1's target only
+    model = msr.HMLSTM(corpus.vocab_size, a.embed, (a.hidden,) * a.layers, seed=a.seed, **opts)
     trainer = msr.Trainer(model, optimizer=msr.optim.Adam(2e-3), clip_norm=1.0, batch_size=64, bptt=100,
                           progress=False, seed=a.seed, model_options=schedules)
     t0 = time.perf_counter()

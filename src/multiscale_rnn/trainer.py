@@ -797,14 +797,14 @@ def best_of(make_model: Callable[[int], object], train, valid, *, restarts: int 
             raise TypeError(f"fit_kw may not hold {key!r}: best_of sets it (checkpoint, vocab and extra are its own "
                             f"arguments; candidates are new runs)")
     epochs = _positive_int(epochs, "epochs")
-    auto = isinstance(select_after, str) and select_after == "auto"
-    if isinstance(select_after, str) and not auto:
-        raise ValueError(f"select_after must be a positive integer, None or 'auto', got {select_after!r}")
-    if not auto:
+    if isinstance(select_after, str):
+        if select_after != "auto":
+            raise ValueError(f"select_after must be a positive integer, None or 'auto', got {select_after!r}")
+    else:
         select_after = _positive_int(select_after, "select_after", allow_none=True)
-    if select_after is not None and not auto and select_after > epochs:
-        raise ValueError(f"select_after={select_after} is beyond epochs={epochs}: the candidates are compared "
-                         f"after select_after epochs, and the chosen one trains on to epochs")
+        if select_after is not None and select_after > epochs:
+            raise ValueError(f"select_after={select_after} is beyond epochs={epochs}: the candidates are compared "
+                             f"after select_after epochs, and the chosen one trains on to epochs")
     if valid is None or len(valid) < 2:
         raise ValueError("best_of needs validation ids (at least 2 tokens) to choose among the candidates")
     if checkpoint is not None:
@@ -818,9 +818,8 @@ def best_of(make_model: Callable[[int], object], train, valid, *, restarts: int 
         if kw.get("lr_schedule") is not None:
             kw["lr_schedule"] = copy.deepcopy(kw["lr_schedule"])
         trainer = Trainer(model, optimizer=opt, seed=s, eval_batch_size=eval_batch_size, **kw)
-        if auto:  # the same for every candidate: they share the configuration
+        if select_after == "auto":  # resolved on the first candidate: they share the configuration
             select_after = auto_select_after(model, train, trainer.batch_size, trainer.bptt, epochs)
-            auto = False
         try:
             trainer.fit(train, epochs=select_after or epochs, **fit_kw)
         except FloatingPointError as e:
