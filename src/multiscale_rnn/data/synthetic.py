@@ -79,6 +79,7 @@ class HierarchicalText:
     classes: List[List[int]]  # indices into lexicon, one list per class
     templates: List[Tuple[Tuple[int, ...], str]]  # (class sequence, closing mark)
     params: Dict[str, Any] = field(default_factory=dict)
+    sentence_boundaries: Optional[np.ndarray] = None  # the sentence ends, where the generator has them
 
     def __len__(self) -> int:
         return len(self.text)
