@@ -310,9 +310,12 @@ def likelihood_probes(model, ids, ref):
     return out
 
 
-def run(name, layers, kind, seed, hidden=32, read=2000, figure=None):
+def run(name, layers, kind, seed, hidden=32, read=2000, figure=None, text=None):
+    """One configuration's run on the text ``kind`` (``make_text``), or on ``text`` (a
+    ``HierarchicalText``, e.g. a language of ``multiscale_rnn.data.languages``; ``kind`` then only
+    labels the result)."""
     opts, train, sched = configuration(name)
-    h = make_text(kind)
+    h = make_text(kind) if text is None else text
     corpus = h.corpus(valid_fraction=0.1, test_fraction=0.0)
     sizes = [hidden] * layers
     if train["epochs"] is None:  # package: by depth

@@ -1,0 +1,146 @@
+"""The boundary-discovery protocol: HM-LSTM recipes judged on random languages no recipe was tuned on.
+
+The languages are those of ``multiscale_rnn.data.languages`` (every property drawn per language id);
+``bench/boundary_split.json`` fixes, before any held-out run, which languages and text seeds tune
+recipes (``--part tune``) and which are held back (``--part heldout``). Choose recipes on the tune
+part only; report every held-out run (docs/studies/boundary_protocol.md).
+
+    python bench/boundary_protocol.py run --part tune --config package --layers 2 --out runs/protocol.jsonl
+    python bench/boundary_protocol.py run --part heldout --config package --layers 2,3 --out runs/protocol.jsonl
+    python bench/boundary_protocol.py report runs/protocol.jsonl
+
+A run is one (configuration, layers, language, seed): the configuration's training of
+``bench/study_hm_boundaries.py`` (``configuration``: ``package`` is the package's defaults by depth
+with five restarts) on ``generate(language, n_chars, seed)`` split 90/10, scored on the first 2000
+validation characters: F1 at tolerance 1 of z^1 against the word ends and of z^2 against the phrase
+ends (as first seen: ``first_seen``), each layer's boundary rate, validation BPC, the layer-update
+reduction (skipped work) and the time. Each finished run is appended to ``--out`` (JSON lines) with
+the CPU, the instruction-set module and the thread count; a run already in the file is skipped, so an
+interrupted ``run`` resumes where it stopped. ``--limit N`` stops after N new runs.
+
+``report`` prints, per configuration, depth and part, the share of spaced (language, seed) pairs with
+z^1 F1 >= 0.9, and the median and range of every figure, spaced and unspaced apart.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+SPLIT = HERE / "boundary_split.json"
+
+
+def _key(r) -> tuple:
+    return (r["config"], r["layers"], r["part"], r["language"], r["seed"], r["isa"], r["threads"])
+
+
+def _done(path: Path) -> set:
+    if not path.exists():
+        return set()
+    out = set()
+    for line in path.read_text().splitlines():
+        if line.strip():
+            out.add(_key(json.loads(line)))
+    return out
+
+
+def cmd_run(args) -> int:
+    import multiscale_rnn as msr
+    from multiscale_rnn.data.languages import draw_language, generate
+    from study_hm_boundaries import run
+    from timing import cpu_name
+
+    split = json.loads(SPLIT.read_text())
+    part = split[args.part]
+    msr.set_num_threads(args.threads)
+    from multiscale_rnn._native import ISA as isa
+    done = _done(args.out)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    languages = part["languages"] if args.languages is None else [int(x) for x in args.languages.split(",")]
+    new = 0
+    for config in args.config.split(","):
+        for layers in [int(x) for x in args.layers.split(",")]:
+            for language in languages:
+                if language not in part["languages"]:
+                    raise SystemExit(f"error: language {language} is not in the {args.part} part of {SPLIT}")
+                spec = draw_language(language)
+                for seed in part["seeds"]:
+                    base = {"config": config, "layers": layers, "part": args.part, "language": language,
+                            "seed": seed, "isa": isa, "threads": args.threads}
+                    if _key(base) in done:
+                        continue
+                    if args.limit is not None and new >= args.limit:
+                        return 0
+                    h = generate(spec, split["n_chars"], seed)
+                    t0 = time.perf_counter()
+                    r = run(config, layers, f"language{language}", 0, hidden=args.hidden, text=h)
+                    r.update(base, spaced=bool(spec.separator), phrases=spec.phrases, cpu=cpu_name(),
+                             wall=time.perf_counter() - t0)
+                    with open(args.out, "a") as f:
+                        f.write(json.dumps(r) + "\n")
+                    new += 1
+                    f1 = f"z1 F1 {r['f1_l0']:.2f} (rate {r['rate_l0']:.2f})"
+                    if layers >= 3:
+                        f1 += f", z2 F1 {r['f1_l1']:.2f} (rate {r['rate_l1']:.2f})"
+                    print(f"{config} {layers}L {args.part} language {language} seed {seed}: {f1}, "
+                          f"BPC {r['bpc']:.3f}, {r['wall']:.0f} s", flush=True)
+    return 0
+
+
+def _dist(values) -> str:
+    v = np.asarray(values, dtype=float)
+    if v.size == 0:
+        return "-"
+    return f"{np.median(v):.2f} [{v.min():.2f}, {v.max():.2f}]"
+
+
+def cmd_report(args) -> int:
+    rows = [json.loads(line) for path in args.files for line in Path(path).read_text().splitlines() if line.strip()]
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["config"], r["layers"], r["part"]), []).append(r)
+    print("| configuration | layers | part | runs | spaced: z1 F1 >= 0.9 | spaced z1 F1 | unspaced z1 F1 | "
+          "z1 rate | z2 F1 (phrases) | z2 rate | valid BPC | update reduction |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for (config, layers, part), rs in sorted(groups.items()):
+        spaced = [r for r in rs if r["spaced"]]
+        unspaced = [r for r in rs if not r["spaced"]]
+        ok = sum(r["f1_l0"] >= 0.9 for r in spaced)
+        share = f"{ok}/{len(spaced)} ({100 * ok / max(1, len(spaced)):.0f} %)"
+        z2 = _dist([r["f1_l1"] for r in rs if "f1_l1" in r])
+        z2rate = _dist([r["rate_l1"] for r in rs if "rate_l1" in r])
+        print(f"| `{config}` | {layers} | {part} | {len(rs)} | {share} | {_dist([r['f1_l0'] for r in spaced])} | "
+              f"{_dist([r['f1_l0'] for r in unspaced])} | {_dist([r['rate_l0'] for r in rs])} | {z2} | {z2rate} | "
+              f"{_dist([r['bpc'] for r in rs])} | {_dist([r['reduction'] for r in rs])} |")
+    return 0
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="train and score every (language, seed) of a part, resuming")
+    r.add_argument("--part", choices=("tune", "heldout"), required=True)
+    r.add_argument("--config", default="package", help="configurations of study_hm_boundaries.py, comma-separated")
+    r.add_argument("--layers", default="2")
+    r.add_argument("--languages", default=None, help="a subset of the part's languages, comma-separated")
+    r.add_argument("--hidden", type=int, default=32)
+    r.add_argument("--threads", type=int, default=1)
+    r.add_argument("--limit", type=int, default=None, help="stop after this many new runs")
+    r.add_argument("--out", type=Path, required=True)
+    r.set_defaults(fn=cmd_run)
+    s = sub.add_parser("report", help="the distributions of finished runs")
+    s.add_argument("files", nargs="+")
+    s.set_defaults(fn=cmd_report)
+    args = p.parse_args(argv)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
