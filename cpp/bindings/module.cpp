@@ -9,6 +9,7 @@
 #include "msrnn/language_model.hpp"
 #include "msrnn/optim.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 namespace py = pybind11;
@@ -182,7 +183,7 @@ template <class S> void bind_model(py::module_& m, const char* name) {
            },
            py::arg("inputs"), py::arg("train") = false)
       .def("loss_and_grad",
-           [](M& self, const py::array& inputs, const IntArr& targets, py::object weights) {
+           [](M& self, const py::array& inputs, const IntArr& targets, py::object weights, py::object reducer) {
              const auto in = read_inputs(self, inputs);
              const auto tgt = read_targets(in, targets);
              std::vector<double> w;
@@ -195,10 +196,36 @@ template <class S> void bind_model(py::module_& m, const char* name) {
                for (Index b = 0; b < in.B; ++b)
                  for (Index t = 0; t < in.T; ++t) w[t * in.B + b] = r(b, t);
              }
-             py::gil_scoped_release release;
-             return self.loss_and_grad(in.view(), tgt.data(), in.T, in.B, w.empty() ? nullptr : w.data());
+             // The batch statistics as a float64 array (K) for the Python reducer, which changes it in
+             // place or returns the K values to use. It runs inside the computation, so it takes the GIL.
+             StatisticsReducer reduce;
+             if (!reducer.is_none()) {
+               if (!PyCallable_Check(reducer.ptr()))
+                 throw py::type_error(cat("reducer must be callable, got ", py::str(py::type::of(reducer)).cast<std::string>()));
+               reduce = [&reducer](std::vector<double>& values) {
+                 py::gil_scoped_acquire gil;
+                 const auto K = static_cast<py::ssize_t>(values.size());
+                 py::array_t<double> a(K);  // (K)
+                 std::copy(values.begin(), values.end(), a.mutable_data());
+                 py::object out = reducer(a);
+                 if (!out.is_none()) {
+                   auto r = py::cast<py::array_t<double, py::array::c_style | py::array::forcecast>>(out);
+                   if (r.ndim() != 1 || r.shape(0) != K)
+                     throw py::value_error(cat("the reducer must return None or ", K, " batch statistics, got shape ",
+                                               py::str(r.attr("shape")).cast<std::string>()));
+                   a = r;
+                 }
+                 std::copy(a.data(), a.data() + K, values.begin());
+               };
+             }
+             double loss;
+             {
+               py::gil_scoped_release release;
+               loss = self.loss_and_grad(in.view(), tgt.data(), in.T, in.B, w.empty() ? nullptr : w.data(), reduce);
+             }
+             return loss;
            },
-           py::arg("inputs"), py::arg("targets"), py::arg("weights") = py::none())
+           py::arg("inputs"), py::arg("targets"), py::arg("weights") = py::none(), py::arg("reducer") = py::none())
       .def("loss",
            [](M& self, const py::array& inputs, const IntArr& targets, bool per_token) -> py::object {
              const auto in = read_inputs(self, inputs);
@@ -230,6 +257,12 @@ template <class S> void bind_model(py::module_& m, const char* name) {
            [](M& self) {
              py::dict d;
              for (const auto& kv : self.aux_losses()) d[py::str(kv.first)] = kv.second;
+             return d;
+           })
+      .def("batch_statistics",
+           [](M& self) {
+             py::dict d;
+             for (const auto& kv : self.batch_statistics()) d[py::str(kv.first)] = kv.second;
              return d;
            })
       .def("record_grads", [](M& self) { return state_to_dict<S>(self.record_grads()); })

@@ -154,7 +154,7 @@ template <class S> void LanguageModel<S>::forward(MRef<S> logits, const Inputs<S
 
 template <class S>
 double LanguageModel<S>::loss_and_grad(const Inputs<S>& in, const std::int32_t* targets, Index T, Index B,
-                                       const double* weights) {
+                                       const double* weights, const StatisticsReducer& reduce) {
   check_tokens(targets, T, B, cfg_.vocab_size, "target");
   const Index N = T * B;
   double wsum = double(N);
@@ -168,6 +168,20 @@ double LanguageModel<S>::loss_and_grad(const Inputs<S>& in, const std::int32_t* 
     MSRNN_CHECK(wsum > 0.0, "loss weights must not all be zero");
   }
   run_body(in, T, B, /*train=*/true);
+  if (reduce) {  // the statistics of nonlinear auxiliary terms, reduced (e.g. over ranks) before backward
+    const auto stats = core_->batch_statistics();
+    if (!stats.empty()) {
+      std::vector<double> values(stats.size());  // (K)
+      for (size_t k = 0; k < stats.size(); ++k) values[k] = stats[k].second;
+      reduce(values);
+      MSRNN_CHECK(values.size() == stats.size(), "the reducer must leave ", stats.size(),
+                  " batch statistics, left ", values.size());
+      for (size_t k = 0; k < stats.size(); ++k)
+        MSRNN_CHECK(std::isfinite(values[k]), "the reducer left batch statistic '", stats[k].first, "' at ",
+                    values[k], ", not a finite number");
+      core_->set_batch_statistics(values);
+    }
+  }
   CRefV<S> y = dropped_ ? yin_ : y_;
   nll_.resize(N);
   head_->nll(nll_.data(), y, targets, T, B, /*train=*/true);

@@ -87,6 +87,22 @@ template <class S> class Core {
   // cross-entropy plus their sum; the core's backward adds their gradients to its own. Evaluation
   // forwards compute none. No terms by default.
   virtual std::vector<std::pair<std::string, double>> aux_losses() const { return {}; }
+  // Batch statistics: for auxiliary terms that apply a nonlinearity to a statistic of the batch, e.g.
+  // mu (sbar - r)^2 with sbar = (1/N) sum_n s_n a mean over the N = T*B columns. Such a term is not a
+  // mean over the columns, so the terms of two halves of a batch do not average to the term of the
+  // batch (data-parallel training computes halves); a term that is a mean of per-column values is,
+  // and needs none. After a training forward the core names each statistic its terms read, with its
+  // value over the chunk's N columns; none by default.
+  virtual std::vector<std::pair<std::string, double>> batch_statistics() const { return {}; }
+  // Replace those statistics (one value each, in the order batch_statistics() gives), before backward,
+  // with their values over a larger batch this chunk is part of (the mean over all ranks' columns).
+  // The core then computes its terms' values (aux_losses()) and their gradients from them: for
+  // mu (sbar - r)^2 the gradient on each of its own N columns is 2 mu (sbar - r) / N, which the
+  // caller's weighting of this chunk's gradient by N / N_all turns into the whole batch's
+  // 2 mu (sbar - r) / N_all. Refuses values of the wrong count, or any when the core has none.
+  virtual void set_batch_statistics(const std::vector<double>& values) {
+    MSRNN_CHECK(values.empty(), "this core has no batch statistics, got ", values.size(), " values");
+  }
 };
 
 // ---- options ------------------------------------------------------------------------------------

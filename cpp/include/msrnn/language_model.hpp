@@ -14,8 +14,10 @@
 #include "msrnn/core.hpp"
 #include "msrnn/head.hpp"
 
+#include <functional>
 #include <map>
 #include <memory>
+#include <vector>
 
 namespace msrnn {
 
@@ -46,6 +48,9 @@ template <class S> struct Inputs {
   const S* values = nullptr;             // (D, N) real vectors, for the linear encoder
 };
 
+// Changes a core's batch statistics in place (LanguageModel::loss_and_grad).
+using StatisticsReducer = std::function<void(std::vector<double>& values)>;
+
 template <class S> class LanguageModel {
  public:
   explicit LanguageModel(const ModelConfig& cfg);
@@ -63,8 +68,11 @@ template <class S> class LanguageModel {
   // cross-entropy (nats). The gradient also holds the core's auxiliary terms (aux_losses()).
   // With weights (T*B, step-major, finite, >= 0, not all 0) the loss is sum_n w_n nll_n / sum_n w_n,
   // e.g. the loss of the last step alone for the gradient analyses.
+  // reduce: when given and the core has batch statistics (Core::batch_statistics), called between the
+  // forward and the backward with their values, which it may change (data-parallel training: the
+  // mean over all ranks' columns); the core's terms and gradients then follow the changed values.
   double loss_and_grad(const Inputs<S>& in, const std::int32_t* targets, Index T, Index B,
-                       const double* weights = nullptr);
+                       const double* weights = nullptr, const StatisticsReducer& reduce = nullptr);
   // Evaluation-mode mean loss, no gradients. If `per_token` is given (T*B), it receives each -log p.
   double loss(const Inputs<S>& in, const std::int32_t* targets, Index T, Index B, double* per_token = nullptr);
   // The same for token ids (T*B).
@@ -72,8 +80,8 @@ template <class S> class LanguageModel {
     forward(logits, Inputs<S>{tokens, nullptr}, T, B, train);
   }
   double loss_and_grad(const std::int32_t* tokens, const std::int32_t* targets, Index T, Index B,
-                       const double* weights = nullptr) {
-    return loss_and_grad(Inputs<S>{tokens, nullptr}, targets, T, B, weights);
+                       const double* weights = nullptr, const StatisticsReducer& reduce = nullptr) {
+    return loss_and_grad(Inputs<S>{tokens, nullptr}, targets, T, B, weights, reduce);
   }
   double loss(const std::int32_t* tokens, const std::int32_t* targets, Index T, Index B, double* per_token = nullptr) {
     return loss(Inputs<S>{tokens, nullptr}, targets, T, B, per_token);
@@ -95,6 +103,8 @@ template <class S> class LanguageModel {
   // After loss_and_grad: the core's auxiliary loss terms (Core::aux_losses), by name. The gradient
   // loss_and_grad accumulated is that of its returned cross-entropy plus their sum.
   std::vector<std::pair<std::string, double>> aux_losses() const { return core_->aux_losses(); }
+  // After a training forward: the core's batch statistics (Core::batch_statistics), by name.
+  std::vector<std::pair<std::string, double>> batch_statistics() const { return core_->batch_statistics(); }
   // After loss_and_grad: the gradient w.r.t. each recorded state (Core::record_grads).
   std::vector<NamedState<S>> record_grads() const;
 
