@@ -205,18 +205,47 @@ template <class S> std::vector<std::pair<std::string, double>> HMLSTM<S>::aux_lo
 }
 
 template <class S> bool HMLSTM<S>::has_rate_target() const {
-  if (opt_.rate_weight == 0.0) return false;
   for (size_t l = 0; l < layers_.size(); ++l)
-    if (layers_[l].detector && opt_.rate_target[l] >= 0.0) return true;
+    if (has_target(l)) return true;
   return false;
+}
+
+template <class S> bool HMLSTM<S>::has_target(size_t l) const {
+  return layers_[l].detector && opt_.rate_weight != 0.0 && opt_.rate_target[l] >= 0.0;
+}
+
+template <class S> double HMLSTM<S>::target_term() const {
+  double R = 0.0;
+  for (size_t l = 0; l < layers_.size(); ++l)
+    if (has_target(l)) R += opt_.rate_weight * (zbar_[l] - opt_.rate_target[l]) * (zbar_[l] - opt_.rate_target[l]);
+  return R;
+}
+
+template <class S> std::vector<std::pair<std::string, double>> HMLSTM<S>::batch_statistics() const {
+  std::vector<std::pair<std::string, double>> out;
+  if (!train_) return out;
+  for (size_t l = 0; l < layers_.size(); ++l)
+    if (has_target(l)) out.push_back({cat("zbar_l", l), zbar_[l]});
+  return out;
+}
+
+template <class S> void HMLSTM<S>::set_batch_statistics(const std::vector<double>& values) {
+  const auto stats = batch_statistics();
+  MSRNN_CHECK(values.size() == stats.size(), "the HM-LSTM has ", stats.size(),
+              " batch statistics now (zbar of each layer with a rate target, after a training forward), got ",
+              values.size(), " values");
+  size_t k = 0;
+  for (size_t l = 0; l < layers_.size(); ++l)
+    if (has_target(l)) zbar_[l] = values[k++];
+  aux_target_ = target_term();
 }
 
 template <class S> double HMLSTM<S>::rate_gradient(size_t l) const {
   const auto& layer = layers_[l];
   if (!layer.detector) return 0.0;
   double g = opt_.rate_penalty;
-  if (opt_.rate_weight != 0.0 && opt_.rate_target[l] >= 0.0) g += 2.0 * opt_.rate_weight * (zbar_[l] - opt_.rate_target[l]);
-  return g / double(T_ * B_);
+  if (has_target(l)) g += 2.0 * opt_.rate_weight * (zbar_[l] - opt_.rate_target[l]);  // zbar_: this chunk's, or the batch's
+  return g / double(T_ * B_);  // over this chunk's T B columns
 }
 
 template <class S> bool HMLSTM<S>::skipping(bool train) const {

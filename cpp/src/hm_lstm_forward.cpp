@@ -89,17 +89,16 @@ template <class S> void HMLSTM<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index 
     });
   }
   // Boundary-rate term: lambda / N * (sum of z^l_t over detector layers, steps and streams).
-  // Rate-target term: mu * sum_l (zbar^l - r_l)^2 over detector layers with a target.
+  // Rate-target term: R_target from zbar^l (target_term()); set_batch_statistics may replace zbar^l before backward.
   // zbar_ is what the backward's rate gradient reads, so it is computed in training only.
   aux_ = 0.0;
   aux_target_ = 0.0;
   if (train) {
     for (Index l = 0; l < L; ++l) {
       zbar_[l] = layers_[l].detector ? double(layers_[l].zs.rightCols(N).sum()) / double(N) : 0.0;
-      if (!layers_[l].detector) continue;
-      aux_ += opt_.rate_penalty * zbar_[l];
-      if (opt_.rate_target[l] >= 0.0) aux_target_ += opt_.rate_weight * (zbar_[l] - opt_.rate_target[l]) * (zbar_[l] - opt_.rate_target[l]);
+      if (layers_[l].detector) aux_ += opt_.rate_penalty * zbar_[l];
     }
+    aux_target_ = target_term();
   }
   Index row = 0;
   for (auto& layer : layers_) {

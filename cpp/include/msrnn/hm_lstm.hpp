@@ -28,6 +28,15 @@
 // "boundary_rate"). Its gradient lambda / (T B) enters dz^l_t and follows z's own gradient paths (straight-
 // through in step/sample modes), so every column pays for a boundary and the detector keeps the useful ones.
 //
+// Rate-target term (options rate_target_l{l} = r_l, rate_weight = mu; beyond the paper): the objective gains
+//   R_target = mu * sum_{l with a detector and r_l >= 0} (zbar^l - r_l)^2,   zbar^l = 1 / (T B) sum_{t, b} z^l_t(b)
+// ("boundary_target"), whose gradient 2 mu (zbar^l - r_l) / (T B) enters dz^l_t like R's. Data parallelism:
+// R is a mean over the columns, so the ranks' terms and gradients, weighted by their shares of the columns,
+// add up to the whole batch's. R_target squares a mean, so they do not: zbar^l is a batch statistic
+// (batch_statistics(): "zbar_l{l}" of every layer with a target, after a training forward), and
+// set_batch_statistics() replaces it with the whole batch's zbar^l before backward; R_target and its
+// gradient 2 mu (zbar^l - r_l) / (T B) on this chunk's T B columns are then computed from that value.
+//
 // Gradients. dznew/dzhat = 1 (straight-through in step and sample modes, exact in soft), dzhat/da_z = slope/2
 // inside (0, 1) and 0 outside. The choice of operation:
 //   gradient "switch" (the paper's reading): w_F, w_U, w_C are a switch with no gradient; z is reached only
@@ -127,7 +136,9 @@ template <class S> class HMLSTM : public Core<S> {
   // layer l), "rate_penalty" (>= 0)
   void set_option(const std::string& name, double value) override;
   std::vector<NamedState<S>> records() const override;
-  std::vector<std::pair<std::string, double>> aux_losses() const override;  // {"boundary_rate", value}
+  std::vector<std::pair<std::string, double>> aux_losses() const override;  // "boundary_rate", "boundary_target"
+  std::vector<std::pair<std::string, double>> batch_statistics() const override;  // "zbar_l{l}" of layers with a target
+  void set_batch_statistics(const std::vector<double>& values) override;
   const HMLSTMOptions& options() const { return opt_; }
 
  private:
@@ -181,6 +192,10 @@ template <class S> class HMLSTM : public Core<S> {
   bool skipping(bool train) const;
   // A detector layer has a rate target and rate_weight > 0.
   bool has_rate_target() const;
+  // Layer l has a detector, a rate target and rate_weight > 0.
+  bool has_target(size_t l) const;
+  // R_target from zbar_.
+  double target_term() const;
   // d(R + R_target) / dz^l_t of every column of layer l in the last chunk (the same for all of them).
   double rate_gradient(size_t l) const;
   // Layer l at step t on columns [j0, j0 + nb); fast: packed stacked product, else Eigen products.
@@ -199,7 +214,8 @@ template <class S> class HMLSTM : public Core<S> {
   std::vector<char> blend_;              // (L) gradient reading of each z^l in the last forward (backward follows it)
   double aux_ = 0.0;                     // boundary-rate term of the last training forward
   double aux_target_ = 0.0;              // boundary-rate target term of the last training forward
-  std::vector<double> zbar_;             // (L) mean of z^l_t over the last forward's chunk
+  std::vector<double> zbar_;             // (L) mean of z^l_t over the last training forward's chunk (or over
+                                         // the whole batch, set_batch_statistics)
   Mat<S> ones_;                          // (1, B) z^0_t
   std::vector<double> uniforms_;         // (T, L, B) uniforms of Bernoulli boundaries, entry (t L + l) B + b
   std::vector<Scratch> scratch_;         // one per thread

@@ -15,6 +15,9 @@
 // Gradients are exact through the sigmoid of the mask (de_i/dm = lambda D e_i (1 - e_i)) and zero
 // where Thres clamps (e_i in {0, 1}). The auxiliary term "vc_penalty" is
 //   w * mean over the N = T*B columns of f(m_t - m_bar),  f = |.| (l1), max(0, .) (one_sided), (.)^2 (l2).
+// m_bar is a fixed target (option "target"), so f applies to each column on its own and the term is a mean
+// over the columns: the terms and gradients of parts of a batch, weighted by their shares of the columns, add
+// up to the whole batch's, and data-parallel training needs no batch statistics (Core::batch_statistics).
 //
 // Skipped work: e is non-increasing in i, so with d_t = 1 + the last i with e_i > 0, units i >= d_t
 // keep h_{t-1} and h_bar, x_bar vanish there; a column needs only the leading d_t x d_t block of each
