@@ -12,6 +12,21 @@ leaves on every rank. The loss and the auxiliary terms (per-target means too) ar
 way. Every rank then clips and takes the same optimiser step on the same parameters, so K ranks
 give the parameters one process gives with batch B, up to the rounding of the sums' order.
 
+That sum is exact for every term that is a mean over the columns of something computed column by
+column (the cross-entropy, the HM-LSTM's boundary-rate term lambda zbar, the VCRNN's penalty
+w mean_n f(m_n - m_bar)). It is not for a term that applies a nonlinearity to a batch statistic,
+such as the HM-LSTM's rate target mu (zbar - r)^2 with zbar = (1/N) sum_n z_n: the weighted mean of
+the ranks' mu (zbar_r - r)^2 is not mu (zbar - r)^2. Such a term is reduced before its nonlinearity:
+after the forward each rank's core hands over its statistics s_r (means over its n_r columns), and
+``average_statistics`` replaces them on every rank, before the backward, with
+
+    s = sum_r (n_r / N) s_r        (the statistic of all N columns, one in-place Allreduce)
+
+from which the core computes the term's value, mu (s - r)^2, and its gradient on its own columns,
+d/dz_n = 2 mu (s - r) / n_r; the scaling by n_r / N above then makes it 2 mu (s - r) / N, the
+one-process gradient. ``LanguageModel.loss_and_grad(..., reducer=...)`` is that hand-over; the
+Trainer passes it when distributed.
+
 Only rank 0 prints and writes checkpoints; a checkpoint holds the state of all B streams (gathered)
 and every rank's random state, so it resumes with any number of ranks (exactly with the same K, and
 with another K wherever the run draws no random numbers: no dropout, zoneout or sampled
@@ -134,6 +149,17 @@ class DataParallel:
         buf = np.asarray(values, dtype=np.float64) * (local_tokens / total_tokens)
         self.comm.Allreduce(self.MPI.IN_PLACE, buf, op=self.MPI.SUM)
         return buf
+
+    def average_statistics(self, stats: np.ndarray, local_tokens: int, total_tokens: int) -> None:
+        """Batch statistics of this rank (``stats``, float64, means over its ``local_tokens``
+        columns) become, in place and on every rank, the means over all ``total_tokens`` columns:
+        scaled by n_r / N, then one in-place Allreduce (sum). The reducer of
+        ``LanguageModel.loss_and_grad``, which the core's nonlinear auxiliary terms then read."""
+        if stats.dtype != np.float64 or not stats.flags.c_contiguous:
+            raise TypeError(f"batch statistics must be a C-contiguous float64 array, got {stats.dtype}")
+        if local_tokens != total_tokens:
+            stats *= local_tokens / total_tokens
+        self.comm.Allreduce(self.MPI.IN_PLACE, stats, op=self.MPI.SUM)
 
     def sum(self, values: Sequence[float]) -> np.ndarray:
         """Element-wise sum over ranks (float64)."""

@@ -613,9 +613,11 @@ class Trainer:
                         break
                     t0 = time.perf_counter()
                     self._apply_options(force=(done == 0))
-                    result, _, _ = model.loss_and_grad(x, y, "keep", copy_grads=False)
-                    loss, aux = float(result), result.aux
                     n = B * x.shape[1]           # targets of the chunk over all ranks
+                    # batch statistics of nonlinear auxiliary terms: the mean over all B streams (distributed.py)
+                    reducer = None if dist is None else (lambda s: dist.average_statistics(s, x.size, n))
+                    result, _, _ = model.loss_and_grad(x, y, "keep", copy_grads=False, reducer=reducer)
+                    loss, aux = float(result), result.aux
                     if dist is not None:         # the mean gradient, loss and terms over all B streams
                         dist.average_gradients(flat_g, x.size, n)
                         names = sorted(aux)

@@ -247,6 +247,11 @@ class LanguageModel:
     defaults: Dict[str, Any] = {}
     aliases: Tuple[str, ...] = ()
     positional: Tuple[str, ...] = ("vocab_size", "embed_size", "hidden_sizes")
+    # The auxiliary objective terms (``Loss.aux`` names) the family's core can add; none by default.
+    aux_terms: Tuple[str, ...] = ()
+    # Keyword arguments of a tiny model of the family with every one of its ``aux_terms`` switched
+    # on (:meth:`example`); every family declares them, None for abstract bases.
+    example_options: Optional[Dict[str, Any]] = None
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -254,6 +259,14 @@ class LanguageModel:
         if cls.core_name and "core_name" in cls.__dict__ or cls.__dict__.get("aliases"):
             from .registry import register_family
             register_family(cls)
+
+    @classmethod
+    def example(cls, vocab_size: int, *, dtype: str = "float64", seed: int = 0, dropout: float = 0.0):
+        """A tiny model of this family (its ``example_options``) with every auxiliary term it has
+        active, for checks that run every registered family (e.g. data-parallel training)."""
+        if cls.example_options is None:
+            raise TypeError(f"{cls.__name__} declares no example_options")
+        return cls(vocab_size, **dict(cls.example_options), dtype=dtype, seed=seed, dropout=dropout)
 
     @classmethod
     def all_options(cls) -> Dict[str, Option]:
@@ -463,7 +476,8 @@ class LanguageModel:
             raise ValueError(f"targets have shape {tgt.shape}, inputs {tok.shape[:2]}")
         return tgt
 
-    def loss_and_grad(self, tokens, targets, state=None, *, weights=None, copy_grads: bool = True):
+    def loss_and_grad(self, tokens, targets, state=None, *, weights=None, copy_grads: bool = True,
+                      reducer: Optional[Callable[[np.ndarray], Optional[np.ndarray]]] = None):
         """Mean cross-entropy (nats) over all B*T targets, dict name -> gradient, new state.
 
         Runs in training mode (dropout on, if any). The loss is a :class:`Loss`: a float, the
@@ -473,6 +487,15 @@ class LanguageModel:
         ``weights`` (B, T), finite and non-negative, makes the cross-entropy the weighted mean
         ``sum w * nll / sum w`` (e.g. ones on the last step only: the loss of that step alone).
         ``state``: None (zeros), a dict, or ``KEEP``.
+
+        ``reducer``: for auxiliary terms that apply a nonlinearity to a batch statistic (the
+        HM-LSTM's rate target mu (zbar - r)^2). When the core has such statistics (means over the
+        B*T columns of this forward), ``reducer`` is called between the forward and the backward
+        with them as a float64 array (K,), and changes them in place or returns the K values that
+        replace them; the core then computes those terms and their gradients from the replaced
+        values. Data-parallel training passes the mean over all ranks' columns
+        (:meth:`multiscale_rnn.distributed.DataParallel.average_statistics`), so that the terms are
+        those of the whole batch. Not called when the core has no statistics.
         """
         tok = self._inputs(tokens)
         tgt = self._targets(targets, tok)
@@ -480,9 +503,11 @@ class LanguageModel:
             weights = np.asarray(weights, dtype=np.float64)
             if weights.shape != tgt.shape:
                 raise ValueError(f"weights have shape {weights.shape}, targets {tgt.shape}")
+        if reducer is not None and not callable(reducer):
+            raise TypeError(f"reducer must be callable (it receives the batch statistics), got {type(reducer).__name__}")
         self._set_state(state, tok.shape[0])
         self._impl.zero_grad()
-        loss = Loss(self._impl.loss_and_grad(tok, tgt, weights), self._impl.aux_losses())
+        loss = Loss(self._impl.loss_and_grad(tok, tgt, weights, reducer), self._impl.aux_losses())
         grads = {k: v.copy() for k, v in self._grads.items()} if copy_grads else None
         return loss, grads, self._impl.get_state()
 

@@ -120,6 +120,7 @@ class FSRNN(LanguageModel):
     """
     core_name = "fs_rnn"
     aliases = ("fs-lstm", "fs-rnn")
+    example_options = dict(embed_size=8, fast_size=10, slow_size=12)
     positional = ("vocab_size", "embed_size", "fast_size", "slow_size")
     family_options = (
         Option("fast_size", int, None, check=lambda v: v >= 1, rule=">= 1", core=False),
@@ -167,6 +168,7 @@ class StackedLSTM(_ChainOrStack):
     ``hidden_sizes``: one size per layer. ``dropout`` acts on the embedding, between layers and
     before the softmax. With ``layer_norm=False`` and no zoneout it computes what ``msr.LSTM`` does."""
     core_name = "stacked_lstm"
+    example_options = dict(embed_size=8, hidden_sizes=(10, 10))
 
 
 class SequentialLSTM(_ChainOrStack):
@@ -175,3 +177,4 @@ class SequentialLSTM(_ChainOrStack):
     ``hidden_sizes``: K equal sizes (the cells share one state). Layer norm on the cell states by
     default, as in the paper's Section 4.2."""
     core_name = "sequential_lstm"
+    example_options = dict(embed_size=8, hidden_sizes=(10, 10))

@@ -285,6 +285,10 @@ class HMLSTM(LanguageModel):
 
     core_name = "hm_lstm"
     aliases = ("hm-lstm", "hm-rnn")
+    aux_terms = ("boundary_rate", "boundary_target")
+    # both terms on and the detectors live from the first update (no warm-up)
+    example_options = dict(embed_size=8, hidden_sizes=(10, 10), layer_norm=True, warmup=0, rate_target=0.3,
+                           rate_penalty=0.05)
     defaults = dict(embed_size=128, hidden_sizes=(512, 512, 512), head="linear")
     #: zhat of every column when a boundary row restarts at the end of the warm-up (weights 0)
     RESTART_ZHAT = 0.05

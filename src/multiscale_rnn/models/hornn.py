@@ -39,6 +39,7 @@ class HORNN(LanguageModel):
     """
     core_name = "hornn"
     aliases = ("higher-order-rnn",)
+    example_options = dict(embed_size=8, hidden_sizes=(12,), order=3, pooling="gated")
     family_options = (
         Option("order", int, 3, check=lambda v: 1 <= v <= 255, rule="in [1, 255]",
                doc="N, the number of previous states each layer reads"),

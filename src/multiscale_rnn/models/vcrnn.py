@@ -89,6 +89,8 @@ class _VCBase(LanguageModel):
     """Shared options and accounting of the VCRNN and VCGRU (see the module docstring)."""
 
     defaults = dict(embed_size=None, hidden_sizes=(1024,))
+    aux_terms = ("vc_penalty",)
+    example_options = dict(hidden_sizes=(12,), penalty_weight=0.05, block=4)
     family_options = (
         Option("sharpness", float, 1.0, check=lambda v: v > 0, rule="> 0",
                doc="lambda of the mask (annealed: sharpness_schedule())"),
