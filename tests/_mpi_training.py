@@ -4,11 +4,16 @@
 pytest process) and by this script's ``main``, which ``mpiexec -n 2 python tests/_mpi_training.py
 SCENARIO OUT`` starts. Each scenario writes its results from rank 0 into the folder OUT (``.npz``
 files, and ``.txt`` files with error messages, one per rank).
+
+The families are every class of the registry ``msr.MODELS``, each built from its own declared example
+(``LanguageModel.example``: a tiny model with every auxiliary term of the family active).
 """
 from __future__ import annotations
 
 import sys
+import traceback
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -16,7 +21,12 @@ import multiscale_rnn as msr
 
 VOCAB = 11
 BATCH, BPTT = 5, 6            # 5 streams: 3 on rank 0 and 2 on rank 1
-FAMILIES = ("lstm", "hm_lstm", "fs_rnn")
+CHUNKS = 8                    # chunks of 6 steps per epoch: 2 epochs are 16 updates
+EPOCHS = 2
+STEPS = CHUNKS * EPOCHS
+STOP = 5                      # the interrupted runs stop after this many chunks
+FAMILIES = tuple(sorted(msr.MODELS))   # class names of every registered family
+BASELINE = "LSTM"             # the family of the dropout and error scenarios
 
 
 def text(n: int, seed: int) -> np.ndarray:
@@ -28,73 +38,94 @@ def text(n: int, seed: int) -> np.ndarray:
     return ids.astype(np.int32)
 
 
-TRAIN = text(BATCH * (12 * BPTT + 1), 0)   # 12 chunks of 6 steps per epoch
+TRAIN = text(BATCH * (CHUNKS * BPTT + 1), 0)
 VALID = text(200, 1)
 
 
 def build(family: str, dtype: str = "float64", dropout: float = 0.0, seed: int = 0):
-    if family == "lstm":
-        return msr.LSTM(VOCAB, embed_size=8, hidden_sizes=(12, 12), dropout=dropout, dtype=dtype, seed=seed)
-    if family == "hm_lstm":
-        return msr.HMLSTM(VOCAB, embed_size=8, hidden_sizes=(10, 10), layer_norm=True, dropout=dropout,
-                          dtype=dtype, seed=seed)
-    if family == "fs_rnn":
-        return msr.FSRNN(VOCAB, 8, 10, 12, dropout=dropout, dtype=dtype, seed=seed)
-    raise ValueError(family)
+    return msr.MODELS[family].example(VOCAB, dtype=dtype, dropout=dropout, seed=seed)
 
 
 def trainer(model, distributed=False, **kw):
-    return msr.Trainer(model, optimizer=msr.optim.Adam(lr=3e-3), clip_norm=1.0, batch_size=BATCH, bptt=BPTT,
+    return msr.Trainer(model, optimizer=msr.optim.Adam(lr=5e-3), clip_norm=1.0, batch_size=BATCH, bptt=BPTT,
                        progress=False, eval_batch_size=3, distributed=distributed, **kw)
 
 
-def run(family, dtype="float64", dropout=0.0, distributed=False, epochs=2, checkpoint=None, max_chunks=None,
-        resume=False):
-    """Train ``epochs`` epochs (or ``max_chunks`` chunks) from scratch or from ``checkpoint``;
-    returns the model and the trainer."""
+def boundary_counts(model) -> list:
+    """Columns (steps x this process's streams) with z^l = 1 in the last training chunk, one count per
+    layer with a boundary detector (none for families without detectors)."""
+    rec = model.records()
+    return [int(rec[f"z_l{l}"].sum()) for l in getattr(model, "detector_layers", ())]
+
+
+class Run(NamedTuple):
+    model: object
+    trainer: object
+    aux: np.ndarray       # (updates, terms) each auxiliary term per update, names sorted (the Trainer's log)
+    aux_names: tuple
+    fired: np.ndarray     # (updates, detectors) boundary counts per update (this process's streams)
+
+
+def run(family, dtype="float64", dropout=0.0, distributed=False, epochs=EPOCHS, checkpoint=None, max_chunks=None,
+        resume=False) -> Run:
+    """Train ``epochs`` epochs (or ``max_chunks`` chunks) from scratch or from ``checkpoint``, recording
+    the auxiliary terms and boundary counts of every update."""
     model = build(family, dtype, dropout)
     tr = trainer(model, distributed)
-    tr.fit(TRAIN, valid=VALID, epochs=epochs, checkpoint=checkpoint, max_chunks=max_chunks, resume=resume)
-    return model, tr
+    rows = []
+
+    def log(event):
+        if event["event"] == "chunk":
+            rows.append((dict(event["aux"]), boundary_counts(model)))
+
+    tr.fit(TRAIN, valid=VALID, epochs=epochs, checkpoint=checkpoint, max_chunks=max_chunks, resume=resume,
+           log=log)
+    names = tuple(sorted(rows[0][0])) if rows else ()
+    aux = np.array([[a[k] for k in names] for a, _ in rows], dtype=np.float64).reshape(len(rows), len(names))
+    detectors = len(getattr(model, "detector_layers", ()))
+    fired = np.array([f for _, f in rows], dtype=np.int64).reshape(len(rows), detectors)
+    return Run(model, tr, aux, names, fired)
 
 
-def results(model, tr) -> dict:
-    rows = tr.history
-    return {"params": np.array(model.flat_parameters(), copy=True),
-            "train_loss": np.array([r["train_loss"] for r in rows]),
-            "valid_loss": np.array([r["valid_loss"] for r in rows]),
-            "step": np.array(tr.step)}
+def results(r: Run) -> dict:
+    hist = r.trainer.history
+    return {"params": np.array(r.model.flat_parameters(), copy=True),
+            "train_loss": np.array([h["train_loss"] for h in hist]),
+            "valid_loss": np.array([h["valid_loss"] for h in hist]),
+            "step": np.array(r.trainer.step), "aux": r.aux, "aux_names": np.array(r.aux_names, dtype=str),
+            "fired": r.fired}
 
 
 # ---- scenarios (run under mpiexec) ----------------------------------------------------------------
 def scenario_equivalence(out: Path, dist) -> None:
-    """Each family in float64 and float32; LSTM with dropout interrupted and resumed at K ranks."""
+    """Each family in float64 and float32, and interrupted and resumed at K ranks; the LSTM with dropout
+    interrupted and resumed."""
     for family in FAMILIES:
         for dtype in ("float64", "float32"):
-            model, tr = run(family, dtype, distributed=dist)
+            r = run(family, dtype, distributed=dist)
             if dist.root:
-                np.savez(out / f"{family}-{dtype}.npz", **results(model, tr))
-        # checkpointed after 5 chunks, resumed to the end of epoch 2
+                np.savez(out / f"{family}-{dtype}.npz", **results(r))
+        # checkpointed after STOP chunks, resumed to the end of epoch 2
         ck = out / f"{family}-resume.npz"
-        run(family, distributed=dist, checkpoint=ck, max_chunks=5)
+        run(family, distributed=dist, checkpoint=ck, max_chunks=STOP)
         if dist.root:
-            Path(str(ck) + ".at5").write_bytes(ck.read_bytes())  # kept for the K = 1 resume
-        model, tr = run(family, distributed=dist, checkpoint=ck, resume=True)
+            Path(str(ck) + f".at{STOP}").write_bytes(ck.read_bytes())  # kept for the K = 1 resume
+        r = run(family, distributed=dist, checkpoint=ck, resume=True)
         if dist.root:
-            np.savez(out / f"{family}-resumed.npz", **results(model, tr))
+            np.savez(out / f"{family}-resumed.npz", **results(r))
     # dropout draws random numbers on every rank: an interrupted run equals an uninterrupted one
-    model, tr = run("lstm", "float32", dropout=0.2, distributed=dist, epochs=1)
+    r = run(BASELINE, "float32", dropout=0.2, distributed=dist, epochs=1)
     if dist.root:
-        np.savez(out / "dropout-straight.npz", **results(model, tr))
+        np.savez(out / "dropout-straight.npz", **results(r))
     ck = out / "dropout.npz"
-    run("lstm", "float32", dropout=0.2, distributed=dist, epochs=1, checkpoint=ck, max_chunks=7)
-    model, tr = run("lstm", "float32", dropout=0.2, distributed=dist, epochs=1, checkpoint=ck, resume=True)
+    run(BASELINE, "float32", dropout=0.2, distributed=dist, epochs=1, checkpoint=ck, max_chunks=STOP)
+    r = run(BASELINE, "float32", dropout=0.2, distributed=dist, epochs=1, checkpoint=ck, resume=True)
     if dist.root:
-        np.savez(out / "dropout-resumed.npz", **results(model, tr))
+        np.savez(out / "dropout-resumed.npz", **results(r))
 
 
 def perturbed(rank: int):
-    model = build("lstm")
+    model = build(BASELINE)
     model.flat_parameters()[7] += rank * 1e-3
     return model
 
@@ -102,16 +133,16 @@ def perturbed(rank: int):
 def scenario_errors(out: Path, dist) -> None:
     """Ranks that disagree, or fail on one rank only: every rank raises, none hangs."""
     cases = {
-        "seed": lambda: trainer(build("lstm", seed=dist.rank), dist).fit(TRAIN, max_chunks=1),
+        "seed": lambda: trainer(build(BASELINE, seed=dist.rank), dist).fit(TRAIN, max_chunks=1),
         "params": lambda: trainer(perturbed(dist.rank), dist).fit(TRAIN, max_chunks=1),
-        "data": lambda: trainer(build("lstm"), dist).fit(TRAIN + (dist.rank == 1) * (TRAIN == 3), max_chunks=1),
-        "bptt": lambda: msr.Trainer(build("lstm"), batch_size=BATCH, bptt=BPTT + dist.rank, progress=False,
+        "data": lambda: trainer(build(BASELINE), dist).fit(TRAIN + (dist.rank == 1) * (TRAIN == 3), max_chunks=1),
+        "bptt": lambda: msr.Trainer(build(BASELINE), batch_size=BATCH, bptt=BPTT + dist.rank, progress=False,
                                     distributed=dist).fit(TRAIN, max_chunks=1),
-        "one-rank": lambda: trainer(build("lstm"), dist).fit(TRAIN, max_chunks=1 if dist.rank == 0 else 0),
-        "batch": lambda: msr.Trainer(build("lstm"), batch_size=1, bptt=BPTT, progress=False,
+        "one-rank": lambda: trainer(build(BASELINE), dist).fit(TRAIN, max_chunks=1 if dist.rank == 0 else 0),
+        "batch": lambda: msr.Trainer(build(BASELINE), batch_size=1, bptt=BPTT, progress=False,
                                      distributed=dist).fit(TRAIN, max_chunks=1),
-        "resume-missing": lambda: trainer(build("lstm"), dist).fit(TRAIN, checkpoint=out / "absent.npz",
-                                                                  resume=True),
+        "resume-missing": lambda: trainer(build(BASELINE), dist).fit(TRAIN, checkpoint=out / "absent.npz",
+                                                                    resume=True),
     }
     for name, case in cases.items():
         try:
@@ -127,7 +158,12 @@ def main(argv) -> int:
     scenario, out = argv[1], Path(argv[2])
     msr.set_num_threads(1)
     dist = DataParallel()
-    {"equivalence": scenario_equivalence, "errors": scenario_errors}[scenario](out, dist)
+    try:
+        {"equivalence": scenario_equivalence, "errors": scenario_errors}[scenario](out, dist)
+    except BaseException:   # one rank failing alone would leave the other waiting: end the job
+        traceback.print_exc()
+        sys.stderr.flush()
+        dist.comm.Abort(1)
     return 0
 
 

@@ -39,7 +39,74 @@ def test_shards_cover_the_streams_once_in_order():
 
 def test_not_distributed_by_default():
     assert data_parallel(False) is None and data_parallel(None) is None
-    assert msr.Trainer(runs.build("lstm")).dist is None
+    assert msr.Trainer(runs.build(runs.BASELINE)).dist is None
+
+
+def test_every_registered_family_has_an_example_with_all_its_auxiliary_terms_on():
+    assert runs.FAMILIES == tuple(sorted(msr.MODELS)) and len(runs.FAMILIES) >= 11
+    tokens = runs.TRAIN[:runs.BATCH * runs.BPTT].reshape(runs.BATCH, runs.BPTT)
+    for family, cls in msr.MODELS.items():
+        assert cls.example_options is not None, family
+        model = runs.build(family)
+        assert type(model) is cls and model.dtype == np.float64
+        loss, _, _ = model.loss_and_grad(tokens, np.roll(tokens, -1, axis=1))
+        assert sorted(loss.aux) == sorted(cls.aux_terms), family
+        assert all(v != 0.0 for v in loss.aux.values()), (family, loss.aux)
+
+
+class _Part:
+    """Streams [lo, hi) of a batch: their share of a chunk and of a carried state."""
+
+    def __init__(self, rows, tokens, targets, state):
+        self.n = tokens[rows].size
+        self.tokens, self.targets = tokens[rows], targets[rows]
+        self.state = {k: v[rows].copy() for k, v in state.items()}
+
+
+@pytest.mark.parametrize("family", runs.FAMILIES)
+def test_reduced_statistics_give_the_whole_batchs_terms_and_gradient(family):
+    # Two "ranks" in one process: streams 0-2 and 3-4 of 5. Each hands its batch statistics to a reducer;
+    # replaced by the mean over all 5 streams' columns, the parts' gradients scaled by n_r / N sum to the
+    # gradient of the 5 streams, and their terms average to the 5 streams' terms.
+    model = runs.build(family)
+    rng = np.random.default_rng(3)
+    T = 20
+    warm = rng.integers(0, runs.VOCAB, (runs.BATCH, T)).astype(np.int32)
+    _, state = model.forward(warm)        # a carried state that is not zeros
+    tokens = rng.integers(0, runs.VOCAB, (runs.BATCH, T)).astype(np.int32)
+    targets = rng.integers(0, runs.VOCAB, (runs.BATCH, T)).astype(np.int32)
+    whole, g_whole, _ = model.loss_and_grad(tokens, targets, state)
+    N = tokens.size
+    parts = [_Part(slice(0, 3), tokens, targets, state), _Part(slice(3, 5), tokens, targets, state)]
+
+    seen = []
+    for p in parts:                       # 1: each part's own statistics
+        model.loss_and_grad(p.tokens, p.targets, p.state, reducer=lambda s: seen.append(s.copy()))
+    if not seen:                          # a family without statistics: its terms are per-column means
+        assert sorted(whole.aux) == sorted(msr.MODELS[family].aux_terms)
+    else:
+        assert len(seen) == 2 and seen[0].shape == seen[1].shape and seen[0].dtype == np.float64
+        assert not np.array_equal(seen[0], seen[1])   # the parts' statistics differ
+    reduced = sum(p.n / N * s for p, s in zip(parts, seen)) if seen else None
+
+    def replace(s):
+        s[...] = reduced
+
+    grad = {k: np.zeros_like(v) for k, v in g_whole.items()}
+    xent, aux = 0.0, {k: 0.0 for k in whole.aux}
+    for p in parts:                       # 2: the terms and gradients from the reduced statistics
+        loss, g, _ = model.loss_and_grad(p.tokens, p.targets, p.state, reducer=replace if seen else None)
+        for k in grad:
+            grad[k] += p.n / N * g[k]
+        xent += p.n / N * float(loss)
+        for k in aux:
+            aux[k] += p.n / N * loss.aux[k]
+    assert xent == pytest.approx(float(whole), rel=1e-13, abs=0)
+    for k in aux:
+        assert aux[k] == pytest.approx(whole.aux[k], rel=1e-12, abs=0), k
+    scale = max(np.max(np.abs(g)) for g in g_whole.values())
+    for k in grad:
+        assert np.max(np.abs(grad[k] - g_whole[k])) <= 1e-12 * scale, k
 
 
 def _no_mpi4py(monkeypatch):
@@ -50,7 +117,7 @@ def _no_mpi4py(monkeypatch):
 def test_without_mpi4py_the_trainer_says_how_to_install_it(monkeypatch):
     _no_mpi4py(monkeypatch)
     with pytest.raises(ImportError, match=r"mpi4py.*multiscale-rnn\[mpi\]"):
-        msr.Trainer(runs.build("lstm"), distributed=True)
+        msr.Trainer(runs.build(runs.BASELINE), distributed=True)
 
 
 def test_without_mpi4py_the_command_line_says_how_to_install_it(monkeypatch, capsys, tmp_path):
@@ -66,7 +133,7 @@ def test_without_mpi4py_the_command_line_says_how_to_install_it(monkeypatch, cap
 def test_a_communicator_must_be_one():
     pytest.importorskip("mpi4py")
     with pytest.raises(TypeError, match="distributed must be True or an mpi4py communicator"):
-        msr.Trainer(runs.build("lstm"), distributed="world")
+        msr.Trainer(runs.build(runs.BASELINE), distributed="world")
 
 
 # ---- under mpiexec -n 2 ----------------------------------------------------------------------------
@@ -97,41 +164,68 @@ def under_mpi(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def one_process():
-    """The same trainings in one process (one thread): family, dtype -> (model, trainer)."""
+    """The same trainings in one process (one thread): family, dtype -> runs.Run."""
     msr.set_num_threads(1)
     return {(f, d): runs.run(f, d) for f in runs.FAMILIES for d in ("float64", "float32")}
+
+
+def _steps(r):
+    """The recorded trace of a run in the pytest process or from an .npz of the MPI runs: aux names,
+    aux (updates, terms), boundary counts (updates, detectors)."""
+    if isinstance(r, runs.Run):
+        return r.aux_names, r.aux, r.fired
+    return tuple(str(n) for n in r["aux_names"]), r["aux"], r["fired"]
 
 
 @pytest.mark.parametrize("family", runs.FAMILIES)
 def test_two_ranks_give_the_parameters_of_one_process_in_float64(under_mpi, one_process, family):
     k2 = np.load(under_mpi / f"{family}-float64.npz")
-    model, tr = one_process[(family, "float64")]
-    assert int(k2["step"]) == tr.step == 24
-    # 24 Adam steps; the sums only change order (3 + 2 streams against 5)
-    assert np.max(np.abs(k2["params"] - model.flat_parameters())) < 1e-10
-    np.testing.assert_allclose(k2["train_loss"], [r["train_loss"] for r in tr.history], rtol=1e-12)
-    np.testing.assert_allclose(k2["valid_loss"], [r["valid_loss"] for r in tr.history], rtol=1e-12)
+    one = one_process[(family, "float64")]
+    assert int(k2["step"]) == one.trainer.step == runs.STEPS
+    # every auxiliary term of the family was on, with its detectors firing, in the updates compared
+    cls = msr.MODELS[family]
+    names, aux, fired = _steps(one)
+    assert names == tuple(sorted(cls.aux_terms)) == _steps(k2)[0]
+    assert aux.shape == (runs.STEPS, len(names)) and np.all(aux != 0.0), aux
+    columns = runs.BATCH * runs.BPTT
+    assert fired.shape == (runs.STEPS, len(getattr(one.model, "detector_layers", ())))
+    for l in range(fired.shape[1]):   # z^l = 1 on some columns and 0 on others, in most updates
+        mixed = (fired[:, l] > 0) & (fired[:, l] < columns)
+        assert mixed.sum() >= runs.STEPS // 2, fired[:, l]
+    # the sums only change order (3 + 2 streams against 5), also inside the statistics of the terms
+    assert np.max(np.abs(k2["params"] - one.model.flat_parameters())) < 1e-10
+    np.testing.assert_allclose(k2["train_loss"], [h["train_loss"] for h in one.trainer.history], rtol=1e-12)
+    np.testing.assert_allclose(k2["valid_loss"], [h["valid_loss"] for h in one.trainer.history], rtol=1e-12)
+    np.testing.assert_allclose(k2["aux"], aux, rtol=1e-10)
 
 
-# float32: sums taken in another order, through 24 Adam steps. Measured largest parameter difference
-# (docs/training.md): LSTM 1.6e-7, HM-LSTM 1.2e-7 (as between one process at 1 and 2 threads),
-# FS-RNN 5.6e-5 (1 against 2 threads: 9.7e-6; its layer norms and Adam amplify rounding ~100x in
-# 24 steps, 3e-14 in float64). The bounds leave a factor of about 5.
-FLOAT32_BOUND = {"lstm": 1e-6, "hm_lstm": 1e-6, "fs_rnn": 3e-4}
+# float32: sums taken in another order, through 16 Adam steps. Largest parameter difference measured on
+# the 2-core AMD EPYC (docs/training.md, "Training on several machines"): Clockwork 6.0e-8, Elman 1.2e-7,
+# FS-RNN 2.7e-5 (one process at 1 against 2 threads: 4.1e-5; its layer norms and Adam amplify rounding),
+# GRU 8.9e-7, HM-LSTM 1.2e-7, HORNN 1.2e-7, LSTM 1.2e-7, sequential LSTM 3.4e-7, stacked LSTM 1.2e-7,
+# VCGRU 1.2e-7, VCRNN 2.4e-7. Each bound leaves a factor of about 5.
+FLOAT32_BOUND = {
+    "ClockworkRNN": 3e-7, "ElmanRNN": 6e-7, "FSRNN": 1.5e-4, "GRU": 5e-6, "HMLSTM": 6e-7, "HORNN": 6e-7,
+    "LSTM": 6e-7, "SequentialLSTM": 2e-6, "StackedLSTM": 6e-7, "VCGRU": 6e-7, "VCRNN": 1.2e-6,
+}
+
+
+def test_every_family_has_a_float32_bound():
+    assert sorted(FLOAT32_BOUND) == sorted(runs.FAMILIES)
 
 
 @pytest.mark.parametrize("family", runs.FAMILIES)
 def test_two_ranks_give_the_parameters_of_one_process_in_float32(under_mpi, one_process, family):
     k2 = np.load(under_mpi / f"{family}-float32.npz")
-    model, tr = one_process[(family, "float32")]
-    assert np.max(np.abs(k2["params"] - model.flat_parameters())) < FLOAT32_BOUND[family]
-    np.testing.assert_allclose(k2["train_loss"], [r["train_loss"] for r in tr.history], rtol=1e-5)
+    one = one_process[(family, "float32")]
+    assert np.max(np.abs(k2["params"] - one.model.flat_parameters())) < FLOAT32_BOUND[family]
+    np.testing.assert_allclose(k2["train_loss"], [h["train_loss"] for h in one.trainer.history], rtol=1e-5)
 
 
 @pytest.mark.parametrize("family", runs.FAMILIES)
 def test_a_checkpoint_of_two_ranks_resumes_exactly_at_two(under_mpi, family):
     straight, resumed = np.load(under_mpi / f"{family}-float64.npz"), np.load(under_mpi / f"{family}-resumed.npz")
-    assert int(resumed["step"]) == 24
+    assert int(resumed["step"]) == runs.STEPS
     np.testing.assert_array_equal(resumed["params"], straight["params"])
     np.testing.assert_array_equal(resumed["train_loss"], straight["train_loss"])
 
@@ -139,15 +233,15 @@ def test_a_checkpoint_of_two_ranks_resumes_exactly_at_two(under_mpi, family):
 @pytest.mark.parametrize("family", runs.FAMILIES)
 def test_a_checkpoint_of_two_ranks_resumes_at_one(under_mpi, one_process, family, tmp_path):
     ck = tmp_path / "k2.npz"
-    ck.write_bytes((under_mpi / f"{family}-resume.npz.at5").read_bytes())
+    ck.write_bytes((under_mpi / f"{family}-resume.npz.at{runs.STOP}").read_bytes())
     saved = msr.checkpoint.load(ck)
-    assert saved.trainer_state["chunk"] == 5
+    assert saved.trainer_state["chunk"] == runs.STOP
     assert saved.trainer_state["rank_rngs"].shape == (2, 4)
     assert all(v.shape[0] == runs.BATCH for v in saved.trainer_state["carried"].values())  # all 5 streams
-    model, tr = runs.run(family, checkpoint=ck, resume=True)
-    ref, _ = one_process[(family, "float64")]
-    assert tr.step == 24
-    assert np.max(np.abs(model.flat_parameters() - ref.flat_parameters())) < 1e-10
+    r = runs.run(family, checkpoint=ck, resume=True)
+    ref = one_process[(family, "float64")]
+    assert r.trainer.step == runs.STEPS
+    assert np.max(np.abs(r.model.flat_parameters() - ref.model.flat_parameters())) < 1e-10
 
 
 def test_dropout_run_resumes_exactly_with_every_ranks_random_state(under_mpi):
@@ -163,7 +257,8 @@ def _message(folder, name, rank):
     ("seed", r"ValueError: the 2 ranks disagree on the model config: rank 0 has .*\"seed\": 0.*rank 1 has .*\"seed\": 1"),
     ("params", r"ValueError: the 2 ranks disagree on the parameters \(CRC-32 of the flat buffer\): rank 0 has \d+, "
                r"rank 1 has \d+"),
-    ("data", r"ValueError: the 2 ranks disagree on the training data \(tokens, CRC-32\): rank 0 has \{'tokens': 365"),
+    ("data", r"ValueError: the 2 ranks disagree on the training data \(tokens, CRC-32\): rank 0 has "
+             rf"\{{'tokens': {runs.TRAIN.size}"),
     ("bptt", r"ValueError: the 2 ranks disagree on the trainer setting bptt: rank 0 has 6, rank 1 has 7"),
     ("batch", r"ValueError: batch_size=1 streams cannot be shared by 2 ranks"),
     ("resume-missing", r"(FileNotFoundError|No such file).*absent\.npz"),

@@ -599,3 +599,58 @@ def test_trainer_anneals_the_slope():
                           model_options={"slope": msr.schedules.linear(1.0, 5.0, per_epoch=1.5)})
     trainer.fit(corpus.train, epochs=4, log=lambda d: seen.append(m.slope) if d.get("event") == "epoch" else None)
     assert seen == [1.0, 2.5, 4.0, 5.0]
+
+
+def test_rate_target_reads_zbar_from_the_reducer():
+    # zbar^l of each layer with a target is a batch statistic: the reducer sees it after the forward, and what
+    # it leaves is what the rate-target term and its gradient read (data parallelism: the whole batch's zbar)
+    rng = np.random.default_rng(21)
+    targets, mu = [0.3, 0.1], 2.0
+    m = make(rate_target=targets, rate_weight=mu, rate_penalty=0.1)
+    tok, tgt = batch(rng, steps=8, batch=4)
+    st = random_state(m, rng, batch=4)
+    seen = []
+    loss, grads, _ = m.loss_and_grad(tok, tgt, st, reducer=lambda s: seen.append(s.copy()))
+    rec = m.records()
+    zbar = [rec[f"z_l{l}"].mean() for l in range(2)]
+    assert len(seen) == 1 and seen[0].dtype == np.float64
+    np.testing.assert_allclose(seen[0], zbar, rtol=1e-15)
+    assert 0 < zbar[0] < 1 and 0 < zbar[1] < 1
+    plain, g_plain, _ = m.loss_and_grad(tok, tgt, st)          # left as they were: the same as no reducer
+    assert loss.aux == plain.aux
+    for k in grads:
+        np.testing.assert_array_equal(grads[k], g_plain[k], err_msg=k)
+    # returned (not changed in place): at zbar = r the term and its gradient vanish, leaving the rate penalty's
+    at, g_at, _ = m.loss_and_grad(tok, tgt, st, reducer=lambda s: np.array(targets))
+    assert at.aux["boundary_target"] == 0.0 and at.aux["boundary_rate"] == plain.aux["boundary_rate"]
+    g_none = make(rate_target=None, rate_penalty=0.1).loss_and_grad(tok, tgt, st)[1]
+    for k in grads:
+        np.testing.assert_allclose(g_at[k], g_none[k], rtol=1e-13, atol=1e-15, err_msg=k)
+
+    def halfway(s):
+        s += 0.5 * (np.array(targets) - s)
+    half, _, _ = m.loss_and_grad(tok, tgt, st, reducer=halfway)
+    want = sum(mu * (0.5 * (z - r)) ** 2 for z, r in zip(zbar, targets))
+    assert half.aux["boundary_target"] == pytest.approx(want, rel=1e-12)
+
+
+def test_reducer_errors_are_clear():
+    rng = np.random.default_rng(22)
+    m = make(rate_target=[0.3, 0.1])
+    tok, tgt = batch(rng)
+    with pytest.raises(TypeError, match="reducer must be callable"):
+        m.loss_and_grad(tok, tgt, reducer=3)
+    with pytest.raises(ValueError, match=r"the reducer must return None or 2 batch statistics, got shape \(3,\)"):
+        m.loss_and_grad(tok, tgt, reducer=lambda s: np.zeros(3))
+
+    def nan(s):
+        s[1] = np.nan
+    with pytest.raises(ValueError, match="the reducer left batch statistic 'zbar_l1' at -?nan, not a finite number"):
+        m.loss_and_grad(tok, tgt, reducer=nan)
+    with pytest.raises(ZeroDivisionError):
+        m.loss_and_grad(tok, tgt, reducer=lambda s: 1 / 0)
+    m.loss_and_grad(tok, tgt, reducer=lambda s: None)          # the model is usable after those
+
+    def never(s):
+        raise AssertionError("a model without rate targets has no batch statistics")
+    make(rate_target=None).loss_and_grad(tok, tgt, reducer=never)
