@@ -353,3 +353,23 @@ def test_an_unexpected_error_on_one_rank_ends_the_job_within_seconds(tmp_path):
     assert "multiscale-rnn train (rank 1): error: RuntimeError: disk on fire" in p.stderr, p.stderr
     assert "rank 1: Traceback (most recent call last)" in p.stderr   # where it was raised, for a bug report
     assert not out.exists()
+
+
+def test_evaluate_names_the_flag_for_a_moved_corpus_and_for_missing_best_parameters(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "old").mkdir()
+    text = tmp_path / "old" / "mine.txt"
+    text.write_text("the cat sat on the mat.\n" * 400)
+    args = ["train", "--data", "old/mine.txt", "--embed-size", "8", "--hidden-sizes", "16", "--batch-size", "4",
+            "--bptt", "20", "--max-chunks", "2", "--threads", "1", "--no-progress", "--out", "m.npz"]
+    assert main(args) == 0
+    text.rename(tmp_path / "mine.txt")
+    capsys.readouterr()
+    code, out, err = _run(["evaluate", "m.npz"], capsys)
+    assert code == 1 and "old/mine.txt" in _error_line(err)
+    assert "(the corpus m.npz was trained on, where it was then: give --data-path where it is now)" in err
+    assert main(["evaluate", "m.npz", "--data-path", "mine.txt"]) == 0
+    assert capsys.readouterr().out.startswith("mine test: loss")
+    code, out, err = _run(["evaluate", "m.npz", "--data-path", "mine.txt", "--best"], capsys)
+    assert code == 1 and "m.npz holds no best parameters (no epoch was completed): leave --best out" in \
+        _error_line(err)

@@ -668,7 +668,8 @@ def _load_checkpoint(path, best: bool):
     if best:
         state = ck.trainer_state or {}
         if state.get("best_params") is None:
-            raise ValueError(f"{path} holds no best parameters (no epoch was completed)")
+            raise ValueError(f"{path} holds no best parameters (no epoch was completed): leave --best out to use "
+                             f"the last parameters")
         ck.model.flat_parameters()[...] = state["best_params"]
     return ck
 
@@ -716,7 +717,13 @@ def _checkpoint_data(args, ck, need_corpus: bool):
                     s["data_path"] = args.data_path
                 s["data_options"] = {**s.get("data_options", {}), **options}
             _resolve_data(s, args.data is not None, options, args.data_path is not None)
-        corpus = _load_corpus(s)
+        try:
+            corpus = _load_corpus(s)
+        except FileNotFoundError as e:
+            if given:
+                raise
+            raise FileNotFoundError(f"{e} (the corpus {path} was trained on, where it was then: give --data-path "
+                                    f"where it is now)") from None
         if corpus.vocab_size != model_v:
             raise ValueError(f"the vocabulary of {corpus.name} has {corpus.vocab_size} symbols and the model in {path} "
                              f"has {model_v}: give --data (and --data-path) of the corpus the model was trained on")
