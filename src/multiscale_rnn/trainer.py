@@ -73,6 +73,12 @@ def evaluate(model, ids, batch_size: int = 16, bptt: int = 100, *, distributed=N
     returns the figures of all B streams (equal to one process's up to the order of the sums).
     """
     data = _data()
+    if isinstance(ids, data.Corpus):
+        raise TypeError(f"evaluate takes token ids, got the corpus {ids.name!r}: pass one of its splits "
+                        f"(corpus.test, corpus.valid)")
+    hint = data.batching.text_given_for_ids(ids, "evaluation ids", use="a split: msr.evaluate(model, corpus.test)")
+    if hint is not None:
+        raise TypeError(hint)
     ids = np.asarray(ids)
     if ids.ndim != 1:
         raise ValueError(f"evaluation ids must be 1-D, got shape {ids.shape}")
@@ -235,6 +241,53 @@ def _check_state(state) -> None:
 def _ids_fingerprint(ids: np.ndarray) -> dict:
     a = np.ascontiguousarray(ids, dtype=np.int32)
     return {"tokens": int(a.size), "crc32": int(zlib.crc32(a.tobytes()))}
+
+
+def _vocab_for(model, vocab, where: str):
+    """``vocab`` (a ``data.Vocab`` or its ``to_json()`` dict) as a ``Vocab``, refused unless it has the
+    model's ``vocab_size`` symbols; None stays None."""
+    if vocab is None:
+        return None
+    data = _data()
+    if isinstance(vocab, dict):
+        try:
+            vocab = data.Vocab.from_json(vocab)
+        except (TypeError, ValueError, KeyError) as e:
+            raise ValueError(f"{where}: the vocabulary dict is not a Vocab.to_json() dict: {e}") from None
+    if not isinstance(vocab, data.Vocab):
+        raise TypeError(f"{where} must be a multiscale_rnn.data.Vocab (e.g. corpus.vocab), got {type(vocab).__name__}")
+    if vocab.size != model.vocab_size:
+        raise ValueError(f"{where} has {vocab.size} symbols but the model has vocab_size={model.vocab_size}: "
+                         f"build the model with vocab_size={vocab.size} (vocab.size), or pass the vocabulary the "
+                         f"model was built for")
+    return vocab
+
+
+def training_data(model, train, valid=None, vocab=None):
+    """``(train_ids, valid_ids, vocab)`` from what ``Trainer.fit`` and ``best_of`` take: a ``data.Corpus``
+    (its train and valid splits and its vocabulary; ``valid`` and ``vocab``, when given, replace the
+    corpus's, and a ``vocab`` that differs from the corpus's is refused) or token ids. Text where ids
+    belong is refused with how to encode it, and a vocabulary whose size is not the model's
+    ``vocab_size`` with both sizes."""
+    data = _data()
+    if isinstance(valid, data.Corpus):
+        raise TypeError("valid must be token ids (e.g. corpus.valid), got a Corpus: pass the corpus as the "
+                        "first argument, fit(corpus), to train on its train split and validate on its valid split")
+    if isinstance(train, data.Corpus):
+        corpus = train
+        if corpus.vocab_size != model.vocab_size:
+            raise ValueError(f"the corpus {corpus.name!r} has {corpus.vocab_size} symbols (corpus.vocab_size) but "
+                             f"the model has vocab_size={model.vocab_size}: build the model with "
+                             f"vocab_size=corpus.vocab_size")
+        if vocab is not None and _vocab_for(model, vocab, "vocab") != corpus.vocab:
+            raise ValueError(f"vocab differs from the corpus {corpus.name!r}'s vocabulary: leave vocab out to "
+                             f"store the corpus's")
+        train, valid, vocab = corpus.train, (corpus.valid if valid is None else valid), corpus.vocab
+    for what, ids in (("train", train), ("valid", valid)):
+        hint = data.batching.text_given_for_ids(ids, f"{what} ids")
+        if hint is not None:
+            raise TypeError(hint)
+    return train, valid, _vocab_for(model, vocab, "vocab")
 
 
 class Trainer:
@@ -473,22 +526,31 @@ class Trainer:
         return True
 
     # ---- training -------------------------------------------------------------------------------
-    def fit(self, train_ids, valid=None, epochs: int = 1, checkpoint: Union[str, Path, None] = None,
+    def fit(self, train, valid=None, epochs: int = 1, checkpoint: Union[str, Path, None] = None,
             resume: Union[bool, str] = False, max_chunks: Optional[int] = None, log: Optional[Callable] = None,
             checkpoint_every: Optional[int] = None, vocab=None, restore_best: bool = False,
             extra: Optional[dict] = None) -> History:
         """Train until ``epochs`` epochs are complete (counting any done before: call again with a
         larger ``epochs`` to go on); returns the history of all epochs.
 
+        ``train``: a ``data.Corpus`` (``fit(corpus)``: trains on ``corpus.train``, validates on
+        ``corpus.valid`` and stores ``corpus.vocab`` in the checkpoint, so that it can be read and
+        scored without the corpus), or 1-D token ids (``corpus.train``, ``vocab.encode(text)``).
+        Text is refused with how to encode it; a corpus or ``vocab`` whose size is not the model's
+        ``vocab_size`` is refused with both sizes.
+
         ``valid``: ids evaluated after each epoch (best parameters and ``ReduceOnPlateau`` follow
-        its loss; the training loss without it). ``checkpoint``: a path written at the end of every
+        its loss; the training loss without it); with a corpus, its valid split unless given.
+        ``vocab``: the vocabulary stored in the checkpoint (with a corpus, the corpus's; given
+        ids, pass ``vocab=corpus.vocab``; when resuming, the checkpoint's unless given, and a
+        different one is refused). ``checkpoint``: a path written at the end of every
         epoch, every ``checkpoint_every`` chunks, and when ``max_chunks`` stops the run, with the
         history beside it (``x.history.json``). ``resume``: True continues from ``checkpoint``
         (which must exist), "auto" when it exists; the continuation gives the same losses, bit for
         bit, as an uninterrupted run. ``max_chunks``: stop after this many chunks in this call.
         ``log``: a callable receiving a dict after every chunk (``event="chunk"``) and epoch
-        (``event="epoch"``). ``restore_best``: load the best parameters at the end. ``vocab`` and
-        ``extra`` are stored in the checkpoint.
+        (``event="epoch"``). ``restore_best``: load the best parameters at the end. ``extra`` (a
+        JSON-able dict) is stored in the checkpoint.
 
         Raises ``FloatingPointError`` (naming epoch and chunk) when the loss or gradient is not
         finite; parameters are then not updated and the last checkpoint is left as it was.
@@ -511,9 +573,9 @@ class Trainer:
             if checkpoint is not None and self._speaks:
                 check_writable(checkpoint, "checkpoint")
                 check_writable(history_path(checkpoint), "history")
+            train_ids, valid_, vocab_ = training_data(self.model, train, valid, vocab)
             ids = np.asarray(train_ids)
             data.check_length(ids, self.batch_size, self.bptt, "train")
-            valid_ = valid
             if valid_ is not None:
                 valid_ = np.asarray(valid_)
                 if len(valid_) < 2:
@@ -527,12 +589,12 @@ class Trainer:
                 raise ValueError(f"batch_size={self.batch_size} streams cannot be shared by {dist.size} ranks: "
                                  f"each rank needs at least one stream")
             return (epochs_, max_chunks_, every, ids, valid_, all_streams, data.num_chunks(all_streams, self.bptt),
-                    _ids_fingerprint(ids))
+                    _ids_fingerprint(ids), vocab_)
 
         if dist is None:
-            epochs, max_chunks, checkpoint_every, train_ids, valid, streams, n_chunks, fingerprint = prepare()
+            epochs, max_chunks, checkpoint_every, train_ids, valid, streams, n_chunks, fingerprint, vocab = prepare()
         else:
-            epochs, max_chunks, checkpoint_every, train_ids, valid, streams, n_chunks, fingerprint = \
+            epochs, max_chunks, checkpoint_every, train_ids, valid, streams, n_chunks, fingerprint, vocab = \
                 dist.together(prepare)
             dist.check_model(self.model, {
                 "the training data (tokens, CRC-32)": fingerprint,
@@ -557,7 +619,12 @@ class Trainer:
         else:
             resuming = resume is True or (resume == "auto" and dist.on_root(lambda: Path(checkpoint).exists()))
         if resuming:
-            self.resume_from(checkpoint)
+            ck = self.resume_from(checkpoint)
+            if vocab is None:   # the vocabulary stays in the checkpoints of the continued run
+                vocab = ck.vocab
+            elif ck.vocab is not None and ck.vocab != vocab:
+                raise ValueError(f"{checkpoint} was trained with another vocabulary ({ck.vocab.size} symbols) than "
+                                 f"the one given ({vocab.size}): resuming would not continue the same run")
             if self._data_id is not None and self._data_id != fingerprint:
                 raise ValueError(f"the training data differ from the checkpoint's ({self._data_id['tokens']:,} tokens, "
                                  f"crc32 {self._data_id['crc32']}) : got {fingerprint['tokens']:,} tokens, crc32 "
@@ -740,12 +807,15 @@ def auto_select_after(model, train, batch_size: int, bptt: int, epochs: int) -> 
     return e if 1 <= e < int(epochs) else None
 
 
-def best_of(make_model: Callable[[int], object], train, valid, *, restarts: int = 3, epochs: int = 1, seed: int = 0,
-            make_optimizer: Optional[Callable[[], Optimizer]] = None, eval_batch_size: int = 16,
+def best_of(make_model: Callable[[int], object], train, valid=None, *, restarts: int = 3, epochs: int = 1,
+            seed: int = 0, make_optimizer: Optional[Callable[[], Optimizer]] = None, eval_batch_size: int = 16,
             fit_kw: Optional[dict] = None, checkpoint: Union[str, Path, None] = None, vocab=None,
             extra: Optional[dict] = None, select_after: Union[int, str, None] = "auto", **trainer_kw):
     """Random restarts selected by the validation likelihood: train ``restarts`` candidates and keep
     the one with the lowest loss on ``valid``.
+
+    ``train``: a ``data.Corpus`` (its train split; ``valid`` defaults to its valid split, and its
+    vocabulary is stored in the checkpoint) or token ids, with ``valid`` the validation ids.
 
     Candidate ``i`` is ``make_model(seed + i)``, trained by ``Trainer(model, optimizer=make_optimizer(),
     seed=seed + i, **trainer_kw).fit(train, epochs=epochs, **fit_kw)`` (``make_optimizer`` default:
@@ -807,14 +877,17 @@ def best_of(make_model: Callable[[int], object], train, valid, *, restarts: int 
         if select_after is not None and select_after > epochs:
             raise ValueError(f"select_after={select_after} is beyond epochs={epochs}: the candidates are compared "
                              f"after select_after epochs, and the chosen one trains on to epochs")
-    if valid is None or len(valid) < 2:
-        raise ValueError("best_of needs validation ids (at least 2 tokens) to choose among the candidates")
     if checkpoint is not None:
         check_writable(Path(checkpoint), "checkpoint")  # before any work
     best, results = None, []
     for i in range(restarts):
         s = int(seed) + i
         model = make_model(s)
+        if i == 0:  # a corpus gives the splits and the vocabulary; checked against the first candidate
+            train, valid, vocab = training_data(model, train, valid, vocab)
+            if valid is None or len(valid) < 2:
+                raise ValueError("best_of needs validation ids (at least 2 tokens) to choose among the candidates: "
+                                 "pass valid=, or a corpus with a valid split")
         opt = make_optimizer() if make_optimizer is not None else Adam()
         kw = dict(trainer_kw)
         if kw.get("lr_schedule") is not None:

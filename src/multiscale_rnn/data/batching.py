@@ -7,7 +7,7 @@ inputs and the targets one step ahead, so the recurrent state of chunk k is the
 correct starting state of chunk k+1.
 """
 
-from typing import Any, Iterator, Tuple
+from typing import Any, Iterator, Optional, Tuple
 
 import numpy as np
 
@@ -22,9 +22,29 @@ def _positive_int(value: Any, name: str) -> int:
     return int(value)
 
 
+def text_given_for_ids(ids: Any, what: str, use: str = "it whole: trainer.fit(corpus)") -> Optional[str]:
+    """The message for text given where token ids belong (a ``str`` or ``bytes``, or an array of
+    strings), saying how to encode it (``use``: how to pass the corpus built from it); None for
+    anything else."""
+    if isinstance(ids, (str, bytes, bytearray)):
+        unit = "characters" if isinstance(ids, str) else "bytes"
+        got = f"a {type(ids).__name__} of {len(ids):,} {unit}"
+    elif isinstance(ids, (list, tuple, np.ndarray)) and np.asarray(ids).dtype.kind in "US":
+        got = f"strings (dtype {np.asarray(ids).dtype})"
+    else:
+        return None
+    return (f"{what} must be token ids (a 1-D integer array), got {got}. Encode text first: "
+            "ids = vocab.encode(text) with the model's vocabulary (e.g. corpus.vocab), or build a corpus with "
+            "msr.data.char_corpus(text) (msr.data.word_corpus for words, msr.data.load(path='my.txt') for a file) "
+            f"and pass {use}")
+
+
 def _ids_1d(ids: Any, what: str) -> np.ndarray:
     if ids is None:
         raise ValueError(f"the {what} split is missing (None)")
+    hint = text_given_for_ids(ids, what + " ids")
+    if hint is not None:
+        raise TypeError(hint)
     arr = np.asarray(ids)
     if arr.ndim != 1:
         raise ValueError(f"{what} ids must be 1-D, got shape {arr.shape}")

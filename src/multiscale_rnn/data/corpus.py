@@ -35,6 +35,10 @@ _SPACE_CODES = np.array([c for c in range(0x3001) if chr(c).isspace()], dtype=np
 
 def as_ids(ids: Any, what: str, vocab_size: Optional[int] = None) -> np.ndarray:
     """Check and convert a 1-D integer id sequence to a contiguous ``int32`` array."""
+    from .batching import text_given_for_ids
+    hint = text_given_for_ids(ids, what, use="it instead of building Corpus(...) from text")
+    if hint is not None:
+        raise TypeError(hint)
     arr = np.asarray(ids)
     if arr.ndim != 1:
         raise ValueError(f"{what} must be a 1-D sequence of ids, got shape {arr.shape}")

@@ -1,0 +1,137 @@
+"""What a new user meets first, from Python (issue 25): the README's training call stores the
+vocabulary, text where ids belong says how to encode it, notebooks show progress without warnings,
+and damaged or empty inputs are refused naming the path the user gave."""
+import io
+import json
+import re
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import multiscale_rnn as msr
+from multiscale_rnn import checkpoint, data
+from multiscale_rnn.checkpoint import CheckpointError
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    """A small character corpus cut from the shipped text (the README's corpus, shrunk)."""
+    text = data.embedded_text()[:4_000]
+    return data.char_corpus(text[:3_000], text[3_000:3_500], text[3_500:], name="embedded-small")
+
+
+def small_trainer(vocab_size, **kw):
+    model = msr.LSTM(vocab_size=vocab_size, embed_size=8, hidden_sizes=(16,), seed=0)
+    return msr.Trainer(model, optimizer=msr.optim.Adam(lr=2e-3), clip_norm=1.0, batch_size=4, bptt=20,
+                       progress=False, **kw)
+
+
+def readme_fit_call() -> str:
+    """The README's training call, as written there (without its comment)."""
+    block = README.read_text().split("```python", 1)[1].split("```", 1)[0]
+    (line,) = [ln for ln in block.splitlines() if ".fit(" in ln]
+    return line.split("#", 1)[0].strip()
+
+
+# ---- item 3: the vocabulary goes into the checkpoint -----------------------------------------------
+def test_readme_call_stores_the_vocabulary(tmp_path, monkeypatch, corpus):
+    call = readme_fit_call()
+    assert 'checkpoint="runs/lstm.npz"' in call
+    monkeypatch.chdir(tmp_path)
+    trainer = small_trainer(corpus.vocab_size)
+    scope = {"trainer": trainer, "corpus": corpus, "msr": msr}
+    exec(call, scope)  # the README's line as it stands, on the shrunk corpus and model
+    history = scope["history"]
+    assert len(history) == 2 and history[-1]["valid_bpc"] is not None  # validated on corpus.valid
+    ck = checkpoint.load(tmp_path / "runs" / "lstm.npz")
+    assert ck.vocab == corpus.vocab and ck.vocab.itos == corpus.vocab.itos
+    # scored with the stored vocabulary, the checkpoint's model gives the trained model's figures
+    test_ids = ck.vocab.encode(corpus.vocab.decode(corpus.test))
+    assert msr.evaluate(ck.model, test_ids)["loss"] == pytest.approx(msr.evaluate(trainer.model, corpus.test)["loss"])
+
+
+def test_fit_corpus_is_fit_of_its_splits(tmp_path, corpus):
+    a, b = small_trainer(corpus.vocab_size), small_trainer(corpus.vocab_size)
+    ha = a.fit(corpus, epochs=1, checkpoint=tmp_path / "a.npz")
+    hb = b.fit(corpus.train, valid=corpus.valid, epochs=1, checkpoint=tmp_path / "b.npz", vocab=corpus.vocab)
+    assert ha[0]["train_loss"] == hb[0]["train_loss"] and ha[0]["valid_loss"] == hb[0]["valid_loss"]
+    assert checkpoint.load(tmp_path / "a.npz").vocab == checkpoint.load(tmp_path / "b.npz").vocab == corpus.vocab
+    # an explicit valid replaces the corpus's; the corpus's own vocabulary may be given again
+    c = small_trainer(corpus.vocab_size)
+    hc = c.fit(corpus, valid=corpus.test, epochs=1, vocab=corpus.vocab)
+    assert hc[0]["valid_loss"] == pytest.approx(msr.evaluate(c.model, corpus.test, batch_size=4, bptt=20)["loss"])
+
+
+def test_resuming_keeps_the_stored_vocabulary(tmp_path, corpus):
+    path = tmp_path / "r.npz"
+    small_trainer(corpus.vocab_size).fit(corpus, epochs=1, max_chunks=3, checkpoint=path)
+    small_trainer(corpus.vocab_size).fit(corpus.train, epochs=1, checkpoint=path, resume=True)  # no vocab given
+    assert checkpoint.load(path).vocab == corpus.vocab
+    other = data.Vocab(corpus.vocab.itos[::-1], unit="char", unk=corpus.vocab.unk)  # same size, other ids
+    assert other.size == corpus.vocab.size and other != corpus.vocab
+    with pytest.raises(ValueError, match=r"r\.npz was trained with another vocabulary"):
+        small_trainer(corpus.vocab_size).fit(corpus.train, epochs=2, checkpoint=path, resume=True, vocab=other)
+
+
+def test_a_vocabulary_of_another_size_is_refused(corpus):
+    big = data.load("embedded")
+    assert big.vocab_size != corpus.vocab_size
+    trainer = small_trainer(corpus.vocab_size)
+    with pytest.raises(ValueError, match=rf"vocab has {big.vocab_size} symbols but the model has "
+                                         rf"vocab_size={corpus.vocab_size}"):
+        trainer.fit(corpus.train, vocab=big.vocab)
+    with pytest.raises(ValueError, match=rf"the corpus 'embedded' has {big.vocab_size} symbols .* the model has "
+                                         rf"vocab_size={corpus.vocab_size}"):
+        trainer.fit(big)
+    with pytest.raises(ValueError, match="vocab has"):
+        trainer.fit(corpus, vocab=big.vocab)
+    with pytest.raises(TypeError, match="vocab must be a multiscale_rnn.data.Vocab"):
+        trainer.fit(corpus.train, vocab="abc")
+    assert trainer.step == 0  # refused before any training
+
+
+def test_best_of_takes_a_corpus(tmp_path, corpus):
+    model, rows = msr.best_of(lambda s: msr.LSTM(corpus.vocab_size, 8, (16,), seed=s), corpus, restarts=2, epochs=1,
+                              batch_size=4, bptt=20, progress=False, checkpoint=tmp_path / "best.npz")
+    chosen = [r for r in rows if r["chosen"]]
+    assert len(chosen) == 1
+    assert chosen[0]["valid_loss"] == pytest.approx(msr.evaluate(model, corpus.valid)["loss"])
+    assert checkpoint.load(tmp_path / "best.npz").vocab == corpus.vocab
+
+
+# ---- item 4: text where ids belong -----------------------------------------------------------------
+def test_text_instead_of_ids_says_how_to_encode_it(corpus):
+    trainer = small_trainer(corpus.vocab_size)
+    with pytest.raises(TypeError) as e:
+        trainer.fit("some text")
+    msg = str(e.value)
+    assert "train ids must be token ids (a 1-D integer array), got a str of 9 characters" in msg
+    assert "vocab.encode(text)" in msg and "msr.data.char_corpus(text)" in msg and "trainer.fit(corpus)" in msg
+    with pytest.raises(TypeError, match="valid ids must be token ids .* got a str"):
+        trainer.fit(corpus.train, valid="some text")
+    with pytest.raises(TypeError, match=r"got strings \(dtype <U1\)"):
+        trainer.fit(list("some text"))
+    with pytest.raises(TypeError, match=r"evaluation ids must be token ids .* msr.evaluate\(model, corpus.test\)"):
+        msr.evaluate(trainer.model, "some text")
+    with pytest.raises(TypeError, match="evaluate takes token ids, got the corpus"):
+        msr.evaluate(trainer.model, corpus)
+    with pytest.raises(TypeError, match="valid must be token ids .* got a Corpus"):
+        trainer.fit(corpus.train, valid=corpus)
+    with pytest.raises(TypeError, match="got a bytes of 3 bytes"):
+        data.batchify(b"abc", 1)
+    with pytest.raises(TypeError, match="train split must be token ids"):
+        data.Corpus("some text", None, None, corpus.vocab)
+    # the advice works: both encodings named in the message train
+    text = data.embedded_text()[:3_000]
+    own = data.char_corpus(text)
+    small_trainer(own.vocab_size).fit(own, epochs=1, max_chunks=2)
+    small_trainer(corpus.vocab_size).fit(corpus.vocab.encode(corpus.vocab.decode(corpus.train)), epochs=1, max_chunks=2)
+
