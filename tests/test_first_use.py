@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import multiscale_rnn as msr
-from multiscale_rnn import checkpoint, data
+from multiscale_rnn import _progress, checkpoint, data
 from multiscale_rnn.checkpoint import CheckpointError
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -134,4 +134,26 @@ def test_text_instead_of_ids_says_how_to_encode_it(corpus):
     own = data.char_corpus(text)
     small_trainer(own.vocab_size).fit(own, epochs=1, max_chunks=2)
     small_trainer(corpus.vocab_size).fit(corpus.vocab.encode(corpus.vocab.decode(corpus.train)), epochs=1, max_chunks=2)
+
+
+# ---- item 4: progress in notebooks -----------------------------------------------------------------
+def test_notebook_progress_is_a_bar_without_the_ipywidgets_warning(monkeypatch, capsys, corpus):
+    import tqdm.std
+    with monkeypatch.context() as m:
+        m.setattr(_progress, "in_notebook", lambda: True)
+        m.setitem(sys.modules, "ipywidgets", None)          # not installed: importing it raises ImportError
+        for name in ("tqdm.auto", "tqdm.autonotebook"):     # importing these in a notebook is what warns
+            m.setitem(sys.modules, name, None)
+        assert _progress.bar_class() is tqdm.std.tqdm
+        trainer = small_trainer(corpus.vocab_size)
+        trainer.progress = True   # the default; standard error is not a terminal here, as in a notebook
+        trainer.fit(corpus, epochs=1)
+        out, err = capsys.readouterr()
+    assert re.search(r"epoch 1/1: +\d+%\|", err) and "chunk/s" in err   # tqdm's bar
+    assert "epoch 1: train bpc" in out and "IProgress" not in err
+    t = small_trainer(corpus.vocab_size)   # outside a notebook and a terminal (a log file): plain lines, as before
+    t.progress = True
+    t.fit(corpus, epochs=1)
+    err = capsys.readouterr().err
+    assert re.search(r"epoch 1/1 chunk \d+/\d+: loss", err) and "%|" not in err
 

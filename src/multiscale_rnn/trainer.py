@@ -310,8 +310,9 @@ class Trainer:
     seed : the model's random generator (dropout and any other noise) is seeded from it when a new
         training run starts, so the same model, data, seed and thread count give identical runs.
     progress : True: a tqdm bar (loss, bits per token, tokens per second) when standard error is a
-        terminal, else plain lines (one about every 10 % of an epoch and at least every 30 s, no
-        carriage returns, for log files); "bar" or "lines" to choose; False for none.
+        terminal or the output goes to a Jupyter notebook (tqdm's widget where ipywidgets is installed,
+        else the text bar), else plain lines (one about every 10 % of an epoch and at least every 30 s,
+        no carriage returns, for log files); "bar" or "lines" to choose; False for none.
     eval_batch_size : streams for validation (default: ``batch_size``; see ``evaluate``).
     unit : "char", "word", "bit" or "symbol": only the label of the bits figure in the progress bar
         (bpc, bpw, bits/bit, bits/symbol).
@@ -388,9 +389,10 @@ class Trainer:
         """None, "bar" or "lines" (True picks the bar only when standard error is a terminal)."""
         if not self.progress or not self._speaks:
             return None
-        if self.progress is True:
+        if self.progress is True:   # a bar where it is drawn: a terminal or a Jupyter notebook
+            from ._progress import in_notebook
             tty = getattr(sys.stderr, "isatty", None)
-            mode = "bar" if tty is not None and tty() else "lines"
+            mode = "bar" if (tty is not None and tty()) or in_notebook() else "lines"
         else:
             mode = self.progress
         return "lines" if mode == "bar" and tqdm is None else mode
@@ -643,7 +645,8 @@ class Trainer:
             last_ckpt = Path(checkpoint)
         bar = None
         try:
-            from tqdm.auto import tqdm
+            from ._progress import bar_class
+            tqdm = bar_class()   # tqdm's notebook widget only where ipywidgets is installed: no IProgress warning
         except ImportError:  # pragma: no cover - tqdm is a dependency
             tqdm = None
         label = bits_label(self.unit)
@@ -784,8 +787,8 @@ class Trainer:
             text = (f"epoch {epoch_no}: train {label} {row['train_bpc']:.4f}{valid_txt}, "
                     f"{row['tokens_per_s']:,.0f} tokens/s, {row['seconds']:.1f} s")
             if self._progress_mode() == "bar":
-                from tqdm.auto import tqdm
-                tqdm.write(text)
+                from ._progress import bar_class
+                bar_class().write(text)
             else:
                 print(text, file=sys.stderr, flush=True)
         if log is not None and self._speaks:

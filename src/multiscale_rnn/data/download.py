@@ -190,7 +190,8 @@ def _progress_bar(total: Optional[int], desc: str, enabled: bool):
     if not enabled:
         return None
     try:
-        from tqdm.auto import tqdm
+        from .._progress import bar_class
+        tqdm = bar_class()   # the notebook widget only where ipywidgets is installed: no IProgress warning
     except ImportError:
         return None
     return tqdm(total=total, desc=desc, unit="B", unit_scale=True, unit_divisor=1024, leave=False)
