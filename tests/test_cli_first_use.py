@@ -373,3 +373,18 @@ def test_evaluate_names_the_flag_for_a_moved_corpus_and_for_missing_best_paramet
     code, out, err = _run(["evaluate", "m.npz", "--data-path", "mine.txt", "--best"], capsys)
     assert code == 1 and "m.npz holds no best parameters (no epoch was completed): leave --best out" in \
         _error_line(err)
+
+
+def test_resume_continues_the_kept_run_of_restarts_with_its_own_seed(tmp_path, capsys):
+    out = tmp_path / "best.npz"
+    assert main(RUN + ["--restarts", "2", "--seed", "3", "--out", str(out)]) == 0
+    kept = checkpoint.load(out).trainer_state["seed"]
+    assert kept in (3, 4)
+    capsys.readouterr()
+    code, text, err = _run(["train", "--resume", "--out", str(out), "--epochs", "2", "--threads", "1",
+                            "--no-progress"], capsys)
+    assert code == 0, err
+    assert "done after 2 epoch(s)" in text and checkpoint.load(out).trainer_state["seed"] == kept
+    code, text, err = _run(["train", "--resume", "--out", str(out), "--seed", str(7 - kept)], capsys)
+    assert code == 1 and f"whose seed is {kept}; --seed gives {7 - kept}, which only seeds a new run" in \
+        _error_line(err)

@@ -557,7 +557,7 @@ def _train_restarts(args, dist, s, corpus, out, log, extra, say):
     n = int(s["restarts"])
     if getattr(args, "resume", False):
         raise ValueError(f"--resume continues one run, and restarts = {n} starts new ones: resume the chosen run "
-                         f"with --restarts 1 and the seed its checkpoint was trained with")
+                         f"with --restarts 1 (its seed is in the checkpoint)")
     if dist is not None:
         raise ValueError("restarts > 1 is not available with --distributed (train the runs one by one)")
     if corpus.valid is None or len(corpus.valid) < 2:
@@ -616,6 +616,8 @@ def _saved_run(out: Path) -> Dict[str, Any]:
     settings = ck.extra.get("settings")
     state = ck.trainer_state or {}
     epoch = state.get("epoch")
+    if isinstance(settings, dict) and _is_int(state.get("seed")):  # the run's own seed (restarts: the kept run's)
+        settings = {**settings, "seed": state["seed"]}
     return {"settings": settings if isinstance(settings, dict) else None,
             "epoch": epoch if _is_int(epoch) else 0}
 
