@@ -157,3 +157,67 @@ def test_notebook_progress_is_a_bar_without_the_ipywidgets_warning(monkeypatch, 
     err = capsys.readouterr().err
     assert re.search(r"epoch 1/1 chunk \d+/\d+: loss", err) and "%|" not in err
 
+
+# ---- item 4: damaged checkpoints -------------------------------------------------------------------
+def _header(shape, descr):
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": descr, "fortran_order": False, "shape": shape})
+    return buf.getvalue()
+
+
+@pytest.fixture
+def saved(tmp_path, corpus):
+    """A checkpoint stopped within an epoch: it carries the TBPTT state (trainer/carried/*)."""
+    path = tmp_path / "run.npz"
+    small_trainer(corpus.vocab_size).fit(corpus.train, epochs=1, max_chunks=3, checkpoint=path, vocab=corpus.vocab)
+    with zipfile.ZipFile(path) as z:
+        members = {i.filename: z.read(i) for i in z.infolist()}
+    assert "trainer/carried/h_l0.npy" in members
+    return path, members
+
+
+def _with(members, path, name, blob):
+    out = path.with_name("copy of run.npz")   # the file the user names
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as z:
+        for k, b in {**members, name: blob}.items():
+            z.writestr(k, b)
+    return out
+
+
+@pytest.mark.parametrize("shape, descr, data_bytes", [
+    ((1 << 40,), "<f4", 64),          # 2^40 floats (4 TiB) declared, 64 bytes present
+    ((1 << 40, 0), "<f4", 0),         # 2^40 rows of nothing: no bytes, and not the state's shape
+    ((-1, -4), "<f4", 16),            # negative sizes whose product matches the bytes
+    ((1 << 40,), "|V0", 0),           # elements of no size: the byte count says nothing
+    ((1 << 40,), "<U0", 0),
+])
+def test_damaged_member_is_refused_naming_file_and_member(saved, shape, descr, data_bytes, corpus):
+    path, members = saved
+    for name in sorted(members):
+        bad = _with(members, path, name, _header(shape, descr) + b"\0" * data_bytes)
+        with pytest.raises(CheckpointError) as e:
+            checkpoint.load(bad)
+        assert str(bad) in str(e.value) and f"member {name}" in str(e.value), (name, str(e.value))
+        if name.startswith("trainer/"):  # and resuming from it, the same
+            with pytest.raises(CheckpointError, match=re.escape(f"member {name}")):
+                small_trainer(corpus.vocab_size).fit(corpus.train, epochs=1, checkpoint=bad, resume=True)
+
+
+def test_carried_state_of_another_shape_is_refused(saved):
+    path, members = saved
+    buf = io.BytesIO()
+    np.save(buf, np.zeros((3, 16), np.float32))  # 3 streams saved with batch_size 4
+    with pytest.raises(CheckpointError, match=r"member trainer/carried/h_l0\.npy\): the carried state 'h_l0' has "
+                                              r"shape \(3, 16\), expected \(4, 16\)"):
+        checkpoint.load(_with(members, path, "trainer/carried/h_l0.npy", buf.getvalue()))
+
+
+def test_history_file_errors_name_the_path(tmp_path):
+    p = tmp_path / "run.history.json"
+    for blob, words in ((b"\xff\xfe[", "not UTF-8"), (b"[{", "unreadable JSON"), (b'{"epoch": 1}', "a list")):
+        p.write_bytes(blob)
+        with pytest.raises(ValueError, match=re.escape(str(p)) + ".*" + words):
+            msr.History.load(p)
+    p.write_text(json.dumps([{"epoch": 1}]))
+    assert msr.History.load(p) == [{"epoch": 1}]
+

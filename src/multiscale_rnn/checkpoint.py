@@ -160,10 +160,11 @@ class _Archive:
         what = what or f"array {key!r}"
         info = self.members.get(key)
         if info is None:
-            raise CheckpointError(f"{self.path}: {what} is missing from the file")
+            raise CheckpointError(f"{self.path}: {what} ({key}.npy) is missing from the file")
+        where = f"{self.path} (member {info.filename})"   # the file the user named, and the entry inside it
         if info.compress_type != zipfile.ZIP_STORED or info.file_size != info.compress_size \
                 or info.file_size > self.size:
-            raise CheckpointError(f"{self.path}: {what} is stored compressed or claims {info.file_size:,} bytes in "
+            raise CheckpointError(f"{where}: {what} is stored compressed or claims {info.file_size:,} bytes in "
                                   f"a file of {self.size:,} bytes; the file is damaged")
         try:
             with self.zf.open(info) as f:
@@ -175,33 +176,41 @@ class _Archive:
                 else:
                     raise ValueError(f"unsupported .npy version {version}")
                 if got_dtype.hasobject:
-                    raise CheckpointError(f"{self.path}: {what} holds Python objects, which checkpoints never "
+                    raise CheckpointError(f"{where}: {what} holds Python objects, which checkpoints never "
                                           "contain; the file is damaged or not from multiscale-rnn")
+                # numbers or text only, each element at least one byte: no structured, void or empty dtype whose
+                # size says nothing of the element count
+                if got_dtype.kind not in "biufcU" or got_dtype.itemsize == 0:
+                    raise CheckpointError(f"{where}: {what} has dtype {got_dtype}, which checkpoints never hold "
+                                          "(numbers or text); the file is damaged or not from multiscale-rnn")
+                if any(n < 0 for n in got_shape):
+                    raise CheckpointError(f"{where}: {what} declares the negative shape {got_shape}; the file "
+                                          "is damaged")
                 count = math.prod(got_shape)
                 nbytes = count * got_dtype.itemsize
                 if nbytes != info.file_size - f.tell():
-                    raise CheckpointError(f"{self.path}: {what} declares shape {got_shape} {got_dtype} "
+                    raise CheckpointError(f"{where}: {what} declares shape {got_shape} {got_dtype} "
                                           f"({nbytes:,} bytes) but holds {info.file_size - f.tell():,} bytes; "
                                           "the file is damaged")
                 if shape is not None and tuple(got_shape) != tuple(shape):
-                    raise CheckpointError(f"{self.path}: {what} has shape {tuple(got_shape)}, expected {tuple(shape)}")
+                    raise CheckpointError(f"{where}: {what} has shape {tuple(got_shape)}, expected {tuple(shape)}")
                 if dtype is not None and got_dtype != np.dtype(dtype):
-                    raise CheckpointError(f"{self.path}: {what} has dtype {got_dtype}, expected {np.dtype(dtype)}")
+                    raise CheckpointError(f"{where}: {what} has dtype {got_dtype}, expected {np.dtype(dtype)}")
                 data = f.read(nbytes)
         except CheckpointError:
             raise
         except (zipfile.BadZipFile, OSError, EOFError, ValueError, KeyError, SyntaxError, TypeError) as e:
-            raise CheckpointError(f"{self.path}: {what} is unreadable ({type(e).__name__}: {e}); the file is "
+            raise CheckpointError(f"{where}: {what} is unreadable ({type(e).__name__}: {e}); the file is "
                                   "damaged") from None
         if len(data) != nbytes:
-            raise CheckpointError(f"{self.path}: {what} is truncated")
+            raise CheckpointError(f"{where}: {what} is truncated")
         arr = np.frombuffer(data, dtype=got_dtype, count=count)
         return np.array(arr.reshape(got_shape, order="F" if fortran else "C"), copy=True)
 
     def text(self, key: str, what: str) -> str:
-        a = self.array(key, shape=())
+        a = self.array(key, shape=(), what=what)
         if a.dtype.kind != "U":
-            raise CheckpointError(f"{self.path}: {what} must be text, got dtype {a.dtype}")
+            raise CheckpointError(f"{self.path} (member {key}.npy): {what} must be text, got dtype {a.dtype}")
         return str(a)
 
 
@@ -222,9 +231,9 @@ def _json(z: _Archive, key: str, what: str) -> Any:
     try:
         return json.loads(z.text(key, what))
     except json.JSONDecodeError as e:
-        raise CheckpointError(f"{z.path} holds unreadable JSON {what}: {e}") from None
+        raise CheckpointError(f"{z.path} (member {key}.npy) holds unreadable JSON {what}: {e}") from None
     except RecursionError:
-        raise CheckpointError(f"{z.path}: the JSON {what} is nested too deeply") from None
+        raise CheckpointError(f"{z.path} (member {key}.npy): the JSON {what} is nested too deeply") from None
 
 
 def _want(value, kinds, where: str, path: Path, none: bool = False):
@@ -259,6 +268,33 @@ def _join_checked(obj, z: _Archive, where: str, expect=None):
     if isinstance(obj, list):
         return [_join_checked(v, z, f"{where}/{i}", expect) for i, v in enumerate(obj)]
     return obj
+
+
+def _check_carried(trainer_state: dict, model, path: Path) -> None:
+    """Refuse a carried TBPTT state (``trainer/carried/<name>``) that is not the model's state for the saved
+    ``batch_size`` streams: a name the model lacks, or another shape than (batch_size, size)."""
+    carried = trainer_state.get("carried")
+    if not isinstance(carried, dict) or not carried:
+        return
+    batch = trainer_state.get("batch_size")
+    before = model.get_state()
+    model.reset_state(1)
+    sizes = {k: tuple(v.shape[1:]) for k, v in model.get_state().items()}
+    try:
+        model.set_state(before)
+    except (TypeError, ValueError):
+        pass
+    for name, a in carried.items():
+        where = f"{path} (member trainer/carried/{name}.npy)"
+        if name not in sizes:
+            raise CheckpointError(f"{where}: the carried state {name!r} is not a state of this model "
+                                  f"(it has {', '.join(sorted(sizes))}); the file is damaged")
+        if not isinstance(a, np.ndarray):
+            raise CheckpointError(f"{where}: the carried state {name!r} must be an array, got {a!r:.80}")
+        rows = batch if isinstance(batch, int) and not isinstance(batch, bool) else a.shape[0] if a.ndim else -1
+        if a.shape != (rows, *sizes[name]):
+            raise CheckpointError(f"{where}: the carried state {name!r} has shape {a.shape}, expected "
+                                  f"{(rows, *sizes[name])} (batch_size {batch} streams); the file is damaged")
 
 
 def check_config(saved: dict, model, path: Union[str, Path] = "checkpoint") -> None:
@@ -360,6 +396,7 @@ def _load(z: _Archive, path: Path, model) -> Checkpoint:
             trainer_meta, z, "trainer",
             lambda where: (flat.shape, flat.dtype) if where == "trainer/best_params" else
             (None, flat.dtype) if where.startswith("trainer/carried/") else None)
+        _check_carried(trainer_state, model, path)
 
     vocab = meta.get("vocab")
     if vocab is not None:

@@ -130,10 +130,24 @@ class History(list):
 
     @classmethod
     def load(cls, path: Union[str, Path]) -> "History":
+        """The history written by ``save`` (``ValueError`` naming ``path`` for a file that is not one)."""
         path = Path(path)
         if not path.exists():
             raise FileNotFoundError(f"history file not found: {path}")
-        return cls(json.loads(path.read_text()))
+        if path.is_dir():
+            raise IsADirectoryError(f"{path} is a folder, not a history file")
+        try:
+            rows = json.loads(path.read_bytes().decode("utf-8"))
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{path} is not a history file: byte offset {e.start:,} is not UTF-8") from None
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path} is not a history file: unreadable JSON ({e})") from None
+        except RecursionError:
+            raise ValueError(f"{path} is not a history file: its JSON is nested too deeply") from None
+        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+            raise ValueError(f"{path} is not a history file: expected a list of one object per epoch, got "
+                             f"{type(rows).__name__}" + ("" if not isinstance(rows, list) else " of other values"))
+        return cls(rows)
 
     def best(self, key: str = "valid_loss") -> Optional[dict]:
         """The epoch with the lowest ``key`` (None if no epoch has it)."""
