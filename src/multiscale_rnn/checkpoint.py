@@ -304,10 +304,15 @@ def check_config(saved: dict, model, path: Union[str, Path] = "checkpoint") -> N
     own = model.config
     options = type(model).all_options() if hasattr(type(model), "all_options") else {}
     newer = {k for k in set(own) - set(saved) if k in options and own[k] == options[k].default}
-    diffs = [f"{k}: saved {saved.get(k)!r}, model {own.get(k)!r}" for k in sorted(set(saved) | set(own))
+    decisive = ("model", "vocab_size", "dtype", "hidden_sizes", "embed_size")  # reported first, in this order
+    keys = sorted(set(saved) | set(own), key=lambda k: (decisive.index(k) if k in decisive else len(decisive), k))
+    if saved.get("model") != own.get("model"):  # another family: the options of one family only are noise
+        keys = [k for k in keys if k in saved and k in own]
+    diffs = [f"{k}: saved {saved.get(k)!r}, model {own.get(k)!r}" for k in keys
              if k != "seed" and k not in newer and saved.get(k) != own.get(k)]
-    if diffs:
-        raise CheckpointError(f"{path} was saved from a different model ({'; '.join(diffs)})")
+    if diffs:  # the decisive difference on the first line, any others one per line below
+        raise CheckpointError(f"{path} was saved from a different model ({diffs[0]})"
+                              + "".join(f"\n  also {d}" for d in diffs[1:]))
 
 
 def load(path: Union[str, Path], model=None) -> Checkpoint:
