@@ -221,3 +221,60 @@ def test_history_file_errors_name_the_path(tmp_path):
     p.write_text(json.dumps([{"epoch": 1}]))
     assert msr.History.load(p) == [{"epoch": 1}]
 
+
+# ---- item 4: empty and whitespace-only text --------------------------------------------------------
+def test_whitespace_only_text_is_refused_naming_file_and_split(tmp_path):
+    blank = tmp_path / "blank.txt"
+    blank.write_text(" \n\t \n" * 50)
+    for kw in ({}, {"unit": "word"}, {"level": "byte"}):
+        with pytest.raises(ValueError, match=re.escape(f"{blank} holds only whitespace (250 ")):
+            data.load(path=blank, **kw)
+    tail = tmp_path / "tail.txt"
+    tail.write_text("hello world " * 90 + " " * 200)   # the last 10 % is blank: valid and test splits
+    with pytest.raises(ValueError, match=re.escape(f"{tail}: its valid split (characters 1,152 to 1,216) holds "
+                                                   "only whitespace")):
+        data.load(path=tail)
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    (folder / "train.txt").write_text("hello world\n" * 40)
+    (folder / "test.txt").write_text("\n \n")
+    with pytest.raises(ValueError, match=re.escape(f"{folder / 'test.txt'} (test split) holds only whitespace")):
+        data.load(path=folder)
+    with pytest.raises(ValueError, match=re.escape(f"text8: {blank} holds only whitespace")):
+        data.load("text8", path=blank)
+    with pytest.raises(ValueError, match="text valid text holds only whitespace"):
+        data.char_corpus("abc", " \n ")
+    with pytest.raises(ValueError, match="bits train text holds only whitespace"):
+        data.bit_corpus("   ")
+
+
+# ---- item 4: messages name the path the user gave --------------------------------------------------
+def test_named_corpus_errors_name_the_users_path(tmp_path):
+    folder = tmp_path / "my ptb"
+    folder.mkdir()
+    for s in ("train", "valid", "test"):
+        (folder / f"ptb.char.{s}.txt").write_bytes(b"a b _ c\n" * 10 + (b"\xff" if s == "valid" else b""))
+    with pytest.raises(ValueError, match=re.escape(f"{folder / 'ptb.char.valid.txt'} (valid split) is not valid "
+                                                   "UTF-8: byte offset 80") + ".*damaged or is not this corpus"):
+        data.load("ptb-char", path=folder)
+    archive = tmp_path / "copied.tgz"
+    with tarfile.open(archive, "w:gz") as t:
+        for s in ("train", "valid", "test"):
+            t.add(folder / f"ptb.char.{s}.txt", arcname=f"simple-examples/data/ptb.char.{s}.txt")
+    with pytest.raises(ValueError, match=re.escape(f"{archive}: simple-examples/data/ptb.char.valid.txt (valid split) "
+                                                   "is not valid UTF-8")):
+        data.load("ptb-char", path=archive)
+    copy = tmp_path / "my_text8_copy.txt"   # text8 under another name
+    copy.write_bytes(b"abc def " * 100 + b"\xfe")
+    with pytest.raises(ValueError, match=re.escape(f"{copy} is not valid UTF-8: byte offset 800")):
+        data.load("text8", path=copy)
+    zipped = tmp_path / "t8.zip"
+    with zipfile.ZipFile(zipped, "w") as z:
+        z.writestr("text8", copy.read_bytes())
+    with pytest.raises(ValueError, match=re.escape(f"{zipped}: text8 is not valid UTF-8")):
+        data.load("text8", path=zipped)
+    abc = tmp_path / "tunes"
+    abc.mkdir()
+    (abc / "jigs.abc").write_text("X:1\nT:Broken\nK:G\nGAB \"unclosed\n")
+    with pytest.raises(ValueError, match=re.escape(f"{abc / 'jigs.abc'} X:1")):
+        data.load("nottingham", path=abc)

@@ -29,7 +29,7 @@ from typing import Any, Dict, Optional, Union
 
 import numpy as np
 
-from .corpus import SPLITS, Corpus
+from .corpus import SPLITS, Corpus, refuse_blank
 from .vocab import Vocab
 
 __all__ = ["BitCorpus", "bit_corpus", "text_bits", "bit_positions", "BUFFER_CHOICES", "BITS_PER_CHAR"]
@@ -140,5 +140,6 @@ def bit_corpus(
     for s, t in texts.items():
         if t is None or len(t) == 0:
             raise ValueError(f"{name} {s} text is empty")
+        refuse_blank(t, f"{name} {s} text")
         splits[s] = text_bits(t, buffer_bits, what=f"{name} {s} text")
     return BitCorpus(splits, buffer_bits, name)

@@ -162,6 +162,14 @@ def _check_text(text: Any, what: str, allow_bytes: bool) -> None:
         raise ValueError(f"{what} text is empty")
 
 
+def refuse_blank(text: Union[str, bytes, bytearray], what: str) -> None:
+    """``ValueError`` naming ``what`` when ``text`` holds only whitespace (nothing to learn or score)."""
+    if text.isspace():
+        unit = "characters" if isinstance(text, str) else "bytes"
+        raise ValueError(f"{what} holds only whitespace ({len(text):,} {unit}): there is nothing to learn or "
+                         "score in it")
+
+
 def char_corpus(
     train_text: Union[str, bytes],
     valid_text: Union[str, bytes, None] = None,
@@ -189,6 +197,7 @@ def char_corpus(
         if text is None and split != "train":
             continue
         _check_text(text, f"{name} {split}", allow_bytes=(level == "byte"))
+        refuse_blank(text, f"{name} {split} text")
         codes[split] = text_codes(text, level)
     train_codes = codes["train"]
     if train_codes.dtype == np.uint8:

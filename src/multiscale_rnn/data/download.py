@@ -269,11 +269,13 @@ def _find_member(names: Sequence[str], accepted: Tuple[str, ...]) -> Optional[st
     return None
 
 
-def open_archive_members(archive: Path, kind: str, wanted: Sequence[Union[str, Tuple[str, ...]]]):
+def open_archive_members(archive: Path, kind: str, wanted: Sequence[Union[str, Tuple[str, ...]]],
+                         with_member: bool = False):
     """Yield ``(name, binary stream)`` for each wanted file of a tgz or zip
-    archive. A wanted file is a base name or a tuple of accepted base names
-    (the first is yielded as its name). Raise :class:`FileNotFoundError` naming
-    the files the archive lacks."""
+    archive (``(name, stream, member path)`` with ``with_member``). A wanted
+    file is a base name or a tuple of accepted base names (the first is yielded
+    as its name). Raise :class:`FileNotFoundError` naming the files the archive
+    lacks."""
     accepted = [(w,) if isinstance(w, str) else tuple(w) for w in wanted]
     if kind == "tgz":
         with tarfile.open(archive, "r:*") as tar:
@@ -281,13 +283,13 @@ def open_archive_members(archive: Path, kind: str, wanted: Sequence[Union[str, T
             found = _require_members(archive, list(members), accepted)
             for name, member in found:
                 with tar.extractfile(members[member]) as f:  # type: ignore[union-attr]
-                    yield name, f
+                    yield (name, f, member) if with_member else (name, f)
     elif kind == "zip":
         with zipfile.ZipFile(archive) as z:
             found = _require_members(archive, [i.filename for i in z.infolist() if not i.is_dir()], accepted)
             for name, member in found:
                 with z.open(member) as f:
-                    yield name, f
+                    yield (name, f, member) if with_member else (name, f)
     else:
         raise ValueError(f"unknown archive kind {kind!r}; expected 'tgz' or 'zip'")
 

@@ -29,7 +29,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
-from .corpus import Corpus, char_corpus, split_contiguous, word_corpus
+from .corpus import Corpus, char_corpus, refuse_blank, split_contiguous, word_corpus
 from .download import fetch, open_archive_members
 from .bits import bit_corpus
 from .music import music_corpus, read_abc_tunes
@@ -171,6 +171,10 @@ def load(
     else:
         folder = fetch(_SOURCE[key], cache_dir=cache_dir, download=download, url=url, sha256=sha256, progress=progress)
         raw = _read_local(folder, _FILES[key], key)
+    for name, blob in raw.items():
+        if len(blob) == 0:
+            raise ValueError(f"{key}: {raw.where[name]} is empty")
+        refuse_blank(blob, f"{key}: {raw.where[name]}")
     return _BUILDERS[key](raw)
 
 
@@ -192,8 +196,21 @@ def ptb_char_text(raw: str) -> str:
     return "".join(line + "\n" for line in lines if line)
 
 
-def _read_local(path: Path, files: Sequence[Tuple[str, ...]], key: str) -> Dict[str, bytes]:
-    """The bytes of each wanted file (keyed by its first accepted name)."""
+#: What a named corpus's file that is not UTF-8 suggests.
+_DAMAGED = "the file is damaged or is not this corpus's file (the named corpora are UTF-8 text)"
+
+
+class _Raw(dict):
+    """The bytes of each wanted file, keyed by its first accepted name, and ``where[name]``: the file as
+    the user knows it (its path, or the archive's path and the member), for messages."""
+
+    def __init__(self, blobs: Dict[str, bytes], where: Dict[str, str]):
+        super().__init__(blobs)
+        self.where = where
+
+
+def _read_local(path: Path, files: Sequence[Tuple[str, ...]], key: str) -> _Raw:
+    """The bytes of each wanted file (keyed by its first accepted name) and where each was read."""
     if not path.exists():
         raise FileNotFoundError(f"{key}: path {path} does not exist")
     wanted = [names[0] for names in files]
@@ -205,19 +222,23 @@ def _read_local(path: Path, files: Sequence[Tuple[str, ...]], key: str) -> Dict[
                 if hit is not None:
                     found[names[0]] = hit
             if len(found) == len(files):
-                return {n: p.read_bytes() for n, p in found.items()}
+                return _Raw({n: p.read_bytes() for n, p in found.items()}, {n: str(p) for n, p in found.items()})
         accepted = " and ".join(" or ".join(names) for names in files)
         raise FileNotFoundError(f"{key}: folder {path} (or its data/ sub-folder) lacks {accepted}")
     suffixes = "".join(path.suffixes[-2:]).lower()
     kind = "tgz" if suffixes.endswith((".tgz", ".tar.gz", ".tar")) else "zip" if suffixes.endswith(".zip") else None
     if kind is not None:
         try:
-            with closing(open_archive_members(path, kind, files)) as members:
-                return {name: stream.read() for name, stream in members}
+            blobs, where = {}, {}
+            with closing(open_archive_members(path, kind, files, with_member=True)) as members:
+                for name, stream, member in members:
+                    blobs[name] = stream.read()
+                    where[name] = f"{path}: {member}"
+            return _Raw(blobs, where)
         except (tarfile.TarError, zipfile.BadZipFile, EOFError) as e:
             raise ValueError(f"{key}: {path} is not a valid {kind} archive: {e}") from None
     if len(files) == 1:
-        return {wanted[0]: path.read_bytes()}
+        return _Raw({wanted[0]: path.read_bytes()}, {wanted[0]: str(path)})
     raise ValueError(f"{key}: {path} is a single file; expected a folder or an archive holding {', '.join(wanted)}")
 
 
@@ -230,26 +251,27 @@ def _fixed_or_proportional(n: int) -> Tuple[int, int]:
     return n - n_valid - n_test, n - n_test
 
 
-def _ptb_char(raw: Dict[str, bytes]) -> Corpus:
-    texts = [ptb_char_text(decode_utf8(raw[f"ptb.char.{s}.txt"], f"ptb.char.{s}.txt", s))
-             for s in ("train", "valid", "test")]
+def _ptb_char(raw: _Raw) -> Corpus:
+    names = {s: f"ptb.char.{s}.txt" for s in ("train", "valid", "test")}
+    texts = [ptb_char_text(decode_utf8(raw[n], raw.where[n], s, advice=_DAMAGED)) for s, n in names.items()]
     return char_corpus(*texts, name="ptb-char")
 
 
-def _ptb_word(raw: Dict[str, bytes]) -> Corpus:
-    texts = [decode_utf8(raw[f"ptb.{s}.txt"], f"ptb.{s}.txt", s) for s in ("train", "valid", "test")]
+def _ptb_word(raw: _Raw) -> Corpus:
+    names = {s: f"ptb.{s}.txt" for s in ("train", "valid", "test")}
+    texts = [decode_utf8(raw[n], raw.where[n], s, advice=_DAMAGED) for s, n in names.items()]
     return word_corpus(*texts, name="ptb-word")
 
 
-def _text8_text(raw: Dict[str, bytes]) -> str:
-    text = decode_utf8(raw["text8"], "text8")
+def _text8_text(raw: _Raw) -> str:
+    text = decode_utf8(raw["text8"], raw.where["text8"], advice=_DAMAGED)
     if len(text) != FULL_LENGTH and not text.endswith(" "):
         cut = text.rfind(" ")  # a prefix of text8 ends mid-word: drop that partial word
         text = text[:cut] if cut > 0 else text
     return text
 
 
-def _text8(raw: Dict[str, bytes]) -> Corpus:
+def _text8(raw: _Raw) -> Corpus:
     text = _text8_text(raw)
     a, b = _fixed_or_proportional(len(text))
     return char_corpus(text[:a], text[a:b], text[b:], name="text8")
@@ -259,7 +281,7 @@ def _text8(raw: Dict[str, bytes]) -> Corpus:
 TEXT8_MIN_COUNT = 10
 
 
-def _text8_word(raw: Dict[str, bytes]) -> Corpus:
+def _text8_word(raw: _Raw) -> Corpus:
     text = _text8_text(raw)
     a, b = _fixed_or_proportional(len(text))
     # Each cut moves to the next space, so that no word is split between two parts.
@@ -268,14 +290,14 @@ def _text8_word(raw: Dict[str, bytes]) -> Corpus:
                        order="frequency")
 
 
-def _enwik8(raw: Dict[str, bytes]) -> Corpus:
+def _enwik8(raw: _Raw) -> Corpus:
     data = raw["enwik8"]
     a, b = _fixed_or_proportional(len(data))
     return char_corpus(data[:a], data[a:b], data[b:], name="enwik8", level="byte")
 
 
-def _shakespeare(raw: Dict[str, bytes]) -> Corpus:
-    train, valid, test = split_contiguous(decode_utf8(raw["input.txt"], "shakespeare input.txt"))
+def _shakespeare(raw: _Raw) -> Corpus:
+    train, valid, test = split_contiguous(decode_utf8(raw["input.txt"], raw.where["input.txt"], advice=_DAMAGED))
     return char_corpus(train, valid, test, name="shakespeare")
 
 

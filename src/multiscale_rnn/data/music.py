@@ -399,7 +399,7 @@ def read_abc_tunes(path: Union[str, Path]) -> List[Tune]:
         files = [p]
     tunes: List[Tune] = []
     for f in files:
-        tunes.extend(parse_abc(f.read_bytes().decode("latin-1"), f.name))
+        tunes.extend(parse_abc(f.read_bytes().decode("latin-1"), str(f)))  # messages name the path given
     if not tunes:
         raise ValueError(f"nottingham: no tune (X: line) in {path}")
     return tunes

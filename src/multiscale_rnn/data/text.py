@@ -15,7 +15,7 @@ byte value. ``unit="word"`` splits on whitespace with ``<eos>`` at each newline
 from pathlib import Path
 from typing import Dict, Optional, Union
 
-from .corpus import Corpus, char_corpus, split_points, word_corpus
+from .corpus import Corpus, char_corpus, refuse_blank, split_points, word_corpus
 
 __all__ = ["text_corpus", "decode_utf8", "TEXT_SPLIT_FILES"]
 
@@ -23,16 +23,17 @@ __all__ = ["text_corpus", "decode_utf8", "TEXT_SPLIT_FILES"]
 TEXT_SPLIT_FILES = {"train": "train.txt", "valid": "valid.txt", "test": "test.txt"}
 
 
-def decode_utf8(raw: bytes, source: Union[str, Path], split: Optional[str] = None) -> str:
+def decode_utf8(raw: bytes, source: Union[str, Path], split: Optional[str] = None,
+                advice: str = "pass level='byte' (--data-option level=byte) to read it as bytes") -> str:
     """``raw`` decoded as UTF-8, or ``ValueError`` naming ``source``, ``split`` and the byte offset
-    of the first byte that is not UTF-8."""
+    of the first byte that is not UTF-8, then ``advice``."""
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
         where = f" ({split} split)" if split else ""
         bad = raw[e.start:e.start + 4].hex(" ")
         raise ValueError(f"{source}{where} is not valid UTF-8: byte offset {e.start:,} (bytes {bad}): {e.reason}; "
-                         "pass level='byte' (--data-option level=byte) to read it as bytes") from None
+                         f"{advice}") from None
 
 
 def _read_file(path: Path, split: str) -> bytes:
@@ -80,11 +81,19 @@ def text_corpus(path: Union[str, Path], unit: str = "char", level: str = "codepo
                  for s, r in raw.items()}
     if not path.is_dir():
         whole = texts["train"]
+        refuse_blank(whole, str(path))
         a, b = split_points(len(whole), valid_fraction, test_fraction)
         texts = {"train": whole[:a], "valid": whole[a:b] or None, "test": whole[b:] or None}
+        unit_name = "characters" if isinstance(whole, str) else "bytes"
+        where = {s: f"{path}: its {s} split ({unit_name} {i:,} to {j:,})"
+                 for s, i, j in (("train", 0, a), ("valid", a, b), ("test", b, len(whole)))}
+    else:
+        where = {s: f"{p} ({s} split)" for s, p in sources.items()}
     for s, t in texts.items():
         if t is not None and len(t) == 0:
             texts[s] = None if s != "train" else t
+        elif t is not None:
+            refuse_blank(t, where[s])
     if unit == "word":
         return word_corpus(texts["train"], texts["valid"], texts["test"], name=label)
     return char_corpus(texts["train"], texts["valid"], texts["test"], name=label, level=level)
