@@ -248,6 +248,15 @@ def test_whitespace_only_text_is_refused_naming_file_and_split(tmp_path):
         data.bit_corpus("   ")
 
 
+# ---- item 4: the HM-LSTM's gated head --------------------------------------------------------------
+def test_gated_head_of_size_zero_is_refused_at_construction():
+    with pytest.raises(ValueError, match=re.escape("HMLSTM: head_size must be >= 1 with head='gated'") +
+                       r".* got 0; leave it out for the top layer's size \(24\)"):
+        msr.HMLSTM(10, 8, (16, 24), head="gated", head_size=0)
+    assert msr.HMLSTM(10, 8, (16, 24), head="gated").config["head_size"] == 24
+    assert msr.HMLSTM(10, 8, (16, 24), head="gated", head_size=5).config["head_size"] == 5
+
+
 # ---- item 4: messages name the path the user gave --------------------------------------------------
 def test_named_corpus_errors_name_the_users_path(tmp_path):
     folder = tmp_path / "my ptb"

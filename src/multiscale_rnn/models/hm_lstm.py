@@ -367,8 +367,14 @@ class HMLSTM(LanguageModel):
         targets.update({f"blend_l{l}": 1.0 if reading[l] == "blend" else 0.0 for l in range(L)})
         targets.update({f"detector_below_l{l}": 1.0 if reads[l] == "below" else 0.0 for l in range(L)})
         targets["gradient"] = reading[0]
-        if values["head_size"] is None and values["head"] == "gated":
-            values["head_size"] = int(hidden if np.isscalar(hidden) else hidden[-1])
+        if values["head"] == "gated":
+            top = int(hidden if np.isscalar(hidden) else hidden[-1])
+            if values["head_size"] is None:
+                values["head_size"] = top
+            elif values["head_size"] < 1:
+                raise ValueError(f"{owner}: head_size must be >= 1 with head='gated' (the size of the gated output "
+                                 f"module's embedding, eq. 11-12), got {values['head_size']}; leave it out for the "
+                                 f"top layer's size ({top})")
         return {**super().core_options(values, sizes), **targets}
 
     @property
