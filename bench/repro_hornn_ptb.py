@@ -19,10 +19,25 @@ initialisation (no training), printed relative to k = 0 and drawn with ``--figur
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import time
+from pathlib import Path
 
 import multiscale_rnn as msr
 from multiscale_rnn import data, init, optim, schedules
+
+
+STOP_IMPROVEMENT = math.log(1.003)  # an epoch "improves" when valid perplexity falls by more than 0.3 %
+
+
+def should_stop(valid_losses) -> bool:
+    """The stopping rule (our reading; the paper names the halving, not when to stop): the learning
+    rate is halved after every epoch whose validation loss does not improve (ReduceOnPlateau), and
+    training stops after the second epoch that improves the validation perplexity by less than 0.3 %
+    (as Mikolov's RNNLM toolkit, whose schedule the paper follows on text8), or after --epochs."""
+    misses = sum(1 for a, b in zip(valid_losses, valid_losses[1:]) if a - b < STOP_IMPROVEMENT)
+    return misses >= 2
 
 
 def run(corpus, classes, args, pooling="plain", order=1, alpha=None):
@@ -32,14 +47,47 @@ def run(corpus, classes, args, pooling="plain", order=1, alpha=None):
     model = msr.HORNN(corpus.vocab_size, args.hidden, (args.hidden,), **kw)
     init.gaussian(model, 0.1, rng=args.seed)
     trainer = msr.Trainer(model, optim.SGD(args.lr, momentum=0.9, weight_decay=1e-5), clip_value=5.0,
-                          batch_size=20, bptt=30, unit="word", progress=False,
+                          batch_size=20, bptt=30, unit="word", progress=args.progress,
                           lr_schedule=schedules.ReduceOnPlateau(factor=2.0, patience=0),
                           constraint=optim.ColumnNorm(2.0))
     t0 = time.perf_counter()
-    trainer.fit(corpus.train[:args.train_tokens], valid=corpus.valid, epochs=args.epochs)
+    train = corpus.train[:args.train_tokens]
+    if args.checkpoints is None:
+        trainer.fit(train, valid=corpus.valid, epochs=args.epochs)
+        epochs = args.epochs
+    else:  # one epoch a call, from the model's checkpoint: an interrupted run goes on where it stopped
+        label = f"{pooling}-N{order}" + ("" if alpha is None else f"-alpha{alpha}")
+        ck = Path(args.checkpoints) / f"{label}-H{args.hidden}-seed{args.seed}.npz"
+        for epochs in range(1, args.epochs + 1):
+            history = trainer.fit(train, valid=corpus.valid, epochs=epochs, checkpoint=ck, resume="auto")
+            if should_stop([r["valid_loss"] for r in history]):
+                break
     valid = msr.evaluate(model, corpus.valid, batch_size=20, bptt=30)["perplexity"]
     test = msr.evaluate(model, corpus.test, batch_size=20, bptt=30)["perplexity"]
-    return valid, test, time.perf_counter() - t0
+    return valid, test, time.perf_counter() - t0, epochs
+
+
+def finished(corpus, classes, args, pooling, order, alpha=None):
+    """``run``'s (valid, test, seconds); with --checkpoints, read from DIR/results.jsonl when that model
+    finished before, else trained and appended there (with its epochs, CPU and module)."""
+    if args.checkpoints is None:
+        return run(corpus, classes, args, pooling, order, alpha)[:3]
+    from multiscale_rnn._native import ISA
+    from timing import cpu_name
+    key = dict(pooling=pooling, order=order, alpha=alpha, hidden=args.hidden, seed=args.seed,
+               train_tokens=min(args.train_tokens, len(corpus.train)), max_epochs=args.epochs, lr=args.lr)
+    results = Path(args.checkpoints) / "results.jsonl"
+    if results.exists():
+        for line in results.read_text().splitlines():
+            r = json.loads(line)
+            if all(r.get(k) == v for k, v in key.items()):
+                return r["valid"], r["test"], r["seconds"]
+    Path(args.checkpoints).mkdir(parents=True, exist_ok=True)
+    valid, test, sec, epochs = run(corpus, classes, args, pooling, order, alpha)
+    with open(results, "a") as f:
+        f.write(json.dumps(dict(key, valid=valid, test=test, seconds=sec, epochs=epochs, cpu=cpu_name(), isa=ISA,
+                                threads=args.threads)) + "\n")
+    return valid, test, sec
 
 
 def reach(corpus, classes, args, orders, max_lag=20):
@@ -83,6 +131,11 @@ def main(argv=None):
     ap.add_argument("--alphas", default="0.2,0.4,0.6,0.8,0.9")
     ap.add_argument("--only", choices=["table2", "figure6", "reach"], default=None)
     ap.add_argument("--figure", default=None, help="with --only reach: write the plot to this PNG")
+    ap.add_argument("--checkpoints", default=None, metavar="DIR",
+                    help="train one epoch a call from a checkpoint per model in DIR (resumes after an interruption), "
+                         "stop by the stopping rule (should_stop), and append each finished model's figures to "
+                         "DIR/results.jsonl; models already there are not trained again")
+    ap.add_argument("--progress", action="store_true", help="a progress bar per epoch")
     args = ap.parse_args(argv)
     msr.set_num_threads(args.threads)
     corpus = data.load("ptb-word", path=args.data).by_frequency()
@@ -104,7 +157,7 @@ def main(argv=None):
                     if pooling in ("plain", "max"):
                         cells.append(done_rnn)
                         continue
-                valid, test, sec = run(corpus, classes, args, pooling, order)
+                valid, test, sec = finished(corpus, classes, args, pooling, order)
                 cell = f"{test:7.1f} ({valid:6.1f})"
                 if order == 1 and pooling == "plain":
                     done_rnn = cell
@@ -114,7 +167,7 @@ def main(argv=None):
     if args.only in (None, "figure6"):
         print("\nFigure 6: 3rd-order FOFE HORNN, test perplexity (valid) against alpha")
         for a in (float(a) for a in args.alphas.split(",")):
-            valid, test, sec = run(corpus, classes, args, "fofe", 3, alpha=a)
+            valid, test, sec = finished(corpus, classes, args, "fofe", 3, alpha=a)
             print(f"alpha {a:4.2f} {test:7.1f} ({valid:6.1f})   [{sec:.0f} s]", flush=True)
 
 
