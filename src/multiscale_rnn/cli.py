@@ -108,6 +108,7 @@ _SETTING_RULES = {
     "weight_decay": (lambda v: _is_number(v) and v >= 0, "a finite number >= 0"),
     "clip_norm": (lambda v: _is_number(v) and v > 0, "a finite number > 0 (or none)"),
     "clip_value": (lambda v: _is_number(v) and v > 0, "a finite number > 0 (or none)"),
+    "divergence": (lambda v: _is_number(v) and v > 0, "a number of bits > 0 (or none)"),
     "lr_schedule": _STRING, "lr_factor": (lambda v: _is_number(v) and v > 0, "a finite number > 0"),
     "lr_every": (lambda v: v in ("epoch", "step"), "epoch or step"),
     "patience": _COUNT, "halve_after": _COUNT,
@@ -121,7 +122,7 @@ _SETTING_RULES = {
 }
 
 
-_NULLABLE = ("clip_norm", "clip_value", "threads", "max_chunks", "checkpoint_every", "data_path", "select_after")
+_NULLABLE = ("clip_norm", "clip_value", "divergence", "threads", "max_chunks", "checkpoint_every", "data_path", "select_after")
 
 
 def check_settings(settings: Dict[str, Any]) -> None:
@@ -224,7 +225,8 @@ def resolve_settings(preset: Optional[str] = None, config: Optional[Dict[str, An
     settings.update(config)
     settings.update(flags)
     settings["preset"] = name
-    for key in ("clip_norm", "clip_value", "threads", "max_chunks", "checkpoint_every", "data_path", "select_after"):
+    for key in ("clip_norm", "clip_value", "divergence", "threads", "max_chunks", "checkpoint_every", "data_path",
+                "select_after"):
         if isinstance(settings.get(key), str) and settings[key].lower() in ("none", "null", "off", ""):
             settings[key] = None
     _resolve_data(settings, data_named, flags.get("data_options", config.get("data_options", {})),
@@ -547,7 +549,8 @@ def _trainer_kw(s, corpus) -> Dict[str, Any]:
     """The Trainer's arguments from the settings (all but the optimiser, seed and distribution)."""
     return dict(clip_norm=s["clip_norm"], clip_value=s["clip_value"], batch_size=s["batch_size"], bptt=s["bptt"],
                 lr_schedule=_lr_schedule(s), model_options={k: anneal_schedule(v) for k, v in s["anneal"].items()},
-                progress=bool(s["progress"]), eval_batch_size=s["eval_batch_size"], unit=_token_unit(corpus))
+                progress=bool(s["progress"]), eval_batch_size=s["eval_batch_size"], unit=_token_unit(corpus),
+                divergence=s.get("divergence", 0.1))
 
 
 def _train_restarts(args, dist, s, corpus, out, log, extra, say):
@@ -902,6 +905,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--weight-decay", type=float)
     g.add_argument("--clip-norm", type=_parse_value, help="max global gradient norm ('none' to switch off)")
     g.add_argument("--clip-value", type=_parse_value, help="clamp gradient elements ('none' to switch off)")
+    g.add_argument("--divergence", type=_parse_value, metavar="BITS",
+                   help="stop when validation bits per token exceed the best by more than this, keeping the best "
+                        "parameters (default 0.1; 'none' to train through)")
     g.add_argument("--lr-schedule", choices=["constant", "halve", "plateau", "multistep"])
     g.add_argument("--lr-factor", type=float, help="divide the learning rate by this (halve, plateau, multistep)")
     g.add_argument("--patience", type=int, help="plateau: epochs without improvement before dividing")

@@ -323,13 +323,19 @@ class Trainer:
         ``batch_size`` streams and the gradients are averaged after each chunk, so K ranks give the
         parameters one process gives; only rank 0 prints, calls ``log`` and writes checkpoints.
         ``fit``, ``save_checkpoint`` and ``resume_from`` are then collective (every rank calls them).
+    divergence : the divergence guard, in bits per token (default 0.1): when an epoch's validation
+        bits per token lie more than this above the best so far, the run has diverged. ``fit`` then
+        says so (a ``RuntimeWarning`` naming both epochs and figures), stops, puts the best
+        parameters back into the model and leaves the last checkpoint as it was (it holds the best
+        parameters too: ``load(..., best=True)``); the epoch's history row has ``"diverged": True``
+        and ``trainer.diverged`` the figures. None turns the guard off. Needs validation data.
     """
 
     def __init__(self, model, optimizer: Optional[Optimizer] = None, clip_norm: Optional[float] = None,
                  clip_value: Optional[float] = None, batch_size: int = 64, bptt: int = 100, lr_schedule=None,
                  model_options: Optional[Dict[str, Union[float, Callable]]] = None, seed: int = 0,
                  progress: bool = True, eval_batch_size: Optional[int] = None, unit: str = "char",
-                 constraint: Optional[Callable] = None, distributed=False):
+                 constraint: Optional[Callable] = None, distributed=False, divergence: Optional[float] = 0.1):
         self.model = model
         self.optimizer = optimizer if optimizer is not None else Adam()
         if not isinstance(self.optimizer, Optimizer):
@@ -366,6 +372,10 @@ class Trainer:
         if constraint is not None and not callable(constraint):
             raise TypeError(f"constraint must be a callable of the model, got {type(constraint).__name__}")
         self.constraint = constraint
+        if divergence is not None and not (_is_number(divergence) and float(divergence) > 0):
+            raise ValueError(f"divergence must be a number of bits > 0 (or None: no guard), got {divergence!r}")
+        self.divergence = None if divergence is None else float(divergence)
+        self.diverged: Optional[dict] = None  # the epoch the guard stopped at, with its figures
         self.dist = data_parallel(distributed)  # None, or a distributed.DataParallel
         self.history = History()
         # progress
@@ -745,10 +755,28 @@ class Trainer:
                 save()
                 break
             self._end_epoch(epoch_no, valid, log)
+            if self.diverged is not None and self.diverged["epoch"] == epoch_no:
+                self._stop_diverged(last_ckpt)
+                break
             save()
         if restore_best:
             self.restore_best()
         return self.history
+
+    def _stop_diverged(self, last_ckpt: Optional[Path]) -> None:
+        """The divergence guard's stop (see the class docstring): say so, put the best parameters back."""
+        d, label = self.diverged, bits_label(self.unit)
+        kept = (f"the last checkpoint {last_ckpt} is left as it was" if last_ckpt is not None
+                else "no checkpoint was written")
+        message = (f"epoch {d['epoch']}: validation {label} {d['valid_bits']:.4f} is {d['valid_bits'] - d['best_bits']:.2f} "
+                   f"above the best so far ({d['best_bits']:.4f}, epoch {d['best_epoch']}): the run has diverged. "
+                   f"Training stopped; the model holds the best parameters (epoch {d['best_epoch']}) and {kept}. "
+                   f"Lower the learning rate or tighten clipping to go on, or pass divergence=None "
+                   f"(--divergence none) to train through it.")
+        self.restore_best()
+        if self._speaks:
+            import warnings
+            warnings.warn(message, RuntimeWarning, stacklevel=3)
 
     def _all_streams_state(self) -> Dict[str, np.ndarray]:
         """The carried state of all B streams (gathered from every rank when distributed)."""
@@ -770,6 +798,11 @@ class Trainer:
             ev = evaluate(self.model, valid, batch_size=self.eval_batch_size, bptt=self.bptt, distributed=self.dist)
             row.update(valid_loss=ev["loss"], valid_bpc=ev["bpc"], valid_perplexity=ev["perplexity"])
             metric = ev["loss"]
+        if (valid is not None and self.divergence is not None and self.best_loss is not None
+                and not (_bits(metric) <= _bits(self.best_loss) + self.divergence)):
+            row["diverged"] = True
+            self.diverged = {"epoch": epoch_no, "valid_bits": _bits(metric), "best_bits": _bits(self.best_loss),
+                             "best_epoch": self.best_epoch}
         if math.isfinite(metric) and (self.best_loss is None or metric < self.best_loss):
             self.best_loss, self.best_epoch = float(metric), epoch_no
             self.best_params = np.array(self.model.flat_parameters(), copy=True)

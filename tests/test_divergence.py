@@ -1,0 +1,84 @@
+"""The Trainer's divergence guard: a validation figure far above the best so far stops the run,
+says so, and leaves the best parameters in the model and the last checkpoint as it was."""
+import warnings
+
+import numpy as np
+import pytest
+
+import multiscale_rnn as msr
+
+V = 12
+
+
+def _text(n, seed):
+    rng = np.random.default_rng(seed)
+    ids = np.tile(np.arange(V), n // V + 1)[:n]
+    flip = rng.random(n) < 0.05
+    ids[flip] = rng.integers(0, V, flip.sum())
+    return ids.astype(np.int32)
+
+
+TRAIN, VALID = _text(4000, 0), _text(600, 1)
+
+
+def _trainer(**kw):
+    model = msr.LSTM(V, 8, (16,), seed=0)
+    return model, msr.Trainer(model, optimizer=msr.optim.SGD(1.0), clip_norm=None, batch_size=8, bptt=20,
+                              progress=False, **kw)
+
+
+def _blow_up(trainer, epochs, **fit_kw):
+    """One sound epoch, then a learning rate that wrecks the model."""
+    trainer.fit(TRAIN, valid=VALID, epochs=1, **fit_kw)
+    trainer.optimizer.lr = 400.0
+    return trainer.fit(TRAIN, valid=VALID, epochs=epochs, **fit_kw)
+
+
+def test_a_diverged_run_stops_says_so_and_keeps_the_best(tmp_path):
+    ck = tmp_path / "run.npz"
+    model, tr = _trainer()
+    tr.fit(TRAIN, valid=VALID, epochs=1, checkpoint=ck)
+    best = np.array(model.flat_parameters(), copy=True)
+    saved = ck.read_bytes()
+    tr.optimizer.lr = 400.0
+    with pytest.warns(RuntimeWarning, match=r"epoch 2: validation bpc \d+\.\d+ is \d+\.\d\d above the best so far "
+                                            r"\(\d\.\d+, epoch 1\): the run has diverged.*best parameters \(epoch 1\)"
+                                            r".*run\.npz is left as it was"):
+        history = tr.fit(TRAIN, valid=VALID, epochs=5, checkpoint=ck)
+    assert len(history) == 2 and history[-1]["diverged"] is True
+    assert history[-1]["valid_bpc"] > history[0]["valid_bpc"] + 0.1
+    assert tr.diverged["epoch"] == 2 and tr.diverged["best_epoch"] == 1
+    np.testing.assert_array_equal(model.flat_parameters(), best)   # the model holds the best parameters
+    assert ck.read_bytes() == saved                                 # the last good checkpoint is intact
+    assert msr.evaluate(model, VALID, batch_size=8, bptt=20)["bpc"] == pytest.approx(history[0]["valid_bpc"], abs=1e-9)
+
+
+def test_no_guard_trains_through():
+    _, tr = _trainer(divergence=None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        history = _blow_up(tr, 3)
+    assert len(history) == 3 and not any(r.get("diverged") for r in history)
+    assert tr.diverged is None
+
+
+def test_a_sound_run_is_not_stopped():
+    _, tr = _trainer()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        history = tr.fit(TRAIN, valid=VALID, epochs=3)
+    assert len(history) == 3 and tr.diverged is None
+
+
+@pytest.mark.parametrize("bad", [0, -0.1, float("nan"), "x", True])
+def test_the_margin_is_checked(bad):
+    with pytest.raises(ValueError, match="divergence must be a number of bits > 0 \\(or None: no guard\\)"):
+        msr.Trainer(msr.LSTM(V, 4, (4,)), divergence=bad)
+
+
+def test_the_command_line_takes_the_guard_and_none(tmp_path):
+    from multiscale_rnn.cli import build_parser, resolve_settings
+    args = build_parser().parse_args(["train", "--divergence", "none"])
+    assert args.divergence == "none"
+    with pytest.raises(ValueError, match="divergence"):
+        resolve_settings("quick", flags={"divergence": -1.0})
