@@ -287,3 +287,9 @@ def test_named_corpus_errors_name_the_users_path(tmp_path):
     (abc / "jigs.abc").write_text("X:1\nT:Broken\nK:G\nGAB \"unclosed\n")
     with pytest.raises(ValueError, match=re.escape(f"{abc / 'jigs.abc'} X:1")):
         data.load("nottingham", path=abc)
+
+
+@pytest.mark.parametrize("cls", [msr.LSTM, msr.GRU, msr.StackedLSTM])
+def test_gated_head_without_head_size_is_refused_by_every_family(cls):
+    with pytest.raises(ValueError, match=rf"{cls.__name__}: head='gated' needs head_size >= 1 .*got None"):
+        cls(10, 4, (4, 4), head="gated")

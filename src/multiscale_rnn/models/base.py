@@ -319,6 +319,9 @@ class LanguageModel:
                              for h in hidden):
             raise ValueError(f"{owner}: hidden_sizes must be positive integers, got {hidden_sizes!r}")
         hidden = tuple(int(h) for h in hidden)
+        if values["head"] == "gated" and not (values["head_size"] or 0) >= 1:
+            raise ValueError(f"{owner}: head='gated' needs head_size >= 1 (the output embedding of the gated output "
+                             f"module, eq. 11-12), got {values['head_size']}")
         if values["head_size"] is None:
             values["head_size"] = 0
         dtype, seed, input_size = values["dtype"], values["seed"], values["input_size"]
