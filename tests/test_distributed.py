@@ -328,3 +328,21 @@ def test_command_line_error_of_a_single_rank_ends_the_job_instead_of_hanging(tmp
     p = _mpi(sys.executable, "-c", code, cwd=tmp_path, timeout=60)
     assert p.returncode != 0
     assert "multiscale-rnn train (rank 1): error: disk on fire" in p.stderr, p.stderr
+
+
+def test_a_rank_reading_its_copy_of_the_checkpoint_names_the_users_file(tmp_path):
+    # ranks other than 0 load a temporary copy of rank 0's bytes: their errors name the user's path
+    from multiscale_rnn.checkpoint import CheckpointError
+    from multiscale_rnn.distributed import _named
+    copy, user = str(tmp_path / "msrnn-rank1" / "run.npz"), tmp_path / "runs" / "run.npz"
+    bad = tmp_path / "bad.npz"
+    bad.write_bytes(b"not a checkpoint")
+
+    def load():
+        try:
+            msr.checkpoint.load(bad)
+        except CheckpointError as e:
+            raise CheckpointError(str(e).replace(str(bad), copy)) from None
+    with pytest.raises(CheckpointError) as info:
+        _named(load, copy, user)
+    assert str(user) in str(info.value) and copy not in str(info.value)

@@ -240,11 +240,22 @@ class DataParallel:
         try:
             with open(copy, "wb") as f:
                 f.write(blob)
-            return self.together(lambda: load(copy))
+            return self.together(lambda: _named(lambda: load(copy), copy, path))
         finally:
             for name in os.listdir(folder):
                 os.unlink(os.path.join(folder, name))
             os.rmdir(folder)
+
+
+def _named(fn: Callable[[], Any], copy: str, path) -> Any:
+    """``fn()``, with an exception's message naming ``path`` (the user's file) where it named
+    ``copy`` (this rank's temporary copy of it)."""
+    try:
+        return fn()
+    except Exception as e:
+        if copy in str(e):
+            raise _rebuild(type(e), str(e).replace(copy, str(path))) from e
+        raise
 
 
 def _short(value: Any) -> str:
