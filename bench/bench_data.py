@@ -1,7 +1,8 @@
 """Data generation speed: the synthetic hierarchy generator (characters per second).
 
-    python bench/bench_data.py [--chars 20000] [--repeats 5]
+python bench/bench_data.py [--chars 20000] [--repeats 5]
 """
+
 import argparse
 import time
 
@@ -18,8 +19,10 @@ def main():
         t0 = time.perf_counter()
         data.synthetic_hierarchy(n_chars=args.chars, seed=r)
         best = min(best, time.perf_counter() - t0)
-    print(f"synthetic_hierarchy({args.chars} chars): best of {args.repeats} {best * 1e3:.1f} ms, "
-          f"{args.chars / best:,.0f} chars/s")
+    print(
+        f"synthetic_hierarchy({args.chars} chars): best of {args.repeats} {best * 1e3:.1f} ms, "
+        f"{args.chars / best:,.0f} chars/s"
+    )
 
 
 if __name__ == "__main__":

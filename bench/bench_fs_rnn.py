@@ -15,17 +15,19 @@ the CPU-time ratio (process time, all threads) is printed beside it. Two models:
     python bench/bench_fs_rnn.py --fast 700 --slow 400 --batch 128 --bptt 150 --embed 128 --steps 3
     python bench/bench_fs_rnn.py --threads 1 --reference   # our plain kernels, for before/after
 """
+
 from __future__ import annotations
 
 import argparse
 import os
 
 import numpy as np
+from timing import timed
 
 import multiscale_rnn as msr
 from multiscale_rnn.models.base import _core
-from multiscale_rnn.reference import fs_rnn as reference, tensors
-from timing import timed
+from multiscale_rnn.reference import fs_rnn as reference
+from multiscale_rnn.reference import tensors
 
 
 def ours_step_fn(model, tok, tgt, opt):
@@ -35,6 +37,7 @@ def ours_step_fn(model, tok, tgt, opt):
         model.loss_and_grad(tok, tgt, None, copy_grads=False)
         _core.clip_by_norm(flat_g, 1.0)
         opt.step(model)
+
     return step
 
 
@@ -53,6 +56,7 @@ def torch_step_fn(torch, ours, tok, tgt):
         loss.backward()
         torch.nn.utils.clip_grad_norm_(list(P.values()), 1.0)
         opt.step()
+
     return step
 
 
@@ -67,30 +71,45 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--models", default="paper,plain")
-    ap.add_argument("--reference", action="store_true",
-                    help="our plain reference kernels (Eigen products step by step, no threads over streams)")
+    ap.add_argument(
+        "--reference",
+        action="store_true",
+        help="our plain reference kernels (Eigen products step by step, no threads over streams)",
+    )
     args = ap.parse_args(argv)
     _core.set_reference_kernels(args.reference)
     import torch
+
     torch.set_num_threads(args.threads)
     msr.set_num_threads(args.threads)
     rng = np.random.default_rng(0)
     V, E, HF, HS, B, T = args.vocab, args.embed, args.fast, args.slow, args.batch, args.bptt
     tok, tgt = rng.integers(0, V, (B, T)).astype(np.int32), rng.integers(0, V, (B, T)).astype(np.int32)
-    settings = {"paper": dict(layer_norm=True, zc=0.5, zh=0.1, p=0.35), "plain": dict(layer_norm=False, zc=0.0,
-                                                                                        zh=0.0, p=0.0)}
-    print(f"FS-LSTM-2  fast {HF}  slow {HS}  embed {E}  vocab {V}  batch {B}  bptt {T}  threads {args.threads}  "
-          f"ISA {msr.ISA}  torch {torch.__version__}{'  reference kernels' if args.reference else ''}")
-    print(f"{'model':8s} {'ours chars/s':>13s} {'torch chars/s':>14s} {'ratio':>6s}   "
-          f"{'CPU-time ratio':>14s}   (fastest of {args.steps} interleaved steps; load {os.getloadavg()[0]:.1f})")
+    settings = {
+        "paper": dict(layer_norm=True, zc=0.5, zh=0.1, p=0.35),
+        "plain": dict(layer_norm=False, zc=0.0, zh=0.0, p=0.0),
+    }
+    print(
+        f"FS-LSTM-2  fast {HF}  slow {HS}  embed {E}  vocab {V}  batch {B}  bptt {T}  threads {args.threads}  "
+        f"ISA {msr.ISA}  torch {torch.__version__}{'  reference kernels' if args.reference else ''}"
+    )
+    print(
+        f"{'model':8s} {'ours chars/s':>13s} {'torch chars/s':>14s} {'ratio':>6s}   "
+        f"{'CPU-time ratio':>14s}   (fastest of {args.steps} interleaved steps; load {os.getloadavg()[0]:.1f})"
+    )
     for name in args.models.split(","):
         s = settings[name]
-        ours = msr.FSRNN(V, E, HF, HS, layer_norm=s["layer_norm"], zoneout_c=s["zc"], zoneout_h=s["zh"],
-                         dropout=s["p"], seed=0)
-        (w_ours, c_ours), (w_torch, c_torch) = timed([ours_step_fn(ours, tok, tgt, msr.optim.Adam(lr=1e-3)),
-                                                      torch_step_fn(torch, ours, tok, tgt)], args.steps)
-        print(f"{name:8s} {B * T / w_ours:13,.0f} {B * T / w_torch:14,.0f} {w_torch / w_ours:5.2f}x   "
-              f"{c_torch / c_ours:13.2f}x", flush=True)
+        ours = msr.FSRNN(
+            V, E, HF, HS, layer_norm=s["layer_norm"], zoneout_c=s["zc"], zoneout_h=s["zh"], dropout=s["p"], seed=0
+        )
+        (w_ours, c_ours), (w_torch, c_torch) = timed(
+            [ours_step_fn(ours, tok, tgt, msr.optim.Adam(lr=1e-3)), torch_step_fn(torch, ours, tok, tgt)], args.steps
+        )
+        print(
+            f"{name:8s} {B * T / w_ours:13,.0f} {B * T / w_torch:14,.0f} {w_torch / w_ours:5.2f}x   "
+            f"{c_torch / c_ours:13.2f}x",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

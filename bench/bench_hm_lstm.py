@@ -20,6 +20,7 @@
 Usage: python bench/bench_hm_lstm.py [--train-seconds 240] [--hidden 256] [--threads 2]
 Prints a Markdown table for docs/performance.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -78,7 +79,9 @@ def torch_masked_model(model):
     """The HM-LSTM written the natural way in PyTorch (multiscale_rnn.reference.hm_lstm, float32): all
     gates for all columns, the boundary weights select; a training call also runs backward."""
     import torch
-    from multiscale_rnn.reference import hm_lstm as reference, tensors
+
+    from multiscale_rnn.reference import hm_lstm as reference
+    from multiscale_rnn.reference import tensors
 
     P = tensors(model, np.float32)
 
@@ -101,13 +104,21 @@ def main():
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--bptt", type=int, default=100)
     ap.add_argument("--train-seconds", type=float, default=240.0)
-    ap.add_argument("--target-fraction", type=float, default=0.5,
-                    help="stop training once layers 2..L are active on at most this fraction of steps")
+    ap.add_argument(
+        "--target-fraction",
+        type=float,
+        default=0.5,
+        help="stop training once layers 2..L are active on at most this fraction of steps",
+    )
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--cache", type=Path, default=None,
-                    help="an .npz of trained parameters: loaded when it exists (no training), else written")
+    ap.add_argument(
+        "--cache",
+        type=Path,
+        default=None,
+        help="an .npz of trained parameters: loaded when it exists (no training), else written",
+    )
     args = ap.parse_args()
 
     msr.set_num_threads(args.threads)
@@ -118,9 +129,15 @@ def main():
     # the documented setting (docs/performance.md): gated head, no rate target, no boundary warm-up
     paper_head = dict(head="gated", detector_input="all", rate_target=None, warmup=0)
     model = msr.HMLSTM(corpus.vocab_size, args.embed, H, flush_cut=True, gradient="blend", seed=args.seed, **paper_head)
-    trainer = msr.Trainer(model, optimizer=msr.optim.Adam(2e-3), clip_norm=1.0, batch_size=args.batch,
-                          bptt=args.bptt, progress=False,
-                          model_options={"slope": msr.schedules.linear(1.0, 5.0, per_epoch=0.04)})
+    trainer = msr.Trainer(
+        model,
+        optimizer=msr.optim.Adam(2e-3),
+        clip_norm=1.0,
+        batch_size=args.batch,
+        bptt=args.bptt,
+        progress=False,
+        model_options={"slope": msr.schedules.linear(1.0, 5.0, per_epoch=0.04)},
+    )
     probe = corpus.valid[:2000]
     t0 = time.perf_counter()
     chunks = 0
@@ -136,8 +153,11 @@ def main():
         chunks += 10
         tr = model.trace(probe)
         frac = tr.updates / len(probe)
-        print(f"  trained {time.perf_counter() - t0:6.0f} s, {chunks} chunks: active fraction per layer "
-              f"{np.round(frac, 3).tolist()}", flush=True)
+        print(
+            f"  trained {time.perf_counter() - t0:6.0f} s, {chunks} chunks: active fraction per layer "
+            f"{np.round(frac, 3).tolist()}",
+            flush=True,
+        )
         if np.all(frac[1:] <= args.target_fraction) and np.all(frac[1:] >= 0.02):
             break
     if args.cache is not None and not args.cache.exists():
@@ -150,22 +170,26 @@ def main():
     rng = np.random.default_rng(1)
     B, T = args.batch, args.bptt
     starts = rng.integers(0, len(corpus.valid) - T - 1, B)
-    tok = np.stack([corpus.valid[s:s + T] for s in starts])
-    tgt = np.stack([corpus.valid[s + 1:s + T + 1] for s in starts])
+    tok = np.stack([corpus.valid[s : s + T] for s in starts])
+    tgt = np.stack([corpus.valid[s + 1 : s + T + 1] for s in starts])
     # the same state for every timing: the state after reading the preceding text
     blend_model = model
-    _, state = blend_model.forward(np.stack([corpus.valid[s - 200:s] if s >= 200 else corpus.valid[s:s + 200]
-                                             for s in starts]))
+    _, state = blend_model.forward(
+        np.stack([corpus.valid[s - 200 : s] if s >= 200 else corpus.valid[s : s + 200] for s in starts])
+    )
     # The same network under the "switch" reading, whose training step can skip COPY columns too.
-    model = msr.HMLSTM(corpus.vocab_size, args.embed, H, flush_cut=True, gradient="switch", seed=args.seed,
-                       **paper_head)
+    model = msr.HMLSTM(
+        corpus.vocab_size, args.embed, H, flush_cut=True, gradient="switch", seed=args.seed, **paper_head
+    )
     model.load_parameters(blend_model.parameters())
     model.set_option("slope", blend_model.slope)
     # Skipping and masked runs alternate, and each figure is the fastest of its repeats, so load
     # from other processes on the machine disturbs both alike and as little as possible.
     res = {}
-    for what, fn in (("infer", lambda: model.forward(tok, state)),
-                     ("train", lambda: model.loss_and_grad(tok, tgt, state))):
+    for what, fn in (
+        ("infer", lambda: model.forward(tok, state)),
+        ("train", lambda: model.loss_and_grad(tok, tgt, state)),
+    ):
         times, cpu = {0: [], 1: []}, {0: [], 1: []}
         for _ in range(args.repeat):
             for skip in (1, 0):
@@ -191,6 +215,7 @@ def main():
     torch_res = {}
     try:
         import torch
+
         torch.set_num_threads(args.threads)
         run = torch_masked_model(model)
         tt, yt = torch.tensor(tok, dtype=torch.long), torch.tensor(tgt, dtype=torch.long)
@@ -201,13 +226,20 @@ def main():
         pass
 
     print()
-    print(f"HM-LSTM 3 x {args.hidden}, embedding {args.embed}, head {model.config['head_size']}, "
-          f"B={B}, T={T}, {args.threads} threads, ISA {msr.ISA}; trained {chunks} chunks")
-    print(f"active (UPDATE+FLUSH) fraction per layer on 5000 valid chars: {np.round(frac, 3).tolist()}; "
-          f"on the timed batch: {np.round(frac_batch, 3).tolist()}")
+    print(
+        f"HM-LSTM 3 x {args.hidden}, embedding {args.embed}, head {model.config['head_size']}, "
+        f"B={B}, T={T}, {args.threads} threads, ISA {msr.ISA}; trained {chunks} chunks"
+    )
+    print(
+        f"active (UPDATE+FLUSH) fraction per layer on 5000 valid chars: {np.round(frac, 3).tolist()}; "
+        f"on the timed batch: {np.round(frac_batch, 3).tolist()}"
+    )
     print(f"ideal speedup from the counted operations: {ideal_batch:.2f}x (timed batch), {ideal:.2f}x (valid text)")
     print()
-    print("| pass | masked (ms) | skipping (ms) | speedup | ideal | % of ideal | PyTorch masked (ms) | PyTorch / skipping |")
+    print(
+        "| pass | masked (ms) | skipping (ms) | speedup | ideal | % of ideal "
+        "| PyTorch masked (ms) | PyTorch / skipping |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for what in ("infer", "train"):
         m, s = res[(what, 0)] * 1e3, res[(what, 1)] * 1e3
@@ -215,23 +247,33 @@ def main():
         pt = torch_res.get(what)
         pts = f"{pt * 1e3:.1f} | {pt * 1e3 / s:.2f}x" if pt else "- | -"
         label = "inference (forward)" if what == "infer" else "training step (forward + backward)"
-        print(f"| {label} | {m:.1f} | {s:.1f} | {sp:.2f}x | {ideal_batch:.2f}x | "
-              f"{100 * (sp - 1) / max(ideal_batch - 1, 1e-9):.0f}% | {pts} |")
+        print(
+            f"| {label} | {m:.1f} | {s:.1f} | {sp:.2f}x | {ideal_batch:.2f}x | "
+            f"{100 * (sp - 1) / max(ideal_batch - 1, 1e-9):.0f}% | {pts} |"
+        )
     b = res[("train-blend", 1)] * 1e3
-    print(f"| training step, gradient \"blend\" (the default) | {res[('train', 0)] * 1e3:.1f} | {b:.1f} | "
-          f"{res[('train', 0)] * 1e3 / b:.2f}x | {ideal_batch:.2f}x | "
-          f"{100 * (res[('train', 0)] * 1e3 / b - 1) / max(ideal_batch - 1, 1e-9):.0f}% | - | - |")
+    print(
+        f'| training step, gradient "blend" (the default) | {res[("train", 0)] * 1e3:.1f} | {b:.1f} | '
+        f"{res[('train', 0)] * 1e3 / b:.2f}x | {ideal_batch:.2f}x | "
+        f"{100 * (res[('train', 0)] * 1e3 / b - 1) / max(ideal_batch - 1, 1e-9):.0f}% | - | - |"
+    )
     print()
     print("Process CPU time (all threads; steadier than wall time when other processes share the cores):")
     for what in ("infer", "train"):
         m, s = res[(what, 0, "cpu")] * 1e3, res[(what, 1, "cpu")] * 1e3
-        print(f"  {what}: masked {m:.1f} ms, skipping {s:.1f} ms, speedup {m / s:.2f}x = "
-              f"{100 * m / s / ideal_batch:.0f} % of ideal")
-    print(f"  train, gradient blend (the default): {res[('train-blend', 1, 'cpu')] * 1e3:.1f} ms "
-          f"({res[('train', 0, 'cpu')] / res[('train-blend', 1, 'cpu')]:.2f}x the masked switch step)")
-    print("\n% of ideal = (speedup - 1) / (ideal - 1): the fraction of the possible saving realised; "
-          f"speedup / ideal = {res[('infer', 0)] / res[('infer', 1)] / ideal_batch:.2f} (inference), "
-          f"{res[('train', 0)] / res[('train', 1)] / ideal_batch:.2f} (training)")
+        print(
+            f"  {what}: masked {m:.1f} ms, skipping {s:.1f} ms, speedup {m / s:.2f}x = "
+            f"{100 * m / s / ideal_batch:.0f} % of ideal"
+        )
+    print(
+        f"  train, gradient blend (the default): {res[('train-blend', 1, 'cpu')] * 1e3:.1f} ms "
+        f"({res[('train', 0, 'cpu')] / res[('train-blend', 1, 'cpu')]:.2f}x the masked switch step)"
+    )
+    print(
+        "\n% of ideal = (speedup - 1) / (ideal - 1): the fraction of the possible saving realised; "
+        f"speedup / ideal = {res[('infer', 0)] / res[('infer', 1)] / ideal_batch:.2f} (inference), "
+        f"{res[('train', 0)] / res[('train', 1)] / ideal_batch:.2f} (training)"
+    )
 
 
 if __name__ == "__main__":

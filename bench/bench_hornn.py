@@ -23,17 +23,18 @@ full softmax with full softmax.
 the full softmax and a 50-word vocabulary with the full softmax (about the recurrent part alone),
 so the head's share is the difference.
 """
+
 from __future__ import annotations
 
 import argparse
 import os
 
 import numpy as np
+from timing import timed
 
 import multiscale_rnn as msr
 from multiscale_rnn.models.base import _core
 from multiscale_rnn.reference.hornn import TorchHORNN
-from timing import timed
 
 
 def ours_step_fn(model, tok, tgt, opt):
@@ -42,8 +43,9 @@ def ours_step_fn(model, tok, tgt, opt):
 
     def step():
         impl.zero_grad()
-        impl.loss_and_grad(tok, tgt, None)   # state carried from the last step, as in training
-        opt.step(model, clip_value=5.0)      # clipping by value fused into the step, as the Trainer does
+        impl.loss_and_grad(tok, tgt, None)  # state carried from the last step, as in training
+        opt.step(model, clip_value=5.0)  # clipping by value fused into the step, as the Trainer does
+
     return step
 
 
@@ -54,13 +56,13 @@ def class_nll(torch, y, class_decoder, decoder, sizes, targets):
     backward assembles the decoder's gradient in one pass). ``y`` (N, I), ``targets`` (N,)."""
     starts = np.concatenate([[0], np.cumsum(sizes)])
     cls_of = torch.from_numpy(np.repeat(np.arange(len(sizes)), sizes))
-    tc = cls_of[targets]                                                # (N,) class of each target
+    tc = cls_of[targets]  # (N,) class of each target
     total = -torch.log_softmax(class_decoder(y), dim=1).gather(1, tc.view(-1, 1)).sum()
-    w_blocks = decoder.weight.split(list(sizes))                        # per class (size of c, I)
+    w_blocks = decoder.weight.split(list(sizes))  # per class (size of c, I)
     b_blocks = decoder.bias.split(list(sizes))
     for c in torch.unique(tc).tolist():
         rows = (tc == c).nonzero().view(-1)
-        z = y[rows] @ w_blocks[c].T + b_blocks[c]                       # (n_c, size of c)
+        z = y[rows] @ w_blocks[c].T + b_blocks[c]  # (n_c, size of c)
         total = total - torch.log_softmax(z, dim=1).gather(1, (targets[rows] - int(starts[c])).view(-1, 1)).sum()
     return total / y.shape[0]
 
@@ -84,18 +86,24 @@ def torch_step_fn(torch, model, tok, tgt, sizes=None):
         loss.backward()
         torch.nn.utils.clip_grad_value_(model.parameters(), 5.0)
         opt.step()
+
     return step
 
 
 def check_class_nll(torch, V, sizes):
     """class_nll against the package's reference class softmax (all V log-probabilities)."""
     from multiscale_rnn.reference import class_softmax
+
     g = torch.Generator().manual_seed(0)
     y = torch.randn(64, 8, generator=g, dtype=torch.float64)
     cd, dec = torch.nn.Linear(8, len(sizes)).double(), torch.nn.Linear(8, V).double()
     t = torch.randint(0, V, (64,), generator=g)
-    params = {"class_decoder.weight": cd.weight, "class_decoder.bias": cd.bias,
-              "decoder.weight": dec.weight, "decoder.bias": dec.bias}
+    params = {
+        "class_decoder.weight": cd.weight,
+        "class_decoder.bias": cd.bias,
+        "decoder.weight": dec.weight,
+        "decoder.bias": dec.bias,
+    }
     want = class_softmax.nll(y, params, sizes, t).mean()
     got = class_nll(torch, y, cd, dec, sizes, t)
     assert abs((want - got).item()) < 1e-10, (float(want), float(got))
@@ -115,15 +123,24 @@ def breakdown(torch, args):
     H, E, K, B, T, V = args.hidden, args.embed, args.order, args.batch, args.bptt, int(args.vocab.split(",")[0])
     tok, tgt, sizes = zipf_chunk(V, B, T)
     print(f"CPU ms per step, {args.threads} thread(s), V = {V} ({len(sizes)} classes); load {os.getloadavg()[0]:.1f}")
-    print(f"{'pooling':8s} {'side':6s} {'class':>7s} {'full':>7s} {'V=50':>7s}   {'class head':>10s} {'full head':>10s}")
+    print(
+        f"{'pooling':8s} {'side':6s} {'class':>7s} {'full':>7s} {'V=50':>7s}   {'class head':>10s} {'full head':>10s}"
+    )
     for pooling in args.poolings.split(","):
         cols = {}
         for side in ("ours", "torch"):
             steps = []
             for v, cls in ((V, True), (V, False), (50, False)):
                 if side == "ours":
-                    m = msr.HORNN(v, E, (H,), order=K, pooling=pooling, seed=0,
-                                  **(dict(head="class", head_classes=sizes) if cls else {}))
+                    m = msr.HORNN(
+                        v,
+                        E,
+                        (H,),
+                        order=K,
+                        pooling=pooling,
+                        seed=0,
+                        **(dict(head="class", head_classes=sizes) if cls else {}),
+                    )
                     msr.init.gaussian(m, 0.1, rng=0)
                     steps.append(ours_step_fn(m, tok % v, tgt % v, msr.optim.SGD(lr=0.5, momentum=0.9)))
                 else:
@@ -143,8 +160,12 @@ def main(argv=None):
     ap.add_argument("--hidden", type=int, default=400)
     ap.add_argument("--embed", type=int, default=400)
     ap.add_argument("--vocab", default="10000", help="comma-separated vocabulary sizes")
-    ap.add_argument("--head", choices=["class", "linear"], default="class",
-                    help="class: ours and PyTorch with the class softmax, and PyTorch with the full one")
+    ap.add_argument(
+        "--head",
+        choices=["class", "linear"],
+        default="class",
+        help="class: ours and PyTorch with the class softmax, and PyTorch with the full one",
+    )
     ap.add_argument("--order", type=int, default=3)
     ap.add_argument("--batch", type=int, default=20)
     ap.add_argument("--bptt", type=int, default=30)
@@ -152,22 +173,31 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--poolings", default="plain,fofe,max,gated")
     ap.add_argument("--breakdown", action="store_true", help="CPU time per step: recurrent part and heads")
-    ap.add_argument("--reference", action="store_true",
-                    help="our plain reference kernels (N Eigen products per step, no threads over streams)")
+    ap.add_argument(
+        "--reference",
+        action="store_true",
+        help="our plain reference kernels (N Eigen products per step, no threads over streams)",
+    )
     args = ap.parse_args(argv)
     _core.set_reference_kernels(args.reference)
     import torch
+
     torch.set_num_threads(args.threads)
     msr.set_num_threads(args.threads)
     H, E, K, B, T = args.hidden, args.embed, args.order, args.batch, args.bptt
-    print(f"HORNN order {K}  hidden {H}  embed {E}  batch {B}  bptt {T}  threads {args.threads}  ISA {msr.ISA}  "
-          f"torch {torch.__version__}{'  reference kernels' if args.reference else ''}")
+    print(
+        f"HORNN order {K}  hidden {H}  embed {E}  batch {B}  bptt {T}  threads {args.threads}  ISA {msr.ISA}  "
+        f"torch {torch.__version__}{'  reference kernels' if args.reference else ''}"
+    )
     cls = args.head == "class"
     if args.breakdown:
         return breakdown(torch, args)
-    print(f"{'vocab':>6s} {'pooling':8s} {'ours tok/s':>11s} {'torch tok/s':>12s} {'ratio':>6s}   "
-          f"{'CPU-time ratio':>14s}" + (f"   {'torch full tok/s':>16s} {'ratio':>6s}" if cls else "")
-          + f"   (fastest of {args.steps} interleaved steps; load {os.getloadavg()[0]:.1f})")
+    print(
+        f"{'vocab':>6s} {'pooling':8s} {'ours tok/s':>11s} {'torch tok/s':>12s} {'ratio':>6s}   "
+        f"{'CPU-time ratio':>14s}"
+        + (f"   {'torch full tok/s':>16s} {'ratio':>6s}" if cls else "")
+        + f"   (fastest of {args.steps} interleaved steps; load {os.getloadavg()[0]:.1f})"
+    )
     for V in (int(v) for v in args.vocab.split(",")):
         tok, tgt, sizes = zipf_chunk(V, B, T)
         sizes = sizes if cls else None
@@ -189,12 +219,14 @@ def main(argv=None):
                 steps.append(torch_step_fn(torch, theirs, tok, tgt))
             res = timed(steps, args.steps)
             (w_o, c_o), (w_t, c_t) = res[:2]
-            line = (f"{V:6d} {pooling:8s} {B * T / w_o:11,.0f} {B * T / w_t:12,.0f} {w_t / w_o:5.2f}x   "
-                    f"{c_t / c_o:13.2f}x")
+            line = (
+                f"{V:6d} {pooling:8s} {B * T / w_o:11,.0f} {B * T / w_t:12,.0f} {w_t / w_o:5.2f}x   {c_t / c_o:13.2f}x"
+            )
             if cls:
                 w_f = res[2][0]
                 line += f"   {B * T / w_f:16,.0f} {w_f / w_o:5.2f}x"
             print(line, flush=True)
+
 
 if __name__ == "__main__":
     main()

@@ -39,6 +39,7 @@ processes on the machine disturb far less than wall time; meant for --threads 1.
   python bench/bench_lstm.py --threads 2 --layers 1 3 --chunks 4 --repeats 5 --markdown out.md
   python bench/bench_lstm.py --threads 1 --modes infer --cpu-time
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,17 +62,32 @@ def parse_args(argv=None):
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--bptt", type=int, default=100)
     p.add_argument("--modes", nargs="+", default=["train", "infer"], choices=["train", "infer"])
-    p.add_argument("--precisions", nargs="+", default=["float32", "bfloat16"], choices=["float32", "bfloat16"],
-                   help="inference precisions (training is always float32; bfloat16 needs AMX)")
-    p.add_argument("--torch-bf16", choices=["cast", "autocast"], default="cast",
-                   help="how PyTorch runs in bfloat16 (default: modules cast to bfloat16)")
+    p.add_argument(
+        "--precisions",
+        nargs="+",
+        default=["float32", "bfloat16"],
+        choices=["float32", "bfloat16"],
+        help="inference precisions (training is always float32; bfloat16 needs AMX)",
+    )
+    p.add_argument(
+        "--torch-bf16",
+        choices=["cast", "autocast"],
+        default="cast",
+        help="how PyTorch runs in bfloat16 (default: modules cast to bfloat16)",
+    )
     p.add_argument("--cpu-time", action="store_true", help="rates from process CPU time instead of wall time")
     p.add_argument("--isa", choices=["baseline", "avx2", "avx512"], help="force the core's instruction-set variant")
     p.add_argument("--no-torch", action="store_true", help="time only our core")
-    p.add_argument("--reference", action="store_true",
-                   help="run our core with its plain reference kernels (to measure the fast paths' speedup)")
-    p.add_argument("--no-input-tables", action="store_true",
-                   help="inference without the LSTM's per-token input table (the plain path, for comparison)")
+    p.add_argument(
+        "--reference",
+        action="store_true",
+        help="run our core with its plain reference kernels (to measure the fast paths' speedup)",
+    )
+    p.add_argument(
+        "--no-input-tables",
+        action="store_true",
+        help="inference without the LSTM's per-token input table (the plain path, for comparison)",
+    )
     p.add_argument("--peak-size", type=int, default=4096, help="side of the square sgemm measuring the peak")
     p.add_argument("--markdown", metavar="FILE", help="also write the table as Markdown to FILE")
     return p.parse_args(argv)
@@ -109,7 +125,7 @@ def pause():
 # ---------------------------------------------------------------------------------------------
 # Peak: large square sgemm.
 def sgemm_peak(n: int, reps: int = 5):
-    flops = 2.0 * n ** 3
+    flops = 2.0 * n**3
     rng = np.random.default_rng(0)
     a = rng.standard_normal((n, n), dtype=np.float32)
     b = rng.standard_normal((n, n), dtype=np.float32)
@@ -163,8 +179,8 @@ class Ours:
         self.model.reset_state(self.B)
         T = self.T
         for k in range(chunks):
-            tok = np.ascontiguousarray(data[:, k * T:(k + 1) * T])
-            tgt = np.ascontiguousarray(data[:, k * T + 1:(k + 1) * T + 1])
+            tok = np.ascontiguousarray(data[:, k * T : (k + 1) * T])
+            tgt = np.ascontiguousarray(data[:, k * T + 1 : (k + 1) * T + 1])
             if train:
                 self.model.loss_and_grad(tok, tgt, "keep", copy_grads=False)
                 self.step += 1
@@ -201,7 +217,7 @@ class Torch:
         data = torch.from_numpy(data).long()
         T, state = self.T, None
         for k in range(chunks):
-            tok, tgt = data[:, k * T:(k + 1) * T], data[:, k * T + 1:(k + 1) * T + 1]
+            tok, tgt = data[:, k * T : (k + 1) * T], data[:, k * T + 1 : (k + 1) * T + 1]
             if train:
                 self.opt.zero_grad(set_to_none=True)
                 loss, state = self._loss(tok, tgt, state)
@@ -230,11 +246,16 @@ def main():
         torch.set_num_threads(a.threads)
     use_torch = torch is not None and not a.no_torch
     load0 = load()
-    print(f"multiscale_rnn ISA {msr.ISA}{' (reference kernels)' if a.reference else ''}"
-          f"{' (no input tables)' if a.no_input_tables else ''}, threads {a.threads} (core reports {msr.get_num_threads()})"
-          + (f", torch {torch.__version__} threads {torch.get_num_threads()}" if torch is not None else ""))
-    print(f"load average before: {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}; "
-          f"rates from {'process CPU' if a.cpu_time else 'wall'} time")
+    print(
+        f"multiscale_rnn ISA {msr.ISA}{' (reference kernels)' if a.reference else ''}"
+        f"{' (no input tables)' if a.no_input_tables else ''}, threads {a.threads} "
+        f"(core reports {msr.get_num_threads()})"
+        + (f", torch {torch.__version__} threads {torch.get_num_threads()}" if torch is not None else "")
+    )
+    print(
+        f"load average before: {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}; "
+        f"rates from {'process CPU' if a.cpu_time else 'wall'} time"
+    )
     if "bfloat16" in a.precisions and not a.bf16:
         print(f"bfloat16 rows left out: {msr.amx_bf16_unavailable_reason() or 'inference not timed'}")
     peak = sgemm_peak(a.peak_size)
@@ -314,16 +335,33 @@ def fmt_row(row, peak):
     return cells
 
 
-HEAD = ["layers", "mode", "precision", "ours best", "ours median", "torch best", "torch median", "ratio best",
-        "ratio median", "torch bf16 best", "torch bf16 median", "ratio bf16 best", "ratio bf16 median",
-        "ours GFLOP/s", "ours % peak", "torch % peak"]
+HEAD = [
+    "layers",
+    "mode",
+    "precision",
+    "ours best",
+    "ours median",
+    "torch best",
+    "torch median",
+    "ratio best",
+    "ratio median",
+    "torch bf16 best",
+    "torch bf16 median",
+    "ratio bf16 best",
+    "ratio bf16 median",
+    "ours GFLOP/s",
+    "ours % peak",
+    "torch % peak",
+]
 
 
 def print_row(row, peak, header):
     widths = [6, 5, 9, 10, 11, 10, 12, 10, 12, 15, 17, 15, 17, 12, 11, 12]
     if header:
-        print("chars/s; ratio = ours / torch (float32), ratio bf16 = ours / torch in bfloat16; GFLOP/s and % of "
-              "peak from the best repeat (bfloat16 rows: ours and torch in bfloat16, % of the bfloat16 peak)")
+        print(
+            "chars/s; ratio = ours / torch (float32), ratio bf16 = ours / torch in bfloat16; GFLOP/s and % of "
+            "peak from the best repeat (bfloat16 rows: ours and torch in bfloat16, % of the bfloat16 peak)"
+        )
         print("  ".join(h.rjust(w) for h, w in zip(HEAD, widths)))
     print("  ".join(c.rjust(w) for c, w in zip(fmt_row(row, peak), widths)), flush=True)
 
@@ -333,10 +371,12 @@ def write_markdown(path, rows, peak, load0, load1):
     lines = [
         f"Command: `python {' '.join(sys.argv)}`",
         "",
-        f"ISA variant `{msr.ISA}`{' with the reference kernels' if a.reference else ''}, {a.threads} threads; V={a.vocab} E={a.embed} H={a.hidden} B={a.batch} "
+        f"ISA variant `{msr.ISA}`{' with the reference kernels' if a.reference else ''}, {a.threads} threads; "
+        f"V={a.vocab} E={a.embed} H={a.hidden} B={a.batch} "
         f"T={a.bptt}; {a.chunks} timed chunks per repeat, {a.repeats} interleaved repeats; rates from "
         f"{'process CPU' if a.cpu_time else 'wall'} time; PyTorch bfloat16: {a.torch_bf16}. "
-        "Matrix-product peak " + ", ".join(f"{k} {v:.1f}" for k, v in peak.items())
+        "Matrix-product peak "
+        + ", ".join(f"{k} {v:.1f}" for k, v in peak.items())
         + f" GFLOP/s. Load average before {load0[0]:.2f}, after {load1[0]:.2f}.",
         "",
         "| " + " | ".join(HEAD) + " |",

@@ -22,6 +22,7 @@ core here (c measured), and a rank --node-speedup times faster (a cluster node).
   python bench/bench_mpi.py                       # both K, 3 repeats; prints figures and the model
   python bench/bench_mpi.py --hidden 256 --layers 2 --batch 32 --bptt 100 --chunks 6 --repeats 5
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,6 +35,11 @@ import sys
 import time
 
 import numpy as np
+
+
+def _median_speed(rows) -> float:
+    """The median tokens per second of a row of runs."""
+    return statistics.median(x["tokens_per_s"] for x in rows)
 
 
 def parse_args(argv=None):
@@ -49,15 +55,20 @@ def parse_args(argv=None):
     p.add_argument("--warmup", type=int, default=2, help="untimed chunks first")
     p.add_argument("--repeats", type=int, default=3, help="interleaved runs of K = 1 and 2")
     p.add_argument("--reduces", type=int, default=20, help="timed all-reduces of the gradient buffer")
-    p.add_argument("--node-speedup", type=float, default=30.0,
-                   help="second cost table: a rank computes this many times faster than one core here (default 30, "
-                        "a many-core cluster node)")
+    p.add_argument(
+        "--node-speedup",
+        type=float,
+        default=30.0,
+        help="second cost table: a rank computes this many times faster than one core here (default 30, "
+        "a many-core cluster node)",
+    )
     return p.parse_args(argv)
 
 
 def worker(a) -> None:
     import multiscale_rnn as msr
     from multiscale_rnn.distributed import DataParallel
+
     msr.set_num_threads(1)
     dist = DataParallel()
     rng = np.random.default_rng(0)
@@ -78,9 +89,18 @@ def worker(a) -> None:
         dist.comm.Allreduce(dist.MPI.IN_PLACE, g, op=dist.MPI.SUM)
         times.append(time.perf_counter() - t)
     if dist.root:
-        print(json.dumps({"ranks": dist.size, "params": model.num_parameters, "bytes": int(g.nbytes),
-                          "tokens_per_s": a.batch * a.bptt * a.chunks / seconds,
-                          "step_s": seconds / a.chunks, "allreduce_s": statistics.median(times)}))
+        print(
+            json.dumps(
+                {
+                    "ranks": dist.size,
+                    "params": model.num_parameters,
+                    "bytes": int(g.nbytes),
+                    "tokens_per_s": a.batch * a.bptt * a.chunks / seconds,
+                    "step_s": seconds / a.chunks,
+                    "allreduce_s": statistics.median(times),
+                }
+            )
+        )
 
 
 def run(k: int, argv) -> dict:
@@ -88,22 +108,32 @@ def run(k: int, argv) -> dict:
     if mpiexec is None:
         sys.exit("no mpiexec: pip install mpi4py mpich (or the 'mpi' extra)")
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    p = subprocess.run([mpiexec, "-n", str(k), sys.executable, os.path.abspath(__file__), "--worker", *argv],
-                       capture_output=True, text=True, env=env)
+    p = subprocess.run(
+        [mpiexec, "-n", str(k), sys.executable, os.path.abspath(__file__), "--worker", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     if p.returncode:
         sys.exit(f"mpiexec -n {k} failed:\n{p.stdout}\n{p.stderr}")
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-NETWORKS = (("1 Gb/s Ethernet", 0.125e9, 50e-6), ("10 Gb/s Ethernet", 1.25e9, 20e-6),
-            ("100 Gb/s InfiniBand", 12.5e9, 2e-6))
+NETWORKS = (
+    ("1 Gb/s Ethernet", 0.125e9, 50e-6),
+    ("10 Gb/s Ethernet", 1.25e9, 20e-6),
+    ("100 Gb/s InfiniBand", 12.5e9, 2e-6),
+)
 
 
 def model_table(c: float, tokens: int, title: str) -> str:
     """Speed-up t_1 / t_K of the cost model for sizes, networks and K, at ``tokens`` = B T per step."""
-    lines = [f"{title}: c = {c:.3g} s per parameter-token, B T = {tokens:,} tokens per step (global)", "",
-             "| parameters | network | t_1 (ms) | K = 2 | K = 4 | K = 8 | K = 16 |",
-             "|---:|---|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"{title}: c = {c:.3g} s per parameter-token, B T = {tokens:,} tokens per step (global)",
+        "",
+        "| parameters | network | t_1 (ms) | K = 2 | K = 4 | K = 8 | K = 16 |",
+        "|---:|---|---:|---:|---:|---:|---:|",
+    ]
     for P in (1e5, 1e6, 1e7, 5e7):
         t1 = c * P * tokens
         for name, bw, lat in NETWORKS:
@@ -112,8 +142,10 @@ def model_table(c: float, tokens: int, title: str) -> str:
                 comm = 2 * (k - 1) / k * 4 * P / bw + 2 * (k - 1) * lat
                 cells.append(f"{t1 / (t1 / k + comm):.2f}")
             lines.append(f"| {P:,.0f} | {name} | {t1 * 1e3:,.1f} | " + " | ".join(cells) + " |")
-    lines += ["", "break-even: the bandwidth term equals t_1 / K at B T / K = 8 (K-1) / (K bw c) tokens per rank "
-              "per step:"]
+    lines += [
+        "",
+        "break-even: the bandwidth term equals t_1 / K at B T / K = 8 (K-1) / (K bw c) tokens per rank per step:",
+    ]
     for name, bw, lat in NETWORKS:
         lines.append(f"  {name}: K = 2: {4 / (bw * c):,.0f} tokens per rank; large K: {8 / (bw * c):,.0f}")
     return "\n".join(lines)
@@ -124,8 +156,10 @@ def main(argv=None) -> None:
     a = parse_args(argv)
     if a.worker:
         return worker(a)
-    print(f"LSTM V={a.vocab} E={a.embed} {a.layers} x H={a.hidden}, global batch B={a.batch}, T={a.bptt}, "
-          f"{a.chunks} timed chunks, 1 thread per process; load average {os.getloadavg()[0]:.2f}")
+    print(
+        f"LSTM V={a.vocab} E={a.embed} {a.layers} x H={a.hidden}, global batch B={a.batch}, T={a.bptt}, "
+        f"{a.chunks} timed chunks, 1 thread per process; load average {os.getloadavg()[0]:.2f}"
+    )
     rows = {1: [], 2: []}
     for _ in range(a.repeats):
         for k in (1, 2):
@@ -133,21 +167,28 @@ def main(argv=None) -> None:
     best = {k: max(r, key=lambda x: x["tokens_per_s"]) for k, r in rows.items()}
     for k in (1, 2):
         med = statistics.median(x["tokens_per_s"] for x in rows[k])
-        print(f"K={k}: {best[k]['tokens_per_s']:,.0f} tokens/s best, {med:,.0f} median; step "
-              f"{best[k]['step_s'] * 1e3:.1f} ms; all-reduce of {best[k]['bytes']:,} bytes "
-              f"{best[k]['allreduce_s'] * 1e6:,.0f} us")
-    print(f"speed-up K=2 / K=1: {best[2]['tokens_per_s'] / best[1]['tokens_per_s']:.2f} (best), "
-          f"{statistics.median(x['tokens_per_s'] for x in rows[2]) / statistics.median(x['tokens_per_s'] for x in rows[1]):.2f} (median); "
-          f"all-reduce share of a K=2 step: {best[2]['allreduce_s'] / best[2]['step_s']:.1%}; "
-          f"load average {os.getloadavg()[0]:.2f}")
+        print(
+            f"K={k}: {best[k]['tokens_per_s']:,.0f} tokens/s best, {med:,.0f} median; step "
+            f"{best[k]['step_s'] * 1e3:.1f} ms; all-reduce of {best[k]['bytes']:,} bytes "
+            f"{best[k]['allreduce_s'] * 1e6:,.0f} us"
+        )
+    print(
+        f"speed-up K=2 / K=1: {best[2]['tokens_per_s'] / best[1]['tokens_per_s']:.2f} (best), "
+        f"{_median_speed(rows[2]) / _median_speed(rows[1]):.2f} (median); "
+        f"all-reduce share of a K=2 step: {best[2]['allreduce_s'] / best[2]['step_s']:.1%}; "
+        f"load average {os.getloadavg()[0]:.2f}"
+    )
     c = best[1]["step_s"] / (best[1]["params"] * a.batch * a.bptt)
     bw = best[2]["bytes"] / best[2]["allreduce_s"]
     print(f"all-reduce here (2 ranks, shared memory): {bw / 1e9:.2f} GB/s of gradient")
     print()
     print(model_table(c, 64 * 100, "cost model, a rank = one core of this machine (c measured above)"))
     print()
-    print(model_table(c / a.node_speedup, 64 * 100,
-                      f"cost model, a rank = a node {a.node_speedup:g}x faster than one core here"))
+    print(
+        model_table(
+            c / a.node_speedup, 64 * 100, f"cost model, a rank = a node {a.node_speedup:g}x faster than one core here"
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ other processes) and the median are shown, in milliseconds per chunk and tokens 
   python bench/bench_softmax.py --threads 2 --vocab 10000 44000 --repeats 5
   python bench/bench_softmax.py --threads 1 --cpu-time
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,9 +46,11 @@ def parse_args(argv=None):
     p.add_argument("--chunks", type=int, default=5, help="timed chunks per repeat")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--classes", type=int, default=None, help="classes (default round(sqrt(V)))")
-    p.add_argument("--cpu-time", action="store_true",
-                   help="time in process CPU seconds (all threads): far less disturbed by other processes; "
-                        "meant for --threads 1")
+    p.add_argument(
+        "--cpu-time",
+        action="store_true",
+        help="time in process CPU seconds (all threads): far less disturbed by other processes; meant for --threads 1",
+    )
     return p.parse_args(argv)
 
 
@@ -76,9 +79,11 @@ def main(argv=None):
 
     msr.set_num_threads(a.threads)
     print(f"multiscale_rnn ISA {msr.ISA}, threads {a.threads}, CPU {cpu_name()}, load {os.getloadavg()}")
-    print(f"Elman RNN H = E = {a.hidden}, B = {a.batch}, T = {a.bptt}; {'CPU' if a.cpu_time else 'wall'} "
-          f"times in ms per chunk of "
-          f"{a.batch * a.bptt} tokens, best (median) of {a.repeats} repeats of {a.chunks} chunks")
+    print(
+        f"Elman RNN H = E = {a.hidden}, B = {a.batch}, T = {a.bptt}; {'CPU' if a.cpu_time else 'wall'} "
+        f"times in ms per chunk of "
+        f"{a.batch * a.bptt} tokens, best (median) of {a.repeats} repeats of {a.chunks} chunks"
+    )
     rng = np.random.default_rng(0)
     for V in a.vocab:
         p = zipf(V)
@@ -89,8 +94,7 @@ def main(argv=None):
         rows = len(sizes) + np.asarray(sizes)[cls_of[tgt]].mean()
         models = {
             "full": msr.ElmanRNN(V, embed_size=a.hidden, hidden_sizes=(a.hidden,)),
-            "class": msr.ElmanRNN(V, embed_size=a.hidden, hidden_sizes=(a.hidden,), head="class",
-                                  head_classes=sizes),
+            "class": msr.ElmanRNN(V, embed_size=a.hidden, hidden_sizes=(a.hidden,), head="class", head_classes=sizes),
         }
         opts = {k: optim.SGD(0.1, momentum=0.9) for k in models}
         col = optim.ColumnNorm(2.0)
@@ -102,6 +106,7 @@ def main(argv=None):
                 m.zero_grad()
                 m.loss_and_grad(tok, tgt, "keep", copy_grads=False)
                 opts[k].step(m)
+
             return run
 
         def evaluate(k):
@@ -118,15 +123,21 @@ def main(argv=None):
         best = {k: min(v) for k, v in times.items()}
         med = {k: statistics.median(v) for k, v in times.items()}
         n = a.batch * a.bptt
-        print(f"\nV = {V}: {len(sizes)} classes (sizes {sizes[0]}..{sizes[-1]}); the class loss reads "
-              f"{rows:.0f} of {V} output rows per target on average (C + mean class size)")
+        print(
+            f"\nV = {V}: {len(sizes)} classes (sizes {sizes[0]}..{sizes[-1]}); the class loss reads "
+            f"{rows:.0f} of {V} output rows per target on average (C + mean class size)"
+        )
         for what in ("train", "eval"):
             f, c = f"{what} full", f"{what} class"
-            print(f"  {what:5s}  full {1e3 * best[f]:8.1f} ({1e3 * med[f]:.1f}) ms  {n / best[f]:9,.0f} tok/s   "
-                  f"class {1e3 * best[c]:8.1f} ({1e3 * med[c]:.1f}) ms  {n / best[c]:9,.0f} tok/s   "
-                  f"speedup x{best[f] / best[c]:.1f}")
-        print(f"  column normalisation: {1e3 * best['colnorm']:.2f} ms per update "
-              f"({100 * best['colnorm'] / best['train class']:.1f} % of a class-softmax update)")
+            print(
+                f"  {what:5s}  full {1e3 * best[f]:8.1f} ({1e3 * med[f]:.1f}) ms  {n / best[f]:9,.0f} tok/s   "
+                f"class {1e3 * best[c]:8.1f} ({1e3 * med[c]:.1f}) ms  {n / best[c]:9,.0f} tok/s   "
+                f"speedup x{best[f] / best[c]:.1f}"
+            )
+        print(
+            f"  column normalisation: {1e3 * best['colnorm']:.2f} ms per update "
+            f"({100 * best['colnorm'] / best['train class']:.1f} % of a class-softmax update)"
+        )
     print(f"\nload after: {os.getloadavg()}")
 
 

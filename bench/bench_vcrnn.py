@@ -26,6 +26,7 @@ batch comes from the last 10 % (not trained on). Then:
 Usage: python bench/bench_vcrnn.py [--hidden 1024] [--batch 32] [--bptt 50] [--threads 1] [--bits]
        [--train-chunks 200] [--checkpoint /tmp/vc_{unit}.npz] [--staircase] [--breakdown]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,7 +38,8 @@ import numpy as np
 
 import multiscale_rnn as msr
 from multiscale_rnn import checkpoint as ckpt
-from multiscale_rnn._native import ISA, core as _core
+from multiscale_rnn._native import ISA
+from multiscale_rnn._native import core as _core
 from multiscale_rnn.data.loaders import embedded_text
 
 # Rows of the core's "time" record (VCPhase in cpp/include/msrnn/vcrnn.hpp), forward then backward.
@@ -61,24 +63,30 @@ def train_model(cls, unit, V, D, train_ids, args):
     if path and os.path.exists(path):
         model = ckpt.load(path).model
         if (model.core_name, model.hidden_size, model.vocab_size) != (unit, D, V):
-            raise SystemExit(f"{path} holds {model.core_name} D={model.hidden_size} V={model.vocab_size}, "
-                             f"not {unit} D={D} V={V}: remove it or give another --checkpoint")
+            raise SystemExit(
+                f"{path} holds {model.core_name} D={model.hidden_size} V={model.vocab_size}, "
+                f"not {unit} D={D} V={V}: remove it or give another --checkpoint"
+            )
         model.train_bits = float("nan")
         print(f"# {unit}: loaded {path}", flush=True)
         return model
-    model = cls(V, hidden_sizes=(D,), seed=0, target=args.mean_m, penalty_weight=args.penalty_weight,
-                sharpness=1.0, eps=0.01)
-    trainer = msr.Trainer(model, optimizer=msr.optim.Adam(args.lr), clip_norm=1.0, batch_size=args.batch,
-                          bptt=args.bptt, progress=False)
+    model = cls(
+        V, hidden_sizes=(D,), seed=0, target=args.mean_m, penalty_weight=args.penalty_weight, sharpness=1.0, eps=0.01
+    )
+    trainer = msr.Trainer(
+        model, optimizer=msr.optim.Adam(args.lr), clip_norm=1.0, batch_size=args.batch, bptt=args.bptt, progress=False
+    )
     t0 = time.perf_counter()
     events = []
     trainer.fit(train_ids, epochs=1, max_chunks=args.train_chunks, log=events.append)
     last = [e["bpc"] for e in events if e.get("event") == "chunk"][-10:]
     model.train_bits = float(np.mean(last)) if last else float("nan")
-    model.forward(train_ids[:20 * args.bptt].reshape(20, -1))
-    print(f"# {unit}: trained {args.train_chunks} chunks in {time.perf_counter() - t0:.0f} s; bits/token over the "
-          f"last 10 chunks {model.train_bits:.3f}; mean m on training text {model.records()['m'].mean():.3f}",
-          flush=True)
+    model.forward(train_ids[: 20 * args.bptt].reshape(20, -1))
+    print(
+        f"# {unit}: trained {args.train_chunks} chunks in {time.perf_counter() - t0:.0f} s; bits/token over the "
+        f"last 10 chunks {model.train_bits:.3f}; mean m on training text {model.records()['m'].mean():.3f}",
+        flush=True,
+    )
     if path:
         ckpt.save(path, model)
     return model
@@ -95,18 +103,35 @@ def main():
     ap.add_argument("--units", default="vcrnn,vcgru")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--train-chunks", type=int, default=200, help="training chunks (B x T) before timing")
-    ap.add_argument("--lr", type=float, default=1e-4,
-                    help="Adam step; an Elman unit of 1024 on bits diverges at 1e-3 (m then collapses to 0)")
-    ap.add_argument("--penalty-weight", type=float, default=1.0,
-                    help="weight of the l1 penalty; 0.01 lets m drift far from m_bar in so short a run")
-    ap.add_argument("--checkpoint", default=None,
-                    help="trained model per unit, e.g. /tmp/vc_{unit}.npz: loaded when present, else saved")
-    ap.add_argument("--staircase", action="store_true",
-                    help="also time the skipped path through the plain kernels (the staircase of Eigen products)")
+    ap.add_argument(
+        "--lr",
+        type=float,
+        default=1e-4,
+        help="Adam step; an Elman unit of 1024 on bits diverges at 1e-3 (m then collapses to 0)",
+    )
+    ap.add_argument(
+        "--penalty-weight",
+        type=float,
+        default=1.0,
+        help="weight of the l1 penalty; 0.01 lets m drift far from m_bar in so short a run",
+    )
+    ap.add_argument(
+        "--checkpoint",
+        default=None,
+        help="trained model per unit, e.g. /tmp/vc_{unit}.npz: loaded when present, else saved",
+    )
+    ap.add_argument(
+        "--staircase",
+        action="store_true",
+        help="also time the skipped path through the plain kernels (the staircase of Eigen products)",
+    )
     ap.add_argument("--breakdown", action="store_true", help="print the time per phase of each path")
-    ap.add_argument("--bits", action="store_true",
-                    help="read the text as bits (8 per character, V = 2, the paper's bit-level task): the "
-                         "softmax head becomes negligible and the timings show the recurrent core")
+    ap.add_argument(
+        "--bits",
+        action="store_true",
+        help="read the text as bits (8 per character, V = 2, the paper's bit-level task): the "
+        "softmax head becomes negligible and the timings show the recurrent core",
+    )
     args = ap.parse_args()
     msr.set_num_threads(args.threads)
 
@@ -122,22 +147,28 @@ def main():
     split = int(0.9 * len(ids))
     train_ids, held = ids[:split], ids[split:]
     starts = split + rng.integers(0, len(held) - T - 1, B)
-    tok = np.stack([ids[s:s + T] for s in starts])
-    tgt = np.stack([ids[s + 1:s + T + 1] for s in starts])
-    print(f"# VC benchmark: D={D}, B={B}, T={T}, V={V}, threads={args.threads}, trained towards mean m {args.mean_m};"
-          f" module {ISA}; load average {os.getloadavg()[0]:.1f}")
-    print(f"# command: python bench/bench_vcrnn.py --hidden {D} --batch {B} --bptt {T} --threads {args.threads}"
-          f" --repeat {args.repeat} --train-chunks {args.train_chunks} --lr {args.lr} --penalty-weight"
-          f" {args.penalty_weight} --mean-m {args.mean_m}" + (" --bits" if args.bits else "")
-          + (f" --checkpoint {args.checkpoint}" if args.checkpoint else "")
-          + (" --staircase" if args.staircase else "") + (" --breakdown" if args.breakdown else ""))
+    tok = np.stack([ids[s : s + T] for s in starts])
+    tgt = np.stack([ids[s + 1 : s + T + 1] for s in starts])
+    print(
+        f"# VC benchmark: D={D}, B={B}, T={T}, V={V}, threads={args.threads}, trained towards mean m {args.mean_m};"
+        f" module {ISA}; load average {os.getloadavg()[0]:.1f}"
+    )
+    print(
+        f"# command: python bench/bench_vcrnn.py --hidden {D} --batch {B} --bptt {T} --threads {args.threads}"
+        f" --repeat {args.repeat} --train-chunks {args.train_chunks} --lr {args.lr} --penalty-weight"
+        f" {args.penalty_weight} --mean-m {args.mean_m}"
+        + (" --bits" if args.bits else "")
+        + (f" --checkpoint {args.checkpoint}" if args.checkpoint else "")
+        + (" --staircase" if args.staircase else "")
+        + (" --breakdown" if args.breakdown else "")
+    )
     rows = []
     breakdowns = []
     for unit in args.units.split(","):
         cls = {"vcrnn": msr.VCRNN, "vcgru": msr.VCGRU}[unit]
         G = 3 if unit == "vcgru" else 1
         model = train_model(cls, unit, V, D, train_ids, args)
-        _, state = model.forward(tok)     # a realistic state: after reading the batch once
+        _, state = model.forward(tok)  # a realistic state: after reading the batch once
         model.forward(tok, state)
         d = model.records()["d"][0].astype(np.float64)
         m = model.records()["m"][0]
@@ -160,8 +191,10 @@ def main():
                     model.set_option("skip", float(skip))
                     _core.set_reference_kernels(plain)
                     bias[...] = bias0 if b is None else b
-                    for k, fn in (("infer", lambda: model.forward(tok, state)),
-                                  ("train", lambda: model.loss_and_grad(tok, tgt, state, copy_grads=False))):
+                    for k, fn in (
+                        ("infer", lambda: model.forward(tok, state)),
+                        ("train", lambda: model.loss_and_grad(tok, tgt, state, copy_grads=False)),
+                    ):
                         wall = best(fn, 1)
                         if wall < res.get((k, path), math.inf):
                             res[(k, path)] = wall
@@ -172,8 +205,15 @@ def main():
             _core.set_reference_kernels(False)
             model.set_option("skip", 1.0)
             bias[...] = bias0
-        line = dict(unit=unit, train_bits=model.train_bits, m=float(m.mean()), d=float(d.mean()), ideal=ideal, ideal_model=ideal_model, **{
-            f"{k}_{p}": v for (k, p), v in res.items()})
+        line = dict(
+            unit=unit,
+            train_bits=model.train_bits,
+            m=float(m.mean()),
+            d=float(d.mean()),
+            ideal=ideal,
+            ideal_model=ideal_model,
+            **{f"{k}_{p}": v for (k, p), v in res.items()},
+        )
         for (k, path), sec in phases.items():
             # multiplications of the recurrent products per pass: G (U and W) blocks per column, forward and
             # (training) backward; the rate counts 2 flops per multiplication
@@ -182,7 +222,9 @@ def main():
             breakdowns.append((unit, k, path, res[(k, path)], sec, mults))
         if not args.no_torch:
             import torch
+
             from multiscale_rnn.reference import vcrnn as ref
+
             torch.set_num_threads(args.threads)
             P = ref.tensors(model.parameters(), torch.float32, requires_grad=True)
             tk = torch.as_tensor(tok)
@@ -198,7 +240,9 @@ def main():
                     p.grad = None
                 logits, _, rec = ref.forward(P, model.config, tk, st)
                 loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V), tg)
-                loss = loss + model.config["penalty_weight"] * ref.penalty(rec["m"], "l1", model.config["target"]).mean()
+                loss = (
+                    loss + model.config["penalty_weight"] * ref.penalty(rec["m"], "l1", model.config["target"]).mean()
+                )
                 loss.backward()
 
             line["infer_torch"] = best(t_infer, max(2, args.repeat // 2))
@@ -206,16 +250,20 @@ def main():
         rows.append(line)
 
     print()
-    print("| unit | mean m | mean d_t | ideal (D²/d²) | ideal incl. head | pass | skip ms | mask ms | speedup | "
-          "% of ideal | PyTorch ms | skip vs PyTorch |")
+    print(
+        "| unit | mean m | mean d_t | ideal (D²/d²) | ideal incl. head | pass | skip ms | mask ms | speedup | "
+        "% of ideal | PyTorch ms | skip vs PyTorch |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         for k in ("infer", "train"):
             sp = r[f"{k}_mask"] / r[f"{k}_skip"]
             tt = r.get(f"{k}_torch")
-            print(f"| {r['unit']} | {r['m']:.3f} | {r['d']:.1f} | {r['ideal']:.2f} | {r['ideal_model']:.2f} | {k} | "
-                  f"{1e3 * r[f'{k}_skip']:.1f} | {1e3 * r[f'{k}_mask']:.1f} | {sp:.2f} | {100 * sp / r['ideal']:.0f} % | "
-                  + (f"{1e3 * tt:.1f} | {tt / r[f'{k}_skip']:.1f}x |" if tt else "- | - |"))
+            print(
+                f"| {r['unit']} | {r['m']:.3f} | {r['d']:.1f} | {r['ideal']:.2f} | {r['ideal_model']:.2f} | {k} | "
+                f"{1e3 * r[f'{k}_skip']:.1f} | {1e3 * r[f'{k}_mask']:.1f} | {sp:.2f} | {100 * sp / r['ideal']:.0f} % | "
+                + (f"{1e3 * tt:.1f} | {tt / r[f'{k}_skip']:.1f}x |" if tt else "- | - |")
+            )
     if args.staircase:
         print()
         print("Skipped path through the plain kernels (staircase of Eigen products) against the default one:")
@@ -224,33 +272,44 @@ def main():
         print("| --- | --- | --- | --- | --- | --- |")
         for r in rows:
             for k in ("infer", "train"):
-                print(f"| {r['unit']} | {k} | {1e3 * r[f'{k}_stair']:.1f} | {1e3 * r[f'{k}_skip']:.1f} | "
-                      f"{100 * r[f'{k}_mask'] / r[f'{k}_stair'] / r['ideal']:.0f} % | "
-                      f"{100 * r[f'{k}_mask'] / r[f'{k}_skip'] / r['ideal']:.0f} % |")
+                print(
+                    f"| {r['unit']} | {k} | {1e3 * r[f'{k}_stair']:.1f} | {1e3 * r[f'{k}_skip']:.1f} | "
+                    f"{100 * r[f'{k}_mask'] / r[f'{k}_stair'] / r['ideal']:.0f} % | "
+                    f"{100 * r[f'{k}_mask'] / r[f'{k}_skip'] / r['ideal']:.0f} % |"
+                )
     if args.breakdown:
         print()
-        print("Time per phase (ms, from the core's \"time\" record, forward + backward; the fastest repeat):")
+        print('Time per phase (ms, from the core\'s "time" record, forward + backward; the fastest repeat):')
         print()
         names = PHASES + ("weight grads",)
         print("| unit | pass | path | wall ms | " + " | ".join(names) + " | rest | product GFLOP/s |")
         print("| --- | --- | --- | --- | " + " | ".join("---" for _ in names) + " | --- | --- |")
         for unit, k, path, wall, sec, mults in breakdowns:
-            per = {n: sec[FWD_ROWS[n]] + (sec[BWD_ROWS[n]] if k == "train" else 0.0) if n in FWD_ROWS
-                   else (sec[BWD_ROWS[n]] if k == "train" else 0.0) for n in names}
+            per = {
+                n: sec[FWD_ROWS[n]] + (sec[BWD_ROWS[n]] if k == "train" else 0.0)
+                if n in FWD_ROWS
+                else (sec[BWD_ROWS[n]] if k == "train" else 0.0)
+                for n in names
+            }
             rest = wall - sum(per.values())
             rate = 2 * mults / per["products"] / 1e9 if per["products"] > 0 else float("nan")
-            print(f"| {unit} | {k} | {path} | {1e3 * wall:.1f} | " + " | ".join(f"{1e3 * per[n]:.1f}" for n in names)
-                  + f" | {1e3 * rest:.1f} | {rate:.1f} |")
+            print(
+                f"| {unit} | {k} | {path} | {1e3 * wall:.1f} | "
+                + " | ".join(f"{1e3 * per[n]:.1f}" for n in names)
+                + f" | {1e3 * rest:.1f} | {rate:.1f} |"
+            )
         print()
-        print("The skipped path against itself with every d_t = D (\"full\": the same kernels, nothing to skip):")
+        print('The skipped path against itself with every d_t = D ("full": the same kernels, nothing to skip):')
         print()
         print("| unit | pass | full ms | skip ms | speedup | ideal | % of ideal |")
         print("| --- | --- | --- | --- | --- | --- | --- |")
         for r in rows:
             for k in ("infer", "train"):
                 sp = r[f"{k}_full"] / r[f"{k}_skip"]
-                print(f"| {r['unit']} | {k} | {1e3 * r[f'{k}_full']:.1f} | {1e3 * r[f'{k}_skip']:.1f} | {sp:.2f} | "
-                      f"{r['ideal']:.2f} | {100 * sp / r['ideal']:.0f} % |")
+                print(
+                    f"| {r['unit']} | {k} | {1e3 * r[f'{k}_full']:.1f} | {1e3 * r[f'{k}_skip']:.1f} | {sp:.2f} | "
+                    f"{r['ideal']:.2f} | {100 * sp / r['ideal']:.0f} % |"
+                )
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ interrupted ``run`` resumes where it stopped. ``--limit N`` stops after N new ru
 ``report`` prints, per configuration, depth and part, the share of spaced (language, seed) pairs with
 z^1 F1 >= 0.9, and the median and range of every figure, spaced and unspaced apart.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,15 +53,17 @@ def _done(path: Path) -> set:
 
 
 def cmd_run(args) -> int:
-    import multiscale_rnn as msr
-    from multiscale_rnn.data.languages import draw_language, generate
     from study_hm_boundaries import run
     from timing import cpu_name
+
+    import multiscale_rnn as msr
+    from multiscale_rnn.data.languages import draw_language, generate
 
     split = json.loads(SPLIT.read_text())
     part = split[args.part]
     msr.set_num_threads(args.threads)
     from multiscale_rnn._native import ISA as isa
+
     done = _done(args.out)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     languages = part["languages"] if args.languages is None else [int(x) for x in args.languages.split(",")]
@@ -72,8 +75,15 @@ def cmd_run(args) -> int:
                     raise SystemExit(f"error: language {language} is not in the {args.part} part of {SPLIT}")
                 spec = draw_language(language)
                 for seed in part["seeds"]:
-                    base = {"config": config, "layers": layers, "part": args.part, "language": language,
-                            "seed": seed, "isa": isa, "threads": args.threads}
+                    base = {
+                        "config": config,
+                        "layers": layers,
+                        "part": args.part,
+                        "language": language,
+                        "seed": seed,
+                        "isa": isa,
+                        "threads": args.threads,
+                    }
                     if _key(base) in done:
                         continue
                     if args.limit is not None and new >= args.limit:
@@ -81,16 +91,24 @@ def cmd_run(args) -> int:
                     h = generate(spec, split["n_chars"], seed)
                     t0 = time.perf_counter()
                     r = run(config, layers, f"language{language}", 0, hidden=args.hidden, text=h)
-                    r.update(base, spaced=bool(spec.separator), phrases=spec.phrases, cpu=cpu_name(),
-                             wall=time.perf_counter() - t0)
+                    r.update(
+                        base,
+                        spaced=bool(spec.separator),
+                        phrases=spec.phrases,
+                        cpu=cpu_name(),
+                        wall=time.perf_counter() - t0,
+                    )
                     with open(args.out, "a") as f:
                         f.write(json.dumps(r) + "\n")
                     new += 1
                     f1 = f"z1 F1 {r['f1_l0']:.2f} (rate {r['rate_l0']:.2f})"
                     if layers >= 3:
                         f1 += f", z2 F1 {r['f1_l1']:.2f} (rate {r['rate_l1']:.2f})"
-                    print(f"{config} {layers}L {args.part} language {language} seed {seed}: {f1}, "
-                          f"BPC {r['bpc']:.3f}, {r['wall']:.0f} s", flush=True)
+                    print(
+                        f"{config} {layers}L {args.part} language {language} seed {seed}: {f1}, "
+                        f"BPC {r['bpc']:.3f}, {r['wall']:.0f} s",
+                        flush=True,
+                    )
     return 0
 
 
@@ -106,8 +124,10 @@ def cmd_report(args) -> int:
     groups = {}
     for r in rows:
         groups.setdefault((r["config"], r["layers"], r["part"]), []).append(r)
-    print("| configuration | layers | part | runs | spaced: z1 F1 >= 0.9 | spaced z1 F1 | unspaced z1 F1 | "
-          "z1 rate | z2 F1 (phrases) | z2 rate | valid BPC | update reduction |")
+    print(
+        "| configuration | layers | part | runs | spaced: z1 F1 >= 0.9 | spaced z1 F1 | unspaced z1 F1 | "
+        "z1 rate | z2 F1 (phrases) | z2 rate | valid BPC | update reduction |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for (config, layers, part), rs in sorted(groups.items()):
         spaced = [r for r in rs if r["spaced"]]
@@ -116,9 +136,11 @@ def cmd_report(args) -> int:
         share = f"{ok}/{len(spaced)} ({100 * ok / max(1, len(spaced)):.0f} %)"
         z2 = _dist([r["f1_l1"] for r in rs if "f1_l1" in r])
         z2rate = _dist([r["rate_l1"] for r in rs if "rate_l1" in r])
-        print(f"| `{config}` | {layers} | {part} | {len(rs)} | {share} | {_dist([r['f1_l0'] for r in spaced])} | "
-              f"{_dist([r['f1_l0'] for r in unspaced])} | {_dist([r['rate_l0'] for r in rs])} | {z2} | {z2rate} | "
-              f"{_dist([r['bpc'] for r in rs])} | {_dist([r['reduction'] for r in rs])} |")
+        print(
+            f"| `{config}` | {layers} | {part} | {len(rs)} | {share} | {_dist([r['f1_l0'] for r in spaced])} | "
+            f"{_dist([r['f1_l0'] for r in unspaced])} | {_dist([r['rate_l0'] for r in rs])} | {z2} | {z2rate} | "
+            f"{_dist([r['bpc'] for r in rs])} | {_dist([r['reduction'] for r in rs])} |"
+        )
     return 0
 
 

@@ -16,6 +16,7 @@ epochs; the full validation and test sets. Not a benchmark: it prints a table of
 against k (``analysis.gradient_reach``) of an RNN and plain HORNNs of order 2-4 at the paper's
 initialisation (no training), printed relative to k = 0 and drawn with ``--figure``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,7 +27,6 @@ from pathlib import Path
 
 import multiscale_rnn as msr
 from multiscale_rnn import data, init, optim, schedules
-
 
 STOP_IMPROVEMENT = math.log(1.003)  # an epoch "improves" when valid perplexity falls by more than 0.3 %
 
@@ -46,12 +46,19 @@ def run(corpus, classes, args, pooling="plain", order=1, alpha=None):
         kw["alpha"] = alpha
     model = msr.HORNN(corpus.vocab_size, args.hidden, (args.hidden,), **kw)
     init.gaussian(model, 0.1, rng=args.seed)
-    trainer = msr.Trainer(model, optim.SGD(args.lr, momentum=0.9, weight_decay=1e-5), clip_value=5.0,
-                          batch_size=20, bptt=30, unit="word", progress=args.progress,
-                          lr_schedule=schedules.ReduceOnPlateau(factor=2.0, patience=0),
-                          constraint=optim.ColumnNorm(2.0))
+    trainer = msr.Trainer(
+        model,
+        optim.SGD(args.lr, momentum=0.9, weight_decay=1e-5),
+        clip_value=5.0,
+        batch_size=20,
+        bptt=30,
+        unit="word",
+        progress=args.progress,
+        lr_schedule=schedules.ReduceOnPlateau(factor=2.0, patience=0),
+        constraint=optim.ColumnNorm(2.0),
+    )
     t0 = time.perf_counter()
-    train = corpus.train[:args.train_tokens]
+    train = corpus.train[: args.train_tokens]
     if args.checkpoints is None:
         trainer.fit(train, valid=corpus.valid, epochs=args.epochs)
         epochs = args.epochs
@@ -72,10 +79,20 @@ def finished(corpus, classes, args, pooling, order, alpha=None):
     finished before, else trained and appended there (with its epochs, CPU and module)."""
     if args.checkpoints is None:
         return run(corpus, classes, args, pooling, order, alpha)[:3]
-    from multiscale_rnn._native import ISA
     from timing import cpu_name
-    key = dict(pooling=pooling, order=order, alpha=alpha, hidden=args.hidden, seed=args.seed,
-               train_tokens=min(args.train_tokens, len(corpus.train)), max_epochs=args.epochs, lr=args.lr)
+
+    from multiscale_rnn._native import ISA
+
+    key = dict(
+        pooling=pooling,
+        order=order,
+        alpha=alpha,
+        hidden=args.hidden,
+        seed=args.seed,
+        train_tokens=min(args.train_tokens, len(corpus.train)),
+        max_epochs=args.epochs,
+        lr=args.lr,
+    )
     results = Path(args.checkpoints) / "results.jsonl"
     if results.exists():
         for line in results.read_text().splitlines():
@@ -85,31 +102,57 @@ def finished(corpus, classes, args, pooling, order, alpha=None):
     Path(args.checkpoints).mkdir(parents=True, exist_ok=True)
     valid, test, sec, epochs = run(corpus, classes, args, pooling, order, alpha)
     with open(results, "a") as f:
-        f.write(json.dumps(dict(key, valid=valid, test=test, seconds=sec, epochs=epochs, cpu=cpu_name(), isa=ISA,
-                                threads=args.threads)) + "\n")
+        f.write(
+            json.dumps(
+                dict(
+                    key,
+                    valid=valid,
+                    test=test,
+                    seconds=sec,
+                    epochs=epochs,
+                    cpu=cpu_name(),
+                    isa=ISA,
+                    threads=args.threads,
+                )
+            )
+            + "\n"
+        )
     return valid, test, sec
 
 
 def reach(corpus, classes, args, orders, max_lag=20):
     """Gradient reach at initialisation, the same 32 positions of the validation text for every order."""
     from multiscale_rnn import analysis
+
     models = {}
     for order in orders:
-        m = msr.HORNN(corpus.vocab_size, args.hidden, (args.hidden,), order=order, activation="sigmoid",
-                      seed=args.seed, head="class", head_classes=classes)
+        m = msr.HORNN(
+            corpus.vocab_size,
+            args.hidden,
+            (args.hidden,),
+            order=order,
+            activation="sigmoid",
+            seed=args.seed,
+            head="class",
+            head_classes=classes,
+        )
         init.gaussian(m, 0.1, rng=args.seed)
         models["RNN" if order == 1 else f"HORNN N={order}"] = m
     curves = analysis.compare_reach(models, corpus.valid, max_lag=max_lag, num_samples=32, warmup=20, seed=args.seed)
     lags = [k for k in (1, 2, 5, 10, 15, 20) if k <= max_lag]
-    print(f"\n||dL_t/dh_(t-k)|| / (k = 0) at initialisation, mean of 32 positions\n{'model':12s} "
-          + " ".join(f"{'k=' + str(k):>8s}" for k in lags))
+    print(
+        f"\n||dL_t/dh_(t-k)|| / (k = 0) at initialisation, mean of 32 positions\n{'model':12s} "
+        + " ".join(f"{'k=' + str(k):>8s}" for k in lags)
+    )
     for label, curve in curves.items():
         rel = analysis.relative_reach(curve)
         print(f"{label:12s} " + " ".join(f"{rel[k]:8.1e}" for k in lags))
     if args.figure:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+
         fig, ax = plt.subplots(figsize=(5, 3.2))
         msr.plot.gradient_reach(curves, ax=ax).set_title(f"PTB words, H = {args.hidden}, sigmoid, N(0, 0.1²) init")
         fig.tight_layout()
@@ -131,29 +174,37 @@ def main(argv=None):
     ap.add_argument("--alphas", default="0.2,0.4,0.6,0.8,0.9")
     ap.add_argument("--only", choices=["table2", "figure6", "reach"], default=None)
     ap.add_argument("--figure", default=None, help="with --only reach: write the plot to this PNG")
-    ap.add_argument("--checkpoints", default=None, metavar="DIR",
-                    help="train one epoch a call from a checkpoint per model in DIR (resumes after an interruption), "
-                         "stop by the stopping rule (should_stop), and append each finished model's figures to "
-                         "DIR/results.jsonl; models already there are not trained again")
+    ap.add_argument(
+        "--checkpoints",
+        default=None,
+        metavar="DIR",
+        help="train one epoch a call from a checkpoint per model in DIR (resumes after an interruption), "
+        "stop by the stopping rule (should_stop), and append each finished model's figures to "
+        "DIR/results.jsonl; models already there are not trained again",
+    )
     ap.add_argument("--progress", action="store_true", help="a progress bar per epoch")
     args = ap.parse_args(argv)
     msr.set_num_threads(args.threads)
     corpus = data.load("ptb-word", path=args.data).by_frequency()
     classes = data.class_sizes(corpus.counts())
-    print(f"PTB words: vocabulary {corpus.vocab_size}, {len(classes)} classes; training on the first "
-          f"{min(args.train_tokens, len(corpus.train)):,} of {len(corpus.train):,} words, {args.epochs} epochs, "
-          f"H = {args.hidden}, sigmoid, lr {args.lr} momentum 0.9, {args.threads} thread(s), seed {args.seed}")
+    print(
+        f"PTB words: vocabulary {corpus.vocab_size}, {len(classes)} classes; training on the first "
+        f"{min(args.train_tokens, len(corpus.train)):,} of {len(corpus.train):,} words, {args.epochs} epochs, "
+        f"H = {args.hidden}, sigmoid, lr {args.lr} momentum 0.9, {args.threads} thread(s), seed {args.seed}"
+    )
     orders = [int(o) for o in args.orders.split(",")]
     if args.only == "reach":
         return reach(corpus, classes, args, orders)
     if args.only in (None, "table2"):
-        print(f"\nTable 2: test perplexity (valid in brackets) against order\n{'pooling':8s} "
-              + " ".join(f"{'N=' + str(o):>16s}" for o in orders))
+        print(
+            f"\nTable 2: test perplexity (valid in brackets) against order\n{'pooling':8s} "
+            + " ".join(f"{'N=' + str(o):>16s}" for o in orders)
+        )
         done_rnn = None
         for pooling in args.poolings.split(","):
             cells = []
             for order in orders:
-                if order == 1 and done_rnn is not None:      # every pooling of one path is the RNN (FOFE: alpha h)
+                if order == 1 and done_rnn is not None:  # every pooling of one path is the RNN (FOFE: alpha h)
                     if pooling in ("plain", "max"):
                         cells.append(done_rnn)
                         continue

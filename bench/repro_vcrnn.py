@@ -21,20 +21,19 @@ Validation and test figures are on the first --eval tokens of their splits.
 
 Usage: python bench/repro_vcrnn.py --task ptb --data-path ../shared/data/ptb [--hidden 128] [--chunks 300]
 """
+
 from __future__ import annotations
 
 import argparse
 import math
 import time
 
-import numpy as np
-
 import multiscale_rnn as msr
 from multiscale_rnn import analysis
 from multiscale_rnn.models.vcrnn import corpus_equivalent_dim
 from multiscale_rnn.trainer import evaluate
 
-GATES = {"Elman": 1.0, "GRU": math.sqrt(2), "LSTM": 2.0}   # RNN-d of a unit of size n, in units of n
+GATES = {"Elman": 1.0, "GRU": math.sqrt(2), "LSTM": 2.0}  # RNN-d of a unit of size n, in units of n
 
 
 def build(kind, V, H, seed, target=None):
@@ -53,11 +52,18 @@ def train_and_test(kind, corpus, H, target=None, label=None):
     opts = None
     if kind.startswith("VC"):
         opts = {"sharpness": lambda epoch, step: min(1.0, 0.5 + 0.5 * step / ARGS.chunks)}
-    trainer = msr.Trainer(model, optimizer=msr.optim.Adam(ARGS.lr), clip_norm=1.0, batch_size=ARGS.batch,
-                          bptt=ARGS.bptt, progress=False, model_options=opts)
-    per_epoch = max(1, len(corpus.train) // (ARGS.batch * ARGS.bptt))   # a small corpus: several passes
+    trainer = msr.Trainer(
+        model,
+        optimizer=msr.optim.Adam(ARGS.lr),
+        clip_norm=1.0,
+        batch_size=ARGS.batch,
+        bptt=ARGS.bptt,
+        progress=False,
+        model_options=opts,
+    )
+    per_epoch = max(1, len(corpus.train) // (ARGS.batch * ARGS.bptt))  # a small corpus: several passes
     trainer.fit(corpus.train, epochs=ARGS.chunks // per_epoch + 1, max_chunks=ARGS.chunks)
-    test = corpus.test[:ARGS.eval]
+    test = corpus.test[: ARGS.eval]
     r = evaluate(model, test, batch_size=16, bptt=100)
     row = dict(unit=label or f"{kind}-{H}", target=target, bits=r["bpc"], perplexity=r["perplexity"])
     if kind.startswith("VC"):
@@ -67,15 +73,21 @@ def train_and_test(kind, corpus, H, target=None, label=None):
     else:
         row["rnn_d"], row["m"] = GATES[kind] * H, float("nan")
     row["seconds"] = time.perf_counter() - t0
-    print(f"| {row['unit']} | {'-' if target is None else target} | {row['rnn_d']:.0f} | {row['bits']:.3f} | "
-          f"{row['perplexity']:.2f} | {'-' if row['m'] != row['m'] else format(row['m'], '.2f')} | "
-          f"{row['seconds']:.0f} |", flush=True)
+    print(
+        f"| {row['unit']} | {'-' if target is None else target} | {row['rnn_d']:.0f} | {row['bits']:.3f} | "
+        f"{row['perplexity']:.2f} | {'-' if row['m'] != row['m'] else format(row['m'], '.2f')} | "
+        f"{row['seconds']:.0f} |",
+        flush=True,
+    )
     return model, row
 
 
 def header():
-    print("\n| unit | m_bar | RNN-d | test bits/token | test perplexity | mean m | seconds |\n"
-          "| --- | --- | --- | --- | --- | --- | --- |", flush=True)
+    print(
+        "\n| unit | m_bar | RNN-d | test bits/token | test perplexity | mean m | seconds |\n"
+        "| --- | --- | --- | --- | --- | --- | --- |",
+        flush=True,
+    )
 
 
 def task_ptb():
@@ -86,7 +98,7 @@ def task_ptb():
         train_and_test(kind, corpus, D)
     for kind, others in (("VCRNN", ("Elman", "GRU", "LSTM")), ("VCGRU", ("GRU", "LSTM"))):
         _, row = train_and_test(kind, corpus, D, ARGS.target)
-        for other in others:   # the same equivalent dimension
+        for other in others:  # the same equivalent dimension
             H = max(1, int(round(row["rnn_d"] / GATES[other])))
             train_and_test(other, corpus, H, label=f"{other}-{H} (RNN-d of {kind})")
 
@@ -108,7 +120,7 @@ def task_music():
     model, row = train_and_test("VCRNN", corpus, D, ARGS.target)
     train_and_test("Elman", corpus, D // 2)
     train_and_test("Elman", corpus, max(1, int(round(row["rnn_d"]))))
-    trace = model.trace(corpus.valid[:ARGS.eval])
+    trace = model.trace(corpus.valid[: ARGS.eval])
     for by in ("kind", "length"):
         means, counts = analysis.music_computation(trace, corpus.vocab, by=by, counts=True)
         print(f"\nmean m_t per symbol {by} (validation, {len(trace.m)} symbols):\n")
@@ -120,8 +132,10 @@ def task_music():
 
 def task_bits():
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     from multiscale_rnn import plot
 
     buffers = [int(b) for b in ARGS.buffers.split(",")]
@@ -129,8 +143,9 @@ def task_bits():
     header()
     for (a1, a2), buf in zip(axes, buffers):
         corpus = msr.data.load("ptb-bits", path=ARGS.data_path, buffer_bits=buf)
-        model, row = train_and_test("VCRNN", corpus, ARGS.hidden, ARGS.target,
-                                    label=f"VCRNN-{ARGS.hidden}, {buf} buffer bits")
+        model, row = train_and_test(
+            "VCRNN", corpus, ARGS.hidden, ARGS.target, label=f"VCRNN-{ARGS.hidden}, {buf} buffer bits"
+        )
         if buf == 0:
             train_and_test("Elman", corpus, ARGS.hidden)
             H = max(1, int(round(row["rnn_d"])))
@@ -140,8 +155,11 @@ def task_bits():
         pos = corpus.positions["valid"][:n]
         for top, what in ((0.05, "activity of the top 5 % of the dimensions"), (None, "m_t")):
             prof = analysis.bit_position_profile(trace, positions=pos, buffer_bits=buf, top=top)
-            print(f"{buf} buffer bits, {what} by position in the frame: "
-                  + ", ".join(f"{k}: {v:.2f}" for k, v in prof.items()), flush=True)
+            print(
+                f"{buf} buffer bits, {what} by position in the frame: "
+                + ", ".join(f"{k}: {v:.2f}" for k, v in prof.items()),
+                flush=True,
+            )
         plot.bit_profile(trace, positions=pos, buffer_bits=buf, ax=a1)
         a1.set_title(f"VCRNN-{ARGS.hidden}, bit-level PTB, {buf} buffer bits: top 5 % of the dimensions", fontsize=9)
         plot.bit_profile(trace, positions=pos, buffer_bits=buf, top=None, ax=a2)
@@ -172,10 +190,14 @@ def main():
     ARGS = ap.parse_args()
     msr.set_num_threads(ARGS.threads)
     tokens = ARGS.chunks * ARGS.batch * ARGS.bptt
-    print(f"# task {ARGS.task}: every model {ARGS.chunks} chunks of {ARGS.batch} x {ARGS.bptt} ({tokens:,} tokens), "
-          f"D = {ARGS.hidden}, {ARGS.threads} thread(s)")
-    print("# command: python bench/repro_vcrnn.py " + " ".join(
-        f"--{k.replace('_', '-')} {v}" for k, v in vars(ARGS).items()))
+    print(
+        f"# task {ARGS.task}: every model {ARGS.chunks} chunks of {ARGS.batch} x {ARGS.bptt} ({tokens:,} tokens), "
+        f"D = {ARGS.hidden}, {ARGS.threads} thread(s)"
+    )
+    print(
+        "# command: python bench/repro_vcrnn.py "
+        + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(ARGS).items())
+    )
     {"ptb": task_ptb, "text8": task_text8, "music": task_music, "bits": task_bits}[ARGS.task]()
 
 

@@ -22,6 +22,7 @@ Configuration names: see ``configuration`` (e.g. ``default`` for one run of the 
 Prints one markdown row per (configuration, layers, text) with every seed's "F1 (rate)" and the
 count of seeds reaching F1 >= 0.9 in layer 1 (and 0.7 in layer 2 of 3-layer models).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,8 +35,8 @@ import numpy as np
 import multiscale_rnn as msr
 from multiscale_rnn.models.hm_lstm import WORD_RECIPE, boundary_scores, first_seen
 
-EPOCHS = 8           # the earlier study's configurations
-RECIPE_EPOCHS = 40   # the default recipe (880 updates of 32 x 50 characters, warm-up 500 of them)
+EPOCHS = 8  # the earlier study's configurations
+RECIPE_EPOCHS = 40  # the default recipe (880 updates of 32 x 50 characters, warm-up 500 of them)
 PHRASE_EPOCHS = 100  # the phrase recipe (2,300 updates; layer 2's detector starts at 1,500)
 
 
@@ -46,22 +47,28 @@ def configuration(name: str):
     restarts compared where ``best_of`` chooses, 40 epochs with 2 layers, 100 with 3). ``default``: one
     run of the word recipe (the defaults up to 2 layers, written out: ``WORD_RECIPE`` with the
     Trainer's boundary warm-up, no option schedule, 40 epochs), then any words after ``default+``;
-    ``default+best5`` is the word recipe with restarts (five such runs, the lowest validation BPC kept). Otherwise the earlier study's base
+    ``default+best5`` is the word recipe with restarts (five such runs, the lowest validation BPC kept). Otherwise
+    the earlier study's base
     (gated head, no rate target, no warm-up) and words joined by ``+``:
     ``paper`` (gradient switch, no flush cut, no rate term, slope 1 -> 5 by 1 per epoch), ``switch``,
-    ``blend``, ``cut`` (flush_cut), ``nocut``, ``ln`` (layer_norm), ``sample`` (Bernoulli boundaries), ``soft`` (z = zhat),
-    ``rate<x>`` (rate_penalty; ``rate<x>@<e>`` from epoch e on; ``ramp<a>_<b>_<p>``: from a to b by p per epoch), ``bias<x>`` (boundary_bias), ``lr<x>``, ``ep<n>`` (epochs), ``h<a>_<b>..`` (layer sizes, the last repeated to the model's depth),
+    ``blend``, ``cut`` (flush_cut), ``nocut``, ``ln`` (layer_norm), ``sample`` (Bernoulli boundaries),
+    ``soft`` (z = zhat),
+    ``rate<x>`` (rate_penalty; ``rate<x>@<e>`` from epoch e on; ``ramp<a>_<b>_<p>``: from a to b by p per epoch),
+    ``bias<x>`` (boundary_bias), ``lr<x>``, ``ep<n>`` (epochs), ``h<a>_<b>..`` (layer sizes, the last repeated to
+    the model's depth),
     ``slope<a0>_<a1>`` (linear, 1 per epoch) or ``slope<a>`` (constant), ``b2s<e>`` (blend until epoch e,
     then switch), ``oracle`` (layer 1's boundaries fixed on the spaces, for comparison; ``oracle2phrase``,
     ``oracle2word``, ``oracle2never``: layer 2's fixed too, at the phrase ends, every word end, nowhere), ``notd``
     (``top_down=False``: no top-down term), ``notd2`` (the top-down weights of layers 2 and above held at
     zero; layer 1 keeps its top-down term), ``below2`` (``detector_input=["all", "below"]``: layer 2's
     boundary row reads only the layer below), ``below`` (``detector_input="below"``: every boundary row
-    does, z^1's reads only the symbol), ``freeze1@<n>`` (layer 1's boundary row held after n updates), ``switch2`` (``gradient=["blend", "switch"]``: z^1 read as a
+    does, z^1's reads only the symbol), ``freeze1@<n>`` (layer 1's boundary row held after n updates), ``switch2``
+    (``gradient=["blend", "switch"]``: z^1 read as a
     blend, z^2 as a switch; 3 layers), ``step`` (threshold boundaries, the default); and
     the recipe's words ``target<r1>[_<r2>]`` (``rate_target``,
     ``targetnone`` for none), ``mu<x>`` (``rate_weight``), ``warm<n>`` (``warmup``: detectors held off for n
-    updates; ``warm<n1>_<n2>``: layer 1's for n1, layer 2's for n2), ``t1ramp<a>_<b>_<n>`` / ``t2ramp<a>_<b>_<n>`` (layer 1's / layer 2's
+    updates; ``warm<n1>_<n2>``: layer 1's for n1, layer 2's for n2), ``t1ramp<a>_<b>_<n>`` / ``t2ramp<a>_<b>_<n>``
+    (layer 1's / layer 2's
     target from a at the warm-up's end to b over n updates),
     ``linear`` / ``gated`` (the head), ``slope1`` (no slope schedule), ``best<k>`` (k restarts with
     ``msr.best_of``, model seeds k*seed .. k*seed + k-1, chosen on the validation text after the scored part;
@@ -82,8 +89,16 @@ def configuration(name: str):
         words = name.split("+")[1:]
     else:
         # the earlier study's base (the defaults before the recipe: gated head, no rate target, no warm-up)
-        opts = dict(gradient="switch", flush_cut=False, rate_penalty=0.0, boundary_bias=0.0, head="gated",
-                    detector_input="all", rate_target=None, warmup=0)
+        opts = dict(
+            gradient="switch",
+            flush_cut=False,
+            rate_penalty=0.0,
+            boundary_bias=0.0,
+            head="gated",
+            detector_input="all",
+            rate_target=None,
+            warmup=0,
+        )
         train = dict(lr=5e-3, epochs=EPOCHS)
         sched = {"slope": msr.schedules.linear(1.0, 5.0, per_epoch=1.0)}
         words = name.split("+")
@@ -113,7 +128,9 @@ def _words(words, opts, train, sched, name):
             a, b, n = (float(x) for x in word[6:].split("_"))
             w0 = opts.get("warmup", 500)
             w0 = w0[min(k, len(w0) - 1)] if isinstance(w0, list) else w0  # layer k's
-            sched[f"rate_target_l{k}"] = lambda epoch, step, a=a, b=b, n=n, w0=w0: a + (b - a) * min(1.0, max(0.0, step - w0) / n)
+            sched[f"rate_target_l{k}"] = lambda epoch, step, a=a, b=b, n=n, w0=w0: (
+                a + (b - a) * min(1.0, max(0.0, step - w0) / n)
+            )
             continue
         if word == "slope1":
             sched.pop("slope", None)
@@ -152,13 +169,13 @@ def _paper_word(word, opts, train, sched) -> bool:
         train["oracle"] = True
     elif word in ("oracle2phrase", "oracle2word", "oracle2never"):  # layer 2's boundaries fixed too
         train["oracle"] = True
-        train["oracle2"] = word[len("oracle2"):]
+        train["oracle2"] = word[len("oracle2") :]
     elif word == "notd":
         opts["top_down"] = False
     elif word == "notd2":  # no top-down term into layers 2 and above (weights held at 0); layer 1 keeps it
         train["notd2"] = True
     elif word.startswith("freeze1@"):  # layer 1's boundary row held as it is after n updates
-        train["freeze1"] = int(word[len("freeze1@"):])
+        train["freeze1"] = int(word[len("freeze1@") :])
     elif word == "below":  # every boundary row reads only the layer below (z^1: the symbol's embedding)
         opts["detector_input"] = "below"
     elif word == "below2":  # layer 2's boundary row reads only the layer below
@@ -186,8 +203,7 @@ def _paper_word(word, opts, train, sched) -> bool:
         train["epochs"] = int(word[2:])
     elif word.startswith("slope"):
         a = word[5:].split("_")
-        sched["slope"] = (float(a[0]) if len(a) == 1
-                          else msr.schedules.linear(float(a[0]), float(a[1]), per_epoch=1.0))
+        sched["slope"] = float(a[0]) if len(a) == 1 else msr.schedules.linear(float(a[0]), float(a[1]), per_epoch=1.0)
     elif word.startswith("b2s"):
         sched["blend"] = msr.schedules.step(1.0, 0.0, at_epoch=float(word[3:]))
         opts["gradient"] = "blend"
@@ -235,10 +251,10 @@ def oracle_boundaries(model, vocab, layer2=None):
                     if k in P:  # no weight_td with top_down=False
                         P[k][gate * H + unit, :] = 0.0
                 b[gate * H + unit] = 0.0
-        W[0 * H, 0], b[0 * H] = -big, big / 2    # unit 0, i: closed on a space
-        W[1 * H, 0], b[1 * H] = big, -big / 2    # unit 0, f: open on a space (keeps the symbol before it)
-        W[2 * H, 1], b[2 * H] = big, -big / 2    # unit 0, g: +1 on a mark, -1 elsewhere
-        b[3 * H] = big                           # unit 0, o: open
+        W[0 * H, 0], b[0 * H] = -big, big / 2  # unit 0, i: closed on a space
+        W[1 * H, 0], b[1 * H] = big, -big / 2  # unit 0, f: open on a space (keeps the symbol before it)
+        W[2 * H, 1], b[2 * H] = big, -big / 2  # unit 0, g: +1 on a mark, -1 elsewhere
+        b[3 * H] = big  # unit 0, o: open
         b[0 * H + 1], b[1 * H + 1], b[2 * H + 1], b[3 * H + 1] = big, -big, big, big  # unit 1: c = 1
         for k in ("weight_ih_l1", "weight_hh_l1", "weight_td_l1"):
             if k in P:
@@ -246,6 +262,7 @@ def oracle_boundaries(model, vocab, layer2=None):
         P["bias_l1"][4 * H2] = -10.0
         if layer2 in ("phrase", "word"):
             P["weight_ih_l1"][4 * H2, 0 if layer2 == "phrase" else 1] = 20.0
+
     fix(model)
     return fix
 
@@ -253,11 +270,13 @@ def oracle_boundaries(model, vocab, layer2=None):
 def no_top_down_above(model):
     """A constraint holding the top-down weights of layers 2 and above at zero (layer 1 keeps its
     top-down term from layer 2)."""
+
     def fix(m):
         P = m.parameters()
         for l in range(1, len(m.config["hidden_sizes"])):
             if f"weight_td_l{l}" in P:
                 P[f"weight_td_l{l}"][...] = 0.0
+
     fix(model)
     return fix
 
@@ -276,6 +295,7 @@ def frozen_row(model, layer, after):
         elif state["rows"] is not None:
             for k, row in state["rows"].items():
                 P[k][4 * h] = row
+
     return fix
 
 
@@ -298,8 +318,8 @@ def likelihood_probes(model, ids, ref):
     logits = model.forward(np.asarray(ids)[None])[0][0].astype(np.float64)  # (T, V)
     logp = logits - logits.max(axis=1, keepdims=True)
     logp -= np.log(np.exp(logp).sum(axis=1, keepdims=True))
-    entropy = -(np.exp(logp) * logp).sum(axis=1)                            # (T,): at t, of x_{t+1}
-    surprisal = np.zeros(len(ids))                                          # (T,): of x_t
+    entropy = -(np.exp(logp) * logp).sum(axis=1)  # (T,): at t, of x_{t+1}
+    surprisal = np.zeros(len(ids))  # (T,): of x_t
     surprisal[1:] = -logp[np.arange(len(ids) - 1), np.asarray(ids)[1:]]
     k = int(ref.sum())
     out = {}
@@ -332,10 +352,17 @@ def run(name, layers, kind, seed, hidden=32, read=2000, figure=None, text=None):
         # k candidates (model and trainer seeds seed*k .. seed*k + k-1), the one with the lowest BPC on the
         # validation text after the first `read` characters kept: the scored text plays no part in the choice
         k = train["restarts"]
-        model, _ = msr.best_of(lambda s: msr.HMLSTM(corpus.vocab_size, 16, sizes, seed=s, **opts),
-                               corpus.train, corpus.valid[read:], restarts=k, epochs=train["epochs"], seed=seed * k,
-                               select_after=train.get("select_after"),
-                               make_optimizer=lambda: msr.optim.Adam(train["lr"]), **kw)
+        model, _ = msr.best_of(
+            lambda s: msr.HMLSTM(corpus.vocab_size, 16, sizes, seed=s, **opts),
+            corpus.train,
+            corpus.valid[read:],
+            restarts=k,
+            epochs=train["epochs"],
+            seed=seed * k,
+            select_after=train.get("select_after"),
+            make_optimizer=lambda: msr.optim.Adam(train["lr"]),
+            **kw,
+        )
     else:
         model = msr.HMLSTM(corpus.vocab_size, 16, sizes, seed=seed, **opts)
         fixes = []
@@ -347,15 +374,23 @@ def run(name, layers, kind, seed, hidden=32, read=2000, figure=None, text=None):
             fixes.append(frozen_row(model, 0, train["freeze1"]))
         if fixes:
             kw["constraint"] = lambda m: [fix(m) for fix in fixes]
-        msr.Trainer(model, optimizer=msr.optim.Adam(train["lr"]), seed=seed, **kw).fit(corpus.train,
-                                                                                        epochs=train["epochs"])
+        msr.Trainer(model, optimizer=msr.optim.Adam(train["lr"]), seed=seed, **kw).fit(
+            corpus.train, epochs=train["epochs"]
+        )
     seconds = time.perf_counter() - t0
     word = first_seen(corpus.boundaries["valid"]["word"][:read])
     phrase = first_seen(corpus.boundaries["valid"]["phrase"][:read])
     tr = model.trace(ids)
-    out = {"config": name, "layers": layers, "text": kind, "seed": seed, "seconds": seconds,
-           "bpc": msr.evaluate(model, corpus.valid, batch_size=16)["bpc"],
-           "updates": tr.updates.tolist(), "reduction": tr.reduction}  # layer updates on the scored text
+    out = {
+        "config": name,
+        "layers": layers,
+        "text": kind,
+        "seed": seed,
+        "seconds": seconds,
+        "bpc": msr.evaluate(model, corpus.valid, batch_size=16)["bpc"],
+        "updates": tr.updates.tolist(),
+        "reduction": tr.reduction,
+    }  # layer updates on the scored text
     ends = {0: corpus.boundaries["valid"]["word"][:read], 1: corpus.boundaries["valid"]["phrase"][:read]}
     for l, ref in ((0, word), (1, phrase)):
         if l < layers - 1:
@@ -366,8 +401,10 @@ def run(name, layers, kind, seed, hidden=32, read=2000, figure=None, text=None):
     out.update(likelihood_probes(model, ids, word))
     if figure is not None:  # Figure 3 on the first 270 scored characters, the reference row z^2's (else z^1's)
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+
         ref = phrase if layers >= 3 else word
         ax = msr.plot.boundaries(model.trace(ids[:270], corpus.vocab, reference_boundaries=ref[:270]), width=90)
         path = f"{figure}/{name}-{layers}-{kind}-seed{seed}.png"
@@ -376,13 +413,16 @@ def run(name, layers, kind, seed, hidden=32, read=2000, figure=None, text=None):
     return out
 
 
-HEADER = ("| configuration | layers | text | seed 0 | seed 1 | seed 2 | seed 3 | seed 4 | F1 >= 0.9 (z^1)"
-          "[, >= 0.7 (z^2)] | mean valid BPC | slowest run (s) |\n|---|---|---|---|---|---|---|---|---|---|---|")
+HEADER = (
+    "| configuration | layers | text | seed 0 | seed 1 | seed 2 | seed 3 | seed 4 | F1 >= 0.9 (z^1)"
+    "[, >= 0.7 (z^2)] | mean valid BPC | slowest run (s) |\n|---|---|---|---|---|---|---|---|---|---|---|"
+)
 
 
 def row(results, config, layers, kind):
-    rs = sorted((r for r in results if (r["config"], r["layers"], r["text"]) == (config, layers, kind)),
-                key=lambda r: r["seed"])
+    rs = sorted(
+        (r for r in results if (r["config"], r["layers"], r["text"]) == (config, layers, kind)), key=lambda r: r["seed"]
+    )
     rs = list({r["seed"]: r for r in rs}.values())
     cells = []
     for r in rs:
@@ -408,10 +448,15 @@ def main(argv=None):
     p.add_argument("--seeds", default="0,1,2,3,4")
     p.add_argument("--hidden", type=int, default=32)
     p.add_argument("--json", default=None, help="append every run's figures to this file (JSON lines)")
-    p.add_argument("--figure", default=None, metavar="DIR",
-                   help="draw each run's boundary map (Figure 3, 270 characters) into DIR/<config>-<layers>-<text>-seed<s>.png")
-    p.add_argument("--table", nargs="+", default=None, metavar="FILE",
-                   help="print the table of runs saved by --json (no training)")
+    p.add_argument(
+        "--figure",
+        default=None,
+        metavar="DIR",
+        help="draw each run's boundary map (Figure 3, 270 characters) into DIR/<config>-<layers>-<text>-seed<s>.png",
+    )
+    p.add_argument(
+        "--table", nargs="+", default=None, metavar="FILE", help="print the table of runs saved by --json (no training)"
+    )
     a = p.parse_args(argv)
     if a.table:
         results = [json.loads(line) for f in a.table for line in open(f) if line.strip()]

@@ -1,5 +1,6 @@
 """Timing shared by the benchmarks: step functions run interleaved, so that all of them see the
 same load of a shared machine."""
+
 from __future__ import annotations
 
 import time

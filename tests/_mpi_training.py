@@ -8,6 +8,7 @@ files, and ``.txt`` files with error messages, one per rank).
 The families are every class of the registry ``msr.MODELS``, each built from its own declared example
 (``LanguageModel.example``: a tiny model with every auxiliary term of the family active).
 """
+
 from __future__ import annotations
 
 import sys
@@ -20,13 +21,13 @@ import numpy as np
 import multiscale_rnn as msr
 
 VOCAB = 11
-BATCH, BPTT = 5, 6            # 5 streams: 3 on rank 0 and 2 on rank 1
-CHUNKS = 8                    # chunks of 6 steps per epoch: 2 epochs are 16 updates
+BATCH, BPTT = 5, 6  # 5 streams: 3 on rank 0 and 2 on rank 1
+CHUNKS = 8  # chunks of 6 steps per epoch: 2 epochs are 16 updates
 EPOCHS = 2
 STEPS = CHUNKS * EPOCHS
-STOP = 5                      # the interrupted runs stop after this many chunks
-FAMILIES = tuple(sorted(msr.MODELS))   # class names of every registered family
-BASELINE = "LSTM"             # the family of the dropout and error scenarios
+STOP = 5  # the interrupted runs stop after this many chunks
+FAMILIES = tuple(sorted(msr.MODELS))  # class names of every registered family
+BASELINE = "LSTM"  # the family of the dropout and error scenarios
 
 
 def text(n: int, seed: int) -> np.ndarray:
@@ -47,8 +48,17 @@ def build(family: str, dtype: str = "float64", dropout: float = 0.0, seed: int =
 
 
 def trainer(model, distributed=False, **kw):
-    return msr.Trainer(model, optimizer=msr.optim.Adam(lr=5e-3), clip_norm=1.0, batch_size=BATCH, bptt=BPTT,
-                       progress=False, eval_batch_size=3, distributed=distributed, **kw)
+    return msr.Trainer(
+        model,
+        optimizer=msr.optim.Adam(lr=5e-3),
+        clip_norm=1.0,
+        batch_size=BATCH,
+        bptt=BPTT,
+        progress=False,
+        eval_batch_size=3,
+        distributed=distributed,
+        **kw,
+    )
 
 
 def boundary_counts(model) -> list:
@@ -61,13 +71,21 @@ def boundary_counts(model) -> list:
 class Run(NamedTuple):
     model: object
     trainer: object
-    aux: np.ndarray       # (updates, terms) each auxiliary term per update, names sorted (the Trainer's log)
+    aux: np.ndarray  # (updates, terms) each auxiliary term per update, names sorted (the Trainer's log)
     aux_names: tuple
-    fired: np.ndarray     # (updates, detectors) boundary counts per update (this process's streams)
+    fired: np.ndarray  # (updates, detectors) boundary counts per update (this process's streams)
 
 
-def run(family, dtype="float64", dropout=0.0, distributed=False, epochs=EPOCHS, checkpoint=None, max_chunks=None,
-        resume=False) -> Run:
+def run(
+    family,
+    dtype="float64",
+    dropout=0.0,
+    distributed=False,
+    epochs=EPOCHS,
+    checkpoint=None,
+    max_chunks=None,
+    resume=False,
+) -> Run:
     """Train ``epochs`` epochs (or ``max_chunks`` chunks) from scratch or from ``checkpoint``, recording
     the auxiliary terms and boundary counts of every update."""
     model = build(family, dtype, dropout)
@@ -78,8 +96,7 @@ def run(family, dtype="float64", dropout=0.0, distributed=False, epochs=EPOCHS, 
         if event["event"] == "chunk":
             rows.append((dict(event["aux"]), boundary_counts(model)))
 
-    tr.fit(TRAIN, valid=VALID, epochs=epochs, checkpoint=checkpoint, max_chunks=max_chunks, resume=resume,
-           log=log)
+    tr.fit(TRAIN, valid=VALID, epochs=epochs, checkpoint=checkpoint, max_chunks=max_chunks, resume=resume, log=log)
     names = tuple(sorted(rows[0][0])) if rows else ()
     aux = np.array([[a[k] for k in names] for a, _ in rows], dtype=np.float64).reshape(len(rows), len(names))
     detectors = len(getattr(model, "detector_layers", ()))
@@ -89,11 +106,15 @@ def run(family, dtype="float64", dropout=0.0, distributed=False, epochs=EPOCHS, 
 
 def results(r: Run) -> dict:
     hist = r.trainer.history
-    return {"params": np.array(r.model.flat_parameters(), copy=True),
-            "train_loss": np.array([h["train_loss"] for h in hist]),
-            "valid_loss": np.array([h["valid_loss"] for h in hist]),
-            "step": np.array(r.trainer.step), "aux": r.aux, "aux_names": np.array(r.aux_names, dtype=str),
-            "fired": r.fired}
+    return {
+        "params": np.array(r.model.flat_parameters(), copy=True),
+        "train_loss": np.array([h["train_loss"] for h in hist]),
+        "valid_loss": np.array([h["valid_loss"] for h in hist]),
+        "step": np.array(r.trainer.step),
+        "aux": r.aux,
+        "aux_names": np.array(r.aux_names, dtype=str),
+        "fired": r.fired,
+    }
 
 
 # ---- scenarios (run under mpiexec) ----------------------------------------------------------------
@@ -136,13 +157,14 @@ def scenario_errors(out: Path, dist) -> None:
         "seed": lambda: trainer(build(BASELINE, seed=dist.rank), dist).fit(TRAIN, max_chunks=1),
         "params": lambda: trainer(perturbed(dist.rank), dist).fit(TRAIN, max_chunks=1),
         "data": lambda: trainer(build(BASELINE), dist).fit(TRAIN + (dist.rank == 1) * (TRAIN == 3), max_chunks=1),
-        "bptt": lambda: msr.Trainer(build(BASELINE), batch_size=BATCH, bptt=BPTT + dist.rank, progress=False,
-                                    distributed=dist).fit(TRAIN, max_chunks=1),
+        "bptt": lambda: msr.Trainer(
+            build(BASELINE), batch_size=BATCH, bptt=BPTT + dist.rank, progress=False, distributed=dist
+        ).fit(TRAIN, max_chunks=1),
         "one-rank": lambda: trainer(build(BASELINE), dist).fit(TRAIN, max_chunks=1 if dist.rank == 0 else 0),
-        "batch": lambda: msr.Trainer(build(BASELINE), batch_size=1, bptt=BPTT, progress=False,
-                                     distributed=dist).fit(TRAIN, max_chunks=1),
-        "resume-missing": lambda: trainer(build(BASELINE), dist).fit(TRAIN, checkpoint=out / "absent.npz",
-                                                                    resume=True),
+        "batch": lambda: msr.Trainer(build(BASELINE), batch_size=1, bptt=BPTT, progress=False, distributed=dist).fit(
+            TRAIN, max_chunks=1
+        ),
+        "resume-missing": lambda: trainer(build(BASELINE), dist).fit(TRAIN, checkpoint=out / "absent.npz", resume=True),
     }
     for name, case in cases.items():
         try:
@@ -155,12 +177,13 @@ def scenario_errors(out: Path, dist) -> None:
 
 def main(argv) -> int:
     from multiscale_rnn.distributed import DataParallel
+
     scenario, out = argv[1], Path(argv[2])
     msr.set_num_threads(1)
     dist = DataParallel()
     try:
         {"equivalence": scenario_equivalence, "errors": scenario_errors}[scenario](out, dist)
-    except BaseException:   # one rank failing alone would leave the other waiting: end the job
+    except BaseException:  # one rank failing alone would leave the other waiting: end the job
         traceback.print_exc()
         sys.stderr.flush()
         dist.comm.Abort(1)

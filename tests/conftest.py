@@ -21,6 +21,7 @@ def shared_data():
 @pytest.fixture(autouse=True)
 def _two_threads():
     import multiscale_rnn as msr
+
     msr.set_num_threads(int(os.environ.get("MULTISCALE_RNN_TEST_THREADS", "2")))
     yield
 
@@ -30,6 +31,7 @@ def one_thread():
     """One thread for tests that compare runs exactly: results are fixed for a given thread count,
     and two threads on a machine busy with other work wait on each other."""
     import multiscale_rnn as msr
+
     old = msr.get_num_threads()
     msr.set_num_threads(1)
     yield

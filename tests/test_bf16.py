@@ -10,6 +10,7 @@
   and refused with a clear error where it cannot apply.
 AMX tests skip (with the reason) on CPUs or modules without the AMX kernel.
 """
+
 import json
 import os
 import subprocess
@@ -47,14 +48,30 @@ def precision_reset():
 def test_rounding_is_nearest_even():
     rng = np.random.default_rng(0)
     x = (rng.standard_normal(4000) * np.exp(rng.uniform(-30, 30, 4000))).astype(np.float32)
-    special = np.array([1.0, 1 + 2 ** -8, 1 + 3 * 2 ** -8, 1 + 2 ** -8 + 2 ** -20, -(1 + 2 ** -8), 3.0e38, np.inf,
-                        -np.inf, 1e-40, -1e-40, 0.0, -0.0, 2 ** -126], dtype=np.float32)
+    special = np.array(
+        [
+            1.0,
+            1 + 2**-8,
+            1 + 3 * 2**-8,
+            1 + 2**-8 + 2**-20,
+            -(1 + 2**-8),
+            3.0e38,
+            np.inf,
+            -np.inf,
+            1e-40,
+            -1e-40,
+            0.0,
+            -0.0,
+            2**-126,
+        ],
+        dtype=np.float32,
+    )
     x = np.concatenate([x, special])[:, None]
     got = _core.blocks.round_to_bf16(x)[:, 0]
     want = np_round_bf16(x[:, 0])
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
     # ties go to the even neighbour: 1 + 2^-8 lies halfway between 1 and 1 + 2^-7
-    assert got[-13] == 1.0 and got[-12] == 1.0 and got[-11] == 1 + 2 ** -6 and got[-10] == 1 + 2 ** -7
+    assert got[-13] == 1.0 and got[-12] == 1.0 and got[-11] == 1 + 2**-6 and got[-10] == 1 + 2**-7
     assert np.isinf(got[-7]) and np.isinf(got[-6]) and got[-5] == 0.0 and np.signbit(got[-4])
     nan = _core.blocks.round_to_bf16(np.array([[np.nan]], dtype=np.float32))
     assert np.isnan(nan[0, 0])
@@ -65,7 +82,7 @@ def product_case(M, K, N, K1, seed):
     A = rng.standard_normal((M, K)).astype(np.float32) * 0.2
     b = rng.standard_normal((M, 1)).astype(np.float32)
     X = rng.standard_normal((K, N)).astype(np.float32)
-    exact = (b.astype(np.float64) + np_round_bf16(A).astype(np.float64) @ np_round_bf16(X).astype(np.float64))
+    exact = b.astype(np.float64) + np_round_bf16(A).astype(np.float64) @ np_round_bf16(X).astype(np.float64)
     scale = np.abs(b) + np.abs(np_round_bf16(A)).astype(np.float64) @ np.abs(np_round_bf16(X))  # sum of |terms|
     return A, b, X, exact, scale
 
@@ -143,11 +160,11 @@ def test_emulated_model_step_equals_numpy():
     logits, new = forward_in(model, "bfloat16-emulated", tokens, state)
     p = {k: v.astype(np.float64) for k, v in model.parameters().items()}
     r = lambda a: np_round_bf16(np.asarray(a, np.float32)).astype(np.float64)  # noqa: E731
-    x = p["embedding.weight"][tokens[:, 0]]                          # (B, E)
+    x = p["embedding.weight"][tokens[:, 0]]  # (B, E)
     h0, c0 = state["h_l0"].astype(np.float64), state["c_l0"].astype(np.float64)
     a = p["bias_ih_l0"] + p["bias_hh_l0"] + r(x) @ r(p["weight_ih_l0"]).T + r(h0) @ r(p["weight_hh_l0"]).T
     sig = lambda z: 1 / (1 + np.exp(-z))  # noqa: E731
-    i, f, g, o = sig(a[:, :H]), sig(a[:, H:2 * H]), np.tanh(a[:, 2 * H:3 * H]), sig(a[:, 3 * H:])
+    i, f, g, o = sig(a[:, :H]), sig(a[:, H : 2 * H]), np.tanh(a[:, 2 * H : 3 * H]), sig(a[:, 3 * H :])
     c = f * c0 + i * g
     h = o * np.tanh(c)
     z = h @ p["decoder.weight"].T + p["decoder.bias"]
@@ -186,10 +203,10 @@ def test_close_to_float32_and_training_unaffected(precision, precision_reset):
     valid = corpus.valid[:8000]
     f32 = msr.evaluate(model, valid, batch_size=32, bptt=100)
     assert f32["bpc"] < 0.75 * np.log2(corpus.vocab_size)  # it learned something (uniform: log2 V)
-    tokens = np.asarray(corpus.valid[:32 * 40]).reshape(32, 40)
+    tokens = np.asarray(corpus.valid[: 32 * 40]).reshape(32, 40)
     logits32, _ = model.forward(tokens)
     logits32_train, _ = model.forward(tokens, train=True)
-    targets = np.asarray(corpus.valid[1:32 * 40 + 1]).reshape(32, 40)
+    targets = np.asarray(corpus.valid[1 : 32 * 40 + 1]).reshape(32, 40)
     loss32, grads32, _ = model.loss_and_grad(tokens, targets)
 
     model.inference_precision = precision
@@ -216,8 +233,10 @@ def test_default_and_refusals():
     f64 = msr.LSTM(vocab_size=7, embed_size=4, hidden_sizes=(8,), dtype="float64")
     with pytest.raises(ValueError, match="needs a float32 model; this one is float64"):
         f64.inference_precision = "bfloat16-emulated"
-    for other in (msr.GRU(vocab_size=7, embed_size=4, hidden_sizes=(8,)),
-                  msr.HMLSTM(vocab_size=7, embed_size=4, hidden_sizes=(8, 8))):
+    for other in (
+        msr.GRU(vocab_size=7, embed_size=4, hidden_sizes=(8,)),
+        msr.HMLSTM(vocab_size=7, embed_size=4, hidden_sizes=(8, 8)),
+    ):
         with pytest.raises(ValueError, match="LSTM layers only"):
             other.inference_precision = "bfloat16-emulated"
         assert other.inference_precision == "float32"
@@ -243,7 +262,8 @@ def test_bfloat16_without_amx_says_why():
         "assert m.inference_precision == 'float32'\n"
         "m.inference_precision = 'bfloat16-emulated'\n"
         "assert np.isfinite(m.forward(np.zeros((2, 3), dtype=np.int32))[0]).all()\n"
-        "print('ok')\n")
+        "print('ok')\n"
+    )
     env = dict(os.environ, MULTISCALE_RNN_ISA="baseline")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
@@ -251,10 +271,37 @@ def test_bfloat16_without_amx_says_why():
 
 def test_command_line_precision(tmp_path, capsys):
     from multiscale_rnn.cli import main
+
     out = tmp_path / "tiny.npz"
-    assert main(["train", "--data", "synthetic", "--model", "lstm", "--embed-size", "8", "--hidden-sizes", "32",
-                 "--batch-size", "8", "--bptt", "25", "--epochs", "1", "--max-chunks", "20", "--threads", "1",
-                 "--no-progress", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--data",
+                "synthetic",
+                "--model",
+                "lstm",
+                "--embed-size",
+                "8",
+                "--hidden-sizes",
+                "32",
+                "--batch-size",
+                "8",
+                "--bptt",
+                "25",
+                "--epochs",
+                "1",
+                "--max-chunks",
+                "20",
+                "--threads",
+                "1",
+                "--no-progress",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     bpc = {}
     for precision in ("float32", "bfloat16-emulated"):

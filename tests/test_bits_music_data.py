@@ -1,4 +1,5 @@
 """Bit-level text (ptb-bits, embedded-bits) and ABC folk tunes (nottingham)."""
+
 from fractions import Fraction
 from pathlib import Path
 
@@ -95,8 +96,11 @@ def test_load_ptb_bits_real():
         pytest.skip(f"the shared PTB copy is not at {ptb}")
     bits = data.load("ptb-bits", path=ptb)
     assert bits.vocab_size == 2 and bits.name == "ptb-bits"
-    assert {s: len(a) for s, a in bits.splits.items()} == {"train": 8 * 5_017_482, "valid": 8 * 393_042,
-                                                          "test": 8 * 442_423}
+    assert {s: len(a) for s, a in bits.splits.items()} == {
+        "train": 8 * 5_017_482,
+        "valid": 8 * 393_042,
+        "test": 8 * 442_423,
+    }
     assert bits.buffer_bits == 0 and bits.positions["test"][:9].tolist() == [0, 1, 2, 3, 4, 5, 6, 7, 0]
 
 
@@ -124,19 +128,47 @@ def test_parse_abc_pitches_lengths_and_classes():
     assert [t.number for t in tunes] == ["1", "2"] and tunes[0].title == "Test Tune"
     # M:6/8 -> L:1/8 = 1/2 quarter note; K:G has F#
     assert tunes[0].symbols == [
-        "G4:1/2", "A4:1/2", "B4:1/2", "C5:1", "D5:1/2", "|",
+        "G4:1/2",
+        "A4:1/2",
+        "B4:1/2",
+        "C5:1",
+        "D5:1/2",
+        "|",
         # e/ f/ g > f: halves, then broken rhythm 3/4 + 1/4; ^c then =c cancels in the bar
-        "E5:1/4", "F#5:1/4", "G5:3/4", "F#5:1/4", "C#5:1/2", "C5:1/2", "|",
+        "E5:1/4",
+        "F#5:1/4",
+        "G5:3/4",
+        "F#5:1/4",
+        "C#5:1/2",
+        "C5:1/2",
+        "|",
         # triplet of eighths: 1/3 each; the chord keeps its highest note (A, with F#); rest
-        "A4:1/3", "B4:1/3", "C5:1/3", "A4:1", "z:1/2", "|",
+        "A4:1/3",
+        "B4:1/3",
+        "C5:1/3",
+        "A4:1",
+        "z:1/2",
+        "|",
         # K:F: B is Bb; volta marks dropped; octave marks
-        "A#4:1/2", "|", "F5:1", "|", "A#3:1", "C6:1/2", "|", "<eot>",
+        "A#4:1/2",
+        "|",
+        "F5:1",
+        "|",
+        "A#3:1",
+        "C6:1/2",
+        "|",
+        "<eot>",
     ]
     # L:1/4, K:Am (no accidentals), grace notes, decorations and ties dropped, // = 1/4
     assert tunes[1].symbols == ["A4:2", "G4:1", "F4:1", "|", "z:1/2", "A4:1/4", "E5:1", "E5:1", "|", "<eot>"]
     assert data.symbol_classes(tunes[0].symbols[:7]) == ["1/2", "1/2", "1/2", "1", "1/2", "bar", "1/4"]
     assert data.symbol_classes(["z:1/2", "|", "<eot>", "C4:1", "foo"], by="kind") == [
-        "rest", "bar", "end", "note", "unknown"]
+        "rest",
+        "bar",
+        "end",
+        "note",
+        "unknown",
+    ]
     info = data.symbol_info("F#5:3/2")
     assert (info.kind, info.midi, info.length) == ("note", 78, Fraction(3, 2))
     with pytest.raises(ValueError, match="by must be"):
@@ -161,7 +193,7 @@ def _write_tunes(folder: Path, n: int) -> None:
     folder.mkdir()
     tunes = [f"X:{i}\nT:t{i}\nM:4/4\nL:1/8\nK:D\n{'ABcd'[i % 4]}2 f g|a4 z4|\n\n" for i in range(n)]
     (folder / "a.abc").write_text("".join(tunes[: n // 2]))
-    (folder / "b.abc").write_text("".join(tunes[n // 2:]))
+    (folder / "b.abc").write_text("".join(tunes[n // 2 :]))
 
 
 def test_load_nottingham_fixture_split_by_tune(tmp_path):
@@ -230,8 +262,23 @@ def test_cli_names_bits_per_bit_and_per_symbol(tmp_path, capsys):
     from multiscale_rnn.cli import main
     from multiscale_rnn.trainer import Trainer, bits_label
 
-    tiny = ["--model", "elman", "--embed-size", "4", "--hidden-sizes", "8", "--batch-size", "4", "--bptt", "10",
-            "--threads", "1", "--no-progress", "--epochs", "1"]
+    tiny = [
+        "--model",
+        "elman",
+        "--embed-size",
+        "4",
+        "--hidden-sizes",
+        "8",
+        "--batch-size",
+        "4",
+        "--bptt",
+        "10",
+        "--threads",
+        "1",
+        "--no-progress",
+        "--epochs",
+        "1",
+    ]
     _write_tunes(tmp_path / "abc", 20)
     out = tmp_path / "music.npz"
     assert main(["train", "--data", "nottingham", "--data-path", str(tmp_path / "abc"), *tiny, "--out", str(out)]) == 0

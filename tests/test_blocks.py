@@ -1,5 +1,6 @@
 """Each building block's backward against central finite differences of its forward (float64),
 and its forward against a NumPy reference."""
+
 import numpy as np
 import pytest
 
@@ -37,7 +38,10 @@ def test_linear(rng):
     np.testing.assert_allclose(blk.linear_forward(W, b, X), W @ X + b, rtol=1e-13)
     R = rng.normal(size=(O, N))
     dX, dW, db = blk.linear_backward(R, W, X)
-    f = lambda: float(np.sum(R * blk.linear_forward(W, b, X)))
+
+    def f():
+        return float(np.sum(R * blk.linear_forward(W, b, X)))
+
     for ana, x in ((dX, X), (dW, W), (db, b)):
         assert relative_error(ana, numeric_gradient(f, x)) < TOL
 
@@ -51,7 +55,10 @@ def test_layer_norm(rng):
     np.testing.assert_allclose(Y, g * (X - mu) / np.sqrt(var + eps) + b, rtol=1e-12, atol=1e-12)
     R = rng.normal(size=(D, N))
     dX, dg, db = blk.layer_norm_backward(R, xhat, rstd, g)
-    f = lambda: float(np.sum(R * blk.layer_norm_forward(X, g, b, eps)[0]))
+
+    def f():
+        return float(np.sum(R * blk.layer_norm_forward(X, g, b, eps)[0]))
+
     for ana, x in ((dX, X), (dg, g), (db, b)):
         assert relative_error(ana, numeric_gradient(f, x)) < TOL
 
@@ -60,8 +67,8 @@ def test_dropout_mask_statistics_and_determinism():
     p = 0.3
     m = blk.dropout_mask(200, 300, p, 7)
     assert set(np.unique(m)) <= {0.0, 1.0 / (1 - p)}
-    assert abs((m == 0).mean() - p) < 0.01           # 60000 draws: std of the rate ~0.002
-    assert abs(m.mean() - 1.0) < 0.02                # inverted dropout keeps the expectation
+    assert abs((m == 0).mean() - p) < 0.01  # 60000 draws: std of the rate ~0.002
+    assert abs(m.mean() - 1.0) < 0.02  # inverted dropout keeps the expectation
     np.testing.assert_array_equal(m, blk.dropout_mask(200, 300, p, 7))
     assert not np.array_equal(m, blk.dropout_mask(200, 300, p, 8))
     np.testing.assert_array_equal(blk.dropout_mask(3, 4, 0.0, 1), np.ones((3, 4)))
@@ -90,7 +97,7 @@ def test_lstm_pointwise(rng):
     a = rng.normal(size=(4 * H, B))
     c_prev = rng.normal(size=(H, B))
     act, c, tanh_c, h = blk.lstm_pointwise_forward(a, c_prev)
-    i, f, g, o = sig(a[:H]), sig(a[H:2 * H]), np.tanh(a[2 * H:3 * H]), sig(a[3 * H:])
+    i, f, g, o = sig(a[:H]), sig(a[H : 2 * H]), np.tanh(a[2 * H : 3 * H]), sig(a[3 * H :])
     np.testing.assert_allclose(c, f * c_prev + i * g, rtol=1e-13)
     np.testing.assert_allclose(h, o * np.tanh(c), rtol=1e-13)
     Rh, Rc = rng.normal(size=(H, B)), rng.normal(size=(H, B))
@@ -99,6 +106,7 @@ def test_lstm_pointwise(rng):
     def f_():
         _, c_, _, h_ = blk.lstm_pointwise_forward(a, c_prev)
         return float(np.sum(Rh * h_) + np.sum(Rc * c_))
+
     assert relative_error(da, numeric_gradient(f_, a)) < TOL
     assert relative_error(dc_prev, numeric_gradient(f_, c_prev)) < TOL
 
@@ -109,12 +117,15 @@ def test_gru_pointwise(rng):
     h_prev = rng.normal(size=(H, B))
     act, h = blk.gru_pointwise_forward(ax, ah, h_prev)
     r = sig(ax[:H] + ah[:H])
-    z = sig(ax[H:2 * H] + ah[H:2 * H])
-    n = np.tanh(ax[2 * H:] + r * ah[2 * H:])
+    z = sig(ax[H : 2 * H] + ah[H : 2 * H])
+    n = np.tanh(ax[2 * H :] + r * ah[2 * H :])
     np.testing.assert_allclose(h, (1 - z) * n + z * h_prev, rtol=1e-13)
     R = rng.normal(size=(H, B))
     dax, dah, dh_prev = blk.gru_pointwise_backward(R, act, ah, h_prev)
-    f = lambda: float(np.sum(R * blk.gru_pointwise_forward(ax, ah, h_prev)[1]))
+
+    def f():
+        return float(np.sum(R * blk.gru_pointwise_forward(ax, ah, h_prev)[1]))
+
     assert relative_error(dax, numeric_gradient(f, ax)) < TOL
     assert relative_error(dah, numeric_gradient(f, ah)) < TOL
     # dh_prev from the pointwise part alone is the direct path z * dh.

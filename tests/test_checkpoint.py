@@ -1,4 +1,5 @@
 """Checkpoints: round trip, bit-exact resume, atomic writes, refusal of bad files."""
+
 import json
 import os
 
@@ -9,7 +10,6 @@ import multiscale_rnn as msr
 from multiscale_rnn import checkpoint, data
 from multiscale_rnn.checkpoint import CheckpointError
 from multiscale_rnn.schedules import ReduceOnPlateau
-
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -26,8 +26,16 @@ def make_model(vocab_size, seed=0):
 
 
 def make_trainer(model):
-    return msr.Trainer(model, msr.optim.Adam(lr=5e-3), clip_norm=0.5, batch_size=5, bptt=40,
-                       lr_schedule=ReduceOnPlateau(factor=2, patience=0), seed=11, progress=False)
+    return msr.Trainer(
+        model,
+        msr.optim.Adam(lr=5e-3),
+        clip_norm=0.5,
+        batch_size=5,
+        bptt=40,
+        lr_schedule=ReduceOnPlateau(factor=2, patience=0),
+        seed=11,
+        progress=False,
+    )
 
 
 def chunk_losses():
@@ -84,8 +92,15 @@ def test_resume_is_bit_exact(tmp_path, corpus):
         model.forward(corpus.test[:40].reshape(2, 20), train=True)  # consume random numbers (dropout)
         trainer = make_trainer(model)
         part, log_b = chunk_losses()
-        hist_b = trainer.fit(corpus.train, valid=corpus.valid, epochs=epochs, checkpoint=path, resume=i > 0,
-                             max_chunks=max_chunks, log=log_b)
+        hist_b = trainer.fit(
+            corpus.train,
+            valid=corpus.valid,
+            epochs=epochs,
+            checkpoint=path,
+            resume=i > 0,
+            max_chunks=max_chunks,
+            log=log_b,
+        )
         losses_b += part
     assert [l[:2] for l in losses_b] == [l[:2] for l in losses_a]
     assert losses_b == losses_a  # every loss, bit for bit
@@ -133,10 +148,12 @@ def test_refuses_bad_files(tmp_path, corpus):
         checkpoint.load(foreign)
     with np.load(good) as z:
         arrays = {k: z[k] for k in z.files}
-    for key, value, message in (("__format__", np.array("something-else"), "format tag 'something-else'"),
-                                ("__version__", np.array(99), "format version 99"),
-                                ("params", arrays["params"][:-1], "parameter array has shape"),
-                                ("meta", np.array("{not json"), "unreadable JSON")):
+    for key, value, message in (
+        ("__format__", np.array("something-else"), "format tag 'something-else'"),
+        ("__version__", np.array(99), "format version 99"),
+        ("params", arrays["params"][:-1], "parameter array has shape"),
+        ("meta", np.array("{not json"), "unreadable JSON"),
+    ):
         bad = tmp_path / f"bad_{key.strip('_')}.npz"
         np.savez(bad, **{**arrays, key: value})
         with pytest.raises(CheckpointError, match=message):
@@ -155,21 +172,34 @@ def test_refuses_bad_files(tmp_path, corpus):
 def test_resume_refuses_other_settings(tmp_path, corpus):
     path = tmp_path / "r.npz"
     make_trainer(make_model(corpus.vocab_size)).fit(corpus.train, epochs=1, max_chunks=3, checkpoint=path)
-    other = msr.Trainer(make_model(corpus.vocab_size), msr.optim.Adam(lr=5e-3), batch_size=4, bptt=40,
-                        lr_schedule=ReduceOnPlateau(factor=2, patience=0), progress=False)
+    other = msr.Trainer(
+        make_model(corpus.vocab_size),
+        msr.optim.Adam(lr=5e-3),
+        batch_size=4,
+        bptt=40,
+        lr_schedule=ReduceOnPlateau(factor=2, patience=0),
+        progress=False,
+    )
     with pytest.raises(ValueError, match="batch_size=5.*batch_size=4"):
         other.fit(corpus.train, epochs=1, checkpoint=path, resume=True)
     with pytest.raises(ValueError, match="training data differ"):
         make_trainer(make_model(corpus.vocab_size)).fit(corpus.train[:-10], epochs=1, checkpoint=path, resume=True)
-    sgd = msr.Trainer(make_model(corpus.vocab_size), msr.optim.SGD(lr=0.1), batch_size=5, bptt=40,
-                      lr_schedule=ReduceOnPlateau(factor=2, patience=0), progress=False)
+    sgd = msr.Trainer(
+        make_model(corpus.vocab_size),
+        msr.optim.SGD(lr=0.1),
+        batch_size=5,
+        bptt=40,
+        lr_schedule=ReduceOnPlateau(factor=2, patience=0),
+        progress=False,
+    )
     with pytest.raises(CheckpointError, match="trained with Adam"):
         sgd.fit(corpus.train, epochs=1, checkpoint=path, resume=True)
     with pytest.raises(FileNotFoundError):
         make_trainer(make_model(corpus.vocab_size)).fit(corpus.train, checkpoint=tmp_path / "none.npz", resume=True)
     # "auto" starts afresh when there is no file yet
-    make_trainer(make_model(corpus.vocab_size)).fit(corpus.train, max_chunks=1, checkpoint=tmp_path / "a.npz",
-                                                    resume="auto")
+    make_trainer(make_model(corpus.vocab_size)).fit(
+        corpus.train, max_chunks=1, checkpoint=tmp_path / "a.npz", resume="auto"
+    )
     assert (tmp_path / "a.npz").exists()
 
 
@@ -196,7 +226,7 @@ def test_a_checkpoint_written_before_an_option_existed_loads_into_the_current_mo
     with np.load(path) as z:
         arrays = {k: z[k] for k in z.files}
     config = json.loads(str(arrays["config"]))
-    del config["rate_ramp"]                                     # as written before the option existed
+    del config["rate_ramp"]  # as written before the option existed
     old = tmp_path / "older.npz"
     np.savez(old, **{**arrays, "config": np.array(json.dumps(config))})
     back = checkpoint.load(old, model=msr.HMLSTM(20, 8, (8, 8), seed=5)).model

@@ -1,4 +1,5 @@
 """The class-based softmax head (head="class"): exact, normalised, gradients, reference, errors."""
+
 import numpy as np
 import pytest
 
@@ -10,8 +11,16 @@ V = sum(SIZES)
 
 
 def make(cls=msr.ElmanRNN, sizes=SIZES, dropout=0.0, dtype="float64", seed=3, hidden=(6,)):
-    return cls(vocab_size=sum(sizes), embed_size=5, hidden_sizes=hidden, dropout=dropout, dtype=dtype, seed=seed,
-               head="class", head_classes=list(sizes))
+    return cls(
+        vocab_size=sum(sizes),
+        embed_size=5,
+        hidden_sizes=hidden,
+        dropout=dropout,
+        dtype=dtype,
+        seed=seed,
+        head="class",
+        head_classes=list(sizes),
+    )
 
 
 def batch(rng, B=3, T=4):
@@ -69,7 +78,7 @@ def test_one_class_equals_the_full_softmax():
     lf, _ = full.forward(tok)
     lo, _ = one.forward(tok)
     np.testing.assert_allclose(lo, log_softmax(lf), atol=1e-12)
-    (a, pa, _), (b, pb, _) = full.loss(tok, tgt, per_token=True), one.loss(tok, tgt, per_token=True)
+    (_a, pa, _), (_b, pb, _) = full.loss(tok, tgt, per_token=True), one.loss(tok, tgt, per_token=True)
     np.testing.assert_allclose(pb, pa, rtol=1e-12)
     la, ga, _ = full.loss_and_grad(tok, tgt)
     lb, gb, _ = one.loss_and_grad(tok, tgt)
@@ -80,8 +89,9 @@ def test_one_class_equals_the_full_softmax():
     np.testing.assert_array_equal(gb["class_decoder.bias"], 0.0)
 
 
-@pytest.mark.parametrize("cls,hidden,dropout", [(msr.ElmanRNN, (6,), 0.0), (msr.LSTM, (5, 4), 0.3),
-                                                (msr.GRU, (5,), 0.0)])
+@pytest.mark.parametrize(
+    "cls,hidden,dropout", [(msr.ElmanRNN, (6,), 0.0), (msr.LSTM, (5, 4), 0.3), (msr.GRU, (5,), 0.0)]
+)
 def test_gradients_match_finite_differences(cls, hidden, dropout):
     rng = np.random.default_rng(3)
     model = make(cls, hidden=hidden, dropout=dropout)
@@ -184,15 +194,18 @@ def test_config_round_trips_as_json():
     np.testing.assert_array_equal(again.forward(tok)[0], model.forward(tok)[0])
 
 
-@pytest.mark.parametrize("kwargs,error,match", [
-    (dict(head="class"), ValueError, "needs head_classes"),
-    (dict(head="linear", head_classes=[5, 6]), ValueError, "head_classes is for head='class'"),
-    (dict(head="class", head_classes=[5, 5]), ValueError, "sum to 10, not to the vocabulary size 11"),
-    (dict(head="class", head_classes=[5, 0, 6]), ValueError, "head_classes"),
-    (dict(head="class", head_classes=(5, 6)), ValueError, "head_classes"),
-    (dict(head="class", head_classes=[5, 6.0]), ValueError, "head_classes"),
-    (dict(head="class", head_classes=[11], head_size=4), ValueError, "no hidden size"),
-])
+@pytest.mark.parametrize(
+    "kwargs,error,match",
+    [
+        (dict(head="class"), ValueError, "needs head_classes"),
+        (dict(head="linear", head_classes=[5, 6]), ValueError, "head_classes is for head='class'"),
+        (dict(head="class", head_classes=[5, 5]), ValueError, "sum to 10, not to the vocabulary size 11"),
+        (dict(head="class", head_classes=[5, 0, 6]), ValueError, "head_classes"),
+        (dict(head="class", head_classes=(5, 6)), ValueError, "head_classes"),
+        (dict(head="class", head_classes=[5, 6.0]), ValueError, "head_classes"),
+        (dict(head="class", head_classes=[11], head_size=4), ValueError, "no hidden size"),
+    ],
+)
 def test_bad_config_is_refused(kwargs, error, match):
     with pytest.raises(error, match=match):
         msr.ElmanRNN(vocab_size=11, embed_size=5, hidden_sizes=(6,), **kwargs)
@@ -202,8 +215,9 @@ def test_linear_and_gated_heads_keep_the_full_softmax_loss():
     # The default head loss (full softmax) stays the linear and gated heads' loss.
     rng = np.random.default_rng(8)
     for head, size in (("linear", None), ("gated", 4)):
-        model = msr.ElmanRNN(vocab_size=V, embed_size=5, hidden_sizes=(6, 5), dtype="float64", head=head,
-                             head_size=size)
+        model = msr.ElmanRNN(
+            vocab_size=V, embed_size=5, hidden_sizes=(6, 5), dtype="float64", head=head, head_size=size
+        )
         tok, tgt = batch(rng)
         logits, _ = model.forward(tok)
         expected = -np.take_along_axis(log_softmax(logits), tgt[..., None], axis=-1)[..., 0]

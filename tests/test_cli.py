@@ -1,4 +1,5 @@
 """The command line, end to end on tiny settings."""
+
 import json
 import subprocess
 import sys
@@ -12,8 +13,21 @@ from multiscale_rnn.models.registry import build_model, model_names, register_mo
 from multiscale_rnn.presets import DEFAULT_PRESET, PRESETS
 from multiscale_rnn.trainer import History, history_path
 
-TINY = ["--model", "lstm", "--embed-size", "8", "--hidden-sizes", "24", "--batch-size", "8", "--bptt", "25",
-        "--threads", "1", "--no-progress"]
+TINY = [
+    "--model",
+    "lstm",
+    "--embed-size",
+    "8",
+    "--hidden-sizes",
+    "24",
+    "--batch-size",
+    "8",
+    "--bptt",
+    "25",
+    "--threads",
+    "1",
+    "--no-progress",
+]
 
 
 @pytest.fixture
@@ -22,13 +36,14 @@ def config(tmp_path):
     path.write_text(
         'preset = "synthetic"\n'
         'data = "synthetic"\n'
-        'epochs = 2\n'
-        'lr = 0.5\n'
+        "epochs = 2\n"
+        "lr = 0.5\n"
         'lr_schedule = "halve"\n'
-        'halve_after = 1\n'
-        '[data_options]\n'
-        'n_chars = 12000\n'
-        'seed = 3\n')
+        "halve_after = 1\n"
+        "[data_options]\n"
+        "n_chars = 12000\n"
+        "seed = 3\n"
+    )
     return path
 
 
@@ -57,8 +72,9 @@ def test_train_evaluate_sample(tmp_path, config, capsys):
     # sample: deterministic for a seed
     outs = []
     for _ in range(2):
-        assert main(["sample", str(out), "--prompt", "ab", "--length", "40", "--seed", "4",
-                     "--temperature", "0.8"]) == 0
+        assert (
+            main(["sample", str(out), "--prompt", "ab", "--length", "40", "--seed", "4", "--temperature", "0.8"]) == 0
+        )
         outs.append(capsys.readouterr().out)
     assert outs[0] == outs[1] and outs[0].startswith("ab") and len(outs[0].rstrip("\n")) == 42
 
@@ -77,8 +93,18 @@ def test_resume_from_the_command_line(tmp_path, capsys):
 
 def test_restarts_keep_the_run_with_the_lowest_validation_loss(tmp_path, capsys):
     out = tmp_path / "best.npz"
-    args = ["train", "--preset", "synthetic", *TINY, "--epochs", "1", "--data-option", "n_chars=8000",
-            "--out", str(out)]
+    args = [
+        "train",
+        "--preset",
+        "synthetic",
+        *TINY,
+        "--epochs",
+        "1",
+        "--data-option",
+        "n_chars=8000",
+        "--out",
+        str(out),
+    ]
     assert main(args + ["--restarts", "3", "--seed", "5"]) == 0
     text = capsys.readouterr().out
     starts = [line for line in text.splitlines() if line.startswith("run ") and "valid" not in line]
@@ -93,22 +119,62 @@ def test_restarts_keep_the_run_with_the_lowest_validation_loss(tmp_path, capsys)
     assert f"valid bpc {bpcs[kept[0]]:.4f}" in text.splitlines()[-1]
     # the chosen run is the run of its seed alone
     alone = tmp_path / "alone.npz"
-    assert main(["train", "--preset", "synthetic", *TINY, "--epochs", "1", "--data-option", "n_chars=8000",
-                 "--seed", str(5 + kept[0]), "--out", str(alone)]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--preset",
+                "synthetic",
+                *TINY,
+                "--epochs",
+                "1",
+                "--data-option",
+                "n_chars=8000",
+                "--seed",
+                str(5 + kept[0]),
+                "--out",
+                str(alone),
+            ]
+        )
+        == 0
+    )
     assert (checkpoint.load(alone).model.flat_parameters() == ck.model.flat_parameters()).all()
     capsys.readouterr()
-    for extra, message in ((["--restarts", "2", "--resume"], "resume the chosen run with --restarts 1"),
-                           (["--restarts", "2", "--select-after", "2"], "select-after = 2 is beyond epochs = 1"),
-                           (["--restarts", "2", "--select-after", "0"], "select-after must be a positive integer"),
-                           (["--restarts", "2", "--select-after", "later"],
-                            "select-after must be a positive integer, auto or none, got 'later'"),
-                           (["--restarts", "2", "--max-chunks", "3"], "neither checkpoint-every nor max-chunks"),
-                           (["--restarts", "0"], "restarts must be a positive integer")):
+    for extra, message in (
+        (["--restarts", "2", "--resume"], "resume the chosen run with --restarts 1"),
+        (["--restarts", "2", "--select-after", "2"], "select-after = 2 is beyond epochs = 1"),
+        (["--restarts", "2", "--select-after", "0"], "select-after must be a positive integer"),
+        (
+            ["--restarts", "2", "--select-after", "later"],
+            "select-after must be a positive integer, auto or none, got 'later'",
+        ),
+        (["--restarts", "2", "--max-chunks", "3"], "neither checkpoint-every nor max-chunks"),
+        (["--restarts", "0"], "restarts must be a positive integer"),
+    ):
         assert main(args + extra) == 1
         assert message in capsys.readouterr().err
     # compared after 1 epoch, the kept run trained on to 2
-    assert main(["train", "--preset", "synthetic", *TINY, "--epochs", "2", "--data-option", "n_chars=8000",
-                 "--out", str(out), "--restarts", "2", "--select-after", "1"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--preset",
+                "synthetic",
+                *TINY,
+                "--epochs",
+                "2",
+                "--data-option",
+                "n_chars=8000",
+                "--out",
+                str(out),
+                "--restarts",
+                "2",
+                "--select-after",
+                "1",
+            ]
+        )
+        == 0
+    )
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("run ") and "valid" in line]
     assert len(rows) == 2 and all("after 1 epochs" in r for r in rows)
     assert checkpoint.load(out).trainer_state["epoch"] == 2
@@ -125,8 +191,23 @@ def test_errors_are_reported_clearly(tmp_path, capsys):
     assert "unknown model 'transformer'" in capsys.readouterr().err
     assert main(["train", "--preset", "nope"]) == 1
     assert "unknown preset 'nope'" in capsys.readouterr().err
-    assert main(["train", "--data", "embedded", *TINY, "--batch-size", "4000", "--bptt", "100",
-                 "--out", str(tmp_path / "y.npz")]) == 1
+    assert (
+        main(
+            [
+                "train",
+                "--data",
+                "embedded",
+                *TINY,
+                "--batch-size",
+                "4000",
+                "--bptt",
+                "100",
+                "--out",
+                str(tmp_path / "y.npz"),
+            ]
+        )
+        == 1
+    )
     assert "too short" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["train", "--hidden-sizes", "a,b"])
@@ -161,7 +242,6 @@ def test_real_text_hm_lstm_recipe_presets(name):
     assert resolve_settings(flags={"preset": "synthetic", "data_path": "/corpora/x"})["data"] == "text"
 
 
-
 def test_phrase_recipe_preset_trains_from_the_command_line(tmp_path, capsys):
     # the 3-layer default recipe, the phrase recipe (docs/models/hm_lstm.md, "The default recipe"): the model's
     # defaults give its per-layer options, its per-layer warm-up reaches the Trainer, the runs are compared where
@@ -172,10 +252,28 @@ def test_phrase_recipe_preset_trains_from_the_command_line(tmp_path, capsys):
     assert m.config["gradient"] == ["blend", "switch"] and m.config["rate_target"] == [0.18, 0.05]
     assert m.config["warmup"] == [500, 1500] and set(m.default_model_options()) == {"detectors_l0", "detectors_l1"}
     assert (s["restarts"], s["select_after"], s["epochs"]) == (5, "auto", 100) and "options" not in PRESETS[
-        "synthetic-hm-lstm-phrases"]
+        "synthetic-hm-lstm-phrases"
+    ]
     out = tmp_path / "phrases.npz"
-    assert main(["train", "--preset", "synthetic-hm-lstm-phrases", "--epochs", "1", "--restarts", "1",
-                 "--data-option", "n_chars=6000", "--out", str(out), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--preset",
+                "synthetic-hm-lstm-phrases",
+                "--epochs",
+                "1",
+                "--restarts",
+                "1",
+                "--data-option",
+                "n_chars=6000",
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "valid bpc" in text
     # the boundaries of the trained model against the generated text's words and phrases, on one line
@@ -184,15 +282,19 @@ def test_phrase_recipe_preset_trains_from_the_command_line(tmp_path, capsys):
     assert "z2 against phrase ends: precision" in report[0] and "z2 = 1 on 0.0% of steps" in report[0]
     ck = checkpoint.load(out)
     assert ck.model.config["warmup"] == [500, 1500]
-    assert ck.model.parameters()["bias_l1"][4 * 32] == -1e4      # one short epoch: still within the warm-up
+    assert ck.model.parameters()["bias_l1"][4 * 32] == -1e4  # one short epoch: still within the warm-up
     # a newcomer's run shorter than the warm-up is told why its boundaries never fired
     notes = [line for line in text.splitlines() if line.startswith("note:")]
-    assert notes == ["note: the run ended after 3 updates, within the boundary warm-up: z1 (held off for 500 updates) "
-                     "and z2 (held off for 1,500 updates) never fired, so the layers above them never updated. Train "
-                     "longer (--epochs) or shorten the warm-up (--option warmup=N, or a list per layer)"]
+    assert notes == [
+        "note: the run ended after 3 updates, within the boundary warm-up: z1 (held off for 500 updates) "
+        "and z2 (held off for 1,500 updates) never fired, so the layers above them never updated. Train "
+        "longer (--epochs) or shorten the warm-up (--option warmup=N, or a list per layer)"
+    ]
     from multiscale_rnn.cli import _held_off_note
-    assert _held_off_note(msr.HMLSTM(30, 8, (8, 8), warmup=0), 10) is None      # every detector on: nothing to say
+
+    assert _held_off_note(msr.HMLSTM(30, 8, (8, 8), warmup=0), 10) is None  # every detector on: nothing to say
     assert _held_off_note(msr.LSTM(30, 8, (8,)), 10) is None
+
 
 def test_build_model_registry():
     m = build_model("RNN", vocab_size=5, embed_size=3, hidden_sizes=[4])
@@ -206,7 +308,6 @@ def test_build_model_registry():
 
 
 def test_module_entry_point_runs():
-    r = subprocess.run([sys.executable, "-m", "multiscale_rnn", "presets"], capture_output=True, text=True,
-                       timeout=120)
+    r = subprocess.run([sys.executable, "-m", "multiscale_rnn", "presets"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert f"{DEFAULT_PRESET} (default)" in r.stdout

@@ -2,6 +2,7 @@
 never overwrites another model's checkpoint, missing files are called missing, fixes are named by their
 flags, one line per error, a closed pipe ends quietly, checkpoints without a vocabulary are refused
 unless the data to read them with are given, and prompts with unknown symbols are refused."""
+
 import json
 import os
 import subprocess
@@ -16,9 +17,28 @@ from multiscale_rnn.cli import main, resolve_settings
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 # a small LSTM on 4,000 generated characters: a few seconds per run
-RUN = ["train", "--preset", "synthetic", "--model", "lstm", "--embed-size", "8", "--hidden-sizes", "24",
-       "--batch-size", "4", "--bptt", "20", "--epochs", "1", "--data-option", "n_chars=4000", "--threads", "1",
-       "--no-progress"]
+RUN = [
+    "train",
+    "--preset",
+    "synthetic",
+    "--model",
+    "lstm",
+    "--embed-size",
+    "8",
+    "--hidden-sizes",
+    "24",
+    "--batch-size",
+    "4",
+    "--bptt",
+    "20",
+    "--epochs",
+    "1",
+    "--data-option",
+    "n_chars=4000",
+    "--threads",
+    "1",
+    "--no-progress",
+]
 
 
 def _run(args, capsys):
@@ -49,27 +69,45 @@ def test_resume_takes_the_stored_settings_and_refuses_contradictions(tmp_path, c
     # a finished run says how to train on
     code, text, err = _run(["train", "--resume", "--out", str(out), "--threads", "1", "--no-progress"], capsys)
     assert code == 0, err
-    assert f"{out} has already completed 1 epoch(s) and --epochs is 1: nothing to train. To train on, pass a " \
-           f"larger --epochs (e.g. --resume --epochs 2)" in text
+    assert (
+        f"{out} has already completed 1 epoch(s) and --epochs is 1: nothing to train. To train on, pass a "
+        f"larger --epochs (e.g. --resume --epochs 2)" in text
+    )
     before = out.read_bytes()
     # a flag that would change the model, the optimiser or the data is refused, naming both values
-    for flags, words in ((["--hidden-sizes", "32"], "whose hidden_sizes is [24]; --hidden-sizes gives [32], which "
-                                                    "would change the model"),
-                         (["--lr", "0.5"], "--lr gives 0.5, which is not used: the run goes on with its saved "
-                                           "optimiser state"),
-                         (["--batch-size", "8"], "whose batch_size is 4; --batch-size gives 8"),
-                         (["--data", "embedded"], "whose data is 'synthetic'; --data gives 'embedded', which is "
-                                                  "other training data"),
-                         (["--preset", "quick"], "trained under preset synthetic; --preset quick would change its "
-                                                 "settings")):
-        code, text, err = _run(["train", "--resume", "--out", str(out), "--threads", "1", "--no-progress", *flags],
-                               capsys)
+    for flags, words in (
+        (
+            ["--hidden-sizes", "32"],
+            "whose hidden_sizes is [24]; --hidden-sizes gives [32], which would change the model",
+        ),
+        (["--lr", "0.5"], "--lr gives 0.5, which is not used: the run goes on with its saved optimiser state"),
+        (["--batch-size", "8"], "whose batch_size is 4; --batch-size gives 8"),
+        (["--data", "embedded"], "whose data is 'synthetic'; --data gives 'embedded', which is other training data"),
+        (["--preset", "quick"], "trained under preset synthetic; --preset quick would change its settings"),
+    ):
+        code, text, err = _run(
+            ["train", "--resume", "--out", str(out), "--threads", "1", "--no-progress", *flags], capsys
+        )
         assert code == 1 and words in _error_line(err), err
         assert "another --out" in err
     assert out.read_bytes() == before
     # settings a resume may change: the epochs (and clipping, evaluation, checkpointing)
-    code, text, err = _run(["train", "--resume", "--out", str(out), "--threads", "1", "--no-progress",
-                            "--epochs", "2", "--clip-norm", "0.5"], capsys)
+    code, text, err = _run(
+        [
+            "train",
+            "--resume",
+            "--out",
+            str(out),
+            "--threads",
+            "1",
+            "--no-progress",
+            "--epochs",
+            "2",
+            "--clip-norm",
+            "0.5",
+        ],
+        capsys,
+    )
     assert code == 0, err
     assert "epoch 2: train bpc" in text and "done after 2 epoch(s)" in text
     assert checkpoint.load(out).trainer_state["epoch"] == 2
@@ -108,7 +146,8 @@ def test_a_new_run_refuses_to_overwrite_a_checkpoint_of_another_model_or_data(tm
     corpus = data.load("synthetic", n_chars=4000)
     py = tmp_path / "py.npz"
     msr.Trainer(msr.LSTM(corpus.vocab_size, 8, (24,)), batch_size=4, bptt=20, progress=False).fit(
-        corpus.train, epochs=1, max_chunks=1, checkpoint=py)
+        corpus.train, epochs=1, max_chunks=1, checkpoint=py
+    )
     code, text, err = _run(RUN + ["--max-chunks", "2", "--out", str(py)], capsys)
     assert code == 1 and "saved from Python, which records no settings" in _error_line(err)
 
@@ -122,22 +161,29 @@ def test_the_default_checkpoint_is_named_after_the_preset_and_other_data(tmp_pat
     assert resolve_settings(flags={"preset": "quick", "data": "synthetic"})["out"] == "runs/quick-synthetic.npz"
     assert resolve_settings(flags={"data": str(own), "out": "x.npz"})["out"] == "x.npz"
     # a preset whose corpus is read from files keeps its name with --data-path
-    assert resolve_settings(flags={"preset": "ptb-char-lstm", "data_path": "/corpora/ptb"})["out"] == \
-        "runs/ptb-char-lstm.npz"
+    assert (
+        resolve_settings(flags={"preset": "ptb-char-lstm", "data_path": "/corpora/ptb"})["out"]
+        == "runs/ptb-char-lstm.npz"
+    )
 
 
 # ---- data: a missing file is missing; a path beside a built-in corpus is refused ------------------------
 def test_data_errors_say_what_is_wrong(tmp_path, capsys):
     args = RUN[:1] + ["--max-chunks", "1", "--out", str(tmp_path / "x.npz")]
     for flags, words in (
-            (["--data", str(tmp_path / "my.txt")], f"--data {tmp_path / 'my.txt'}: no such file or folder"),
-            (["--data", "embeded"], "--data embeded: no corpus has that name (did you mean embedded?)"),
-            (["--data", "embedded", "--data-path", "x.txt"],
-             "--data embedded is built into the package and reads no file, so --data-path x.txt would be ignored"),
-            (["--data", "synthetic", "--data-option", "colour=3"],
-             "--data synthetic takes no --data-option colour; it takes n_chars, seed"),
-            (["--data", "embedded", "--data-option", "colour=3"], "--data embedded takes no --data-option colour"),
-            (["--data", "nottingham"], "--data nottingham needs --data-path")):
+        (["--data", str(tmp_path / "my.txt")], f"--data {tmp_path / 'my.txt'}: no such file or folder"),
+        (["--data", "embeded"], "--data embeded: no corpus has that name (did you mean embedded?)"),
+        (
+            ["--data", "embedded", "--data-path", "x.txt"],
+            "--data embedded is built into the package and reads no file, so --data-path x.txt would be ignored",
+        ),
+        (
+            ["--data", "synthetic", "--data-option", "colour=3"],
+            "--data synthetic takes no --data-option colour; it takes n_chars, seed",
+        ),
+        (["--data", "embedded", "--data-option", "colour=3"], "--data embedded takes no --data-option colour"),
+        (["--data", "nottingham"], "--data nottingham needs --data-path"),
+    ):
         code, text, err = _run(args + flags, capsys)
         line = _error_line(err)
         assert code == 1 and words in line, line
@@ -149,10 +195,13 @@ def test_data_errors_say_what_is_wrong(tmp_path, capsys):
 def test_errors_name_the_flags(tmp_path, capsys):
     args = ["train", "--max-chunks", "1", "--no-progress", "--out", str(tmp_path / "x.npz")]
     for flags, words in (
-            (["--model", "vcrnn", "--hidden-sizes", "32"],
-             "--embed-size must equal the hidden size 32, got 64 (give --embed-size 32)"),
-            (["--model", "fsrnn", "--hidden-sizes", "32"], "--hidden-sizes must be FAST,SLOW"),
-            (["--option", "colour=3"], "--option colour: LSTM has no such option; its options: head")):
+        (
+            ["--model", "vcrnn", "--hidden-sizes", "32"],
+            "--embed-size must equal the hidden size 32, got 64 (give --embed-size 32)",
+        ),
+        (["--model", "fsrnn", "--hidden-sizes", "32"], "--hidden-sizes must be FAST,SLOW"),
+        (["--option", "colour=3"], "--option colour: LSTM has no such option; its options: head"),
+    ):
         code, text, err = _run(args + flags, capsys)
         line = _error_line(err)
         assert code == 1 and words in line, line
@@ -160,13 +209,20 @@ def test_errors_name_the_flags(tmp_path, capsys):
 
 
 # ---- one error line for a malformed command line --------------------------------------------------------
-@pytest.mark.parametrize("flags, words", [
-    (["--hidden-sizes", "-32,32"], "argument --hidden-sizes: must be positive integers separated by commas "
-                                   "(e.g. 512,512), got '-32,32'"),
-    (["--hidden-sizes", "0"], "argument --hidden-sizes: must be positive integers separated by commas "
-                              "(e.g. 512,512), got '0'"),
-    (["--epochs", "two"], "argument --epochs: invalid int value: 'two'"),
-])
+@pytest.mark.parametrize(
+    "flags, words",
+    [
+        (
+            ["--hidden-sizes", "-32,32"],
+            "argument --hidden-sizes: must be positive integers separated by commas (e.g. 512,512), got '-32,32'",
+        ),
+        (
+            ["--hidden-sizes", "0"],
+            "argument --hidden-sizes: must be positive integers separated by commas (e.g. 512,512), got '0'",
+        ),
+        (["--epochs", "two"], "argument --epochs: invalid int value: 'two'"),
+    ],
+)
 def test_a_malformed_flag_gives_one_error_line(capsys, flags, words):
     with pytest.raises(SystemExit) as e:
         main(["train", *flags])
@@ -177,14 +233,20 @@ def test_a_malformed_flag_gives_one_error_line(capsys, flags, words):
 
 def test_a_negative_value_reaches_its_check(capsys):
     assert main(["train", "--lr", "-1e-3"]) == 1
-    assert _error_line(capsys.readouterr().err) == "multiscale-rnn train: error: lr must be a finite number > 0, " \
-                                                   "got -0.001"
+    assert (
+        _error_line(capsys.readouterr().err) == "multiscale-rnn train: error: lr must be a finite number > 0, "
+        "got -0.001"
+    )
 
 
 def test_a_closed_pipe_ends_quietly(tmp_path):
     # the reader is gone before the first write, as with "multiscale-rnn presets | head" once head has exited
-    p = subprocess.Popen([sys.executable, "-m", "multiscale_rnn", "presets"], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, cwd=tmp_path)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "multiscale_rnn", "presets"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+    )
     p.stdout.close()
     err = p.stderr.read().decode()
     p.wait(timeout=120)
@@ -194,6 +256,7 @@ def test_a_closed_pipe_ends_quietly(tmp_path):
 def test_an_unexpected_error_shows_its_traceback_and_one_error_line(tmp_path, capsys, monkeypatch):
     def broken(*a, **k):
         raise RuntimeError("the disk is on fire")
+
     monkeypatch.setattr(msr.Trainer, "fit", broken)
     code, text, err = _run(RUN + ["--out", str(tmp_path / "x.npz")], capsys)
     assert code == 1
@@ -207,20 +270,67 @@ def test_resuming_a_checkpoint_of_another_model_puts_the_difference_first(tmp_pa
     corpus = data.load("synthetic", n_chars=4000)
     path = tmp_path / "hm.npz"
     model = msr.HMLSTM(corpus.vocab_size, 8, (16, 16), seed=0)
-    msr.Trainer(model, batch_size=4, bptt=20, progress=False).fit(corpus.train, epochs=1, max_chunks=1,
-                                                                   checkpoint=path)
-    code, text, err = _run(["train", "--resume", "--out", str(path), "--model", "hmlstm", "--data", "synthetic",
-                            "--data-option", "n_chars=4000", "--embed-size", "8", "--hidden-sizes", "16,16,16",
-                            "--batch-size", "4", "--bptt", "20", "--no-progress", "--threads", "1"], capsys)
+    msr.Trainer(model, batch_size=4, bptt=20, progress=False).fit(corpus.train, epochs=1, max_chunks=1, checkpoint=path)
+    code, text, err = _run(
+        [
+            "train",
+            "--resume",
+            "--out",
+            str(path),
+            "--model",
+            "hmlstm",
+            "--data",
+            "synthetic",
+            "--data-option",
+            "n_chars=4000",
+            "--embed-size",
+            "8",
+            "--hidden-sizes",
+            "16,16,16",
+            "--batch-size",
+            "4",
+            "--bptt",
+            "20",
+            "--no-progress",
+            "--threads",
+            "1",
+        ],
+        capsys,
+    )
     first = _error_line(err)
     assert code == 1
-    assert first == f"multiscale-rnn train: error: {path} was saved from a different model (hidden_sizes: saved " \
-                    f"[16, 16], model [16, 16, 16])"
-    rest = err.splitlines()[err.splitlines().index(first) + 1:]
+    assert (
+        first == f"multiscale-rnn train: error: {path} was saved from a different model (hidden_sizes: saved "
+        f"[16, 16], model [16, 16, 16])"
+    )
+    rest = err.splitlines()[err.splitlines().index(first) + 1 :]
     assert rest and all(line.startswith("  also ") and len(line) < 120 for line in rest), rest
-    code, text, err = _run(["train", "--resume", "--out", str(path), "--model", "lstm", "--data", "synthetic",
-                            "--data-option", "n_chars=4000", "--embed-size", "8", "--hidden-sizes", "16",
-                            "--batch-size", "4", "--bptt", "20", "--no-progress", "--threads", "1"], capsys)
+    code, text, err = _run(
+        [
+            "train",
+            "--resume",
+            "--out",
+            str(path),
+            "--model",
+            "lstm",
+            "--data",
+            "synthetic",
+            "--data-option",
+            "n_chars=4000",
+            "--embed-size",
+            "8",
+            "--hidden-sizes",
+            "16",
+            "--batch-size",
+            "4",
+            "--bptt",
+            "20",
+            "--no-progress",
+            "--threads",
+            "1",
+        ],
+        capsys,
+    )
     assert _error_line(err).endswith("different model (model: saved 'HMLSTM', model 'LSTM')")
     assert len(err.splitlines()) <= 3, err  # options of one family only are not listed
 
@@ -232,8 +342,7 @@ def no_vocab(tmp_path):
     corpus = data.load("synthetic", n_chars=4000)
     path = tmp_path / "novocab.npz"
     model = msr.LSTM(corpus.vocab_size, 8, (16,), seed=0)
-    msr.Trainer(model, batch_size=4, bptt=20, progress=False).fit(corpus.train, epochs=1, max_chunks=2,
-                                                                   checkpoint=path)
+    msr.Trainer(model, batch_size=4, bptt=20, progress=False).fit(corpus.train, epochs=1, max_chunks=2, checkpoint=path)
     assert checkpoint.load(path).vocab is None and corpus.vocab_size != data.load("embedded").vocab_size
     return path, corpus
 
@@ -247,11 +356,22 @@ def test_a_checkpoint_without_vocabulary_needs_the_training_data(no_vocab, capsy
     assert f"{path} holds no vocabulary" in line and "--data" in line and "vocab=corpus.vocab" in line
     code, text, err = _run([command, str(path), "--data", "embedded"], capsys)
     assert code == 1 and text == ""
-    assert f"the vocabulary of embedded has 84 symbols and the model in {path} has {corpus.vocab_size}" in \
-        _error_line(err)
+    assert f"the vocabulary of embedded has 84 symbols and the model in {path} has {corpus.vocab_size}" in _error_line(
+        err
+    )
     # the corpus it was trained on: read with that vocabulary, and a note says so
-    code, text, err = _run([command, str(path), "--data", "synthetic", "--data-option", "n_chars=4000",
-                            *(["--length", "10", "--prompt", "ab"] if command == "sample" else [])], capsys)
+    code, text, err = _run(
+        [
+            command,
+            str(path),
+            "--data",
+            "synthetic",
+            "--data-option",
+            "n_chars=4000",
+            *(["--length", "10", "--prompt", "ab"] if command == "sample" else []),
+        ],
+        capsys,
+    )
     assert code == 0, err
     assert f"note: {path} holds no vocabulary; reading it with the vocabulary of synthetic" in err
     assert text.startswith("synthetic test: loss" if command == "evaluate" else "ab")
@@ -261,16 +381,32 @@ def test_evaluate_does_not_guess_the_corpus_of_a_checkpoint_from_python(tmp_path
     corpus = data.load("synthetic", n_chars=4000)
     path = tmp_path / "py.npz"
     msr.Trainer(msr.LSTM(corpus.vocab_size, 8, (16,)), batch_size=4, bptt=20, progress=False).fit(
-        corpus.train, epochs=1, max_chunks=1, checkpoint=path, vocab=corpus.vocab)
+        corpus.train, epochs=1, max_chunks=1, checkpoint=path, vocab=corpus.vocab
+    )
     code, text, err = _run(["evaluate", str(path)], capsys)
     assert code == 1 and f"{path} does not record the corpus it was trained on" in _error_line(err)
     assert main(["evaluate", str(path), "--data", "synthetic", "--data-option", "n_chars=4000", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["data"] == "synthetic"
     # a corpus of the same size but other symbols is refused, naming the first id that differs
-    code, text, err = _run(["evaluate", str(path), "--data", "synthetic", "--data-option", "n_chars=4000",
-                            "--data-option", "alphabet=abcdefghijklmnopqrstuvwxyZ"], capsys)
-    assert code == 1 and f"the vocabulary of synthetic differs from the one stored in {path} (both 31 symbols: " \
-                         "id 5 is 'a' there, 'Z' here)" in _error_line(err)
+    code, text, err = _run(
+        [
+            "evaluate",
+            str(path),
+            "--data",
+            "synthetic",
+            "--data-option",
+            "n_chars=4000",
+            "--data-option",
+            "alphabet=abcdefghijklmnopqrstuvwxyZ",
+        ],
+        capsys,
+    )
+    assert (
+        code == 1
+        and f"the vocabulary of synthetic differs from the one stored in {path} (both 31 symbols: "
+        "id 5 is 'a' there, 'Z' here)"
+        in _error_line(err)
+    )
 
 
 # ---- sample: a prompt with symbols the vocabulary lacks --------------------------------------------------
@@ -298,11 +434,14 @@ def test_a_prompt_with_unknown_symbols_is_refused_naming_them(tmp_path, capsys):
     assert main(["sample", str(path), "--prompt", "the cat", "--length", "5"]) == 0
 
 
-@pytest.mark.parametrize("args, words", [
-    (["sample", "{ck}", "--temperature", "0"], "--temperature must be a finite number > 0, got 0.0"),
-    (["sample", "{ck}", "--length", "-3"], "--length must be an integer >= 0, got -3"),
-    (["evaluate", "{ck}", "--bptt", "0"], "--bptt must be a positive integer, got 0"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["sample", "{ck}", "--temperature", "0"], "--temperature must be a finite number > 0, got 0.0"),
+        (["sample", "{ck}", "--length", "-3"], "--length must be an integer >= 0, got -3"),
+        (["evaluate", "{ck}", "--bptt", "0"], "--bptt must be a positive integer, got 0"),
+    ],
+)
 def test_evaluate_and_sample_name_their_flags(tmp_path, capsys, args, words):
     text = "the cat sat on the mat. " * 200
     corpus = data.char_corpus(text[:4000], text[4000:4400], text[4400:])
@@ -312,7 +451,7 @@ def test_evaluate_and_sample_name_their_flags(tmp_path, capsys, args, words):
 
 
 # ---- an unexpected error on one MPI rank ends the job --------------------------------------------------
-INJECT = '''
+INJECT = """
 import sys, time
 from mpi4py import MPI
 import multiscale_rnn as msr
@@ -327,13 +466,14 @@ def failing(self, *a, **k):  # rank 1 fails in its third chunk, while rank 0 wai
     return original(self, *a, **k)
 msr.LSTM.loss_and_grad = failing
 sys.exit(main(sys.argv[1:]))
-'''
+"""
 
 
 def test_an_unexpected_error_on_one_rank_ends_the_job_within_seconds(tmp_path):
     import re
     import shutil
     import time
+
     pytest.importorskip("mpi4py")
     mpiexec = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or shutil.which("mpiexec")
     if mpiexec is None:
@@ -341,17 +481,47 @@ def test_an_unexpected_error_on_one_rank_ends_the_job_within_seconds(tmp_path):
     script = tmp_path / "inject.py"
     script.write_text(INJECT)
     out = tmp_path / "mpi.npz"
-    p = subprocess.run([mpiexec, "-n", "2", sys.executable, str(script), "train", "--distributed", "--model", "lstm",
-                        "--embed-size", "8", "--hidden-sizes", "16", "--batch-size", "4", "--bptt", "10", "--epochs",
-                        "1", "--max-chunks", "6", "--threads", "1", "--no-progress", "--out", str(out)],
-                       cwd=tmp_path, env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True,
-                       timeout=120)
+    p = subprocess.run(
+        [
+            mpiexec,
+            "-n",
+            "2",
+            sys.executable,
+            str(script),
+            "train",
+            "--distributed",
+            "--model",
+            "lstm",
+            "--embed-size",
+            "8",
+            "--hidden-sizes",
+            "16",
+            "--batch-size",
+            "4",
+            "--bptt",
+            "10",
+            "--epochs",
+            "1",
+            "--max-chunks",
+            "6",
+            "--threads",
+            "1",
+            "--no-progress",
+            "--out",
+            str(out),
+        ],
+        cwd=tmp_path,
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     ended = time.time()
     assert p.returncode != 0
     raised = float(re.search(r"raised at (\d+\.\d+)", p.stderr).group(1))
     assert ended - raised < 10, p.stderr
     assert "multiscale-rnn train (rank 1): error: RuntimeError: disk on fire" in p.stderr, p.stderr
-    assert "rank 1: Traceback (most recent call last)" in p.stderr   # where it was raised, for a bug report
+    assert "rank 1: Traceback (most recent call last)" in p.stderr  # where it was raised, for a bug report
     assert not out.exists()
 
 
@@ -360,8 +530,26 @@ def test_evaluate_names_the_flag_for_a_moved_corpus_and_for_missing_best_paramet
     (tmp_path / "old").mkdir()
     text = tmp_path / "old" / "mine.txt"
     text.write_text("the cat sat on the mat.\n" * 400)
-    args = ["train", "--data", "old/mine.txt", "--embed-size", "8", "--hidden-sizes", "16", "--batch-size", "4",
-            "--bptt", "20", "--max-chunks", "2", "--threads", "1", "--no-progress", "--out", "m.npz"]
+    args = [
+        "train",
+        "--data",
+        "old/mine.txt",
+        "--embed-size",
+        "8",
+        "--hidden-sizes",
+        "16",
+        "--batch-size",
+        "4",
+        "--bptt",
+        "20",
+        "--max-chunks",
+        "2",
+        "--threads",
+        "1",
+        "--no-progress",
+        "--out",
+        "m.npz",
+    ]
     assert main(args) == 0
     text.rename(tmp_path / "mine.txt")
     capsys.readouterr()
@@ -371,8 +559,7 @@ def test_evaluate_names_the_flag_for_a_moved_corpus_and_for_missing_best_paramet
     assert main(["evaluate", "m.npz", "--data-path", "mine.txt"]) == 0
     assert capsys.readouterr().out.startswith("mine test: loss")
     code, out, err = _run(["evaluate", "m.npz", "--data-path", "mine.txt", "--best"], capsys)
-    assert code == 1 and "m.npz holds no best parameters (no epoch was completed): leave --best out" in \
-        _error_line(err)
+    assert code == 1 and "m.npz holds no best parameters (no epoch was completed): leave --best out" in _error_line(err)
 
 
 def test_resume_continues_the_kept_run_of_restarts_with_its_own_seed(tmp_path, capsys):
@@ -381,10 +568,12 @@ def test_resume_continues_the_kept_run_of_restarts_with_its_own_seed(tmp_path, c
     kept = checkpoint.load(out).trainer_state["seed"]
     assert kept in (3, 4)
     capsys.readouterr()
-    code, text, err = _run(["train", "--resume", "--out", str(out), "--epochs", "2", "--threads", "1",
-                            "--no-progress"], capsys)
+    code, text, err = _run(
+        ["train", "--resume", "--out", str(out), "--epochs", "2", "--threads", "1", "--no-progress"], capsys
+    )
     assert code == 0, err
     assert "done after 2 epoch(s)" in text and checkpoint.load(out).trainer_state["seed"] == kept
     code, text, err = _run(["train", "--resume", "--out", str(out), "--seed", str(7 - kept)], capsys)
-    assert code == 1 and f"whose seed is {kept}; --seed gives {7 - kept}, which only seeds a new run" in \
-        _error_line(err)
+    assert code == 1 and f"whose seed is {kept}; --seed gives {7 - kept}, which only seeds a new run" in _error_line(
+        err
+    )

@@ -1,5 +1,6 @@
 """Clockwork RNN (Koutník et al. 2014): gradients, the clock carried in the state, the work of idle
 modules skipped, parity with the masked PyTorch reference and, for one module, with nn.RNN."""
+
 import numpy as np
 import pytest
 
@@ -8,8 +9,9 @@ from multiscale_rnn.testing import check_model_gradients
 
 
 def make(modules=3, base=2, H=6, dtype="float64", seed=0):
-    return msr.ClockworkRNN(vocab_size=7, embed_size=4, hidden_sizes=(H,), modules=modules, base=base,
-                            dtype=dtype, seed=seed)
+    return msr.ClockworkRNN(
+        vocab_size=7, embed_size=4, hidden_sizes=(H,), modules=modules, base=base, dtype=dtype, seed=seed
+    )
 
 
 def state(rng, B, H, clock):
@@ -34,8 +36,8 @@ def test_idle_modules_keep_their_state_and_the_clock_carries():
     s0 = state(rng, 2, 6, 0)
     hs = []
     s = s0
-    for t in range(9):                      # one step at a time: the state after each step
-        _, s = model.forward(tok[:, t:t + 1], s)
+    for t in range(9):  # one step at a time: the state after each step
+        _, s = model.forward(tok[:, t : t + 1], s)
         hs.append(s["h_l0"])
         assert s["clock_l0"][0, 0] == t + 1
     prev = s0["h_l0"]
@@ -65,7 +67,7 @@ def test_lower_blocks_of_weight_hh_are_not_read():
     tok, tgt = rng.integers(0, 7, (2, 5)), rng.integers(0, 7, (2, 5))
     loss, grads, _ = model.loss_and_grad(tok, tgt)
     W = model.parameters()["weight_hh_l0"].copy()
-    lower = np.arange(6)[:, None] // 2 > np.arange(6)[None, :] // 2      # module(row) > module(col)
+    lower = np.arange(6)[:, None] // 2 > np.arange(6)[None, :] // 2  # module(row) > module(col)
     assert np.all(grads["weight_hh_l0"][lower] == 0) and np.any(grads["weight_hh_l0"][~lower] != 0)
     W[lower] = rng.normal(size=lower.sum())
     model.load_parameters({**model.parameters(), "weight_hh_l0": W})
@@ -76,11 +78,12 @@ def test_lower_blocks_of_weight_hh_are_not_read():
 def test_matches_pytorch_reference(modules, base):
     pytest.importorskip("torch")
     from multiscale_rnn.reference import clockwork as ref
+
     rng = np.random.default_rng(3)
     H = 2 * modules
     model = make(modules, base, H=H)
     s = state(rng, 3, H, 1)
-    for chunk in range(2):                 # the second chunk from the first's final state
+    for chunk in range(2):  # the second chunk from the first's final state
         tok, tgt = rng.integers(0, 7, (3, 6)), rng.integers(0, 7, (3, 6))
         loss_r, grads_r, s_r = ref.loss_and_grad(model, tok, tgt, s)
         loss, grads, s_new = model.loss_and_grad(tok, tgt, s)
@@ -129,13 +132,16 @@ def test_running_fraction():
     assert model.periods() == [1, 2, 4]
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    (dict(hidden_sizes=(7,), modules=3), "multiple of modules"),
-    (dict(modules=0), "modules must be"),
-    (dict(base=1), "base must be"),
-    (dict(hidden_sizes=(6, 6)), "one layer"),
-    (dict(modules=2.5), "modules must be"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(hidden_sizes=(7,), modules=3), "multiple of modules"),
+        (dict(modules=0), "modules must be"),
+        (dict(base=1), "base must be"),
+        (dict(hidden_sizes=(6, 6)), "one layer"),
+        (dict(modules=2.5), "modules must be"),
+    ],
+)
 def test_bad_options_are_refused(kwargs, match):
     args = dict(vocab_size=7, embed_size=4, hidden_sizes=(6,), modules=3)
     args.update(kwargs)

@@ -1,5 +1,6 @@
 """Computation-profile analyses and plots (Figures 2 and 3, Table 2 of the variable-computation
 paper) on a stand-in trace with the fields of ``model.trace(...)``."""
+
 from dataclasses import dataclass
 from typing import List, Optional
 
@@ -102,8 +103,9 @@ def test_top_dimension_activity_and_bit_profile_numbers():
     top = analysis.top_dimension_activity(tr, top=0.1)  # rows 18, 19
     assert np.allclose(top, np.where(pos == 0, 1.0, 0.0))
     assert np.allclose(analysis.top_dimension_activity(tr, top=slice(0, 10)), np.where(pos < 8, 1.0, 0.0))
-    assert np.allclose(analysis.top_dimension_activity(tr, top=[9, 10]), np.where(pos == 0, 1.0,
-                                                                                  np.where(pos < 8, 0.5, 0.0)))
+    assert np.allclose(
+        analysis.top_dimension_activity(tr, top=[9, 10]), np.where(pos == 0, 1.0, np.where(pos < 8, 0.5, 0.0))
+    )
     prof = analysis.bit_position_profile(tr, buffer_bits=8)
     assert list(prof) == list(range(16))
     assert prof[0] == pytest.approx(1.0) and all(prof[p] == pytest.approx(0.0) for p in range(1, 16))
@@ -138,14 +140,12 @@ def test_bit_profile_plot_on_bit_corpus_positions():
 
 
 def test_mean_by_class_and_order():
-    means, counts = analysis.mean_by_class([1, 2, 3, 4, np.nan, 6], ["1", "1/2", "bar", "1/2", "1", "x"],
-                                           counts=True)
+    means, counts = analysis.mean_by_class([1, 2, 3, 4, np.nan, 6], ["1", "1/2", "bar", "1/2", "1", "x"], counts=True)
     assert list(means) == ["1/2", "1", "bar", "x"]
     assert means == {"1/2": 3.0, "1": 1.0, "bar": 3.0, "x": 6.0}
     assert counts == {"1/2": 2, "1": 1, "bar": 1, "x": 1}
     assert list(analysis.mean_by_class([1, 2], ["a", "b"], order=["b", "c", "a"])) == ["b", "a"]
-    assert analysis.class_order(["bar", "2", "1/3", "rest", "1/4", "end"]) == ["1/4", "1/3", "2", "rest", "bar",
-                                                                               "end"]
+    assert analysis.class_order(["bar", "2", "1/3", "rest", "1/4", "end"]) == ["1/4", "1/3", "2", "rest", "bar", "end"]
     with pytest.raises(ValueError, match="3 entries but classes has 2"):
         analysis.mean_by_class([1, 2, 3], ["a", "b"])
 
@@ -163,7 +163,8 @@ def test_music_computation_and_class_plot():
     got = analysis.music_computation(tr, vocab=corpus.vocab)
     assert list(got) == list(expect) and np.allclose(list(got.values()), list(expect.values()))
     assert analysis.music_computation(tr, vocab=corpus.vocab, by="kind") == pytest.approx(
-        {"note": m[[0, 1, 2, 3, 4, 5, 6, 9, 10]].mean(), "rest": 0.2, "bar": 0.2, "end": 0.0})
+        {"note": m[[0, 1, 2, 3, 4, 5, 6, 9, 10]].mean(), "rest": 0.2, "bar": 0.2, "end": 0.0}
+    )
     # the trace's own text is used when set
     tr.text = tune
     ax = plot.class_computation(tr)

@@ -324,7 +324,9 @@ def test_check_length_says_what_is_needed_and_what_there_is():
 
 
 def test_unknown_loader_lists_valid_names():
-    with pytest.raises(ValueError, match=r"unknown corpus 'ptb-chr' \(did you mean 'ptb-char'\?\).*ptb-word.*synthetic"):
+    with pytest.raises(
+        ValueError, match=r"unknown corpus 'ptb-chr' \(did you mean 'ptb-char'\?\).*ptb-word.*synthetic"
+    ):
         data.load("ptb-chr")
     with pytest.raises(TypeError, match="name must be a str"):
         data.load(3)

@@ -148,7 +148,9 @@ def test_404_is_a_clear_error(server, tmp_path):
 
 
 def test_interrupted_download_is_a_clear_error(server, tmp_path):
-    with pytest.raises(data.DownloadError, match=r"download of http://127\.0\.0\.1:\d+/truncated failed: .*after 10 of 1,000 bytes"):
+    with pytest.raises(
+        data.DownloadError, match=r"download of http://127\.0\.0\.1:\d+/truncated failed: .*after 10 of 1,000 bytes"
+    ):
         data.download_file(f"{server.url}/truncated", tmp_path / "t.bin", progress=False)
     assert files_in(tmp_path) == ["www"]
 
@@ -167,7 +169,9 @@ def test_plain_file_download_is_cached_and_reused(server, tmp_path, monkeypatch)
     text = "First Citizen:\nBefore we proceed any further, hear me speak.\n" * 40
     blob = text.encode()
     (server.root / "input.txt").write_bytes(blob)
-    remote = dataclasses.replace(data.SOURCES["shakespeare"], url=f"{server.url}/input.txt", sha256=sha(blob), size=len(blob))
+    remote = dataclasses.replace(
+        data.SOURCES["shakespeare"], url=f"{server.url}/input.txt", sha256=sha(blob), size=len(blob)
+    )
     monkeypatch.setitem(data.SOURCES, "shakespeare", remote)
     cache = tmp_path / "cache"
     first = data.load("shakespeare", cache_dir=cache, progress=False)

@@ -5,6 +5,7 @@ The runs under MPI are started once per module (``tests/_mpi_training.py``) and 
 the same trainings done in the pytest process. mpi4py and an MPI (the MPICH wheel) come with the
 ``test`` extra; without mpi4py only the tests that need no MPI run.
 """
+
 import os
 import re
 import shutil
@@ -44,7 +45,7 @@ def test_not_distributed_by_default():
 
 def test_every_registered_family_has_an_example_with_all_its_auxiliary_terms_on():
     assert runs.FAMILIES == tuple(sorted(msr.MODELS)) and len(runs.FAMILIES) >= 11
-    tokens = runs.TRAIN[:runs.BATCH * runs.BPTT].reshape(runs.BATCH, runs.BPTT)
+    tokens = runs.TRAIN[: runs.BATCH * runs.BPTT].reshape(runs.BATCH, runs.BPTT)
     for family, cls in msr.MODELS.items():
         assert cls.example_options is not None, family
         model = runs.build(family)
@@ -72,7 +73,7 @@ def test_reduced_statistics_give_the_whole_batchs_terms_and_gradient(family):
     rng = np.random.default_rng(3)
     T = 20
     warm = rng.integers(0, runs.VOCAB, (runs.BATCH, T)).astype(np.int32)
-    _, state = model.forward(warm)        # a carried state that is not zeros
+    _, state = model.forward(warm)  # a carried state that is not zeros
     tokens = rng.integers(0, runs.VOCAB, (runs.BATCH, T)).astype(np.int32)
     targets = rng.integers(0, runs.VOCAB, (runs.BATCH, T)).astype(np.int32)
     whole, g_whole, _ = model.loss_and_grad(tokens, targets, state)
@@ -80,13 +81,13 @@ def test_reduced_statistics_give_the_whole_batchs_terms_and_gradient(family):
     parts = [_Part(slice(0, 3), tokens, targets, state), _Part(slice(3, 5), tokens, targets, state)]
 
     seen = []
-    for p in parts:                       # 1: each part's own statistics
+    for p in parts:  # 1: each part's own statistics
         model.loss_and_grad(p.tokens, p.targets, p.state, reducer=lambda s: seen.append(s.copy()))
-    if not seen:                          # a family without statistics: its terms are per-column means
+    if not seen:  # a family without statistics: its terms are per-column means
         assert sorted(whole.aux) == sorted(msr.MODELS[family].aux_terms)
     else:
         assert len(seen) == 2 and seen[0].shape == seen[1].shape and seen[0].dtype == np.float64
-        assert not np.array_equal(seen[0], seen[1])   # the parts' statistics differ
+        assert not np.array_equal(seen[0], seen[1])  # the parts' statistics differ
     reduced = sum(p.n / N * s for p, s in zip(parts, seen)) if seen else None
 
     def replace(s):
@@ -94,7 +95,7 @@ def test_reduced_statistics_give_the_whole_batchs_terms_and_gradient(family):
 
     grad = {k: np.zeros_like(v) for k, v in g_whole.items()}
     xent, aux = 0.0, {k: 0.0 for k in whole.aux}
-    for p in parts:                       # 2: the terms and gradients from the reduced statistics
+    for p in parts:  # 2: the terms and gradients from the reduced statistics
         loss, g, _ = model.loss_and_grad(p.tokens, p.targets, p.state, reducer=replace if seen else None)
         for k in grad:
             grad[k] += p.n / N * g[k]
@@ -110,7 +111,7 @@ def test_reduced_statistics_give_the_whole_batchs_terms_and_gradient(family):
 
 
 def _no_mpi4py(monkeypatch):
-    monkeypatch.setitem(sys.modules, "mpi4py", None)     # import mpi4py -> ImportError
+    monkeypatch.setitem(sys.modules, "mpi4py", None)  # import mpi4py -> ImportError
     monkeypatch.setitem(sys.modules, "mpi4py.MPI", None)
 
 
@@ -122,6 +123,7 @@ def test_without_mpi4py_the_trainer_says_how_to_install_it(monkeypatch):
 
 def test_without_mpi4py_the_command_line_says_how_to_install_it(monkeypatch, capsys, tmp_path):
     from multiscale_rnn.cli import main
+
     _no_mpi4py(monkeypatch)
     status = main(["train", "--distributed", "--max-chunks", "1", "--out", str(tmp_path / "x.npz")])
     err = capsys.readouterr().err
@@ -148,8 +150,9 @@ def _mpiexec():
 
 def _mpi(*args, cwd, timeout=TIMEOUT):
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    return subprocess.run([_mpiexec(), "-n", "2", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [_mpiexec(), "-n", "2", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 @pytest.fixture(scope="module")
@@ -189,7 +192,7 @@ def test_two_ranks_give_the_parameters_of_one_process_in_float64(under_mpi, one_
     assert aux.shape == (runs.STEPS, len(names)) and np.all(aux != 0.0), aux
     columns = runs.BATCH * runs.BPTT
     assert fired.shape == (runs.STEPS, len(getattr(one.model, "detector_layers", ())))
-    for l in range(fired.shape[1]):   # z^l = 1 on some columns and 0 on others, in most updates
+    for l in range(fired.shape[1]):  # z^l = 1 on some columns and 0 on others, in most updates
         mixed = (fired[:, l] > 0) & (fired[:, l] < columns)
         assert mixed.sum() >= runs.STEPS // 2, fired[:, l]
     # the sums only change order (3 + 2 streams against 5), also inside the statistics of the terms
@@ -207,8 +210,17 @@ def test_two_ranks_give_the_parameters_of_one_process_in_float64(under_mpi, one_
 # stacked LSTM 1.2e-7 / 1.2e-7, VCGRU 6.0e-8 / 1.2e-7, VCRNN 1.2e-7 / 2.4e-7. Each bound leaves a factor
 # of about 5 over the larger.
 FLOAT32_BOUND = {
-    "ClockworkRNN": 3e-7, "ElmanRNN": 6e-7, "FSRNN": 2e-4, "GRU": 6e-6, "HMLSTM": 1.2e-6, "HORNN": 6e-7,
-    "LSTM": 6e-7, "SequentialLSTM": 2e-6, "StackedLSTM": 6e-7, "VCGRU": 6e-7, "VCRNN": 1.2e-6,
+    "ClockworkRNN": 3e-7,
+    "ElmanRNN": 6e-7,
+    "FSRNN": 2e-4,
+    "GRU": 6e-6,
+    "HMLSTM": 1.2e-6,
+    "HORNN": 6e-7,
+    "LSTM": 6e-7,
+    "SequentialLSTM": 2e-6,
+    "StackedLSTM": 6e-7,
+    "VCGRU": 6e-7,
+    "VCRNN": 1.2e-6,
 }
 
 
@@ -255,16 +267,28 @@ def _message(folder, name, rank):
     return (folder / f"{name}-rank{rank}.txt").read_text()
 
 
-@pytest.mark.parametrize("case, pattern", [
-    ("seed", r"ValueError: the 2 ranks disagree on the model config: rank 0 has .*\"seed\": 0.*rank 1 has .*\"seed\": 1"),
-    ("params", r"ValueError: the 2 ranks disagree on the parameters \(CRC-32 of the flat buffer\): rank 0 has \d+, "
-               r"rank 1 has \d+"),
-    ("data", r"ValueError: the 2 ranks disagree on the training data \(tokens, CRC-32\): rank 0 has "
-             rf"\{{'tokens': {runs.TRAIN.size}"),
-    ("bptt", r"ValueError: the 2 ranks disagree on the trainer setting bptt: rank 0 has 6, rank 1 has 7"),
-    ("batch", r"ValueError: batch_size=1 streams cannot be shared by 2 ranks"),
-    ("resume-missing", r"(FileNotFoundError|No such file).*absent\.npz"),
-])
+@pytest.mark.parametrize(
+    "case, pattern",
+    [
+        (
+            "seed",
+            r"ValueError: the 2 ranks disagree on the model config: rank 0 has .*\"seed\": 0.*rank 1 has .*\"seed\": 1",
+        ),
+        (
+            "params",
+            r"ValueError: the 2 ranks disagree on the parameters \(CRC-32 of the flat buffer\): rank 0 has \d+, "
+            r"rank 1 has \d+",
+        ),
+        (
+            "data",
+            r"ValueError: the 2 ranks disagree on the training data \(tokens, CRC-32\): rank 0 has "
+            rf"\{{'tokens': {runs.TRAIN.size}",
+        ),
+        ("bptt", r"ValueError: the 2 ranks disagree on the trainer setting bptt: rank 0 has 6, rank 1 has 7"),
+        ("batch", r"ValueError: batch_size=1 streams cannot be shared by 2 ranks"),
+        ("resume-missing", r"(FileNotFoundError|No such file).*absent\.npz"),
+    ],
+)
 def test_every_rank_raises_the_same_clear_error(under_mpi, case, pattern):
     for rank in (0, 1):
         assert re.search(pattern, _message(under_mpi, case, rank)), _message(under_mpi, case, rank)
@@ -273,14 +297,39 @@ def test_every_rank_raises_the_same_clear_error(under_mpi, case, pattern):
 def test_an_error_on_one_rank_is_raised_on_every_rank(under_mpi):
     assert _message(under_mpi, "one-rank", 1).startswith("ValueError: max_chunks must be a positive integer, got 0")
     assert _message(under_mpi, "one-rank", 0).startswith(
-        "ValueError: rank 1 of 2: max_chunks must be a positive integer, got 0")
+        "ValueError: rank 1 of 2: max_chunks must be a positive integer, got 0"
+    )
 
 
 def _cli(tmp_path, *extra):
-    return _mpi(sys.executable, "-m", "multiscale_rnn", "train", "--distributed", "--model", "lstm",
-                "--embed-size", "8", "--hidden-sizes", "16", "--batch-size", "4", "--bptt", "10", "--epochs", "1",
-                "--max-chunks", "3", "--threads", "1", "--no-progress", "--out", str(tmp_path / "cli.npz"), *extra,
-                cwd=tmp_path)
+    return _mpi(
+        sys.executable,
+        "-m",
+        "multiscale_rnn",
+        "train",
+        "--distributed",
+        "--model",
+        "lstm",
+        "--embed-size",
+        "8",
+        "--hidden-sizes",
+        "16",
+        "--batch-size",
+        "4",
+        "--bptt",
+        "10",
+        "--epochs",
+        "1",
+        "--max-chunks",
+        "3",
+        "--threads",
+        "1",
+        "--no-progress",
+        "--out",
+        str(tmp_path / "cli.npz"),
+        *extra,
+        cwd=tmp_path,
+    )
 
 
 def test_command_line_trains_on_two_ranks_and_rank_0_alone_speaks_and_writes(tmp_path):
@@ -307,12 +356,49 @@ def test_command_line_error_on_one_rank_is_reported_once_with_its_rank(tmp_path)
     # rank 1 is given a corpus file that does not exist (two programs in one job: "A : B")
     text = tmp_path / "own.txt"
     text.write_text("the cat sat on the mat. " * 400)
-    common = ["-m", "multiscale_rnn", "train", "--distributed", "--model", "lstm", "--hidden-sizes", "8",
-              "--batch-size", "4", "--bptt", "10", "--max-chunks", "1", "--threads", "1", "--no-progress",
-              "--out", str(tmp_path / "x.npz")]
-    p = subprocess.run([_mpiexec(), "-n", "1", sys.executable, *common, "--data-path", str(text), ":",
-                        "-n", "1", sys.executable, *common, "--data-path", str(tmp_path / "absent.txt")],
-                       cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT)
+    common = [
+        "-m",
+        "multiscale_rnn",
+        "train",
+        "--distributed",
+        "--model",
+        "lstm",
+        "--hidden-sizes",
+        "8",
+        "--batch-size",
+        "4",
+        "--bptt",
+        "10",
+        "--max-chunks",
+        "1",
+        "--threads",
+        "1",
+        "--no-progress",
+        "--out",
+        str(tmp_path / "x.npz"),
+    ]
+    p = subprocess.run(
+        [
+            _mpiexec(),
+            "-n",
+            "1",
+            sys.executable,
+            *common,
+            "--data-path",
+            str(text),
+            ":",
+            "-n",
+            "1",
+            sys.executable,
+            *common,
+            "--data-path",
+            str(tmp_path / "absent.txt"),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
     assert p.returncode != 0
     assert p.stderr.count("error: rank 1 of 2:") == 1 and "absent.txt" in p.stderr, p.stderr
     assert not (tmp_path / "x.npz").exists()
@@ -320,11 +406,13 @@ def test_command_line_error_on_one_rank_is_reported_once_with_its_rank(tmp_path)
 
 def test_command_line_error_of_a_single_rank_ends_the_job_instead_of_hanging(tmp_path):
     # rank 1 fails while rank 0 waits in a collective: the command line's error path must abort the job
-    code = ("import sys\nfrom mpi4py import MPI\nfrom multiscale_rnn.cli import build_parser, _failed\n"
-            "args = build_parser().parse_args(['train', '--distributed'])\n"
-            "if MPI.COMM_WORLD.Get_rank() == 1:\n"
-            "    sys.exit(_failed(args, RuntimeError('disk on fire'), 'error: disk on fire', 1))\n"
-            "MPI.COMM_WORLD.Barrier()\n")
+    code = (
+        "import sys\nfrom mpi4py import MPI\nfrom multiscale_rnn.cli import build_parser, _failed\n"
+        "args = build_parser().parse_args(['train', '--distributed'])\n"
+        "if MPI.COMM_WORLD.Get_rank() == 1:\n"
+        "    sys.exit(_failed(args, RuntimeError('disk on fire'), 'error: disk on fire', 1))\n"
+        "MPI.COMM_WORLD.Barrier()\n"
+    )
     p = _mpi(sys.executable, "-c", code, cwd=tmp_path, timeout=60)
     assert p.returncode != 0
     assert "multiscale-rnn train (rank 1): error: disk on fire" in p.stderr, p.stderr
@@ -334,6 +422,7 @@ def test_a_rank_reading_its_copy_of_the_checkpoint_names_the_users_file(tmp_path
     # ranks other than 0 load a temporary copy of rank 0's bytes: their errors name the user's path
     from multiscale_rnn.checkpoint import CheckpointError
     from multiscale_rnn.distributed import _named
+
     copy, user = str(tmp_path / "msrnn-rank1" / "run.npz"), tmp_path / "runs" / "run.npz"
     bad = tmp_path / "bad.npz"
     bad.write_bytes(b"not a checkpoint")
@@ -343,6 +432,7 @@ def test_a_rank_reading_its_copy_of_the_checkpoint_names_the_users_file(tmp_path
             msr.checkpoint.load(bad)
         except CheckpointError as e:
             raise CheckpointError(str(e).replace(str(bad), copy)) from None
+
     with pytest.raises(CheckpointError) as info:
         _named(load, copy, user)
     assert str(user) in str(info.value) and copy not in str(info.value)

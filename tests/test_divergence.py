@@ -1,5 +1,6 @@
 """The Trainer's divergence guard: a validation figure far above the best so far stops the run,
 says so, and leaves the best parameters in the model and the last checkpoint as it was."""
+
 import warnings
 
 import numpy as np
@@ -23,8 +24,9 @@ TRAIN, VALID = _text(4000, 0), _text(600, 1)
 
 def _trainer(**kw):
     model = msr.LSTM(V, 8, (16,), seed=0)
-    return model, msr.Trainer(model, optimizer=msr.optim.SGD(1.0), clip_norm=None, batch_size=8, bptt=20,
-                              progress=False, **kw)
+    return model, msr.Trainer(
+        model, optimizer=msr.optim.SGD(1.0), clip_norm=None, batch_size=8, bptt=20, progress=False, **kw
+    )
 
 
 def _blow_up(trainer, epochs, **fit_kw):
@@ -41,15 +43,18 @@ def test_a_diverged_run_stops_says_so_and_keeps_the_best(tmp_path):
     best = np.array(model.flat_parameters(), copy=True)
     saved = ck.read_bytes()
     tr.optimizer.lr = 400.0
-    with pytest.warns(RuntimeWarning, match=r"epoch 2: validation bpc \d+\.\d+ is \d+\.\d\d above the best so far "
-                                            r"\(\d\.\d+, epoch 1\): the run has diverged.*best parameters \(epoch 1\)"
-                                            r".*run\.npz is left as it was"):
+    with pytest.warns(
+        RuntimeWarning,
+        match=r"epoch 2: validation bpc \d+\.\d+ is \d+\.\d\d above the best so far "
+        r"\(\d\.\d+, epoch 1\): the run has diverged.*best parameters \(epoch 1\)"
+        r".*run\.npz is left as it was",
+    ):
         history = tr.fit(TRAIN, valid=VALID, epochs=5, checkpoint=ck)
     assert len(history) == 2 and history[-1]["diverged"] is True
     assert history[-1]["valid_bpc"] > history[0]["valid_bpc"] + 0.1
     assert tr.diverged["epoch"] == 2 and tr.diverged["best_epoch"] == 1
-    np.testing.assert_array_equal(model.flat_parameters(), best)   # the model holds the best parameters
-    assert ck.read_bytes() == saved                                 # the last good checkpoint is intact
+    np.testing.assert_array_equal(model.flat_parameters(), best)  # the model holds the best parameters
+    assert ck.read_bytes() == saved  # the last good checkpoint is intact
     assert msr.evaluate(model, VALID, batch_size=8, bptt=20)["bpc"] == pytest.approx(history[0]["valid_bpc"], abs=1e-9)
 
 
@@ -78,6 +83,7 @@ def test_the_margin_is_checked(bad):
 
 def test_the_command_line_takes_the_guard_and_none(tmp_path):
     from multiscale_rnn.cli import build_parser, resolve_settings
+
     args = build_parser().parse_args(["train", "--divergence", "none"])
     assert args.divergence == "none"
     with pytest.raises(ValueError, match="divergence"):

@@ -1,11 +1,12 @@
 """The FS-RNN paper's dynamics analyses (multiscale_rnn.analysis) and their plots."""
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
 import multiscale_rnn as msr
 from multiscale_rnn import analysis
-from multiscale_rnn.testing import numeric_gradient, relative_error
+from multiscale_rnn.testing import numeric_gradient
 
 V, E = 9, 4
 
@@ -48,7 +49,7 @@ def test_per_token_loss_aligns_with_targets():
     losses = analysis.per_token_loss(model, ids, batch_size=1, bptt=7)
     _, direct, _ = model.loss(ids[None, :-1], ids[None, 1:], per_token=True)
     np.testing.assert_allclose(losses, direct[0], rtol=1e-12)
-    losses = analysis.per_token_loss(model, ids[:60], batch_size=3, bptt=7)   # streams of 20
+    losses = analysis.per_token_loss(model, ids[:60], batch_size=3, bptt=7)  # streams of 20
     assert losses.shape == (59,) and np.flatnonzero(np.isnan(losses)).tolist() == [19, 39]
     _, direct, _ = model.loss(ids[None, 20:39], ids[None, 21:40], per_token=True)
     np.testing.assert_allclose(losses[20:39], direct[0], rtol=1e-12)
@@ -85,16 +86,16 @@ def test_gradient_decay_matches_finite_differences():
     for j, t in enumerate(t_all):
         for k in (1, 3, K):
             s = t - K
-            _, st = model.loss(ids[None, s - warm:s], ids[None, s - warm + 1:s + 1])
+            _, st = model.loss(ids[None, s - warm : s], ids[None, s - warm + 1 : s + 1])
             # the state after step t - k
-            _, st = model.loss(ids[None, s:t - k + 1], ids[None, s + 1:t - k + 2], st)
+            _, st = model.loss(ids[None, s : t - k + 1], ids[None, s + 1 : t - k + 2], st)
             x = st["h_l1"].copy()
-            win, tgt = ids[None, t - k + 1:t + 1], ids[None, t - k + 2:t + 2]
+            win, tgt = ids[None, t - k + 1 : t + 1], ids[None, t - k + 2 : t + 2]
             w = np.zeros(win.shape)
             w[0, -1] = 1.0
             g = numeric_gradient(lambda: model.loss_and_grad(win, tgt, {**st, "h_l1": x}, weights=w)[0], x)
             assert out["h_l1"][j, k] == pytest.approx(np.linalg.norm(g), rel=1e-6)
-    assert np.all(out["h_l1"][:, 0] > 0)     # lag 0: through the output itself
+    assert np.all(out["h_l1"][:, 0] > 0)  # lag 0: through the output itself
 
 
 def test_gradient_decay_of_cell_states_is_positive_and_checked():
@@ -127,5 +128,5 @@ def test_plots_return_axes():
     np.testing.assert_allclose(ax.lines[1].get_ydata(), 1.0)
     with pytest.raises(ValueError, match="reference"):
         msr.plot.relative_loss(curves, reference="nope")
-    assert msr.plot.state_change({"a": rng.random(5)}) is not None    # a new figure when ax is None
+    assert msr.plot.state_change({"a": rng.random(5)}) is not None  # a new figure when ax is None
     plt.close("all")

@@ -5,6 +5,7 @@ another); the default is the fast path (packed recurrent weights, one OpenMP reg
 loop with units split over threads). Both run in float64 here and must agree to rounding, with
 sizes that leave partial panels, partial column blocks and units split unevenly over threads.
 """
+
 import numpy as np
 import pytest
 
@@ -33,7 +34,7 @@ def test_lstm_fast_equals_reference(reference_off, threads, E, H, B, L):
     model = msr.LSTM(vocab_size=V, embed_size=E, hidden_sizes=(H,) * L, dtype="float64", seed=3)
     rng = np.random.default_rng(5)
     data = rng.integers(0, V, (B, 2 * T + 1))
-    chunks = [(data[:, k * T:(k + 1) * T], data[:, k * T + 1:(k + 1) * T + 1]) for k in range(2)]
+    chunks = [(data[:, k * T : (k + 1) * T], data[:, k * T + 1 : (k + 1) * T + 1]) for k in range(2)]
     assert_runs_equal(run(model, chunks, reference=False), run(model, chunks, reference=True))
 
 

@@ -1,6 +1,7 @@
 """What a new user meets first, from Python (issue 25): the README's training call stores the
 vocabulary, text where ids belong says how to encode it, notebooks show progress without warnings,
 and damaged or empty inputs are refused naming the path the user gave."""
+
 import io
 import json
 import re
@@ -30,8 +31,9 @@ def corpus():
 
 def small_trainer(vocab_size, **kw):
     model = msr.LSTM(vocab_size=vocab_size, embed_size=8, hidden_sizes=(16,), seed=0)
-    return msr.Trainer(model, optimizer=msr.optim.Adam(lr=2e-3), clip_norm=1.0, batch_size=4, bptt=20,
-                       progress=False, **kw)
+    return msr.Trainer(
+        model, optimizer=msr.optim.Adam(lr=2e-3), clip_norm=1.0, batch_size=4, bptt=20, progress=False, **kw
+    )
 
 
 def readme_fit_call() -> str:
@@ -85,11 +87,17 @@ def test_a_vocabulary_of_another_size_is_refused(corpus):
     big = data.load("embedded")
     assert big.vocab_size != corpus.vocab_size
     trainer = small_trainer(corpus.vocab_size)
-    with pytest.raises(ValueError, match=rf"vocab has {big.vocab_size} symbols but the model has "
-                                         rf"vocab_size={corpus.vocab_size}"):
+    with pytest.raises(
+        ValueError,
+        match=rf"vocab has {big.vocab_size} symbols but the model has "
+        rf"vocab_size={corpus.vocab_size}",
+    ):
         trainer.fit(corpus.train, vocab=big.vocab)
-    with pytest.raises(ValueError, match=rf"the corpus 'embedded' has {big.vocab_size} symbols .* the model has "
-                                         rf"vocab_size={corpus.vocab_size}"):
+    with pytest.raises(
+        ValueError,
+        match=rf"the corpus 'embedded' has {big.vocab_size} symbols .* the model has "
+        rf"vocab_size={corpus.vocab_size}",
+    ):
         trainer.fit(big)
     with pytest.raises(ValueError, match="vocab has"):
         trainer.fit(corpus, vocab=big.vocab)
@@ -99,8 +107,16 @@ def test_a_vocabulary_of_another_size_is_refused(corpus):
 
 
 def test_best_of_takes_a_corpus(tmp_path, corpus):
-    model, rows = msr.best_of(lambda s: msr.LSTM(corpus.vocab_size, 8, (16,), seed=s), corpus, restarts=2, epochs=1,
-                              batch_size=4, bptt=20, progress=False, checkpoint=tmp_path / "best.npz")
+    model, rows = msr.best_of(
+        lambda s: msr.LSTM(corpus.vocab_size, 8, (16,), seed=s),
+        corpus,
+        restarts=2,
+        epochs=1,
+        batch_size=4,
+        bptt=20,
+        progress=False,
+        checkpoint=tmp_path / "best.npz",
+    )
     chosen = [r for r in rows if r["chosen"]]
     assert len(chosen) == 1
     assert chosen[0]["valid_loss"] == pytest.approx(msr.evaluate(model, corpus.valid)["loss"])
@@ -139,19 +155,20 @@ def test_text_instead_of_ids_says_how_to_encode_it(corpus):
 # ---- item 4: progress in notebooks -----------------------------------------------------------------
 def test_notebook_progress_is_a_bar_without_the_ipywidgets_warning(monkeypatch, capsys, corpus):
     import tqdm.std
+
     with monkeypatch.context() as m:
         m.setattr(_progress, "in_notebook", lambda: True)
-        m.setitem(sys.modules, "ipywidgets", None)          # not installed: importing it raises ImportError
-        for name in ("tqdm.auto", "tqdm.autonotebook"):     # importing these in a notebook is what warns
+        m.setitem(sys.modules, "ipywidgets", None)  # not installed: importing it raises ImportError
+        for name in ("tqdm.auto", "tqdm.autonotebook"):  # importing these in a notebook is what warns
             m.setitem(sys.modules, name, None)
         assert _progress.bar_class() is tqdm.std.tqdm
         trainer = small_trainer(corpus.vocab_size)
-        trainer.progress = True   # the default; standard error is not a terminal here, as in a notebook
+        trainer.progress = True  # the default; standard error is not a terminal here, as in a notebook
         trainer.fit(corpus, epochs=1)
         out, err = capsys.readouterr()
-    assert re.search(r"epoch 1/1: +\d+%\|", err) and "chunk/s" in err   # tqdm's bar
+    assert re.search(r"epoch 1/1: +\d+%\|", err) and "chunk/s" in err  # tqdm's bar
     assert "epoch 1: train bpc" in out and "IProgress" not in err
-    t = small_trainer(corpus.vocab_size)   # outside a notebook and a terminal (a log file): plain lines, as before
+    t = small_trainer(corpus.vocab_size)  # outside a notebook and a terminal (a log file): plain lines, as before
     t.progress = True
     t.fit(corpus, epochs=1)
     err = capsys.readouterr().err
@@ -177,20 +194,23 @@ def saved(tmp_path, corpus):
 
 
 def _with(members, path, name, blob):
-    out = path.with_name("copy of run.npz")   # the file the user names
+    out = path.with_name("copy of run.npz")  # the file the user names
     with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as z:
         for k, b in {**members, name: blob}.items():
             z.writestr(k, b)
     return out
 
 
-@pytest.mark.parametrize("shape, descr, data_bytes", [
-    ((1 << 40,), "<f4", 64),          # 2^40 floats (4 TiB) declared, 64 bytes present
-    ((1 << 40, 0), "<f4", 0),         # 2^40 rows of nothing: no bytes, and not the state's shape
-    ((-1, -4), "<f4", 16),            # negative sizes whose product matches the bytes
-    ((1 << 40,), "|V0", 0),           # elements of no size: the byte count says nothing
-    ((1 << 40,), "<U0", 0),
-])
+@pytest.mark.parametrize(
+    "shape, descr, data_bytes",
+    [
+        ((1 << 40,), "<f4", 64),  # 2^40 floats (4 TiB) declared, 64 bytes present
+        ((1 << 40, 0), "<f4", 0),  # 2^40 rows of nothing: no bytes, and not the state's shape
+        ((-1, -4), "<f4", 16),  # negative sizes whose product matches the bytes
+        ((1 << 40,), "|V0", 0),  # elements of no size: the byte count says nothing
+        ((1 << 40,), "<U0", 0),
+    ],
+)
 def test_damaged_member_is_refused_naming_file_and_member(saved, shape, descr, data_bytes, corpus):
     path, members = saved
     for name in sorted(members):
@@ -207,8 +227,11 @@ def test_carried_state_of_another_shape_is_refused(saved):
     path, members = saved
     buf = io.BytesIO()
     np.save(buf, np.zeros((3, 16), np.float32))  # 3 streams saved with batch_size 4
-    with pytest.raises(CheckpointError, match=r"member trainer/carried/h_l0\.npy\): the carried state 'h_l0' has "
-                                              r"shape \(3, 16\), expected \(4, 16\)"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"member trainer/carried/h_l0\.npy\): the carried state 'h_l0' has "
+        r"shape \(3, 16\), expected \(4, 16\)",
+    ):
         checkpoint.load(_with(members, path, "trainer/carried/h_l0.npy", buf.getvalue()))
 
 
@@ -230,9 +253,10 @@ def test_whitespace_only_text_is_refused_naming_file_and_split(tmp_path):
         with pytest.raises(ValueError, match=re.escape(f"{blank} holds only whitespace (250 ")):
             data.load(path=blank, **kw)
     tail = tmp_path / "tail.txt"
-    tail.write_text("hello world " * 90 + " " * 200)   # the last 10 % is blank: valid and test splits
-    with pytest.raises(ValueError, match=re.escape(f"{tail}: its valid split (characters 1,152 to 1,216) holds "
-                                                   "only whitespace")):
+    tail.write_text("hello world " * 90 + " " * 200)  # the last 10 % is blank: valid and test splits
+    with pytest.raises(
+        ValueError, match=re.escape(f"{tail}: its valid split (characters 1,152 to 1,216) holds only whitespace")
+    ):
         data.load(path=tail)
     folder = tmp_path / "corpus"
     folder.mkdir()
@@ -250,8 +274,11 @@ def test_whitespace_only_text_is_refused_naming_file_and_split(tmp_path):
 
 # ---- item 4: the HM-LSTM's gated head --------------------------------------------------------------
 def test_gated_head_of_size_zero_is_refused_at_construction():
-    with pytest.raises(ValueError, match=re.escape("HMLSTM: head_size must be >= 1 with head='gated'") +
-                       r".* got 0; leave it out for the top layer's size \(24\)"):
+    with pytest.raises(
+        ValueError,
+        match=re.escape("HMLSTM: head_size must be >= 1 with head='gated'")
+        + r".* got 0; leave it out for the top layer's size \(24\)",
+    ):
         msr.HMLSTM(10, 8, (16, 24), head="gated", head_size=0)
     assert msr.HMLSTM(10, 8, (16, 24), head="gated").config["head_size"] == 24
     assert msr.HMLSTM(10, 8, (16, 24), head="gated", head_size=5).config["head_size"] == 5
@@ -263,17 +290,22 @@ def test_named_corpus_errors_name_the_users_path(tmp_path):
     folder.mkdir()
     for s in ("train", "valid", "test"):
         (folder / f"ptb.char.{s}.txt").write_bytes(b"a b _ c\n" * 10 + (b"\xff" if s == "valid" else b""))
-    with pytest.raises(ValueError, match=re.escape(f"{folder / 'ptb.char.valid.txt'} (valid split) is not valid "
-                                                   "UTF-8: byte offset 80") + ".*damaged or is not this corpus"):
+    with pytest.raises(
+        ValueError,
+        match=re.escape(f"{folder / 'ptb.char.valid.txt'} (valid split) is not valid UTF-8: byte offset 80")
+        + ".*damaged or is not this corpus",
+    ):
         data.load("ptb-char", path=folder)
     archive = tmp_path / "copied.tgz"
     with tarfile.open(archive, "w:gz") as t:
         for s in ("train", "valid", "test"):
             t.add(folder / f"ptb.char.{s}.txt", arcname=f"simple-examples/data/ptb.char.{s}.txt")
-    with pytest.raises(ValueError, match=re.escape(f"{archive}: simple-examples/data/ptb.char.valid.txt (valid split) "
-                                                   "is not valid UTF-8")):
+    with pytest.raises(
+        ValueError,
+        match=re.escape(f"{archive}: simple-examples/data/ptb.char.valid.txt (valid split) is not valid UTF-8"),
+    ):
         data.load("ptb-char", path=archive)
-    copy = tmp_path / "my_text8_copy.txt"   # text8 under another name
+    copy = tmp_path / "my_text8_copy.txt"  # text8 under another name
     copy.write_bytes(b"abc def " * 100 + b"\xfe")
     with pytest.raises(ValueError, match=re.escape(f"{copy} is not valid UTF-8: byte offset 800")):
         data.load("text8", path=copy)
@@ -284,7 +316,7 @@ def test_named_corpus_errors_name_the_users_path(tmp_path):
         data.load("text8", path=zipped)
     abc = tmp_path / "tunes"
     abc.mkdir()
-    (abc / "jigs.abc").write_text("X:1\nT:Broken\nK:G\nGAB \"unclosed\n")
+    (abc / "jigs.abc").write_text('X:1\nT:Broken\nK:G\nGAB "unclosed\n')
     with pytest.raises(ValueError, match=re.escape(f"{abc / 'jigs.abc'} X:1")):
         data.load("nottingham", path=abc)
 

@@ -1,15 +1,21 @@
 """FS-RNN, sequential- and stacked-LSTM: finite-difference gradients (float64, every option that
 changes the math), parity with a PyTorch reference FS-LSTM, zoneout's evaluation-time expectation,
 state across chunks, loss weights, record gradients, bad options."""
+
 import numpy as np
 import pytest
 
 import multiscale_rnn as msr
-from multiscale_rnn.reference import fs_rnn as reference
-from multiscale_rnn.models.base import _core
 from multiscale_rnn.analysis import by_step
-from multiscale_rnn.testing import (assert_runs_equal, check_model_gradients, numeric_gradient, relative_error,
-                                   run_chunks)
+from multiscale_rnn.models.base import _core
+from multiscale_rnn.reference import fs_rnn as reference
+from multiscale_rnn.testing import (
+    assert_runs_equal,
+    check_model_gradients,
+    numeric_gradient,
+    relative_error,
+    run_chunks,
+)
 
 V, E, HF, HS = 11, 5, 6, 4
 
@@ -41,8 +47,12 @@ def assert_gradients(model, seed=0, T=4):
 # ---- gradients -------------------------------------------------------------------------------
 
 # layer_norm="cell" on GRU cells alone would be the model without layer norm, so it is not listed.
-FS_CASES = [(c, s, ln) for c, s in (("lstm", "lstm"), ("gru", "gru"), ("gru", "lstm"))
-            for ln in (True, False, "cell", "gates") if not (c == s == "gru" and ln == "cell")]
+FS_CASES = [
+    (c, s, ln)
+    for c, s in (("lstm", "lstm"), ("gru", "gru"), ("gru", "lstm"))
+    for ln in (True, False, "cell", "gates")
+    if not (c == s == "gru" and ln == "cell")
+]
 
 
 @pytest.mark.parametrize("cell,slow_cell,layer_norm", FS_CASES)
@@ -55,8 +65,19 @@ def test_fs_rnn_gradients(cell, slow_cell, layer_norm):
 @pytest.mark.parametrize("fast_cells", [2, 3])
 def test_fs_rnn_gradients_with_zoneout_and_dropout(cell, fast_cells):
     zc = 0.4 if cell == "lstm" else 0.0
-    model = msr.FSRNN(V, E, HF, HS, fast_cells=fast_cells, cell=cell, zoneout_c=zc, zoneout_h=0.3, dropout=0.25,
-                      dtype="float64", seed=2)
+    model = msr.FSRNN(
+        V,
+        E,
+        HF,
+        HS,
+        fast_cells=fast_cells,
+        cell=cell,
+        zoneout_c=zc,
+        zoneout_h=0.3,
+        dropout=0.25,
+        dtype="float64",
+        seed=2,
+    )
     assert_gradients(model, seed=fast_cells)
 
 
@@ -80,6 +101,7 @@ def test_stacked_with_unequal_layers_gradients():
 
 # ---- the stepped stack equals the plain stack -------------------------------------------------
 
+
 @pytest.mark.parametrize("cell,plain", [("lstm", msr.LSTM), ("gru", msr.GRU)])
 def test_stacked_without_layer_norm_equals_plain_stack(cell, plain):
     rng = np.random.default_rng(7)
@@ -100,10 +122,15 @@ def test_stacked_without_layer_norm_equals_plain_stack(cell, plain):
 
 # ---- state, weights, record gradients ---------------------------------------------------------
 
-@pytest.mark.parametrize("cls,kw", [(msr.FSRNN, dict(fast_size=HF, slow_size=HS, fast_cells=3, zoneout_c=0.3,
-                                                       zoneout_h=0.1)),
-                                    (msr.SequentialLSTM, dict(hidden_sizes=(HF, HF))),
-                                    (msr.StackedLSTM, dict(hidden_sizes=(HF, HS), cell="gru"))])
+
+@pytest.mark.parametrize(
+    "cls,kw",
+    [
+        (msr.FSRNN, dict(fast_size=HF, slow_size=HS, fast_cells=3, zoneout_c=0.3, zoneout_h=0.1)),
+        (msr.SequentialLSTM, dict(hidden_sizes=(HF, HF))),
+        (msr.StackedLSTM, dict(hidden_sizes=(HF, HS), cell="gru")),
+    ],
+)
 def test_state_carries_across_chunks(cls, kw):
     rng = np.random.default_rng(8)
     model = cls(V, E, dtype="float64", seed=1, **kw)
@@ -141,9 +168,9 @@ def test_paper_initialisation():
         w = p[name]
         H = w.shape[1]
         for k in range(4):
-            block = w[k * H:(k + 1) * H]
+            block = w[k * H : (k + 1) * H]
             np.testing.assert_allclose(block @ block.T, np.eye(H), atol=1e-12)
-    np.testing.assert_array_equal(p["ln_gates_bias_f1"][8:16], 1.0)       # forget gate
+    np.testing.assert_array_equal(p["ln_gates_bias_f1"][8:16], 1.0)  # forget gate
     np.testing.assert_array_equal(p["ln_gates_bias_f1"][:8], 0.0)
     np.testing.assert_array_equal(p["ln_gates_weight_s"], 1.0)
     plain = msr.StackedLSTM(V, E, (8,), layer_norm=False, seed=3).parameters()
@@ -179,14 +206,15 @@ def test_record_gradient_of_the_output_state_is_the_carried_state_gradient():
     perturb(model, rng)
     tok, tgt = batch(rng, B=2, T=5)
     w = np.zeros(tok.shape)
-    w[:, -1] = 1.0                                  # the loss of the last step alone
+    w[:, -1] = 1.0  # the loss of the last step alone
     model.loss_and_grad(tok, tgt, weights=w)
-    g = by_step(model.record_gradients(), 2)["h_f2"][:, 1]      # (B, H): after step 1
+    g = by_step(model.record_gradients(), 2)["h_f2"][:, 1]  # (B, H): after step 1
     _, s1 = model.forward(tok[:, :2])
     x = s1["h_fast"]
 
     def later_loss():
         return model.loss_and_grad(tok[:, 2:], tgt[:, 2:], {**s1, "h_fast": x}, weights=w[:, 2:])[0]
+
     assert relative_error(g, numeric_gradient(later_loss, x)) < 1e-7
 
 
@@ -197,16 +225,17 @@ def test_records_shapes_and_staleness():
     model.forward(tok)
     rec = model.records()
     assert set(rec) == {f"{s}_l{i}" for s in "hc" for i in range(3)}
-    assert rec["c_l0"].shape == (HF, 2 * 3)                  # (rows, B*T), column t*B + b
+    assert rec["c_l0"].shape == (HF, 2 * 3)  # (rows, B*T), column t*B + b
     logits, state = model.forward(tok)
     np.testing.assert_array_equal(by_step(model.records(), 2)["h_l2"][:, -1], state["h"])
     with pytest.raises(ValueError, match="backward"):
-        model.record_gradients()                     # the last forward had no backward
+        model.record_gradients()  # the last forward had no backward
     model.loss_and_grad(tok, tgt)
     assert model.record_gradients()["c_l1"].shape == (HF, 2 * 3)
 
 
 # ---- zoneout ----------------------------------------------------------------------------------
+
 
 def _one_step(model, tok, state, train):
     logits, new = model.forward(tok, state, train=train)
@@ -225,7 +254,7 @@ def test_zoneout_training_keeps_or_updates_and_evaluation_takes_the_expectation(
     B = 200
     tok = np.full((B, 1), 3)
     state = {k: np.repeat(rng.normal(size=(1, v.shape[1])), B, 0) for k, v in plain.initial_state(B).items()}
-    new = _one_step(plain, tok, state, train=False)           # the update without zoneout
+    new = _one_step(plain, tok, state, train=False)  # the update without zoneout
     ev = _one_step(zoned, tok, state, train=False)
     tr = _one_step(zoned, tok, state, train=True)
     for key, z in (("h_l0", zh), ("c_l0", zc)):
@@ -254,6 +283,7 @@ def test_training_masks_follow_the_seed():
 
 
 # ---- bad input --------------------------------------------------------------------------------
+
 
 def test_bad_options():
     with pytest.raises(ValueError, match="fast_cells"):
@@ -289,6 +319,7 @@ def test_rebuild_from_config():
 
 # ---- parity with a PyTorch reference FS-LSTM ----------------------------------------------------
 
+
 @pytest.mark.parametrize("K,layer_norm", [(2, True), (4, True), (2, False), (3, "cell")])
 def test_matches_torch_reference(K, layer_norm):
     torch = pytest.importorskip("torch")
@@ -301,8 +332,9 @@ def test_matches_torch_reference(K, layer_norm):
     s_torch = {k: torch.zeros(v.shape, dtype=torch.float64) for k, v in ours.initial_state(3).items()}
     for chunk in (slice(0, 4), slice(4, 7)):
         P = {k: torch.tensor(np.array(v), requires_grad=True) for k, v in ours.parameters().items()}
-        logits_t, s_new = reference.forward(P, torch.from_numpy(tok[:, chunk]), s_torch, fast_cells=K,
-                                            ln_gates=ln_gates, ln_cell=ln_cell)
+        logits_t, s_new = reference.forward(
+            P, torch.from_numpy(tok[:, chunk]), s_torch, fast_cells=K, ln_gates=ln_gates, ln_cell=ln_cell
+        )
         loss_t = torch.nn.functional.cross_entropy(logits_t.reshape(-1, V), torch.from_numpy(tgt[:, chunk]).reshape(-1))
         loss_t.backward()
         logits, _ = ours.forward(tok[:, chunk], s_ours)
@@ -325,9 +357,10 @@ def test_matches_torch_reference_with_evaluation_zoneout():
     state = random_state(ours, rng, B=3)
     P = {k: torch.tensor(np.array(v)) for k, v in ours.parameters().items()}
     with torch.no_grad():
-        logits_t, s_t = reference.forward(P, torch.from_numpy(tok), {k: torch.tensor(v) for k, v in state.items()},
-                                          **reference.options(ours))   # evaluation: expected zoneout
-    logits, s = ours.forward(tok, state)                    # evaluation: no dropout, expected zoneout
+        logits_t, s_t = reference.forward(
+            P, torch.from_numpy(tok), {k: torch.tensor(v) for k, v in state.items()}, **reference.options(ours)
+        )  # evaluation: expected zoneout
+    logits, s = ours.forward(tok, state)  # evaluation: no dropout, expected zoneout
     np.testing.assert_allclose(logits, logits_t.numpy(), rtol=1e-10, atol=1e-12)
     for k in s:
         np.testing.assert_allclose(s[k], s_t[k].numpy(), rtol=1e-10, atol=1e-12)
@@ -347,30 +380,44 @@ TABLE3 = {  # name: (fast, slow, K, dropout, zoneout_c, zoneout_h, embed, bptt, 
 @pytest.mark.parametrize("name", sorted(TABLE3))
 def test_table3_presets_build_the_paper_models(name):
     from multiscale_rnn.cli import _lr_schedule, model_from_settings, resolve_settings
+
     fast, slow, K, p, zc, zh, embed, bptt, lr, epochs = TABLE3[name]
     s = resolve_settings(flags={"preset": name})
-    assert (s["hidden_sizes"], s["options"]["fast_cells"], s["dropout"], s["embed_size"], s["bptt"], s["lr"],
-            s["epochs"], s["batch_size"], s["clip_norm"]) == ([fast, slow], K, p, embed, bptt, lr, epochs, 128, 1.0)
+    assert (
+        s["hidden_sizes"],
+        s["options"]["fast_cells"],
+        s["dropout"],
+        s["embed_size"],
+        s["bptt"],
+        s["lr"],
+        s["epochs"],
+        s["batch_size"],
+        s["clip_norm"],
+    ) == ([fast, slow], K, p, embed, bptt, lr, epochs, 128, 1.0)
     assert (s["options"]["zoneout_c"], s["options"]["zoneout_h"], s["options"]["layer_norm"]) == (zc, zh, True)
     sched = _lr_schedule(s)
     sched.start(lr)
-    if name.startswith("ptb"):                 # lr / 10 for the last 20 epochs
+    if name.startswith("ptb"):  # lr / 10 for the last 20 epochs
         lrs = [sched.next_lr(e, lr, 1.0) for e in range(epochs)]
-        assert lrs[:epochs - 21] == [lr] * (epochs - 21) and lrs[epochs - 20:] == [lr / 10] * 20
-    else:                                      # lr / 10 after two epochs without improvement
+        assert lrs[: epochs - 21] == [lr] * (epochs - 21) and lrs[epochs - 20 :] == [lr / 10] * 20
+    else:  # lr / 10 after two epochs without improvement
         assert [sched.next_lr(e, lr, m) for e, m in enumerate([3.0, 2.0, 2.5, 2.1])][-1] == pytest.approx(lr / 10)
-    small = dict(s, hidden_sizes=[12, 8], embed_size=6)   # the paper's sizes take long to initialise
+    small = dict(s, hidden_sizes=[12, 8], embed_size=6)  # the paper's sizes take long to initialise
     model = model_from_settings(small, vocab_size=20)
     assert isinstance(model, msr.FSRNN)
     assert model.config["fast_cells"] == K and model.config["zoneout_c"] == zc
     # the cells of the authors' code (docs/models/fs_rnn.md, "Readings")
     assert (model.config["layer_norm_eps"], model.config["bias_before_norm"], model.config["orthogonal_init"]) == (
-        1e-3, True, "whole")
+        1e-3,
+        True,
+        "whole",
+    )
     assert "bias_f1" in model.parameters()
 
 
 def test_multistep_schedule():
     from multiscale_rnn.schedules import MultiStep, make_lr_schedule
+
     s = make_lr_schedule("multistep", milestones=[3, 5], factor=10)
     assert isinstance(s, MultiStep)
     s.start(1.0)
@@ -384,10 +431,30 @@ def test_multistep_schedule():
 
 def test_command_line_trains_a_preset(tmp_path):
     from multiscale_rnn.cli import main
+
     out = tmp_path / "fs.npz"
-    rc = main(["train", "--preset", "ptb-char-fs-lstm-4", "--data", "embedded", "--hidden-sizes", "12,8",
-               "--embed-size", "6", "--batch-size", "4", "--bptt", "10", "--max-chunks", "2", "--out", str(out),
-               "--no-progress"])
+    rc = main(
+        [
+            "train",
+            "--preset",
+            "ptb-char-fs-lstm-4",
+            "--data",
+            "embedded",
+            "--hidden-sizes",
+            "12,8",
+            "--embed-size",
+            "6",
+            "--batch-size",
+            "4",
+            "--bptt",
+            "10",
+            "--max-chunks",
+            "2",
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+    )
     assert rc == 0 and out.exists()
     ck = msr.checkpoint.load(out)
     model = msr.build_model(ck.config["model"], **{k: v for k, v in ck.config.items() if k != "model"})
@@ -414,7 +481,7 @@ def test_record_gradients_match_torch():
     torch.nn.functional.cross_entropy(logits[:, -1], torch.from_numpy(tgt[:, -1])).backward()
     assert set(got) == set(keep)
     for name, steps in keep.items():
-        want = np.stack([v.grad.numpy() for v in steps], axis=1)     # (B, T, H)
+        want = np.stack([v.grad.numpy() for v in steps], axis=1)  # (B, T, H)
         np.testing.assert_allclose(got[name], want, rtol=1e-9, atol=1e-13, err_msg=name)
 
 
@@ -432,10 +499,11 @@ def test_other_heads_and_encoders_gradients():
 
 # ---- threaded, packed steps equal the plain reference steps -------------------------------------
 
+
 def _fast_and_reference(make, B, T=5, chunks=2):
     """Logits, loss, gradients and carried state over `chunks` chunks, fast path then reference."""
     data = np.random.default_rng(7).integers(0, V, (B, chunks * T + 1))
-    pieces = [(data[:, k * T:(k + 1) * T], data[:, k * T + 1:(k + 1) * T + 1]) for k in range(chunks)]
+    pieces = [(data[:, k * T : (k + 1) * T], data[:, k * T + 1 : (k + 1) * T + 1]) for k in range(chunks)]
     out = []
     try:
         for plain in (False, True):
@@ -464,8 +532,7 @@ def test_fs_rnn_fast_equals_reference(threads, B, T, kw):
     msr.set_num_threads(threads)
     try:
         # sizes that leave partial panels and column blocks; B = 5 splits unevenly over 2 and 3 threads
-        fast, ref = _fast_and_reference(
-            lambda: msr.FSRNN(V, 7, 37, 19, dtype="float64", seed=11, **kw), B, T=T)
+        fast, ref = _fast_and_reference(lambda: msr.FSRNN(V, 7, 37, 19, dtype="float64", seed=11, **kw), B, T=T)
     finally:
         msr.set_num_threads(2)
     assert_runs_equal(fast, ref)
@@ -479,8 +546,12 @@ def test_sequential_and_stacked_fast_equal_reference(cls, cell, T, threads):
     msr.set_num_threads(threads)
     try:
         fast, ref = _fast_and_reference(
-            lambda: cls(V, 7, (13, 13), cell=cell, layer_norm=True, zoneout_h=0.2, dropout=0.2, dtype="float64",
-                        seed=4), B=5, T=T)
+            lambda: cls(
+                V, 7, (13, 13), cell=cell, layer_norm=True, zoneout_h=0.2, dropout=0.2, dtype="float64", seed=4
+            ),
+            B=5,
+            T=T,
+        )
     finally:
         msr.set_num_threads(2)
     assert_runs_equal(fast, ref)

@@ -3,6 +3,7 @@ epsilon (`layer_norm_eps`), a trainable bias before each gate's layer norm (`bia
 orthogonal initialisation of whole matrices (`orthogonal_init="whole"`). Finite differences in
 float64, parity with the PyTorch reference over two chunks, the fast steps equal the plain ones,
 the initialisation, bad options."""
+
 import numpy as np
 import pytest
 
@@ -33,11 +34,26 @@ def assert_gradients(model, seed):
 
 # ---- gradients -------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("cell,slow_cell,layer_norm,fast_cells", [("lstm", "lstm", True, 2), ("gru", "lstm", True, 3)])
 def test_fs_rnn_gradients_official_reading(cell, slow_cell, layer_norm, fast_cells):
     zc = 0.3 if "lstm" in (cell, slow_cell) else 0.0
-    model = msr.FSRNN(V, E, HF, HS, cell=cell, slow_cell=slow_cell, layer_norm=layer_norm, fast_cells=fast_cells,
-                      zoneout_c=zc, zoneout_h=0.2, dropout=0.2, dtype="float64", seed=1, **OFFICIAL)
+    model = msr.FSRNN(
+        V,
+        E,
+        HF,
+        HS,
+        cell=cell,
+        slow_cell=slow_cell,
+        layer_norm=layer_norm,
+        fast_cells=fast_cells,
+        zoneout_c=zc,
+        zoneout_h=0.2,
+        dropout=0.2,
+        dtype="float64",
+        seed=1,
+        **OFFICIAL,
+    )
     assert "bias_f1" in model.parameters() and "bias_s" in model.parameters()
     assert model.parameter_roles()["bias_f1"].kind == "bias"
     assert_gradients(model, seed=fast_cells)
@@ -45,8 +61,18 @@ def test_fs_rnn_gradients_official_reading(cell, slow_cell, layer_norm, fast_cel
 
 @pytest.mark.parametrize("cls,cell", [(msr.StackedLSTM, "lstm"), (msr.SequentialLSTM, "gru")])
 def test_stacked_and_sequential_gradients_official_reading(cls, cell):
-    model = cls(V, E, (HF, HF), cell=cell, layer_norm=True if cell == "lstm" else "gates", dropout=0.2,
-                zoneout_h=0.1, dtype="float64", seed=2, **OFFICIAL)
+    model = cls(
+        V,
+        E,
+        (HF, HF),
+        cell=cell,
+        layer_norm=True if cell == "lstm" else "gates",
+        dropout=0.2,
+        zoneout_h=0.1,
+        dtype="float64",
+        seed=2,
+        **OFFICIAL,
+    )
     assert "bias_l0" in model.parameters() and "bias_l1" in model.parameters()
     assert_gradients(model, seed=7)
 
@@ -71,12 +97,24 @@ def test_epsilon_changes_the_loss_near_a_zero_state():
 
 # ---- parity with the PyTorch reference over two chunks ------------------------------------------
 
+
 @pytest.mark.parametrize("K,layer_norm,eps", [(2, True, 1e-3), (3, "gates", 0.05)])
 def test_matches_torch_reference_official_reading(K, layer_norm, eps):
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(21)
-    ours = msr.FSRNN(V, E, HF, HS, fast_cells=K, layer_norm=layer_norm, layer_norm_eps=eps, bias_before_norm=True,
-                     orthogonal_init="whole", dtype="float64", seed=1)
+    ours = msr.FSRNN(
+        V,
+        E,
+        HF,
+        HS,
+        fast_cells=K,
+        layer_norm=layer_norm,
+        layer_norm_eps=eps,
+        bias_before_norm=True,
+        orthogonal_init="whole",
+        dtype="float64",
+        seed=1,
+    )
     perturb(ours, rng)
     opts = reference.options(ours)
     assert opts["eps"] == eps and opts["bias_before_norm"] is True
@@ -101,25 +139,26 @@ def test_matches_torch_reference_official_reading(K, layer_norm, eps):
         # the reference with the other epsilon or without the bias computes something else
         with torch.no_grad():
             other, _ = reference.forward(P, torch.from_numpy(tok[:, chunk]), s_torch, **dict(opts, eps=1e-5))
-            nobias, _ = reference.forward(P, torch.from_numpy(tok[:, chunk]), s_torch,
-                                          **dict(opts, bias_before_norm=False))
+            nobias, _ = reference.forward(
+                P, torch.from_numpy(tok[:, chunk]), s_torch, **dict(opts, bias_before_norm=False)
+            )
         assert not np.allclose(other.numpy(), logits_t.detach().numpy(), rtol=1e-6, atol=1e-8)
         assert not np.allclose(nobias.numpy(), logits_t.detach().numpy(), rtol=1e-6, atol=1e-8)
 
 
 # ---- threaded, packed steps equal the plain ones ----------------------------------------------
 
+
 @pytest.mark.parametrize("cell,threads", [("lstm", 2), ("gru", 1)])
 def test_fast_steps_equal_reference_kernels(cell, threads):
     data = np.random.default_rng(7).integers(0, V, (5, 11))
-    pieces = [(data[:, k * 5:(k + 1) * 5], data[:, k * 5 + 1:(k + 1) * 5 + 1]) for k in range(2)]
+    pieces = [(data[:, k * 5 : (k + 1) * 5], data[:, k * 5 + 1 : (k + 1) * 5 + 1]) for k in range(2)]
     out = []
     msr.set_num_threads(threads)
     try:
         for plain in (False, True):
             _core.set_reference_kernels(plain)
-            model = msr.FSRNN(V, 7, 37, 19, cell=cell, zoneout_h=0.2, dropout=0.2, dtype="float64", seed=11,
-                              **OFFICIAL)
+            model = msr.FSRNN(V, 7, 37, 19, cell=cell, zoneout_h=0.2, dropout=0.2, dtype="float64", seed=11, **OFFICIAL)
             perturb(model, np.random.default_rng(3))
             out.append(run_chunks(model, pieces))
     finally:
@@ -129,6 +168,7 @@ def test_fast_steps_equal_reference_kernels(cell, threads):
 
 
 # ---- initialisation ---------------------------------------------------------------------------
+
 
 def _orthonormal(w):
     """Orthonormal columns (tall or square) or rows (wide)."""
@@ -140,12 +180,12 @@ def test_whole_matrix_orthogonal_initialisation():
     model = msr.FSRNN(V, 3, 8, 4, fast_cells=3, seed=5, dtype="float64", **OFFICIAL)
     p = model.parameters()
     mats = [n for n in p if n.startswith(("weight_ih", "weight_hh"))]
-    assert len(mats) == 7     # ih and hh of F1, F2, S; hh of F3
+    assert len(mats) == 7  # ih and hh of F1, F2, S; hh of F3
     for name in mats:
         w = p[name]
         assert _orthonormal(w), name
         H = model.parameter_roles()[name].unit
-        if w.shape[1] <= H:   # a whole (4H, cols) matrix with orthonormal columns: its blocks are not
+        if w.shape[1] <= H:  # a whole (4H, cols) matrix with orthonormal columns: its blocks are not
             assert not _orthonormal(w[:H]), name
     # weight_ih_f1 (32, 3) and weight_ih_s (16, 8): tall, orthonormal columns; weight_hh_s (16, 4) too
     assert p["weight_ih_f1"].shape == (32, 3) and p["weight_ih_s"].shape == (16, 8)
@@ -153,41 +193,43 @@ def test_whole_matrix_orthogonal_initialisation():
     for sfx in ("_f1", "_f2", "_f3", "_s"):
         np.testing.assert_array_equal(p["bias" + sfx], 0.0)
         H = p["weight_hh" + sfx].shape[1]
-        np.testing.assert_array_equal(p["ln_gates_bias" + sfx][H:2 * H], 1.0)
-        np.testing.assert_array_equal(np.delete(p["ln_gates_bias" + sfx], np.s_[H:2 * H]), 0.0)
+        np.testing.assert_array_equal(p["ln_gates_bias" + sfx][H : 2 * H], 1.0)
+        np.testing.assert_array_equal(np.delete(p["ln_gates_bias" + sfx], np.s_[H : 2 * H]), 0.0)
         np.testing.assert_array_equal(p["ln_gates_weight" + sfx], 1.0)
     blocks = msr.FSRNN(V, 3, 8, 4, seed=5, dtype="float64", bias_before_norm=True).parameters()
     for k in range(4):
-        assert _orthonormal(blocks["weight_hh_f1"][8 * k:8 * (k + 1)])
+        assert _orthonormal(blocks["weight_hh_f1"][8 * k : 8 * (k + 1)])
     assert not _orthonormal(blocks["weight_hh_f1"])
 
 
 def test_forget_bias_prefers_the_shift_only_when_asked():
     from multiscale_rnn import init
+
     model = msr.StackedLSTM(V, E, (HF,), layer_norm=True, bias_before_norm=True, dtype="float64", seed=1)
     p = model.parameters()
     for name in ("bias_l0", "ln_gates_bias_l0"):
         p[name][...] = 0.0
-    init.forget_bias(model, 2.0)                   # the default: the bias
-    assert (p["bias_l0"][HF:2 * HF] == 2.0).all() and (p["ln_gates_bias_l0"] == 0.0).all()
+    init.forget_bias(model, 2.0)  # the default: the bias
+    assert (p["bias_l0"][HF : 2 * HF] == 2.0).all() and (p["ln_gates_bias_l0"] == 0.0).all()
     p["bias_l0"][...] = 0.0
     init.forget_bias(model, 2.0, prefer="shift")
-    assert (p["ln_gates_bias_l0"][HF:2 * HF] == 2.0).all() and (p["bias_l0"] == 0.0).all()
+    assert (p["ln_gates_bias_l0"][HF : 2 * HF] == 2.0).all() and (p["bias_l0"] == 0.0).all()
     plain = msr.StackedLSTM(V, E, (HF,), layer_norm="cell", dtype="float64", seed=1)
-    init.forget_bias(plain, 3.0, prefer="shift")   # no gate shift: the bias takes it
-    assert (plain.parameters()["bias_ih_l0"][HF:2 * HF] == 3.0).all()
+    init.forget_bias(plain, 3.0, prefer="shift")  # no gate shift: the bias takes it
+    assert (plain.parameters()["bias_ih_l0"][HF : 2 * HF] == 3.0).all()
     with pytest.raises(ValueError, match="prefer"):
         init.forget_bias(model, 1.0, prefer="gain")
 
 
 # ---- defaults, presets, bad options -----------------------------------------------------------
 
+
 def test_defaults_keep_the_earlier_reading():
     model = msr.FSRNN(V, E, HF, HS, seed=1)
     assert model.config["layer_norm_eps"] == 1e-5 and model.config["bias_before_norm"] is False
     assert model.config["orthogonal_init"] == "blocks"
     assert not any(n.startswith("bias_") for n in model.parameters())
-    cfg = {k: v for k, v in model.config.items() if k not in ("model", *OFFICIAL)}   # a config saved before
+    cfg = {k: v for k, v in model.config.items() if k not in ("model", *OFFICIAL)}  # a config saved before
     again = msr.FSRNN(**cfg)
     for k, v in model.parameters().items():
         np.testing.assert_array_equal(again.parameters()[k], v)
@@ -200,7 +242,7 @@ def test_bad_options():
     with pytest.raises(ValueError, match="bias_before_norm"):
         msr.FSRNN(V, E, HF, HS, layer_norm="cell", bias_before_norm=True)
     with pytest.raises(ValueError, match="bias_before_norm"):
-        msr.StackedLSTM(V, E, (HF,), bias_before_norm=True)             # default layer_norm="cell"
+        msr.StackedLSTM(V, E, (HF,), bias_before_norm=True)  # default layer_norm="cell"
     with pytest.raises(ValueError, match="layer_norm_eps"):
         msr.FSRNN(V, E, HF, HS, layer_norm_eps=0.0)
     with pytest.raises(ValueError, match="layer_norm_eps"):

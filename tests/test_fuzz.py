@@ -5,18 +5,18 @@ exception types with a message naming the thing that was wrong.
 
 One worker process imports the package once and forks a child per case (fast); the worker itself
 runs in a subprocess so nothing it does can take pytest down."""
+
 import json
 import subprocess
 import sys
 import textwrap
 
-
 SEED = 12
 CASES = {"checkpoint": 110, "corpus": 70, "model": 80, "cli": 24}
-MEMORY_CAP = 3 << 30      # bytes of address space per case
-CASE_SECONDS = 20         # a case running longer is a hang
+MEMORY_CAP = 3 << 30  # bytes of address space per case
+CASE_SECONDS = 20  # a case running longer is a hang
 
-WORKER = textwrap.dedent(r'''
+WORKER = textwrap.dedent(r"""
 import io, json, os, random, resource, signal, sys, zipfile
 import numpy as np
 import multiscale_rnn as msr
@@ -167,7 +167,8 @@ def case_model(rng, i):
         if op == 0:
             m.loss_and_grad(x, rng.choice([x, x + 10, x[:, :2], x.astype(float), -x]))
         elif op == 1:
-            m.forward(rng.choice([x, x[0], np.zeros((1, 0), np.int32), x * 1000, [[0.5]]]), rng.choice([None, {}, "keep", 3]))
+            inputs = rng.choice([x, x[0], np.zeros((1, 0), np.int32), x * 1000, [[0.5]]])
+            m.forward(inputs, rng.choice([None, {}, "keep", 3]))
         elif op == 2:
             m.set_option(rng.choice(["slope", "nothing", ""]), rng.choice([1.0, float("nan"), "x", -1.0]))
         else:
@@ -246,14 +247,18 @@ for kind, n in CASES.items():
         else:
             results.append(json.loads(blob))
 print(json.dumps(results))
-''')
+""")
 
 
 def test_fuzz_inputs_are_refused_cleanly(tmp_path):
     script = tmp_path / "fuzz_worker.py"
     script.write_text(WORKER)
-    r = subprocess.run([sys.executable, str(script), str(SEED), json.dumps(CASES), str(MEMORY_CAP),
-                        str(CASE_SECONDS), str(tmp_path)], capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [sys.executable, str(script), str(SEED), json.dumps(CASES), str(MEMORY_CAP), str(CASE_SECONDS), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     results = json.loads(r.stdout.strip().splitlines()[-1])
     assert len(results) == sum(CASES.values())

@@ -1,6 +1,7 @@
 """Gradient reaching back in time (HORNN paper, Figures 2-3): the HORNN core's state records and
 their gradients against autograd in the PyTorch reference, fast == reference kernels, and
 analysis.gradient_reach / plot.gradient_reach on the numbers."""
+
 import numpy as np
 import pytest
 
@@ -81,7 +82,7 @@ def test_record_gradients_need_a_backward():
         model.record_gradients()
     model.loss_and_grad(tok, tok)
     assert model.record_gradients()["h_l0"].shape == (6, 8)
-    model.loss(tok, tok)                       # a new forward makes them stale
+    model.loss(tok, tok)  # a new forward makes them stale
     with pytest.raises(ValueError, match="backward after the last forward"):
         model.record_gradients()
 
@@ -93,15 +94,15 @@ def _reach_by_autograd(model, ids, max_lag, num_samples, warmup, seed):
     W = max_lag + 1
     t = np.sort(np.random.default_rng(seed).integers(warmup + max_lag, len(ids) - 2 + 1, num_samples))
     start = t - max_lag
-    window = np.stack([ids[s:s + W] for s in start])
-    target = np.stack([ids[s + 1:s + W + 1] for s in start])
-    pre = np.stack([ids[s - warmup:s] for s in start])
-    pre_t = np.stack([ids[s - warmup + 1:s + 1] for s in start])
+    window = np.stack([ids[s : s + W] for s in start])
+    target = np.stack([ids[s + 1 : s + W + 1] for s in start])
+    pre = np.stack([ids[s - warmup : s] for s in start])
+    pre_t = np.stack([ids[s - warmup + 1 : s + 1] for s in start])
     _, state = model.loss(pre, pre_t)
     weights = np.zeros(window.shape)
     weights[:, -1] = 1.0
     g = ref.state_gradients(model, window, target, state, weights=weights)
-    top = g[sorted(g)[-1]]                                    # (n, W, H)
+    top = g[sorted(g)[-1]]  # (n, W, H)
     return num_samples * np.linalg.norm(top[:, ::-1], axis=2)
 
 
@@ -146,7 +147,7 @@ def test_relative_reach_and_length_numbers():
     np.testing.assert_allclose(relative_reach(curve), [1.0, 0.5, 0.05, 0.0005])
     assert reach_length(curve, 0.1) == 2
     assert reach_length(curve, 0.01) == 3
-    assert reach_length(curve, 1e-4) == 4                     # never below: one past the last lag
+    assert reach_length(curve, 1e-4) == 4  # never below: one past the last lag
     with pytest.raises(ValueError, match="fraction"):
         reach_length(curve, 1.5)
     with pytest.raises(ValueError, match="k = 0"):
@@ -154,7 +155,7 @@ def test_relative_reach_and_length_numbers():
 
 
 def test_models_without_state_records_are_refused():
-    model = msr.ElmanRNN(V, E, (4,), seed=0)          # the stacked Elman core records nothing
+    model = msr.ElmanRNN(V, E, (4,), seed=0)  # the stacked Elman core records nothing
     with pytest.raises(ValueError, match="records no cell states"):
         gradient_reach(model, np.zeros(50, dtype=np.int32), max_lag=2, num_samples=1, warmup=0)
 
@@ -165,9 +166,10 @@ def test_plot_gradient_reach():
     assert ax.get_yscale() == "log"
     lines = ax.get_lines()
     assert [l.get_label() for l in lines] == ["RNN", "HORNN"]
-    np.testing.assert_allclose(lines[0].get_ydata(), [1.0, 0.1, 0.01])     # relative to its k = 0 mean
+    np.testing.assert_allclose(lines[0].get_ydata(), [1.0, 0.1, 0.01])  # relative to its k = 0 mean
     np.testing.assert_allclose(lines[1].get_ydata(), [1.0, 0.5, 0.25])
     import matplotlib.pyplot as plt
+
     _, ax2 = plt.subplots()
     assert msr.plot.gradient_reach(curves, ax=ax2, relative=False, log=False) is ax2
     np.testing.assert_allclose(ax2.get_lines()[0].get_ydata(), [2.0, 0.2, 0.02])

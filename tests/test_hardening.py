@@ -1,6 +1,7 @@
 """Bad input refused clearly (issue 12): damaged checkpoints, stray temporary files, output paths
 checked before the work, argument checks, text that is not UTF-8, your own text as a corpus,
 settings provenance, per-update schedules and plain progress lines."""
+
 import errno
 import io
 import json
@@ -21,8 +22,25 @@ from multiscale_rnn.cli import main, resolve_settings
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-TINY = ["--model", "lstm", "--embed-size", "8", "--hidden-sizes", "16", "--batch-size", "4", "--bptt", "20",
-        "--threads", "1", "--no-progress", "--epochs", "1", "--max-chunks", "3"]
+TINY = [
+    "--model",
+    "lstm",
+    "--embed-size",
+    "8",
+    "--hidden-sizes",
+    "16",
+    "--batch-size",
+    "4",
+    "--bptt",
+    "20",
+    "--threads",
+    "1",
+    "--no-progress",
+    "--epochs",
+    "1",
+    "--max-chunks",
+    "3",
+]
 
 
 @pytest.fixture(scope="module")
@@ -112,18 +130,24 @@ def test_object_arrays_are_refused_without_pickle(saved):
     assert "pickle" not in msg
 
 
-@pytest.mark.parametrize("where, value, words", [
-    ("config", [], "model config"),
-    ("config", {"model": "LSTM", "vocab_size": float("inf"), "embed_size": 8, "hidden_sizes": [16]}, "rebuild"),
-    ("config", {"model": "LSTM", "vocab_size": 10, "embed_size": 8, "hidden_sizes": [16], "dropuot": 0.5},
-     "dropuot"),
-    ("meta", [], "metadata"),
-    ("meta.optimizer", [1, 2], "optimiser"),
-    ("meta.optimizer.step", 1e400, "step"),
-    ("meta.history", {"a": 1}, "history"),
-    ("meta.vocab", [1], "vocabulary"),
-    ("meta.trainer", "x", "trainer"),
-])
+@pytest.mark.parametrize(
+    "where, value, words",
+    [
+        ("config", [], "model config"),
+        ("config", {"model": "LSTM", "vocab_size": float("inf"), "embed_size": 8, "hidden_sizes": [16]}, "rebuild"),
+        (
+            "config",
+            {"model": "LSTM", "vocab_size": 10, "embed_size": 8, "hidden_sizes": [16], "dropuot": 0.5},
+            "dropuot",
+        ),
+        ("meta", [], "metadata"),
+        ("meta.optimizer", [1, 2], "optimiser"),
+        ("meta.optimizer.step", 1e400, "step"),
+        ("meta.history", {"a": 1}, "history"),
+        ("meta.vocab", [1], "vocabulary"),
+        ("meta.trainer", "x", "trainer"),
+    ],
+)
 def test_wrong_json_types_are_refused(saved, where, value, words):
     m = _members(saved)
     key, *sub = where.split(".")
@@ -158,8 +182,9 @@ def test_bad_trainer_state_is_refused_on_resume(saved, corpus, edit):
     trainer = msr.Trainer(model, msr.optim.Adam(lr=1e-2), batch_size=4, bptt=20, progress=False)
     with pytest.raises(CheckpointError, match="ck.npz") as e:
         trainer.fit(corpus.train, epochs=1, checkpoint=saved, resume=True, max_chunks=1)
-    assert {"drop_epoch": "epoch", "inf_step": "step", "list_carried": "carried", "str_tokens": "tokens"}[edit] \
-        in str(e.value)
+    assert {"drop_epoch": "epoch", "inf_step": "step", "list_carried": "carried", "str_tokens": "tokens"}[edit] in str(
+        e.value
+    )
 
 
 def test_non_finite_optimiser_moments_are_refused(saved):
@@ -248,6 +273,7 @@ def test_disk_errors_name_the_path_and_keep_the_previous_checkpoint(tmp_path, ca
 
     def full(*a, **k):
         raise OSError(code_, os.strerror(code_))
+
     monkeypatch.setattr(np, "savez", full)
     code, err = _cli(["train", *TINY, "--epochs", "2", "--out", str(out), "--resume"], capsys)
     assert code == 1 and err.count("error:") == 1 and str(out) in err and os.strerror(code_) in err
@@ -273,14 +299,17 @@ def test_trainer_checks_the_checkpoint_path_first(tmp_path, corpus):
 
 
 # ---- 4. arguments ---------------------------------------------------------------------------------
-@pytest.mark.parametrize("args, words", [
-    (["--batch-size", "0"], "batch-size must be a positive integer, got 0"),
-    (["--bptt", "0"], "bptt must be a positive integer, got 0"),
-    (["--seed", "-1"], "seed must be a non-negative integer, got -1"),
-    (["--threads", "100000"], "threads must be between 1 and"),
-    (["--option", "dropuot=0.5"], "dropuot"),
-    (["--dropout", "1.5"], "dropout"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--batch-size", "0"], "batch-size must be a positive integer, got 0"),
+        (["--bptt", "0"], "bptt must be a positive integer, got 0"),
+        (["--seed", "-1"], "seed must be a non-negative integer, got -1"),
+        (["--threads", "100000"], "threads must be between 1 and"),
+        (["--option", "dropuot=0.5"], "dropuot"),
+        (["--dropout", "1.5"], "dropout"),
+    ],
+)
 def test_cli_argument_checks(tmp_path, capsys, args, words):
     code, err = _cli(["train", *TINY, *args, "--out", str(tmp_path / "m.npz")], capsys)
     assert code == 1 and words in err, err
@@ -298,7 +327,7 @@ def test_config_values_are_not_converted_silently(tmp_path):
 
 def test_thread_count_limits():
     with pytest.raises(ValueError, match="threads must be between 1 and"):
-        msr.set_num_threads(10 ** 6)
+        msr.set_num_threads(10**6)
     with pytest.raises(ValueError):
         msr.set_num_threads(0)
     with pytest.raises(TypeError):
@@ -312,9 +341,9 @@ def test_thread_count_limits():
 def test_sizes_are_checked_before_allocating(family):
     cls = getattr(msr, family)
     with pytest.raises(ValueError, match=r"hidden_sizes\[0\] = 4,611,686,018,427,387,904 is too large"):
-        cls(10, 8, [2 ** 62])
+        cls(10, 8, [2**62])
     with pytest.raises(ValueError, match="vocab_size .* is too large"):
-        cls(2 ** 40, 8, [8])
+        cls(2**40, 8, [8])
     with pytest.raises(MemoryError, match=r"need at least .* GiB .* more than this machine"):
         cls(10, 8, [200_000])
     with pytest.raises(TypeError, match="dropuot"):
@@ -398,11 +427,18 @@ def test_settings_provenance(tmp_path, capsys):
 # ---- 9. schedules per update, plain progress lines ------------------------------------------------
 def test_per_update_schedules(corpus):
     from multiscale_rnn.schedules import MultiStep, linear
+
     model = msr.LSTM(corpus.vocab_size, 8, 16)
     seen = []
-    trainer = msr.Trainer(model, msr.optim.Adam(lr=1e-2), batch_size=4, bptt=20, progress=False,
-                          lr_schedule=MultiStep([2, 4], factor=10, every="step"),
-                          model_options={"x": linear(0.0, 1.0, per_step=0.25)})
+    trainer = msr.Trainer(
+        model,
+        msr.optim.Adam(lr=1e-2),
+        batch_size=4,
+        bptt=20,
+        progress=False,
+        lr_schedule=MultiStep([2, 4], factor=10, every="step"),
+        model_options={"x": linear(0.0, 1.0, per_step=0.25)},
+    )
     trainer._set_option = lambda name, value: seen.append(value)
     lrs = []
     trainer.fit(corpus.train, epochs=1, max_chunks=5, log=lambda e: lrs.append(e["lr"]) if e["event"] == "chunk" else 0)
@@ -413,9 +449,11 @@ def test_per_update_schedules(corpus):
 
 
 def test_cli_anneal_per_step(tmp_path):
-    s = resolve_settings(flags={"anneal": {"slope": [1.0, 5.0, 0.01, "step"]}, "lr_schedule": "halve",
-                                "lr_every": "step"})
+    s = resolve_settings(
+        flags={"anneal": {"slope": [1.0, 5.0, 0.01, "step"]}, "lr_schedule": "halve", "lr_every": "step"}
+    )
     from multiscale_rnn.cli import _lr_schedule, anneal_schedule
+
     assert anneal_schedule(s["anneal"]["slope"])(0, 100) == 2.0
     assert _lr_schedule(s).every == "step"
     with pytest.raises(ValueError, match="lr-every"):
@@ -423,10 +461,12 @@ def test_cli_anneal_per_step(tmp_path):
 
 
 def test_plain_progress_lines_when_not_a_terminal(tmp_path):
-    script = ("import multiscale_rnn as msr\nfrom multiscale_rnn import data\n"
-              "c = data.char_corpus(data.embedded_text()[:4000])\n"
-              "t = msr.Trainer(msr.LSTM(c.vocab_size, 8, 16), batch_size=4, bptt=20)\n"
-              "t.fit(c.train, epochs=1)\n")
+    script = (
+        "import multiscale_rnn as msr\nfrom multiscale_rnn import data\n"
+        "c = data.char_corpus(data.embedded_text()[:4000])\n"
+        "t = msr.Trainer(msr.LSTM(c.vocab_size, 8, 16), batch_size=4, bptt=20)\n"
+        "t.fit(c.train, epochs=1)\n"
+    )
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "\r" not in r.stderr

@@ -1,12 +1,13 @@
 """HM-LSTM: gradients (finite differences in soft mode, a PyTorch straight-through reference in
 step/sample mode), the operation truth table, COPY, skipping == masking, options and bad input."""
+
 import numpy as np
 import pytest
 
 import multiscale_rnn as msr
-from multiscale_rnn.reference import hm_lstm as reference
-from multiscale_rnn.models.hm_lstm import boundary_scores, first_seen
 from multiscale_rnn import testing
+from multiscale_rnn.models.hm_lstm import boundary_scores, first_seen
+from multiscale_rnn.reference import hm_lstm as reference
 from multiscale_rnn.testing import numeric_gradient
 
 V, E, HS, B, T = 11, 5, (4, 3, 5), 3, 6
@@ -15,7 +16,8 @@ V, E, HS, B, T = 11, 5, (4, 3, 5), 3, 6
 def make(seed=3, hidden=HS, scale=0.5, z_bias=None, **kw):
     """A float64 HM-LSTM with N(0, scale^2) weights (boundaries then fire at mixed steps). Options not
     given follow the paper's reading (gradient "switch" for binary boundaries, no flush cut, detectors reading
-    everything), which these tests were written for, with the paper's gated output module and no rate target; the package's
+    everything), which these tests were written for, with the paper's gated output module and no rate target; the
+    package's
     defaults and the rate target are checked in test_hm_lstm_recipe.py."""
     kw.setdefault("flush_cut", False)
     kw.setdefault("head", "gated")
@@ -156,11 +158,13 @@ def test_top_down_off_equals_zero_top_down_weights(opts):
     runs_on, st_on = testing.run_chunks(on, chunks, st)
     assert all(np.abs(g["weight_td_l0"]).max() > 0 for _, _, g in runs_on)  # held at zero, still a gradient
     runs_on = [(lg, loss, {k: v for k, v in g.items() if not k.startswith("weight_td")}) for lg, loss, g in runs_on]
-    testing.assert_runs_equal(testing.run_chunks(off, chunks, st), (runs_on, st_on), rtol=1e-12, grad_rtol=1e-11,
-                              atol=1e-14)
+    testing.assert_runs_equal(
+        testing.run_chunks(off, chunks, st), (runs_on, st_on), rtol=1e-12, grad_rtol=1e-11, atol=1e-14
+    )
 
 
 # ---- operations ----------------------------------------------------------------------------------
+
 
 def test_operation_truth_table():
     """Layer 2's operation at t=0 from z^2_{t-1} (state) and z^1_t (forced by layer 1's boundary bias)."""
@@ -193,7 +197,9 @@ def test_operation_truth_table():
                 assert np.all(new2["c_l1"] != new["c_l1"])
 
 
-@pytest.mark.parametrize("opts", [{}, {"skip": False}, {"copy_z": "recompute"}, {"flush_cut": True, "layer_norm": True}])
+@pytest.mark.parametrize(
+    "opts", [{}, {"skip": False}, {"copy_z": "recompute"}, {"flush_cut": True, "layer_norm": True}]
+)
 def test_copy_leaves_state_unchanged(opts):
     rng = np.random.default_rng(11)
     m = make(z_bias=-1.0, **opts)
@@ -214,9 +220,15 @@ def test_copy_leaves_state_unchanged(opts):
     assert seen > 10
 
 
-SKIP_OPTIONS = [{}, {"copy_z": "recompute"}, {"flush_cut": True}, {"layer_norm": True, "top_boundary": True},
-                {"boundary": "sample"}, {"head": "linear", "flush_cut": True, "copy_z": "recompute"},
-                {"top_down": False, "flush_cut": True}]
+SKIP_OPTIONS = [
+    {},
+    {"copy_z": "recompute"},
+    {"flush_cut": True},
+    {"layer_norm": True, "top_boundary": True},
+    {"boundary": "sample"},
+    {"head": "linear", "flush_cut": True, "copy_z": "recompute"},
+    {"top_down": False, "flush_cut": True},
+]
 
 
 def assert_skipping_equals_masking(opts):
@@ -253,8 +265,11 @@ def test_skipping_equals_masking(opts):
 
 
 @pytest.mark.parametrize("threads", [1, 3])
-@pytest.mark.parametrize("opts", [{}, {"boundary": "sample", "copy_z": "recompute"}],
-                         ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) or "default")
+@pytest.mark.parametrize(
+    "opts",
+    [{}, {"boundary": "sample", "copy_z": "recompute"}],
+    ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) or "default",
+)
 def test_skipping_equals_masking_on_threads(opts, threads):
     """The same as above with streams split over 1 and 3 threads (B = 5: uneven splits)."""
     msr.set_num_threads(threads)
@@ -262,6 +277,7 @@ def test_skipping_equals_masking_on_threads(opts, threads):
 
 
 # ---- threads over streams and the plain reference kernels ----------------------------------------
+
 
 def run_chunks(m, chunks, st):
     """Logits, loss, gradients, records and state over chunks with the state carried."""
@@ -294,7 +310,7 @@ def test_threads_equal_reference_kernels(opts):
     rng = np.random.default_rng(23)
     Bn, Tn = 7, 5
     data = rng.integers(0, V, (Bn, 2 * Tn + 1))
-    chunks = [(data[:, k * Tn:(k + 1) * Tn], data[:, k * Tn + 1:(k + 1) * Tn + 1]) for k in range(2)]
+    chunks = [(data[:, k * Tn : (k + 1) * Tn], data[:, k * Tn + 1 : (k + 1) * Tn + 1]) for k in range(2)]
     hidden = (6, 9, 5)  # partial panels, K = Hb + H + Ht not a multiple of the panel
     results = {}
     try:
@@ -317,8 +333,9 @@ def test_threads_equal_reference_kernels(opts):
                 np.testing.assert_allclose(gf[k], gr[k], rtol=1e-10, atol=1e-13, err_msg=f"{k}, {threads} threads")
             for recf, recr in ((ef, er), (tf, tr)):
                 for k in recr:
-                    np.testing.assert_allclose(recf[k], recr[k], rtol=1e-12, atol=1e-13,
-                                               err_msg=f"{k}, {threads} threads")
+                    np.testing.assert_allclose(
+                        recf[k], recr[k], rtol=1e-12, atol=1e-13, err_msg=f"{k}, {threads} threads"
+                    )
         for k in st_ref:
             np.testing.assert_allclose(st[k], st_ref[k], rtol=1e-12, atol=1e-13, err_msg=k)
 
@@ -333,7 +350,11 @@ def test_outputs_do_not_depend_on_the_thread_count(dtype):
     for threads in (1, 2, 3):
         msr.set_num_threads(threads)
         kw = dict(boundary="sample", layer_norm=True, copy_z="recompute")
-        m = make(hidden=(6, 9, 5), z_bias=-0.7, **kw) if dtype == "float64" else msr.HMLSTM(V, E, (6, 9, 5), seed=3, **kw)
+        m = (
+            make(hidden=(6, 9, 5), z_bias=-0.7, **kw)
+            if dtype == "float64"
+            else msr.HMLSTM(V, E, (6, 9, 5), seed=3, **kw)
+        )
         logits, st = m.forward(tok)
         rec = m.records()
         loss, grads, st = m.loss_and_grad(tok, tok, st)
@@ -346,8 +367,13 @@ def test_outputs_do_not_depend_on_the_thread_count(dtype):
             for k in b:
                 np.testing.assert_array_equal(a[k], b[k], err_msg=k)
         for k in g0:
-            np.testing.assert_allclose(grads[k], g0[k], rtol=1e-4 if dtype == "float32" else 1e-10,
-                                       atol=1e-6 if dtype == "float32" else 1e-14, err_msg=k)
+            np.testing.assert_allclose(
+                grads[k],
+                g0[k],
+                rtol=1e-4 if dtype == "float32" else 1e-10,
+                atol=1e-6 if dtype == "float32" else 1e-14,
+                err_msg=k,
+            )
 
 
 def test_set_option_slope_and_skip():
@@ -416,6 +442,7 @@ def test_gated_head_serves_other_cores():
 
 # ---- trace and scores ----------------------------------------------------------------------------
 
+
 def test_boundary_scores():
     ref = np.array([0, 0, 1, 0, 0, 1, 0, 1], dtype=bool)
     pred = np.array([0, 0, 1, 1, 0, 0, 0, 0], dtype=bool)
@@ -458,6 +485,7 @@ def test_trace_arrays_and_counts():
 
 # ---- a short training run finds word boundaries ----------------------------------------------------
 
+
 def synthetic_corpus():
     """The study's text: 40,000 generated characters (trie lexicon, seed 0), 10 % for validation."""
     return msr.data.synthetic_hierarchy(n_chars=40_000, seed=0).corpus(valid_fraction=0.1, test_fraction=0.0)
@@ -469,8 +497,9 @@ def train_synthetic(epochs=40, seed=0):
     seeded, one thread): 880 updates, about 3 s."""
     corpus = synthetic_corpus()
     m = msr.HMLSTM(corpus.vocab_size, 16, (32, 32), seed=seed)
-    trainer = msr.Trainer(m, optimizer=msr.optim.Adam(5e-3), clip_norm=1.0, batch_size=32, bptt=50,
-                          progress=False, seed=seed)
+    trainer = msr.Trainer(
+        m, optimizer=msr.optim.Adam(5e-3), clip_norm=1.0, batch_size=32, bptt=50, progress=False, seed=seed
+    )
     trainer.fit(corpus.train, epochs=epochs)
     return m, corpus
 
@@ -498,7 +527,7 @@ def test_default_recipe_finds_the_word_boundaries():
     chance = boundary_scores(np.random.default_rng(0).permutation(z1), tr.reference, 1)["f1"]
     assert f1 >= 0.9, tr.scores[0]
     assert chance < 0.5, chance
-    assert 0.15 <= z1.mean() <= 0.21, z1.mean()           # words end on 17.6 % of the steps
+    assert 0.15 <= z1.mean() <= 0.21, z1.mean()  # words end on 17.6 % of the steps
     assert tr.updates[1] < 0.25 * len(tr), "the second layer should update about once per word"
 
 
@@ -508,16 +537,24 @@ def test_default_recipe_with_restarts_keeps_a_run_that_finds_the_words():
     the lowest BPC on validation text after the 2,000 characters scored kept (``best_of``); the kept
     run's boundaries sit on the word ends (F1 >= 0.9; the recipe reached it on 10 of 10 seeds)."""
     corpus = synthetic_corpus()
-    m, results = msr.best_of(lambda s: msr.HMLSTM(corpus.vocab_size, 16, (32, 32), seed=s), corpus.train,
-                             corpus.valid[2000:], restarts=5, epochs=40, seed=5,
-                             make_optimizer=lambda: msr.optim.Adam(5e-3), clip_norm=1.0, batch_size=32,
-                             bptt=50, progress=False)
+    m, results = msr.best_of(
+        lambda s: msr.HMLSTM(corpus.vocab_size, 16, (32, 32), seed=s),
+        corpus.train,
+        corpus.valid[2000:],
+        restarts=5,
+        epochs=40,
+        seed=5,
+        make_optimizer=lambda: msr.optim.Adam(5e-3),
+        clip_norm=1.0,
+        batch_size=32,
+        bptt=50,
+        progress=False,
+    )
     assert [r["seed"] for r in results] == [5, 6, 7, 8, 9]
     kept = [r for r in results if r["chosen"]]
     assert len(kept) == 1 and kept[0]["valid_loss"] == min(r["valid_loss"] for r in results)
     tr, f1 = word_scores(m, corpus)
     assert f1 >= 0.9, (tr.scores[0], results)
-
 
 
 @pytest.mark.usefixtures("one_thread")
@@ -530,10 +567,19 @@ def test_three_layer_defaults_find_words_and_phrases():
     reached both on 8 of 10 seeds on a Zen 4 machine and 7 of 10 on Zen 5 (this seed: 1.00 / 0.92 and
     0.99 / 0.84), and layer 3 updates about once a phrase."""
     corpus = synthetic_corpus()
-    m, results = msr.best_of(lambda s: msr.HMLSTM(corpus.vocab_size, 16, (32, 32, 32), seed=s), corpus.train,
-                             corpus.valid[2000:], restarts=5, epochs=100, seed=20,
-                             make_optimizer=lambda: msr.optim.Adam(5e-3), clip_norm=1.0, batch_size=32, bptt=50,
-                             progress=False)
+    m, results = msr.best_of(
+        lambda s: msr.HMLSTM(corpus.vocab_size, 16, (32, 32, 32), seed=s),
+        corpus.train,
+        corpus.valid[2000:],
+        restarts=5,
+        epochs=100,
+        seed=20,
+        make_optimizer=lambda: msr.optim.Adam(5e-3),
+        clip_norm=1.0,
+        batch_size=32,
+        bptt=50,
+        progress=False,
+    )
     assert m.config["detector_input"] == "below" and m.config["warmup"] == [500, 1500]  # the phrase recipe
     kept = [r for r in results if r["chosen"]]
     assert len(kept) == 1 and kept[0]["epochs"] == 100 and all(r["epochs"] == 65 for r in results if not r["chosen"])
@@ -595,8 +641,14 @@ def test_trainer_anneals_the_slope():
     corpus = h.corpus()
     m = msr.HMLSTM(corpus.vocab_size, 8, (8, 8), seed=0)
     seen = []
-    trainer = msr.Trainer(m, optimizer=msr.optim.Adam(1e-3), batch_size=4, bptt=20, progress=False,
-                          model_options={"slope": msr.schedules.linear(1.0, 5.0, per_epoch=1.5)})
+    trainer = msr.Trainer(
+        m,
+        optimizer=msr.optim.Adam(1e-3),
+        batch_size=4,
+        bptt=20,
+        progress=False,
+        model_options={"slope": msr.schedules.linear(1.0, 5.0, per_epoch=1.5)},
+    )
     trainer.fit(corpus.train, epochs=4, log=lambda d: seen.append(m.slope) if d.get("event") == "epoch" else None)
     assert seen == [1.0, 2.5, 4.0, 5.0]
 
@@ -616,7 +668,7 @@ def test_rate_target_reads_zbar_from_the_reducer():
     assert len(seen) == 1 and seen[0].dtype == np.float64
     np.testing.assert_allclose(seen[0], zbar, rtol=1e-15)
     assert 0 < zbar[0] < 1 and 0 < zbar[1] < 1
-    plain, g_plain, _ = m.loss_and_grad(tok, tgt, st)          # left as they were: the same as no reducer
+    plain, g_plain, _ = m.loss_and_grad(tok, tgt, st)  # left as they were: the same as no reducer
     assert loss.aux == plain.aux
     for k in grads:
         np.testing.assert_array_equal(grads[k], g_plain[k], err_msg=k)
@@ -629,6 +681,7 @@ def test_rate_target_reads_zbar_from_the_reducer():
 
     def halfway(s):
         s += 0.5 * (np.array(targets) - s)
+
     half, _, _ = m.loss_and_grad(tok, tgt, st, reducer=halfway)
     want = sum(mu * (0.5 * (z - r)) ** 2 for z, r in zip(zbar, targets))
     assert half.aux["boundary_target"] == pytest.approx(want, rel=1e-12)
@@ -645,12 +698,14 @@ def test_reducer_errors_are_clear():
 
     def nan(s):
         s[1] = np.nan
+
     with pytest.raises(ValueError, match="the reducer left batch statistic 'zbar_l1' at -?nan, not a finite number"):
         m.loss_and_grad(tok, tgt, reducer=nan)
     with pytest.raises(ZeroDivisionError):
         m.loss_and_grad(tok, tgt, reducer=lambda s: 1 / 0)
-    m.loss_and_grad(tok, tgt, reducer=lambda s: None)          # the model is usable after those
+    m.loss_and_grad(tok, tgt, reducer=lambda s: None)  # the model is usable after those
 
     def never(s):
         raise AssertionError("a model without rate targets has no batch statistics")
+
     make(rate_target=None).loss_and_grad(tok, tgt, reducer=never)

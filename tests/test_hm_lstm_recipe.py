@@ -1,15 +1,14 @@
 """HM-LSTM boundary discovery: the boundary-rate term (finite differences, the PyTorch reference,
 skipping == masking), the options changeable between chunks, the boundary-bias initialisation,
 the generator's text without separators, and the default recipe finding word boundaries."""
+
 import numpy as np
 import pytest
+from test_hm_lstm import HS, B, E, T, V, batch, make, random_state
 
 import multiscale_rnn as msr
-from multiscale_rnn.models.hm_lstm import boundary_scores
 from multiscale_rnn.reference import hm_lstm as reference
 from multiscale_rnn.testing import numeric_gradient
-
-from test_hm_lstm import B, HS, T, V, E, batch, make, random_state
 
 
 def total_fd_error(m, tok, tgt, st, n=150, eps=1e-6, seed=0):
@@ -24,8 +23,9 @@ def total_fd_error(m, tok, tgt, st, n=150, eps=1e-6, seed=0):
     return np.linalg.norm(fd - an) / (np.linalg.norm(fd) + np.linalg.norm(an))
 
 
-@pytest.mark.parametrize("opts", [{}, {"flush_cut": True, "copy_z": "recompute", "top_boundary": True}],
-                         ids=["plain", "cut,recompute,top"])
+@pytest.mark.parametrize(
+    "opts", [{}, {"flush_cut": True, "copy_z": "recompute", "top_boundary": True}], ids=["plain", "cut,recompute,top"]
+)
 def test_rate_term_soft_finite_differences(opts):
     rng = np.random.default_rng(21)
     m = make(boundary="soft", rate_penalty=0.7, **opts)
@@ -71,8 +71,9 @@ def test_rate_term_matches_pytorch_reference(opts):
         np.testing.assert_allclose(state[k], rstate[k], rtol=1e-12, atol=1e-14, err_msg=k)
 
 
-@pytest.mark.parametrize("terms", [{"rate_penalty": 0.5}, {"rate_target": [0.5, 0.05], "rate_weight": 4.0}],
-                         ids=["penalty", "target"])
+@pytest.mark.parametrize(
+    "terms", [{"rate_penalty": 0.5}, {"rate_target": [0.5, 0.05], "rate_weight": 4.0}], ids=["penalty", "target"]
+)
 def test_rate_term_skipping_equals_masking(terms):
     rng = np.random.default_rng(8)
     tok, tgt = batch(rng, steps=7, batch=5)
@@ -136,8 +137,8 @@ def test_text_without_separators():
     words = [w for w in spaced.text.replace(".", " ").replace("!", " ").replace("?", " ").replace(";", " ").split()]
     ends = np.flatnonzero(joined.word_boundaries)
     starts = np.r_[0, ends[:-1] + 1]
-    cut = [joined.text[s:e + 1].rstrip(".!?;") for s, e in zip(starts, ends)]
-    assert len(cut) > len(words) and cut[:len(words) - 1] == words[:-1]  # the spaced text's last word is cut
+    cut = [joined.text[s : e + 1].rstrip(".!?;") for s, e in zip(starts, ends)]
+    assert len(cut) > len(words) and cut[: len(words) - 1] == words[:-1]  # the spaced text's last word is cut
     assert np.array_equal(joined.phrase_boundaries, np.isin(list(joined.text), list(".!?;")))
     assert not (joined.phrase_boundaries & ~joined.word_boundaries).any()
     # the space-separated boundaries are what the text's words say
@@ -171,7 +172,7 @@ def test_boundary_map_rows_follow_the_trace(tmp_path, top_boundary):
         for j, l in enumerate(want_layers):
             assert img[r * band + j, c] == float(tr.z[l, t] > 0.5), (t, l)
         assert img[r * band + len(want_layers), c] == (0.5 if tr.reference[t] else 0.0)
-    assert np.isnan(img[3 * band:, n - 3 * width:]).all()  # past the end of the text
+    assert np.isnan(img[3 * band :, n - 3 * width :]).all()  # past the end of the text
     assert {tuple(np.unique(tr.z[l])) for l in want_layers} >= {(0.0, 1.0)}, "the check needs both values"
     ax = msr.plot.boundaries(tr, width=width)
     assert len(ax.texts) == n
@@ -192,12 +193,16 @@ def test_defaults_and_the_papers_reading():
     paper = msr.HMLSTM(V, E, HS, gradient="switch", flush_cut=False, detector_input="all")
     assert paper.config["gradient"] == "switch" and not paper.config["flush_cut"]
     from multiscale_rnn.cli import model_from_settings, resolve_settings
+
     s = resolve_settings("ptb-char-hm-lstm")
     assert s["options"]["gradient"] == "switch" and s["options"]["flush_cut"] is False
     # the paper's model (eq. 6: every detector reads everything) and the real-text recipes (the word recipe
     # with a second target) hold their options against a 3-layer model's own defaults, the phrase recipe
-    for preset, target, weight in (("ptb-char-hm-lstm", [], 20.0), ("ptb-char-hm-lstm-recipe", [0.18, 0.06], 5.0),
-                                   ("text8-hm-lstm-recipe", [0.18, 0.06], 5.0)):
+    for preset, target, weight in (
+        ("ptb-char-hm-lstm", [], 20.0),
+        ("ptb-char-hm-lstm-recipe", [0.18, 0.06], 5.0),
+        ("text8-hm-lstm-recipe", [0.18, 0.06], 5.0),
+    ):
         c = model_from_settings(resolve_settings(preset), vocab_size=V).config
         assert c["detector_input"] == "all", preset
         assert (c["rate_target"], c["rate_weight"]) == (target, weight), preset
@@ -209,18 +214,19 @@ def test_defaults_by_depth(tmp_path):
     """Up to 2 layers the defaults are the word recipe, from 3 layers the phrase recipe (docs/models/hm_lstm.md,
     "The default recipe"); an option given keeps its value and the others follow the depth."""
     from multiscale_rnn.models.hm_lstm import PHRASE_RECIPE, WORD_RECIPE
+
     two, three, four = (msr.HMLSTM(V, E, (4,) * L).config for L in (2, 3, 4))
     assert {k: two[k] for k in WORD_RECIPE} == {**WORD_RECIPE, "rate_target": [0.18]}
     assert {k: three[k] for k in PHRASE_RECIPE} == PHRASE_RECIPE
-    assert {k: four[k] for k in PHRASE_RECIPE} == PHRASE_RECIPE   # layer 3's detector: "below", "switch", no target
-    assert msr.HMLSTM(V, E, (4,)).config["rate_target"] == []      # no detector
+    assert {k: four[k] for k in PHRASE_RECIPE} == PHRASE_RECIPE  # layer 3's detector: "below", "switch", no target
+    assert msr.HMLSTM(V, E, (4,)).config["rate_target"] == []  # no detector
     # what the config stores is what the model runs: the core options follow the resolved values
     m = msr.HMLSTM(V, E, HS)
     assert [m.options[f"detector_below_l{l}"] for l in range(3)] == [1.0, 1.0, 1.0]
     assert [m.options[f"blend_l{l}"] for l in range(3)] == [1.0, 0.0, 0.0]
     assert (m.options["rate_target_l0"], m.options["rate_target_l1"], m.options["rate_weight"]) == (0.18, 0.05, 20.0)
     assert m.selection_step() == 1500 and msr.HMLSTM(V, E, HS[:2]).selection_step() is None
-    assert msr.HMLSTM(V, E, HS, warmup=[500, 500]).selection_step() is None     # starts that do not differ
+    assert msr.HMLSTM(V, E, HS, warmup=[500, 500]).selection_step() is None  # starts that do not differ
     assert msr.HMLSTM(V, E, HS, warmup=800).selection_step() is None
     # an option given keeps its value, the rest follow the depth; "auto" asks for the depth's target
     mixed = msr.HMLSTM(V, E, HS, detector_input="all", rate_target=[0.18, 0.06]).config
@@ -239,7 +245,9 @@ def test_defaults_by_depth(tmp_path):
 def test_step_schedule_switches_the_gradient_reading():
     sched = msr.schedules.step(1, 0, at_epoch=2)
     assert [sched(e) for e in (0, 1, 1.9, 2, 3)] == [1.0, 1.0, 1.0, 0.0, 0.0]
-    assert msr.schedules.step(0.0, 0.5, at_step=10)(0, 9) == 0.0 and msr.schedules.step(0.0, 0.5, at_step=10)(0, 10) == 0.5
+    assert (
+        msr.schedules.step(0.0, 0.5, at_step=10)(0, 9) == 0.0 and msr.schedules.step(0.0, 0.5, at_step=10)(0, 10) == 0.5
+    )
     with pytest.raises(ValueError, match="exactly one"):
         msr.schedules.step(1, 0)
     with pytest.raises(ValueError, match="finite"):
@@ -248,18 +256,32 @@ def test_step_schedule_switches_the_gradient_reading():
     corpus = h.corpus()
     m = msr.HMLSTM(corpus.vocab_size, 8, (8, 8), seed=0)
     seen = []
-    trainer = msr.Trainer(m, optimizer=msr.optim.Adam(1e-3), batch_size=4, bptt=20, progress=False,
-                          model_options={"blend": sched})
-    trainer.fit(corpus.train, epochs=4, log=lambda d: seen.append(m.options["blend"]) if d.get("event") == "epoch" else None)
+    trainer = msr.Trainer(
+        m, optimizer=msr.optim.Adam(1e-3), batch_size=4, bptt=20, progress=False, model_options={"blend": sched}
+    )
+    trainer.fit(
+        corpus.train, epochs=4, log=lambda d: seen.append(m.options["blend"]) if d.get("event") == "epoch" else None
+    )
     assert seen == [1.0, 1.0, 0.0, 0.0]
 
 
 # ---- the rate target (rate_target, rate_weight) and the boundary warm-up (detectors, warmup) ------------
 
-@pytest.mark.parametrize("opts", [{"rate_target": [0.3, 0.1]},
-                                  {"rate_target": [0.2, 0.6, 0.05], "top_boundary": True, "flush_cut": True,
-                                   "rate_penalty": 0.3, "layer_norm": True}],
-                         ids=["two-layers", "top,cut,penalty,ln"])
+
+@pytest.mark.parametrize(
+    "opts",
+    [
+        {"rate_target": [0.3, 0.1]},
+        {
+            "rate_target": [0.2, 0.6, 0.05],
+            "top_boundary": True,
+            "flush_cut": True,
+            "rate_penalty": 0.3,
+            "layer_norm": True,
+        },
+    ],
+    ids=["two-layers", "top,cut,penalty,ln"],
+)
 def test_rate_target_soft_finite_differences(opts):
     """mu sum_l (zbar^l - r_l)^2 with zbar^l the chunk mean of z^l_t: its gradient 2 mu (zbar^l - r_l) / (T B)
     on every z^l_t, checked on the whole objective over two chunks with the state carried."""
@@ -310,7 +332,7 @@ def test_rate_target_option_values(tmp_path):
     assert m.config["rate_target"] == [0.18] and m.config["rate_weight"] == 5.0
     assert msr.HMLSTM(V, E, HS, rate_target=0.3).config["rate_target"] == [0.3]
     assert msr.HMLSTM(V, E, HS, rate_target=(0.3, 0.05)).config["rate_target"] == [0.3, 0.05]
-    assert msr.HMLSTM(V, E, (4,)).config["rate_target"] == []      # no detector: the default targets nothing
+    assert msr.HMLSTM(V, E, (4,)).config["rate_target"] == []  # no detector: the default targets nothing
     off = msr.HMLSTM(V, E, HS, rate_target=None, seed=1)
     assert off.config["rate_target"] == []
     # a checkpoint keeps "no target" (not the default)
@@ -320,7 +342,7 @@ def test_rate_target_option_values(tmp_path):
     tok, tgt = batch(np.random.default_rng(2))
     assert "boundary_target" not in back.loss_and_grad(tok, tgt)[0].aux
     with pytest.raises(ValueError, match="rate_target has 3 values"):
-        msr.HMLSTM(V, E, HS, rate_target=[0.1, 0.1, 0.1])          # 2 detector layers
+        msr.HMLSTM(V, E, HS, rate_target=[0.1, 0.1, 0.1])  # 2 detector layers
     for bad in (1.5, -0.1, [0.2, 2.0], "x", [True]):
         with pytest.raises(ValueError, match="rate_target"):
             msr.HMLSTM(V, E, HS, rate_target=bad)
@@ -341,8 +363,19 @@ def test_detectors_held_off_and_restarted():
     bias that puts zhat at RESTART_ZHAT; setting the current value again changes nothing."""
     m = msr.HMLSTM(V, E, HS, dtype="float64", seed=5, slope=2.0)
     P = m.parameters()
-    rows = lambda: np.concatenate([np.r_[P[f"weight_ih_l{l}"][4 * h], P[f"weight_hh_l{l}"][4 * h],  # noqa: E731
-                                         P[f"bias_l{l}"][4 * h]] for l, h in enumerate(HS[:-1])])
+
+    def rows():
+        return np.concatenate(
+            [
+                np.r_[
+                    P[f"weight_ih_l{l}"][4 * h],
+                    P[f"weight_hh_l{l}"][4 * h],  # noqa: E731
+                    P[f"bias_l{l}"][4 * h],
+                ]
+                for l, h in enumerate(HS[:-1])
+            ]
+        )
+
     before = rows().copy()
     m.set_option("detectors", 0)
     tok, tgt = batch(np.random.default_rng(3), steps=8)
@@ -353,7 +386,7 @@ def test_detectors_held_off_and_restarted():
     for l, h in enumerate(HS[:-1]):
         assert not grads[f"weight_ih_l{l}"][4 * h].any() and grads[f"bias_l{l}"][4 * h] == 0
     assert "boundary_target" not in loss.aux
-    m.set_option("detectors", 0)                      # again: nothing changes
+    m.set_option("detectors", 0)  # again: nothing changes
     m.set_option("detectors", 1)
     after = rows()
     assert not np.array_equal(before, after)
@@ -364,9 +397,9 @@ def test_detectors_held_off_and_restarted():
     m.forward(tok)
     zhat = m.records()["zhat_l0"]
     np.testing.assert_allclose(zhat[np.isfinite(zhat)], m.RESTART_ZHAT)
-    assert m.loss_and_grad(tok, tgt)[0].aux["boundary_target"] > 0   # the target is back on
+    assert m.loss_and_grad(tok, tgt)[0].aux["boundary_target"] > 0  # the target is back on
     P["bias_l0"][4 * HS[0]] = 0.7
-    m.set_option("detectors", 1)                      # already on: the learned row is kept
+    m.set_option("detectors", 1)  # already on: the learned row is kept
     assert P["bias_l0"][4 * HS[0]] == 0.7
     with pytest.raises(ValueError, match="detectors"):
         m.set_option("detectors", 0.5)
@@ -379,15 +412,18 @@ def test_trainer_applies_the_boundary_warmup():
     m = msr.HMLSTM(corpus.vocab_size, 8, (8, 8), seed=0, warmup=5)
     trainer = msr.Trainer(m, optimizer=msr.optim.Adam(1e-3), batch_size=4, bptt=20, progress=False)
     assert set(trainer.model_options) == {"detectors"}
-    trainer.fit(corpus.train, epochs=1, max_chunks=8,
-                log=lambda d: seen.append((d["step"], m.options["detectors"])) if d.get("event") == "chunk" else None)
+    trainer.fit(
+        corpus.train,
+        epochs=1,
+        max_chunks=8,
+        log=lambda d: seen.append((d["step"], m.options["detectors"])) if d.get("event") == "chunk" else None,
+    )
     assert seen[:6] == [(1, 0.0), (2, 0.0), (3, 0.0), (4, 0.0), (5, 0.0), (6, 1.0)]
     assert msr.Trainer(msr.HMLSTM(corpus.vocab_size, 8, (8, 8), warmup=0), progress=False).model_options == {}
     own = msr.Trainer(msr.HMLSTM(corpus.vocab_size, 8, (8, 8)), progress=False, model_options={"detectors": 1})
     assert own.model_options == {"detectors": 1}
     with pytest.raises(ValueError, match="warmup"):
         msr.HMLSTM(corpus.vocab_size, 8, (8, 8), warmup=-1)
-
 
 
 def test_detectors_held_off_per_layer():
@@ -415,11 +451,11 @@ def test_detectors_held_off_per_layer():
     loss = m.loss_and_grad(tok, tgt)[0]
     rec = m.records()
     want = 2.0 * ((rec["z_l0"].mean() - 0.3) ** 2 + (rec["z_l1"].mean() - 0.1) ** 2)
-    assert loss.aux["boundary_target"] == pytest.approx(want, rel=1e-12)      # layer 2's target back on
+    assert loss.aux["boundary_target"] == pytest.approx(want, rel=1e-12)  # layer 2's target back on
     m.set_option("detectors", 0)
     assert m.options["detectors_l0"] == 0.0 and m.options["detectors_l1"] == 0.0
     with pytest.raises(ValueError, match="'detectors_l0', 'detectors_l1'"):
-        m.set_option("detectors_l2", 0)                # the top layer has no detector
+        m.set_option("detectors_l2", 0)  # the top layer has no detector
     with pytest.raises(ValueError, match="detectors_l0"):
         m.set_option("detectors_l0", 2)
 
@@ -433,19 +469,31 @@ def test_trainer_applies_a_warmup_per_layer(tmp_path):
     trainer = msr.Trainer(m, optimizer=msr.optim.Adam(1e-3), batch_size=4, bptt=20, progress=False)
     assert set(trainer.model_options) == {"detectors_l0", "detectors_l1"}
     seen = []
-    trainer.fit(corpus.train, epochs=1, max_chunks=6,
-                log=lambda d: seen.append((d["step"], m.options["detectors_l0"], m.options["detectors_l1"]))
-                if d.get("event") == "chunk" else None)
+    trainer.fit(
+        corpus.train,
+        epochs=1,
+        max_chunks=6,
+        log=lambda d: (
+            seen.append((d["step"], m.options["detectors_l0"], m.options["detectors_l1"]))
+            if d.get("event") == "chunk"
+            else None
+        ),
+    )
     assert seen[:5] == [(1, 0.0, 0.0), (2, 0.0, 0.0), (3, 1.0, 0.0), (4, 1.0, 0.0), (5, 1.0, 1.0)]
     # a short list: its last value for the layers above; a 0 leaves that layer on from the start
     assert set(msr.HMLSTM(V, E, (4, 4, 4, 4), warmup=[0, 7], rate_ramp=0).default_model_options()) == {
-        "detectors_l1", "detectors_l2"}
+        "detectors_l1",
+        "detectors_l2",
+    }
     # the caller's entry of the family replaces the model's per-layer ones
     own = msr.Trainer(msr.HMLSTM(V, E, HS, warmup=[2, 4], rate_ramp=0), progress=False, model_options={"detectors": 1})
     assert own.model_options == {"detectors": 1}
     # the rate-target ramp follows `warmup` whoever switches the detectors (rate_ramp=0 drops it)
-    assert set(msr.Trainer(msr.HMLSTM(V, E, HS, rate_ramp=[5, 0]), progress=False,
-                           model_options={"detectors": 1}).model_options) == {"detectors", "rate_target_l0"}
+    assert set(
+        msr.Trainer(
+            msr.HMLSTM(V, E, HS, rate_ramp=[5, 0]), progress=False, model_options={"detectors": 1}
+        ).model_options
+    ) == {"detectors", "rate_target_l0"}
     own = msr.Trainer(msr.HMLSTM(V, E, HS, warmup=3, rate_ramp=0), progress=False, model_options={"detectors_l1": 0})
     assert own.model_options == {"detectors_l1": 0}
     with pytest.raises(ValueError, match="warmup has 3 values"):
@@ -453,7 +501,6 @@ def test_trainer_applies_a_warmup_per_layer(tmp_path):
     for bad in ([1.5], [], [-1, 2], "5", True):
         with pytest.raises(ValueError, match="warmup"):
             msr.HMLSTM(V, E, HS, warmup=bad)
-
 
 
 def test_resume_across_a_warmup_per_layer_is_bit_exact(tmp_path):
@@ -465,18 +512,28 @@ def test_resume_across_a_warmup_per_layer_is_bit_exact(tmp_path):
     def run(model, **fit):
         losses = []
         trainer = msr.Trainer(model, optimizer=msr.optim.Adam(3e-3), batch_size=4, bptt=20, progress=False)
-        trainer.fit(corpus.train, epochs=1, log=lambda d: losses.append(d["loss"]) if d["event"] == "chunk" else None,
-                    **fit)
+        trainer.fit(
+            corpus.train, epochs=1, log=lambda d: losses.append(d["loss"]) if d["event"] == "chunk" else None, **fit
+        )
         return losses
 
-    make = lambda seed: msr.HMLSTM(corpus.vocab_size, 8, (8, 8, 8), seed=seed, warmup=[3, 6],  # noqa: E731
-                                   rate_target=[0.2, 0.1], rate_ramp=[4, 3])  # both targets ramped within the run
+    def make(seed):
+        return msr.HMLSTM(
+            corpus.vocab_size,
+            8,
+            (8, 8, 8),
+            seed=seed,
+            warmup=[3, 6],  # noqa: E731
+            rate_target=[0.2, 0.1],
+            rate_ramp=[4, 3],
+        )  # both targets ramped within the run
+
     straight = make(0)
     want = run(straight, max_chunks=10)
     path = tmp_path / "run.npz"
     got = run(make(0), checkpoint=path, max_chunks=2)
-    for i, chunks in enumerate((3, 5)):          # from 2 to 5 (layer 1 starts at 3), then to 10 (layer 2 at 6)
-        model = make(100 + i)                     # other initial parameters: all must come from the file
+    for i, chunks in enumerate((3, 5)):  # from 2 to 5 (layer 1 starts at 3), then to 10 (layer 2 at 6)
+        model = make(100 + i)  # other initial parameters: all must come from the file
         got += run(model, checkpoint=path, resume=True, max_chunks=chunks)
     assert got == want and len(got) == 10
     np.testing.assert_array_equal(model.flat_parameters(), straight.flat_parameters())
@@ -492,20 +549,28 @@ def test_rate_target_ramped_from_each_detectors_start():
     trainer = msr.Trainer(m, optimizer=msr.optim.Adam(1e-3), batch_size=4, bptt=20, progress=False)
     assert list(trainer.model_options) == ["detectors_l0", "detectors_l1", "rate_target_l0"]
     seen = []
-    trainer.fit(corpus.train, epochs=1, max_chunks=8,
-                log=lambda d: seen.append((m.options["rate_target_l0"], m.options["rate_target_l1"]))
-                if d.get("event") == "chunk" else None)
+    trainer.fit(
+        corpus.train,
+        epochs=1,
+        max_chunks=8,
+        log=lambda d: (
+            seen.append((m.options["rate_target_l0"], m.options["rate_target_l1"]))
+            if d.get("event") == "chunk"
+            else None
+        ),
+    )
     # chunk k runs at step k - 1: layer 1 held for steps 0-1 (a negative target: none), then 0, 0.05, ... 0.2
     want0 = [0.2 * (s - 2) / 4 for s in range(8)]
     np.testing.assert_allclose([v for v, _ in seen], [min(0.2, w) for w in want0], atol=1e-12)
-    assert [t for _, t in seen] == [-1.0] * 3 + [0.1] * 5          # layer 2: no ramp, its target from its start
-    assert "rate_target_l0" not in msr.HMLSTM(V, E, HS).default_model_options()              # the default: 0
+    assert [t for _, t in seen] == [-1.0] * 3 + [0.1] * 5  # layer 2: no ramp, its target from its start
+    assert "rate_target_l0" not in msr.HMLSTM(V, E, HS).default_model_options()  # the default: 0
     assert "rate_target_l1" not in msr.HMLSTM(V, E, HS, rate_target=[0.2], rate_ramp=7).default_model_options()
     ramp = msr.HMLSTM(V, E, HS, rate_ramp=[1000, 0]).default_model_options()["rate_target_l0"]
     assert (ramp(0, 499) < 0, ramp(0, 1000), ramp(0, 2000)) == (True, pytest.approx(0.09), pytest.approx(0.18))
     for bad in ([1.5], [-1], "5", [1, 2, 3]):
         with pytest.raises(ValueError, match="rate_ramp"):
             msr.HMLSTM(V, E, HS, rate_ramp=bad)
+
 
 PER_LAYER_OPTIONS = [
     {"gradient": ["blend", "switch"]},
@@ -533,8 +598,11 @@ def test_per_layer_reading_and_detector_input_match_pytorch_reference(opts):
     for k in state:
         np.testing.assert_allclose(state[k], rstate[k], rtol=1e-12, atol=1e-14, err_msg=k)
     plain = {k: v for k, v in opts.items() if k not in ("gradient", "detector_input")}
-    g0 = make(z_bias=-0.3, gradient=opts.get("gradient", "switch") if isinstance(opts.get("gradient"), str) else "switch",
-              **plain).loss_and_grad(tok, tgt, st)[1]
+    g0 = make(
+        z_bias=-0.3,
+        gradient=opts.get("gradient", "switch") if isinstance(opts.get("gradient"), str) else "switch",
+        **plain,
+    ).loss_and_grad(tok, tgt, st)[1]
     assert any(np.abs(grads[k] - g0[k]).max() > 1e-6 for k in grads), "the option should change the gradients"
     below = opts.get("detector_input", "all")
     for l, h in enumerate(HS):
@@ -545,9 +613,11 @@ def test_per_layer_reading_and_detector_input_match_pytorch_reference(opts):
                     assert not m.parameters()[k][4 * h].any() and not grads[k][4 * h].any(), k
 
 
-@pytest.mark.parametrize("opts", [{"detector_input": ["below", "all"]},
-                                  {"detector_input": "below", "top_boundary": True, "flush_cut": True}],
-                         ids=["below,all", "below,top,cut"])
+@pytest.mark.parametrize(
+    "opts",
+    [{"detector_input": ["below", "all"]}, {"detector_input": "below", "top_boundary": True, "flush_cut": True}],
+    ids=["below,all", "below,top,cut"],
+)
 def test_detector_input_below_soft_finite_differences(opts):
     rng = np.random.default_rng(43)
     m = make(boundary="soft", rate_target=[0.4, 0.2], rate_weight=2.0, **opts)

@@ -1,6 +1,7 @@
 """The boundary study's oracles (bench/study_hm_boundaries.py): the constraints that fix layer 1's
 boundaries on the spaces and layer 2's at the phrase ends, at every word end or nowhere, on which
 the documented comparison of likelihoods rests (docs/models/hm_lstm.md)."""
+
 import importlib.util
 from pathlib import Path
 
@@ -27,8 +28,9 @@ def test_oracle_fixes_layer_1_on_the_spaces_and_layer_2_as_asked(study, layer2):
     model = msr.HMLSTM(corpus.vocab_size, 16, [32, 24, 16], seed=3, rate_target=None, warmup=0)
     fix = study.oracle_boundaries(model, corpus.vocab, layer2)
     # a few updates move every other weight; the constraint puts the fixed rows back after each
-    msr.Trainer(model, optimizer=msr.optim.Adam(5e-3), batch_size=8, bptt=20, progress=False, seed=1,
-                constraint=fix).fit(corpus.train, epochs=1, max_chunks=5)
+    msr.Trainer(
+        model, optimizer=msr.optim.Adam(5e-3), batch_size=8, bptt=20, progress=False, seed=1, constraint=fix
+    ).fit(corpus.train, epochs=1, max_chunks=5)
     ids = corpus.valid
     text = "".join(corpus.vocab.itos[i] for i in ids)
     spaces = np.array([c == " " for c in text])
@@ -52,8 +54,9 @@ def test_oracle_without_top_down_and_the_notd2_constraint(study):
     bare = msr.HMLSTM(corpus.vocab_size, 16, [32, 24, 16], seed=3, rate_target=None, warmup=0, top_down=False)
     assert not any(k.startswith("weight_td") for k in bare.parameters())
     fix = study.oracle_boundaries(bare, corpus.vocab, "phrase")
-    msr.Trainer(bare, optimizer=msr.optim.Adam(5e-3), batch_size=8, bptt=20, progress=False, seed=1,
-                constraint=fix).fit(corpus.train, epochs=1, max_chunks=3)
+    msr.Trainer(
+        bare, optimizer=msr.optim.Adam(5e-3), batch_size=8, bptt=20, progress=False, seed=1, constraint=fix
+    ).fit(corpus.train, epochs=1, max_chunks=3)
     text = "".join(corpus.vocab.itos[i] for i in corpus.valid)
     assert np.array_equal(bare.trace(corpus.valid).z[0] > 0.5, np.array([c == " " for c in text]))
 
@@ -62,8 +65,9 @@ def test_oracle_without_top_down_and_the_notd2_constraint(study):
     P = model.parameters()
     assert not P["weight_td_l1"].any() and P["weight_td_l0"].any()
     before = P["weight_td_l0"].copy()
-    msr.Trainer(model, optimizer=msr.optim.Adam(5e-3), batch_size=8, bptt=20, progress=False, seed=1,
-                constraint=fix).fit(corpus.train, epochs=1, max_chunks=3)
+    msr.Trainer(
+        model, optimizer=msr.optim.Adam(5e-3), batch_size=8, bptt=20, progress=False, seed=1, constraint=fix
+    ).fit(corpus.train, epochs=1, max_chunks=3)
     P = model.parameters()
     assert not P["weight_td_l1"].any()
     assert not np.array_equal(P["weight_td_l0"], before)  # layer 1's top-down term is still trained

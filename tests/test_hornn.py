@@ -2,6 +2,7 @@
 with the PyTorch reference over two chunks, N = 1 equals torch.nn.RNN, FOFE with alpha = 1 and
 saturated gates equal the plain HORNN, fast kernels and threads equal the reference kernels, bad
 options and states refused, state names and shapes."""
+
 import numpy as np
 import pytest
 
@@ -31,7 +32,7 @@ def random_state(model, rng, B):
 
 def two_chunks(rng, B=3, T=5):
     data = rng.integers(0, V, (B, 2 * T + 1))
-    return [(data[:, k * T:(k + 1) * T], data[:, k * T + 1:(k + 1) * T + 1]) for k in range(2)]
+    return [(data[:, k * T : (k + 1) * T], data[:, k * T + 1 : (k + 1) * T + 1]) for k in range(2)]
 
 
 def assert_gradients(model, seed=0, T=5, B=2):
@@ -49,6 +50,7 @@ def assert_gradients(model, seed=0, T=5, B=2):
 
 # ---- gradients -------------------------------------------------------------------------------
 # Finite differences run thousands of tiny forwards: one thread (threads are checked below).
+
 
 @pytest.mark.parametrize("pooling", POOLINGS)
 @pytest.mark.parametrize("order", [1, 2, 3, 4])
@@ -73,12 +75,14 @@ def test_gradients_without_bias_and_with_dropout(pooling):
 
 # ---- the PyTorch reference -------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("pooling", POOLINGS)
 @pytest.mark.parametrize("order", [1, 2, 3, 4])
 @pytest.mark.usefixtures("one_thread")
 def test_matches_pytorch_reference(pooling, order):
     pytest.importorskip("torch")
     from multiscale_rnn.reference import hornn as ref
+
     rng = np.random.default_rng(10 + order)
     m = make(order=order, pooling=pooling, activation="tanh" if order % 2 else "sigmoid")
     perturb(m, rng)
@@ -126,8 +130,12 @@ def test_order_one_tanh_equals_torch_rnn():
     np.testing.assert_allclose(logits, z.detach().numpy(), rtol=1e-10, atol=1e-12)
     assert loss == pytest.approx(tl.item(), rel=1e-12)
     for l in range(L):
-        np.testing.assert_allclose(grads[f"weight_ih_l{l}"], named[f"weight_ih_l{l}"].grad.numpy(), rtol=1e-9, atol=1e-12)
-        np.testing.assert_allclose(grads[f"weight_hh_l{l}"], named[f"weight_hh_l{l}"].grad.numpy(), rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(
+            grads[f"weight_ih_l{l}"], named[f"weight_ih_l{l}"].grad.numpy(), rtol=1e-9, atol=1e-12
+        )
+        np.testing.assert_allclose(
+            grads[f"weight_hh_l{l}"], named[f"weight_hh_l{l}"].grad.numpy(), rtol=1e-9, atol=1e-12
+        )
         np.testing.assert_allclose(grads[f"bias_l{l}"], named[f"bias_ih_l{l}"].grad.numpy(), rtol=1e-9, atol=1e-12)
         np.testing.assert_allclose(st[f"h_l{l}_lag1"], hT[l].detach().numpy(), rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(grads["embedding.weight"], emb.weight.grad.numpy(), rtol=1e-9, atol=1e-12)
@@ -135,10 +143,16 @@ def test_order_one_tanh_equals_torch_rnn():
 
 # ---- special cases equal the plain HORNN -----------------------------------------------------
 
+
 class _UnitAlphaHORNN(HORNN):
     """The model class refuses alpha = 1; the core accepts it (FOFE weights all 1: the plain model)."""
-    family_options = tuple(Option("alpha", float, None, check=lambda v: 0.0 < v <= 1.0, rule="in (0, 1]", core=False)
-                           if o.name == "alpha" else o for o in HORNN.family_options)
+
+    family_options = tuple(
+        Option("alpha", float, None, check=lambda v: 0.0 < v <= 1.0, rule="in (0, 1]", core=False)
+        if o.name == "alpha"
+        else o
+        for o in HORNN.family_options
+    )
 
 
 def test_fofe_with_unit_alpha_equals_plain():
@@ -172,7 +186,7 @@ def test_saturated_gates_equal_plain():
         for k in gp:
             np.testing.assert_allclose(gg[k], gp[k], rtol=1e-10, atol=1e-13, err_msg=k)
         for k in ("gate_weight_ih_l0", "gate_weight_hh_l1", "gate_bias_l0"):
-            assert np.abs(gg[k]).max() < 1e-20, k      # saturated gates pass no gradient
+            assert np.abs(gg[k]).max() < 1e-20, k  # saturated gates pass no gradient
     for k in st_p:
         np.testing.assert_allclose(st_g[k], st_p[k], rtol=1e-12, atol=1e-14)
 
@@ -193,6 +207,7 @@ def test_max_pooling_tie_goes_to_lowest_lag():
 
 
 # ---- fast schedule and threads equal the reference kernels ------------------------------------
+
 
 @pytest.mark.parametrize("pooling", POOLINGS)
 def test_fast_equals_reference_kernels(pooling):
@@ -236,6 +251,7 @@ def test_float32_close_to_float64():
 
 # ---- names, shapes, roles, state ---------------------------------------------------------------
 
+
 def test_parameters_state_and_roles():
     m = make(hidden=(6, 4), order=3, pooling="gated")
     p, roles = m.parameters(), m.parameter_roles()
@@ -250,8 +266,15 @@ def test_parameters_state_and_roles():
     assert sorted(st) == sorted(f"h_l{l}_lag{n}" for l in range(2) for n in (1, 2, 3))
     assert st["h_l0_lag2"].shape == (5, 6) and st["h_l1_lag3"].shape == (5, 4)
     plain = make(order=2, bias=False)
-    assert sorted(plain.parameters()) == ["decoder.bias", "decoder.weight", "embedding.weight",
-                                          "weight_hh_l0", "weight_hh_l1", "weight_ih_l0", "weight_ih_l1"]
+    assert sorted(plain.parameters()) == [
+        "decoder.bias",
+        "decoder.weight",
+        "embedding.weight",
+        "weight_hh_l0",
+        "weight_hh_l1",
+        "weight_ih_l0",
+        "weight_ih_l1",
+    ]
     assert msr.build_model("higher-order-rnn", vocab_size=V, embed_size=E, hidden_sizes=(4,)).core_name == "hornn"
 
 
@@ -262,7 +285,7 @@ def test_state_lags_shift_and_keep():
     tok = rng.integers(0, V, (2, 5))
     st0 = random_state(m, rng, 2)
     _, st_all = m.forward(tok, st0)
-    _, st_a = m.forward(tok[:, :2], st0)       # T = 2 < N = 3
+    _, st_a = m.forward(tok[:, :2], st0)  # T = 2 < N = 3
     np.testing.assert_array_equal(st_a["h_l0_lag3"], st0["h_l0_lag1"])
     _, st_b = m.forward(tok[:, 2:], msr.models.base.KEEP)
     for k in st_all:
@@ -305,9 +328,17 @@ def test_bad_state_refused():
 @pytest.mark.parametrize("pooling", POOLINGS)
 def test_word_presets_build(pooling, corpus):
     from multiscale_rnn.presets import get_preset
+
     s = get_preset(f"{corpus}-word-hornn-{pooling}")
     # the recipe's rate with momentum (docs/training.md): 0.05 with momentum 0.9 for the paper's 0.5 without
-    assert (s["optimizer"], s["lr"], s["momentum"], s["batch_size"], s["bptt"], s["clip_value"]) == ("sgd", 0.05, 0.9, 20, 30, 5.0)
+    assert (s["optimizer"], s["lr"], s["momentum"], s["batch_size"], s["bptt"], s["clip_value"]) == (
+        "sgd",
+        0.05,
+        0.9,
+        20,
+        30,
+        5.0,
+    )
     assert s["data"] == f"{corpus}-word" and s["hidden_sizes"] == ([400] if corpus == "ptb" else [500])
     assert s["lr_schedule"] == ("plateau" if corpus == "ptb" else "halve")
     if corpus == "text8":

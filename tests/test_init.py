@@ -1,4 +1,5 @@
 """Parameter initialisers: orthogonality, forget bias, statistics, seeding."""
+
 import numpy as np
 import pytest
 
@@ -18,18 +19,18 @@ def test_orthogonal_gate_blocks():
         h = w.shape[1]
         assert w.shape == (4 * h, h)
         for k in range(4):
-            block = w[k * h:(k + 1) * h]
+            block = w[k * h : (k + 1) * h]
             np.testing.assert_allclose(block @ block.T, np.eye(h), atol=1e-12)
     # input matrices: each (H, E) gate block semi-orthogonal (orthonormal rows when H <= E)
     init.orthogonal(m, pattern="weight_ih_l1", gain=2.0, rng=1)
     w = m.parameters()["weight_ih_l1"]  # (4*24, 32)
     for k in range(4):
-        block = w[k * 24:(k + 1) * 24]
+        block = w[k * 24 : (k + 1) * 24]
         np.testing.assert_allclose(block @ block.T, 4.0 * np.eye(24), atol=1e-12)
     init.orthogonal(m, pattern="weight_ih_l0", rng=1)
     w = m.parameters()["weight_ih_l0"]  # (4*32, 16): orthonormal columns per block
     for k in range(4):
-        block = w[k * 32:(k + 1) * 32]
+        block = w[k * 32 : (k + 1) * 32]
         np.testing.assert_allclose(block.T @ block, np.eye(16), atol=1e-12)
     # a matrix outside a recurrent layer: semi-orthogonal of its own shape
     init.orthogonal(m, pattern="decoder.weight", rng=1)
@@ -43,7 +44,7 @@ def test_forget_bias():
     p = m.parameters()
     for layer, h in ((0, 32), (1, 24)):
         total = p[f"bias_ih_l{layer}"] + p[f"bias_hh_l{layer}"]
-        np.testing.assert_array_equal(total[h:2 * h], np.ones(h))
+        np.testing.assert_array_equal(total[h : 2 * h], np.ones(h))
     gru = msr.GRU(vocab_size=5, embed_size=3, hidden_sizes=(4,))
     with pytest.raises(ValueError, match="no LSTM bias"):
         init.forget_bias(gru, 1.0)

@@ -5,6 +5,7 @@ P = W_ih E + b (4H, V), built once per call; evaluation forwards (``forward``, `
 instead of a product per step when 4 V <= T*B. ``_core.set_input_tables(False)`` selects the plain
 path (embedding, then the core's forward); the two must agree to rounding order.
 """
+
 import numpy as np
 import pytest
 
@@ -36,7 +37,7 @@ def make_case(cls=msr.LSTM, V=7, E=6, H=37, B=5, T=8, L=1, dtype="float64", drop
     model = cls(vocab_size=V, embed_size=E, hidden_sizes=(H,) * L, dropout=dropout, dtype=dtype, seed=seed)
     rng = np.random.default_rng(seed + 1)
     data = rng.integers(0, V, (B, 2 * T + 1))
-    chunks = [(data[:, k * T:(k + 1) * T], data[:, k * T + 1:(k + 1) * T + 1]) for k in range(2)]
+    chunks = [(data[:, k * T : (k + 1) * T], data[:, k * T + 1 : (k + 1) * T + 1]) for k in range(2)]
     state = {k: rng.uniform(-0.8, 0.8, v.shape).astype(model.dtype) for k, v in model.initial_state(B).items()}
     return model, chunks, state
 
@@ -104,8 +105,8 @@ def test_training_and_reference_kernels_unaffected():
 def numpy_forward(model, tok, state):
     """Logits of a one-layer GRU or Elman model written out in NumPy (PyTorch's equations)."""
     P = {k: np.asarray(v, dtype=np.float64) for k, v in model.parameters().items()}
-    h = np.asarray(state["h_l0"], dtype=np.float64)                 # (B, H)
-    x = P["embedding.weight"][tok]                                   # (B, T, E)
+    h = np.asarray(state["h_l0"], dtype=np.float64)  # (B, H)
+    x = P["embedding.weight"][tok]  # (B, T, E)
     out = []
     for t in range(tok.shape[1]):
         ax = x[:, t] @ P["weight_ih_l0"].T + P["bias_ih_l0"]
@@ -113,8 +114,8 @@ def numpy_forward(model, tok, state):
         if isinstance(model, msr.GRU):
             H = h.shape[1]
             r = 1 / (1 + np.exp(-(ax[:, :H] + ah[:, :H])))
-            z = 1 / (1 + np.exp(-(ax[:, H:2 * H] + ah[:, H:2 * H])))
-            n = np.tanh(ax[:, 2 * H:] + r * ah[:, 2 * H:])
+            z = 1 / (1 + np.exp(-(ax[:, H : 2 * H] + ah[:, H : 2 * H])))
+            n = np.tanh(ax[:, 2 * H :] + r * ah[:, 2 * H :])
             h = (1 - z) * n + z * h
         else:
             h = np.tanh(ax + ah)
@@ -171,9 +172,13 @@ def bf16_forward(model, precision, tok, state, tables):
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("precision", [
-    "bfloat16-emulated",
-    pytest.param("bfloat16", marks=pytest.mark.skipif(AMX_WHY is not None, reason=f"no AMX: {AMX_WHY}"))])
+@pytest.mark.parametrize(
+    "precision",
+    [
+        "bfloat16-emulated",
+        pytest.param("bfloat16", marks=pytest.mark.skipif(AMX_WHY is not None, reason=f"no AMX: {AMX_WHY}")),
+    ],
+)
 def test_bfloat16_table_equals_plain(threads, precision):
     """One step: both paths see the same rounded operands (bf16(E) columns are bf16(x_t)), so they
     agree to float32 summation order."""
@@ -188,9 +193,13 @@ def test_bfloat16_table_equals_plain(threads, precision):
     assert not np.array_equal(la, lb)  # the table path was taken
 
 
-@pytest.mark.parametrize("precision", [
-    "bfloat16-emulated",
-    pytest.param("bfloat16", marks=pytest.mark.skipif(AMX_WHY is not None, reason=f"no AMX: {AMX_WHY}"))])
+@pytest.mark.parametrize(
+    "precision",
+    [
+        "bfloat16-emulated",
+        pytest.param("bfloat16", marks=pytest.mark.skipif(AMX_WHY is not None, reason=f"no AMX: {AMX_WHY}")),
+    ],
+)
 def test_bfloat16_table_chunk_close(precision):
     """Several steps and layers: a summation-order difference can flip the bfloat16 rounding of an
     element of h now and then, so the bound is looser, as between the AMX and emulated paths."""

@@ -1,4 +1,5 @@
 """Every instruction-set variant of the core that this CPU can run gives the same model."""
+
 import importlib.util
 import json
 import os
@@ -44,7 +45,7 @@ def test_variant_agrees_with_baseline(isa):
     if not built[isa]:
         pytest.skip(f"the {isa} variant is not built (a development build with MSRNN_BASELINE_ONLY)")
     base, other = run("baseline"), run(isa)
-    assert (base["isa"], other["isa"]) == ("baseline", isa)   # the forced variant is the one that ran
+    assert (base["isa"], other["isa"]) == ("baseline", isa)  # the forced variant is the one that ran
     assert other["loss"] == pytest.approx(base["loss"], rel=1e-12)
     assert other["g"] == pytest.approx(base["g"], rel=1e-10)
 

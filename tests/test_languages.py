@@ -1,4 +1,5 @@
 """The random hierarchical languages of the boundary protocol (multiscale_rnn.data.languages)."""
+
 import json
 from pathlib import Path
 

@@ -1,4 +1,5 @@
 """Bad input to the model API raises clear exceptions naming the problem."""
+
 import numpy as np
 import pytest
 
@@ -57,13 +58,16 @@ def test_bad_state(model):
         model.forward(tok, [1, 2])
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    (dict(vocab_size=0, embed_size=4, hidden_sizes=(5,)), "vocab_size"),
-    (dict(vocab_size=5, embed_size=4, hidden_sizes=()), "hidden_sizes"),
-    (dict(vocab_size=5, embed_size=4, hidden_sizes=(5, -1)), "hidden_sizes"),
-    (dict(vocab_size=5, embed_size=4, hidden_sizes=(5,), dropout=1.0), "dropout"),
-    (dict(vocab_size=5, embed_size=4, hidden_sizes=(5,), dtype="float16"), "dtype"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(vocab_size=0, embed_size=4, hidden_sizes=(5,)), "vocab_size"),
+        (dict(vocab_size=5, embed_size=4, hidden_sizes=()), "hidden_sizes"),
+        (dict(vocab_size=5, embed_size=4, hidden_sizes=(5, -1)), "hidden_sizes"),
+        (dict(vocab_size=5, embed_size=4, hidden_sizes=(5,), dropout=1.0), "dropout"),
+        (dict(vocab_size=5, embed_size=4, hidden_sizes=(5,), dtype="float16"), "dtype"),
+    ],
+)
 def test_bad_construction(kwargs, match):
     with pytest.raises(ValueError, match=match):
         msr.GRU(**kwargs)

@@ -1,4 +1,5 @@
 """Notebooks run top to bottom in a quick setting."""
+
 import os
 import re
 from pathlib import Path
@@ -21,7 +22,9 @@ def run_notebook(name, timeout=300):
     pytest.importorskip("ipykernel")
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
     assert os.environ.get("MSRNN_QUICK") == "1"
-    nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+    nbclient.NotebookClient(
+        nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}
+    ).execute()
     text = outputs(nb)
     assert "IProgress" not in text and "TqdmWarning" not in text, "tqdm's ipywidgets warning"
     assert re.search(r"epoch 1/\d+", text), "the training cells show their progress"

@@ -1,4 +1,5 @@
 """Optimisers and gradient clipping against NumPy references (and torch.optim when installed)."""
+
 import numpy as np
 import pytest
 
@@ -24,8 +25,8 @@ def adam_reference(w, grads, lr, b1, b2, eps, wd):
         g = g + wd * w
         m = b1 * m + (1 - b1) * g
         v = b2 * v + (1 - b2) * g * g
-        mhat = m / (1 - b1 ** t)
-        vhat = v / (1 - b2 ** t)
+        mhat = m / (1 - b1**t)
+        vhat = v / (1 - b2**t)
         w = w - lr * mhat / (np.sqrt(vhat) + eps)
     return w, m, v
 
@@ -105,10 +106,15 @@ def test_optimisers_match_torch(kind):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("kind,hyper", [("adam", dict(lr=3e-3, weight_decay=0.02)),
-                                        ("sgd", dict(lr=0.05)),
-                                        ("sgd", dict(lr=0.05, momentum=0.9, weight_decay=0.01))],
-                         ids=["adam", "sgd", "sgd-momentum-wd"])
+@pytest.mark.parametrize(
+    "kind,hyper",
+    [
+        ("adam", dict(lr=3e-3, weight_decay=0.02)),
+        ("sgd", dict(lr=0.05)),
+        ("sgd", dict(lr=0.05, momentum=0.9, weight_decay=0.01)),
+    ],
+    ids=["adam", "sgd", "sgd-momentum-wd"],
+)
 def test_step_with_clip_value_equals_clipping_first(kind, hyper, dtype):
     """opt.step(model, clip_value=c) == clip_by_value(g, c) then opt.step(model), bit for bit, over
     several steps (SGD's first step sets the momentum buffer, later ones update it), and leaves the

@@ -1,5 +1,6 @@
 """The shape every model family shares: cores registered by name, declared options checked in one
 place, parameter roles, the public state API and the loss with auxiliary terms."""
+
 import inspect
 
 import numpy as np
@@ -12,9 +13,13 @@ from multiscale_rnn.models.base import KEEP, Loss, Option
 V, E = 11, 5
 KINDS = {"embedding", "input", "recurrent", "bias", "gain", "shift", "output", "other"}
 FAMILIES = {
-    "LSTM": dict(hidden_sizes=(6, 4)), "GRU": dict(hidden_sizes=(6,)), "ElmanRNN": dict(hidden_sizes=(6,)),
-    "HMLSTM": dict(hidden_sizes=(6, 5), layer_norm=True), "FSRNN": dict(hidden_sizes=(6, 4)),
-    "StackedLSTM": dict(hidden_sizes=(6, 4)), "SequentialLSTM": dict(hidden_sizes=(6, 6)),
+    "LSTM": dict(hidden_sizes=(6, 4)),
+    "GRU": dict(hidden_sizes=(6,)),
+    "ElmanRNN": dict(hidden_sizes=(6,)),
+    "HMLSTM": dict(hidden_sizes=(6, 5), layer_norm=True),
+    "FSRNN": dict(hidden_sizes=(6, 4)),
+    "StackedLSTM": dict(hidden_sizes=(6, 4)),
+    "SequentialLSTM": dict(hidden_sizes=(6, 6)),
 }
 
 
@@ -84,8 +89,10 @@ def test_every_parameter_has_a_role(name):
 
 def test_a_family_registers_itself_by_being_defined():
     try:
+
         class TinyLSTM(msr.LSTM):
             """An LSTM with a small default size."""
+
             core_name = "lstm"
             aliases = ("tiny-lstm",)
             defaults = dict(embed_size=4, hidden_sizes=(3,))
@@ -112,7 +119,7 @@ def test_state_keep_equals_passing_the_state():
     model = msr.HMLSTM(V, E, (6, 5), dtype="float64", seed=2)
     tok = rng.integers(0, V, (3, 8))
     tgt = rng.integers(0, V, (3, 8))
-    _, state = model.forward(tok[:, :4])                      # from zeros
+    _, state = model.forward(tok[:, :4])  # from zeros
     explicit, s1 = model.forward(tok[:, 4:], state)
     model.set_state(state)
     kept, s2 = model.forward(tok[:, 4:], KEEP)

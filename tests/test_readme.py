@@ -1,6 +1,7 @@
 """README's two set-up commands: CI runs the test command verbatim, and both install the build
 requirements pyproject.toml declares before building without isolation (so run one after the other
 they compile the core once)."""
+
 import re
 import sys
 from pathlib import Path
@@ -14,8 +15,9 @@ else:  # pragma: no cover - Python < 3.11
 
 
 def _commands():
-    return [line.strip() for line in (ROOT / "README.md").read_text().splitlines()
-            if line.startswith("    pip install")]
+    return [
+        line.strip() for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("    pip install")
+    ]
 
 
 def test_readme_gives_exactly_two_set_up_commands_and_ci_runs_the_second():

@@ -1,4 +1,5 @@
 """Models that read real-valued vectors through a linear encoder (input_size=D)."""
+
 import numpy as np
 import pytest
 

@@ -1,5 +1,6 @@
 """The word-level training recipe of the HORNN paper as Trainer options: SGD with momentum and
 weight decay, learning rate halving, Gaussian init, clipping by value, column normalisation."""
+
 import numpy as np
 import pytest
 
@@ -31,8 +32,9 @@ def test_column_norm_caps_columns_per_gate_block_and_leaves_the_rest():
             np.testing.assert_allclose(n1, np.minimum(n0, cap), rtol=1e-12)
             # each block column is scaled, not changed in direction
             blocks0 = before[name].reshape(4, r.unit, -1)
-            np.testing.assert_allclose(w.reshape(4, r.unit, -1), blocks0 * (np.minimum(n0, cap) / n0)[:, None, :],
-                                       rtol=1e-12)
+            np.testing.assert_allclose(
+                w.reshape(4, r.unit, -1), blocks0 * (np.minimum(n0, cap) / n0)[:, None, :], rtol=1e-12
+            )
             capped += int((n0 > cap).sum())
         else:
             np.testing.assert_array_equal(w, before[name], err_msg=name)
@@ -46,17 +48,24 @@ def test_column_norm_embedding_caps_word_vectors_and_names_narrow():
     before = {k: v.copy() for k, v in model.parameters().items()}
     optim.ColumnNorm(0.5, kinds="embedding")(model)
     emb = model.parameters()["embedding.weight"]  # (V, E): row v is the math's column, word v's vector
-    np.testing.assert_allclose(np.linalg.norm(emb, axis=1), np.minimum(np.linalg.norm(before["embedding.weight"], axis=1), 0.5),
-                               rtol=1e-12)
+    np.testing.assert_allclose(
+        np.linalg.norm(emb, axis=1), np.minimum(np.linalg.norm(before["embedding.weight"], axis=1), 0.5), rtol=1e-12
+    )
     optim.ColumnNorm(0.5, names="weight_hh*")(model)
     p = model.parameters()
     np.testing.assert_array_equal(p["weight_ih_l0"], before["weight_ih_l0"])
     assert np.linalg.norm(p["weight_hh_l0"], axis=0).max() <= 0.5 + 1e-12
 
 
-@pytest.mark.parametrize("kwargs,match", [(dict(max_norm=0), "max_norm"), (dict(max_norm=float("nan")), "max_norm"),
-                                          (dict(kinds=("gates",)), "no parameter has role kind"),
-                                          (dict(names="nothing*"), "no matrix")])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(max_norm=0), "max_norm"),
+        (dict(max_norm=float("nan")), "max_norm"),
+        (dict(kinds=("gates",)), "no parameter has role kind"),
+        (dict(names="nothing*"), "no matrix"),
+    ],
+)
 def test_column_norm_refuses_bad_arguments(kwargs, match):
     model = msr.ElmanRNN(vocab_size=9, embed_size=4, hidden_sizes=(5,))
     with pytest.raises(ValueError, match=match):
@@ -66,8 +75,14 @@ def test_column_norm_refuses_bad_arguments(kwargs, match):
 def test_trainer_runs_the_constraint_after_every_step():
     rng = np.random.default_rng(2)
     ids = rng.integers(0, 20, 2000)
-    model = msr.ElmanRNN(vocab_size=20, embed_size=8, hidden_sizes=(16,), head="class",
-                         head_classes=msr.data.class_sizes(np.sort(np.bincount(ids, minlength=20))[::-1]), seed=1)
+    model = msr.ElmanRNN(
+        vocab_size=20,
+        embed_size=8,
+        hidden_sizes=(16,),
+        head="class",
+        head_classes=msr.data.class_sizes(np.sort(np.bincount(ids, minlength=20))[::-1]),
+        seed=1,
+    )
     init.gaussian(model, 0.1, rng=0)
     calls = []
     cap = optim.ColumnNorm(0.3)
@@ -76,8 +91,16 @@ def test_trainer_runs_the_constraint_after_every_step():
         calls.append(1)
         cap(m)
 
-    trainer = msr.Trainer(model, optim.SGD(0.5, momentum=0.9, weight_decay=1e-5), clip_value=5.0, batch_size=4,
-                          bptt=10, progress=False, constraint=constraint, lr_schedule=schedules.ReduceOnPlateau(2.0))
+    trainer = msr.Trainer(
+        model,
+        optim.SGD(0.5, momentum=0.9, weight_decay=1e-5),
+        clip_value=5.0,
+        batch_size=4,
+        bptt=10,
+        progress=False,
+        constraint=constraint,
+        lr_schedule=schedules.ReduceOnPlateau(2.0),
+    )
     trainer.fit(ids, epochs=1, max_chunks=7)
     assert len(calls) == 7
     p = model.parameters()

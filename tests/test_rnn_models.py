@@ -1,4 +1,5 @@
 """Baseline language models (stacked LSTM, GRU, Elman RNN): gradients, state, low-level API."""
+
 import numpy as np
 import pytest
 
@@ -58,15 +59,26 @@ def test_loss_matches_logits(cls):
     loss, per_token, _ = model.loss(tok, tgt, per_token=True)
     np.testing.assert_allclose(per_token, nll, rtol=1e-12)
     assert loss == pytest.approx(nll.mean(), rel=1e-12)
-    loss2, _, _ = model.loss_and_grad(tok, tgt)          # no dropout: the same loss
+    loss2, _, _ = model.loss_and_grad(tok, tgt)  # no dropout: the same loss
     assert loss2 == pytest.approx(loss, rel=1e-12)
 
 
 def test_parameters_are_writable_views_into_one_buffer():
     model = make(msr.LSTM)
     p = model.parameters()
-    assert list(p) == ["embedding.weight", "weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0",
-                       "weight_ih_l1", "weight_hh_l1", "bias_ih_l1", "bias_hh_l1", "decoder.weight", "decoder.bias"]
+    assert list(p) == [
+        "embedding.weight",
+        "weight_ih_l0",
+        "weight_hh_l0",
+        "bias_ih_l0",
+        "bias_hh_l0",
+        "weight_ih_l1",
+        "weight_hh_l1",
+        "bias_ih_l1",
+        "bias_hh_l1",
+        "decoder.weight",
+        "decoder.bias",
+    ]
     assert p["embedding.weight"].shape == (11, 5)
     assert p["weight_ih_l0"].shape == (24, 5) and p["weight_hh_l1"].shape == (16, 4)
     assert p["decoder.weight"].shape == (11, 4) and p["bias_ih_l0"].shape == (24,)
@@ -78,7 +90,7 @@ def test_parameters_are_writable_views_into_one_buffer():
     assert model.num_parameters == sum(a.size for a in p.values())
     tok = np.zeros((1, 3), int)
     before, _ = model.forward(tok)
-    p["decoder.bias"][:] += 1.0          # the same shift on every logit
+    p["decoder.bias"][:] += 1.0  # the same shift on every logit
     after, _ = model.forward(tok)
     np.testing.assert_allclose(after, before + 1.0, rtol=1e-12)
 
@@ -99,8 +111,8 @@ def test_dropout_is_seeded_and_training_only():
     m1, m2 = make(msr.LSTM, dropout=0.5, seed=9), make(msr.LSTM, dropout=0.5, seed=9)
     l1 = [m1.loss_and_grad(tok, tgt)[0] for _ in range(3)]
     l2 = [m2.loss_and_grad(tok, tgt)[0] for _ in range(3)]
-    assert l1 == l2                      # same seed, same masks
-    assert len(set(l1)) == 3             # fresh masks each call
+    assert l1 == l2  # same seed, same masks
+    assert len(set(l1)) == 3  # fresh masks each call
     eval1, _ = m1.loss(tok, tgt)
     eval2, _ = m1.loss(tok, tgt)
-    assert eval1 == eval2                # evaluation: no dropout
+    assert eval1 == eval2  # evaluation: no dropout

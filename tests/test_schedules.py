@@ -1,4 +1,5 @@
 """Learning-rate and model-option schedules."""
+
 import json
 
 import pytest
@@ -56,7 +57,7 @@ def test_plateau_state_round_trips_through_json():
 
 
 def test_lambda_lr():
-    assert run(S.LambdaLR(lambda e: 0.5 ** e), [0, 0, 0], lr=2.0) == [1.0, 0.5, 0.25]
+    assert run(S.LambdaLR(lambda e: 0.5**e), [0, 0, 0], lr=2.0) == [1.0, 0.5, 0.25]
     with pytest.raises(TypeError, match="callable"):
         S.LambdaLR(3)
 

@@ -1,6 +1,5 @@
 """The hierarchical text generator and its ground-truth boundaries."""
 
-
 import numpy as np
 import pytest
 
@@ -161,8 +160,18 @@ def test_random_lexicon_reproduces_the_earlier_text():
 
 
 def test_other_parameters_shape_the_text():
-    h = data.synthetic_hierarchy(n_chars=3000, seed=2, n_words=10, word_len=(3, 3), phrase_len=(1, 1),
-                                 n_classes=2, n_templates=3, alphabet="xyz", punctuation="|", lexicon="random")
+    h = data.synthetic_hierarchy(
+        n_chars=3000,
+        seed=2,
+        n_words=10,
+        word_len=(3, 3),
+        phrase_len=(1, 1),
+        n_classes=2,
+        n_templates=3,
+        alphabet="xyz",
+        punctuation="|",
+        lexicon="random",
+    )
     words = h.text.replace("|", "").split()
     assert all(len(w) == 3 and set(w) <= set("xyz") for w in words[:-1])
     assert h.word_boundaries.sum() == h.phrase_boundaries.sum()  # one word per phrase

@@ -1,5 +1,6 @@
 """LSTM, GRU and Elman RNN equal torch.nn.LSTM / GRU / RNN with copied weights: logits, loss,
 gradients and final state, in float64."""
+
 import numpy as np
 import pytest
 

@@ -1,4 +1,5 @@
 """Trainer (truncated BPTT), evaluation and sampling."""
+
 import math
 
 import numpy as np
@@ -10,13 +11,14 @@ from multiscale_rnn.checkpoint import load as load_checkpoint
 from multiscale_rnn.schedules import HalveAfter, linear
 from multiscale_rnn.trainer import History, history_path
 
-
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
 def synthetic():
-    return data.synthetic_hierarchy(100_000, seed=0, lexicon="random").corpus()  # the text the figures below were measured on
+    return data.synthetic_hierarchy(
+        100_000, seed=0, lexicon="random"
+    ).corpus()  # the text the figures below were measured on
 
 
 def unigram_bits(ids, vocab_size):
@@ -149,16 +151,22 @@ def test_lr_schedule_and_model_options_are_applied():
 
     ids = tiny_ids(900)
     model = Annealed(11, 4, (8,), seed=0)
-    trainer = msr.Trainer(model, msr.optim.Adam(lr=0.01), batch_size=4, bptt=20, lr_schedule=HalveAfter(1),
-                          model_options={"slope": linear(1.0, 5.0, per_epoch=0.5), "fixed": 3}, progress=False)
+    trainer = msr.Trainer(
+        model,
+        msr.optim.Adam(lr=0.01),
+        batch_size=4,
+        bptt=20,
+        lr_schedule=HalveAfter(1),
+        model_options={"slope": linear(1.0, 5.0, per_epoch=0.5), "fixed": 3},
+        progress=False,
+    )
     hist = trainer.fit(ids, epochs=3)
     assert [r["lr"] for r in hist] == [0.01, 0.005, 0.0025]
     assert [r["options"]["slope"] for r in hist] == [1.0, 1.5, 2.0]
     # set once per change (and at the start of fit), never with other values
     assert calls == [("slope", 1.0), ("fixed", 3.0), ("slope", 1.5), ("slope", 2.0)]
     # a model whose core has no such option refuses it by name
-    plain = msr.Trainer(msr.ElmanRNN(11, 4, (8,)), batch_size=4, bptt=20, model_options={"slope": 1.0},
-                        progress=False)
+    plain = msr.Trainer(msr.ElmanRNN(11, 4, (8,)), batch_size=4, bptt=20, model_options={"slope": 1.0}, progress=False)
     with pytest.raises(ValueError, match="no option 'slope'"):
         plain.fit(ids)
 

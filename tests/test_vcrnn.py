@@ -1,6 +1,7 @@
 """VCRNN and VCGRU: finite-difference gradients, m forced to 1 recovers the Elman RNN / reset-before GRU,
 parity with the PyTorch reference for every option, the penalty, skipping == masking, traces,
 and bad input."""
+
 import numpy as np
 import pytest
 
@@ -48,6 +49,7 @@ def fd_error(m, tok, tgt, st, n=120, eps=1e-6, seed=0):
 
 # ---- gradients ----------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("cls", UNITS, ids=lambda c: c.__name__)
 @pytest.mark.parametrize("lam", [0.1, 1.0, 10.0])
 @pytest.mark.parametrize("eps", [0.01, 0.1, 0.3])
@@ -67,8 +69,9 @@ def test_gradients_match_finite_differences(cls, lam, eps):
 
 
 @pytest.mark.parametrize("cls", UNITS, ids=lambda c: c.__name__)
-@pytest.mark.parametrize("opts", [{"mask_index": "one"}, {"penalty": "one_sided"}, {"penalty": "l2"},
-                                  {"skip": False}], ids=str)
+@pytest.mark.parametrize(
+    "opts", [{"mask_index": "one"}, {"penalty": "one_sided"}, {"penalty": "l2"}, {"skip": False}], ids=str
+)
 def test_gradients_match_finite_differences_options(cls, opts):
     m = make(cls, seed=4, scale=0.4, sharpness=2.0, eps=0.05, penalty_weight=0.5, **opts)
     tok, tgt = data(5, steps=4)
@@ -76,6 +79,7 @@ def test_gradients_match_finite_differences_options(cls, opts):
 
 
 # ---- m forced to 1 ------------------------------------------------------------------------------
+
 
 def test_vcrnn_with_m_one_is_the_elman_rnn():
     vc = make(msr.VCRNN, seed=7, sched_bias=60.0, sharpness=50.0)
@@ -101,6 +105,7 @@ def test_vcrnn_with_m_one_is_the_elman_rnn():
 def test_vcgru_with_m_one_is_the_reset_before_gru():
     torch = pytest.importorskip("torch")
     from multiscale_rnn.reference import vcrnn as ref
+
     vc = make(msr.VCGRU, seed=10, sched_bias=60.0, sharpness=50.0)
     tok, tgt = data(11)
     st = random_state(12)
@@ -125,15 +130,23 @@ def test_literal_mask_index_leaves_last_unit_half_updated():
     m = make(msr.VCRNN, sched_bias=60.0, sharpness=50.0, mask_index="one")
     m.forward(data(0)[0])
     e = m.records()["e"]
-    assert (e[:D - 1] == 1).all()
+    assert (e[: D - 1] == 1).all()
     np.testing.assert_allclose(e[D - 1], 0.5)
 
 
 # ---- parity with the PyTorch reference ----------------------------------------------------------
 
-PARITY = [{}, {"mask_index": "one"}, {"penalty": "one_sided", "target": 0.45}, {"penalty": "l2"},
-          {"skip": False}, {"eps": 0.2}, {"sharpness": 0.1}, {"sharpness": 10.0, "block": 1},
-          {"block": 3, "penalty_weight": 0.0}]
+PARITY = [
+    {},
+    {"mask_index": "one"},
+    {"penalty": "one_sided", "target": 0.45},
+    {"penalty": "l2"},
+    {"skip": False},
+    {"eps": 0.2},
+    {"sharpness": 0.1},
+    {"sharpness": 10.0, "block": 1},
+    {"block": 3, "penalty_weight": 0.0},
+]
 
 
 @pytest.mark.parametrize("cls", UNITS, ids=lambda c: c.__name__)
@@ -141,6 +154,7 @@ PARITY = [{}, {"mask_index": "one"}, {"penalty": "one_sided", "target": 0.45}, {
 def test_matches_reference(cls, opts):
     pytest.importorskip("torch")
     from multiscale_rnn.reference import vcrnn as ref
+
     opts = dict({"sharpness": 2.0, "eps": 0.05, "penalty_weight": 0.2}, **opts)
     m = make(cls, seed=13, **opts)
     tok, tgt = data(14, steps=6)
@@ -158,13 +172,17 @@ def test_matches_reference(cls, opts):
 
 # ---- the penalty --------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("kind", ["l1", "one_sided", "l2"])
 def test_penalty_value_and_gradient(kind):
     # One step: m_n = sigm(u . h_0 + v . x + b_m) depends on b_m only directly, so
     # d vc_penalty / d b_m = w / N sum_n f'(m_n - m_bar) m_n (1 - m_n).
     w, target = 0.7, 0.67
-    f = {"l1": (np.abs, np.sign), "one_sided": (lambda x: np.maximum(x, 0), lambda x: (x > 0) * 1.0),
-         "l2": (np.square, lambda x: 2 * x)}[kind]
+    f = {
+        "l1": (np.abs, np.sign),
+        "one_sided": (lambda x: np.maximum(x, 0), lambda x: (x > 0) * 1.0),
+        "l2": (np.square, lambda x: 2 * x),
+    }[kind]
     tok, tgt = data(16, steps=1, batch=6)
     st = random_state(17, batch=6)
     grads = {}
@@ -185,9 +203,11 @@ def test_penalty_value_and_gradient(kind):
 
 # ---- skipping == masking ------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("cls", UNITS, ids=lambda c: c.__name__)
-@pytest.mark.parametrize("opts", [{"block": 1}, {"block": 3, "mask_index": "one"}, {"block": 2, "eps": 0.2},
-                                  {"block": 16}], ids=str)
+@pytest.mark.parametrize(
+    "opts", [{"block": 1}, {"block": 3, "mask_index": "one"}, {"block": 2, "eps": 0.2}, {"block": 16}], ids=str
+)
 def test_skipping_equals_masking(cls, opts):
     chunks = [data(s, steps=4, batch=5) for s in (19, 20)]
     runs = {}
@@ -206,15 +226,26 @@ def test_skipping_equals_masking_on_threads(cls, threads):
     """The staircase of the skip path with several levels per step (wide D, spread d_t) equals the masked
     path on 1, 2 and 3 threads."""
     Dw, Bw = 40, 7
-    chunks = [(np.random.default_rng(s).integers(0, V, (Bw, 4)), np.random.default_rng(s + 1).integers(0, V, (Bw, 4)))
-              for s in (31, 33)]
+    chunks = [
+        (np.random.default_rng(s).integers(0, V, (Bw, 4)), np.random.default_rng(s + 1).integers(0, V, (Bw, 4)))
+        for s in (31, 33)
+    ]
     old = msr.get_num_threads()
     runs = {}
     try:
         msr.set_num_threads(threads)
         for skip in (True, False):
-            m = cls(V, hidden_sizes=(Dw,), dtype="float64", seed=30, block=4, eps=0.05, sharpness=2.0,
-                    penalty_weight=0.3, skip=skip)
+            m = cls(
+                V,
+                hidden_sizes=(Dw,),
+                dtype="float64",
+                seed=30,
+                block=4,
+                eps=0.05,
+                sharpness=2.0,
+                penalty_weight=0.3,
+                skip=skip,
+            )
             rng = np.random.default_rng(30)
             for p in m.parameters().values():
                 p[...] = rng.normal(0.0, 0.6, p.shape)
@@ -228,6 +259,7 @@ def test_skipping_equals_masking_on_threads(cls, threads):
 
 
 # ---- the VCRNN's packed leading-block products ----------------------------------------------------
+
 
 @pytest.fixture
 def plain_kernels_off():
@@ -263,8 +295,10 @@ def test_packed_products_equal_plain_staircase(plain_kernels_off, case, threads)
     the plain staircase of Eigen products (reference kernels) in float64, at the edges of the column
     grouping: d_t = 0, d_t = D, one stream, partial panels and column blocks."""
     Dw, Bw, block, bias, index, lam, expect = PACKED_CASES[case]
-    chunks = [(np.random.default_rng(s).integers(0, V, (Bw, 4)), np.random.default_rng(s + 1).integers(0, V, (Bw, 4)))
-              for s in (41, 43)]
+    chunks = [
+        (np.random.default_rng(s).integers(0, V, (Bw, 4)), np.random.default_rng(s + 1).integers(0, V, (Bw, 4)))
+        for s in (41, 43)
+    ]
     st = {"h_l0": np.random.default_rng(44).normal(0, 0.5, (Bw, Dw))}
     old = msr.get_num_threads()
     runs = {}
@@ -275,8 +309,12 @@ def test_packed_products_equal_plain_staircase(plain_kernels_off, case, threads)
             m = spread_vcrnn(Dw, 40, sched_bias=bias, block=block, mask_index=index, sharpness=lam)
             runs[plain] = run_chunks(m, chunks, st)
             d = m.records()["d"][0]
-            check = {"mixed": len(np.unique(np.ceil(d / block))) > 2, "some zero": (d == 0).any() and (d > 0).any(),
-                     "all zero": (d == 0).all(), "all D": (d == Dw).all()}[expect]
+            check = {
+                "mixed": len(np.unique(np.ceil(d / block))) > 2,
+                "some zero": (d == 0).any() and (d > 0).any(),
+                "all zero": (d == 0).all(),
+                "all D": (d == Dw).all(),
+            }[expect]
             assert check, (expect, d)
     finally:
         msr.set_num_threads(old)
@@ -284,8 +322,9 @@ def test_packed_products_equal_plain_staircase(plain_kernels_off, case, threads)
     # the two sum in different orders (panels of rows against Eigen's blocks), and these models amplify
     # rounding (sched weights x4, sharpness up to 4); m saturates at 0 or 1 in the "all" cases (zero
     # scheduler gradients)
-    assert_runs_equal(runs[False], runs[True], rtol=1e-10, grad_rtol=1e-9, atol=1e-12,
-                      exercised=not expect.startswith("all"))
+    assert_runs_equal(
+        runs[False], runs[True], rtol=1e-10, grad_rtol=1e-9, atol=1e-12, exercised=not expect.startswith("all")
+    )
 
 
 def test_packed_products_float32_and_time_record(plain_kernels_off):
@@ -317,6 +356,7 @@ def test_packed_products_float32_and_time_record(plain_kernels_off):
 
 # ---- traces, records, schedules ------------------------------------------------------------------
 
+
 def test_trace_and_records():
     m = make(msr.VCGRU, seed=23, sched_bias=-0.5, sharpness=3.0)
     tok = np.random.default_rng(24).integers(0, V, 12)
@@ -326,7 +366,7 @@ def test_trace_and_records():
     np.testing.assert_array_equal(tr.d, [(tr.e[:, t] > 0).sum() for t in range(12)])
     for t in range(12):  # the mask is non-increasing: its support is the leading d_t units
         assert (np.diff(tr.e[:, t]) <= 0).all()
-    assert tr.equivalent_dim == pytest.approx(np.sqrt(np.mean(3 * tr.d ** 2 + D)))
+    assert tr.equivalent_dim == pytest.approx(np.sqrt(np.mean(3 * tr.d**2 + D)))
     rec = m.records()
     np.testing.assert_allclose(rec["m"][0], tr.m)
     with pytest.raises(ValueError, match="vocab"):
@@ -362,12 +402,20 @@ def test_sharpness_schedule_and_set_option():
 
 # ---- bad input ----------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("cls", UNITS, ids=lambda c: c.__name__)
 def test_bad_input_is_refused(cls):
-    for kw, what in [({"eps": 0.0}, "eps"), ({"eps": 0.5}, "eps"), ({"eps": -0.1}, "eps"),
-                     ({"sharpness": 0.0}, "sharpness"), ({"sharpness": -1.0}, "sharpness"),
-                     ({"target": -0.1}, "target"), ({"target": 1.5}, "target"),
-                     ({"penalty_weight": -1.0}, "penalty_weight"), ({"block": 0}, "block")]:
+    for kw, what in [
+        ({"eps": 0.0}, "eps"),
+        ({"eps": 0.5}, "eps"),
+        ({"eps": -0.1}, "eps"),
+        ({"sharpness": 0.0}, "sharpness"),
+        ({"sharpness": -1.0}, "sharpness"),
+        ({"target": -0.1}, "target"),
+        ({"target": 1.5}, "target"),
+        ({"penalty_weight": -1.0}, "penalty_weight"),
+        ({"block": 0}, "block"),
+    ]:
         with pytest.raises(ValueError, match=what):
             cls(V, hidden_sizes=(D,), **kw)
     with pytest.raises(ValueError, match="penalty"):
@@ -387,10 +435,22 @@ def test_bad_input_is_refused(cls):
 
 # ---- presets --------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["ptb-char-vcrnn", "ptb-char-vcgru", "ptb-bits-vcrnn", "nottingham-vcrnn",
-                                  "text8-vcgru-0.3", "text8-vcgru-0.4", "text8-vcgru-0.5"])
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "ptb-char-vcrnn",
+        "ptb-char-vcgru",
+        "ptb-bits-vcrnn",
+        "nottingham-vcrnn",
+        "text8-vcgru-0.3",
+        "text8-vcgru-0.4",
+        "text8-vcgru-0.5",
+    ],
+)
 def test_presets_build_the_papers_models(name):
     from multiscale_rnn.cli import model_from_settings, resolve_settings
+
     s = resolve_settings(name)
     assert s["anneal"] == {"sharpness": [0.1, 1.0, 0.1]}  # the paper's lambda: 0.1, +0.1 per epoch, up to 1
     m = model_from_settings(s, vocab_size=5)

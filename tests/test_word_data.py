@@ -1,4 +1,5 @@
 """Word corpora for word-level language models: min_count, frequency order, text8 words, classes."""
+
 import numpy as np
 import pytest
 
@@ -36,10 +37,15 @@ def test_by_frequency_renumbers_and_keeps_the_text():
     assert sorted(f.vocab.itos) == sorted(c.vocab.itos)
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    (dict(min_count=0), "min_count"), (dict(min_count=1.5), "min_count"), (dict(order="alpha"), "order"),
-    (dict(min_count=100), "no training word"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(min_count=0), "min_count"),
+        (dict(min_count=1.5), "min_count"),
+        (dict(order="alpha"), "order"),
+        (dict(min_count=100), "no training word"),
+    ],
+)
 def test_bad_word_corpus_options(kwargs, match):
     with pytest.raises(ValueError, match=match):
         data.word_corpus(TRAIN, VALID, **kwargs)
@@ -56,19 +62,21 @@ def test_text8_words_from_a_local_file(tmp_path):
     train_tokens = text[:-1].split()[:-1]  # the partial last word is dropped
     n_train = len(c.train) + len(c.valid) + len(c.test)
     assert n_train == len(train_tokens)  # no word is split at a cut
-    counts = {w: train_tokens[:len(c.train)].count(w) for w in set(train_tokens[:len(c.train)])}
+    counts = {w: train_tokens[: len(c.train)].count(w) for w in set(train_tokens[: len(c.train)])}
     rare = {w for w, n in counts.items() if n < 10}
     assert rare and len(rare) < len(counts)
     assert set(c.vocab.itos) == (set(counts) - rare) | {"<unk>"}
     assert (np.diff(c.counts()) <= 0).all()
-    assert c.vocab.decode(c.train).split() == [w if w not in rare and w in counts else "<unk>"
-                                              for w in train_tokens[:len(c.train)]]
+    assert c.vocab.decode(c.train).split() == [
+        w if w not in rare and w in counts else "<unk>" for w in train_tokens[: len(c.train)]
+    ]
     assert data.load("text8", path=f).unit == "char"  # the character corpus is untouched
 
 
 def test_ptb_words_read_the_shared_folder():
     folder = "/work/shared/data/ptb"
     import os
+
     if not os.path.isdir(folder):
         pytest.skip("no local Penn Treebank copy")  # CI has no shared data folder
     c = data.load("ptb-word", path=folder)
@@ -77,8 +85,10 @@ def test_ptb_words_read_the_shared_folder():
 
 
 def test_class_sizes_bins_equal_mass():
-    counts = np.bincount(np.random.default_rng(2).choice(400, 20000, p=1 / np.arange(1, 401) / (1 / np.arange(1, 401)).sum()),
-                         minlength=400)
+    counts = np.bincount(
+        np.random.default_rng(2).choice(400, 20000, p=1 / np.arange(1, 401) / (1 / np.arange(1, 401)).sum()),
+        minlength=400,
+    )
     counts = np.sort(counts)[::-1]
     sizes = data.class_sizes(counts, 20)
     assert sum(sizes) == 400 and all(type(s) is int and s >= 1 for s in sizes)
@@ -91,10 +101,16 @@ def test_class_sizes_bins_equal_mass():
     assert data.class_sizes([1, 1, 1, 1], 4) == [1, 1, 1, 1]
 
 
-@pytest.mark.parametrize("counts,k,match", [
-    ([1, 2], 2, "descending"), ([], None, "non-empty"), ([0, 0], 1, "all zero"), ([3, 1], 3, "num_classes"),
-    ([3, -1], 1, "non-negative"),
-])
+@pytest.mark.parametrize(
+    "counts,k,match",
+    [
+        ([1, 2], 2, "descending"),
+        ([], None, "non-empty"),
+        ([0, 0], 1, "all zero"),
+        ([3, 1], 3, "num_classes"),
+        ([3, -1], 1, "non-negative"),
+    ],
+)
 def test_class_sizes_refuses_bad_input(counts, k, match):
     with pytest.raises(ValueError, match=match):
         data.class_sizes(counts, k)

@@ -1,7 +1,8 @@
 """multiscale-rnn: multiscale recurrent neural networks with a fast C++ core."""
-from ._native import ISA, core as _core
-from . import analysis, checkpoint, data, init, optim, plot, schedules, testing
-from . import models
+
+from . import analysis, checkpoint, data, init, models, optim, plot, schedules, testing
+from ._native import ISA
+from ._native import core as _core
 from .models import *  # noqa: F401,F403 - every model family, its classes and helpers (models.__all__)
 from .trainer import History, Trainer, best_of, evaluate, sample
 
@@ -12,6 +13,7 @@ def max_threads() -> int:
     """The most threads ``set_num_threads`` accepts: 4 per logical CPU, at least 8 (more only slow
     the core down, and the OpenMP runtime ends the process when it cannot start them)."""
     import os
+
     return max(8, 4 * (os.cpu_count() or 1))
 
 
@@ -19,6 +21,7 @@ def set_num_threads(n: int) -> None:
     """Threads for the core's matrix products and loops (Eigen + OpenMP): an integer from 1 to
     :func:`max_threads`, else ``ValueError`` (``TypeError`` for a non-integer)."""
     import numbers
+
     if isinstance(n, bool) or not isinstance(n, numbers.Integral):
         raise TypeError(f"threads must be an integer, got {n!r}")
     if not 1 <= n <= max_threads():
@@ -37,7 +40,25 @@ def amx_bf16_unavailable_reason():
     return _core.amx_bf16_unavailable_reason()
 
 
-__all__ = list(models.__all__) + ["models", "Trainer", "History", "best_of", "evaluate", "sample", "data", "init", "optim",
-           "schedules", "checkpoint", "plot", "analysis", "testing", "set_num_threads", "get_num_threads", "max_threads",
-           "amx_bf16_unavailable_reason", "ISA",
-           "__version__"]
+__all__ = list(models.__all__) + [
+    "models",
+    "Trainer",
+    "History",
+    "best_of",
+    "evaluate",
+    "sample",
+    "data",
+    "init",
+    "optim",
+    "schedules",
+    "checkpoint",
+    "plot",
+    "analysis",
+    "testing",
+    "set_num_threads",
+    "get_num_threads",
+    "max_threads",
+    "amx_bf16_unavailable_reason",
+    "ISA",
+    "__version__",
+]

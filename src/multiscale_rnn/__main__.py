@@ -1,4 +1,5 @@
 """``python -m multiscale_rnn train | evaluate | sample | presets``."""
+
 import sys
 
 from .cli import main

@@ -4,6 +4,7 @@ The build produces ``_core`` (the compiler's default target) and, on x86-64, ``_
 (x86-64-v3) and ``_core_avx512`` (x86-64-v4). ``MULTISCALE_RNN_ISA=baseline|avx2|avx512`` forces
 one (for testing and benchmarks).
 """
+
 from __future__ import annotations
 
 import importlib

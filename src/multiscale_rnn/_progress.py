@@ -5,6 +5,7 @@
 ipywidgets is installed; otherwise the text bar is used from the start, which notebooks draw as well
 (they honour the carriage returns), with no warning.
 """
+
 import sys
 
 __all__ = ["in_notebook", "bar_class"]
@@ -28,6 +29,7 @@ def bar_class():
     notebook, since importing it there without ipywidgets is what warns)."""
     if in_notebook():
         from tqdm.std import tqdm
+
         try:
             import ipywidgets  # noqa: F401
             from tqdm.notebook import tqdm as widget
@@ -35,4 +37,5 @@ def bar_class():
             return tqdm
         return widget
     from tqdm.auto import tqdm as auto
+
     return auto

@@ -18,6 +18,7 @@ Files are written atomically: a temporary file in the same folder, flushed and f
 ``os.replace``'d over the target, so a crash never leaves a half-written checkpoint and the previous
 checkpoint stays intact until the new one is complete.
 """
+
 from __future__ import annotations
 
 import json
@@ -91,8 +92,15 @@ def _text(s: str) -> np.ndarray:
 
 
 # ---- save ----------------------------------------------------------------------------------------
-def save(path: Union[str, Path], model, optimizer=None, trainer_state: Optional[dict] = None, vocab=None,
-         history=None, extra: Optional[dict] = None) -> Path:
+def save(
+    path: Union[str, Path],
+    model,
+    optimizer=None,
+    trainer_state: Optional[dict] = None,
+    vocab=None,
+    history=None,
+    extra: Optional[dict] = None,
+) -> Path:
     """Write a checkpoint atomically; returns the path.
 
     ``optimizer``: an ``optim.Optimizer`` (or its ``state_dict()``); ``trainer_state``: a dict of
@@ -112,14 +120,16 @@ def save(path: Union[str, Path], model, optimizer=None, trainer_state: Optional[
         "extra": extra or {},
     }
     meta_json = json.dumps(meta, default=_json_default, sort_keys=True)
-    arrays.update({
-        "__format__": _text(FORMAT),
-        "__version__": np.array(VERSION, dtype=np.int64),
-        "config": _text(json.dumps(model.config, default=_json_default, sort_keys=True)),
-        "params": np.array(model.flat_parameters(), copy=True),
-        "rng": np.asarray(model.get_rng_state(), dtype=np.uint64),
-        "meta": _text(meta_json),
-    })
+    arrays.update(
+        {
+            "__format__": _text(FORMAT),
+            "__version__": np.array(VERSION, dtype=np.int64),
+            "config": _text(json.dumps(model.config, default=_json_default, sort_keys=True)),
+            "params": np.array(model.flat_parameters(), copy=True),
+            "rng": np.asarray(model.get_rng_state(), dtype=np.uint64),
+            "meta": _text(meta_json),
+        }
+    )
     return atomic_write(path, lambda f: np.savez(f, **arrays))
 
 
@@ -130,6 +140,7 @@ def save(path: Union[str, Path], model, optimizer=None, trainer_state: Optional[
 # every array's ``.npy`` header is checked (no object dtype, the data length matching the header,
 # shape and dtype as the model needs) before its data are read, and every JSON value is checked
 # for its type before use. Every refusal is a ``CheckpointError`` naming the file.
+
 
 class _Archive:
     """The members of a checkpoint file, read one at a time with their headers checked first."""
@@ -143,8 +154,15 @@ class _Archive:
             for info in self.zf.infolist():
                 if info.filename.endswith(".npy"):
                     self.members[info.filename[:-4]] = info
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError, KeyError,
-                NotImplementedError) as e:
+        except (
+            zipfile.BadZipFile,
+            zipfile.LargeZipFile,
+            OSError,
+            EOFError,
+            ValueError,
+            KeyError,
+            NotImplementedError,
+        ) as e:
             raise CheckpointError(f"{path} is corrupt or not an .npz checkpoint: {type(e).__name__}: {e}") from None
         self.size = size
 
@@ -161,11 +179,16 @@ class _Archive:
         info = self.members.get(key)
         if info is None:
             raise CheckpointError(f"{self.path}: {what} ({key}.npy) is missing from the file")
-        where = f"{self.path} (member {info.filename})"   # the file the user named, and the entry inside it
-        if info.compress_type != zipfile.ZIP_STORED or info.file_size != info.compress_size \
-                or info.file_size > self.size:
-            raise CheckpointError(f"{where}: {what} is stored compressed or claims {info.file_size:,} bytes in "
-                                  f"a file of {self.size:,} bytes; the file is damaged")
+        where = f"{self.path} (member {info.filename})"  # the file the user named, and the entry inside it
+        if (
+            info.compress_type != zipfile.ZIP_STORED
+            or info.file_size != info.compress_size
+            or info.file_size > self.size
+        ):
+            raise CheckpointError(
+                f"{where}: {what} is stored compressed or claims {info.file_size:,} bytes in "
+                f"a file of {self.size:,} bytes; the file is damaged"
+            )
         try:
             with self.zf.open(info) as f:
                 version = np.lib.format.read_magic(f)
@@ -176,22 +199,29 @@ class _Archive:
                 else:
                     raise ValueError(f"unsupported .npy version {version}")
                 if got_dtype.hasobject:
-                    raise CheckpointError(f"{where}: {what} holds Python objects, which checkpoints never "
-                                          "contain; the file is damaged or not from multiscale-rnn")
+                    raise CheckpointError(
+                        f"{where}: {what} holds Python objects, which checkpoints never "
+                        "contain; the file is damaged or not from multiscale-rnn"
+                    )
                 # numbers or text only, each element at least one byte: no structured, void or empty dtype whose
                 # size says nothing of the element count
                 if got_dtype.kind not in "biufcU" or got_dtype.itemsize == 0:
-                    raise CheckpointError(f"{where}: {what} has dtype {got_dtype}, which checkpoints never hold "
-                                          "(numbers or text); the file is damaged or not from multiscale-rnn")
+                    raise CheckpointError(
+                        f"{where}: {what} has dtype {got_dtype}, which checkpoints never hold "
+                        "(numbers or text); the file is damaged or not from multiscale-rnn"
+                    )
                 if any(n < 0 for n in got_shape):
-                    raise CheckpointError(f"{where}: {what} declares the negative shape {got_shape}; the file "
-                                          "is damaged")
+                    raise CheckpointError(
+                        f"{where}: {what} declares the negative shape {got_shape}; the file is damaged"
+                    )
                 count = math.prod(got_shape)
                 nbytes = count * got_dtype.itemsize
                 if nbytes != info.file_size - f.tell():
-                    raise CheckpointError(f"{where}: {what} declares shape {got_shape} {got_dtype} "
-                                          f"({nbytes:,} bytes) but holds {info.file_size - f.tell():,} bytes; "
-                                          "the file is damaged")
+                    raise CheckpointError(
+                        f"{where}: {what} declares shape {got_shape} {got_dtype} "
+                        f"({nbytes:,} bytes) but holds {info.file_size - f.tell():,} bytes; "
+                        "the file is damaged"
+                    )
                 if shape is not None and tuple(got_shape) != tuple(shape):
                     raise CheckpointError(f"{where}: {what} has shape {tuple(got_shape)}, expected {tuple(shape)}")
                 if dtype is not None and got_dtype != np.dtype(dtype):
@@ -200,8 +230,9 @@ class _Archive:
         except CheckpointError:
             raise
         except (zipfile.BadZipFile, OSError, EOFError, ValueError, KeyError, SyntaxError, TypeError) as e:
-            raise CheckpointError(f"{where}: {what} is unreadable ({type(e).__name__}: {e}); the file is "
-                                  "damaged") from None
+            raise CheckpointError(
+                f"{where}: {what} is unreadable ({type(e).__name__}: {e}); the file is damaged"
+            ) from None
         if len(data) != nbytes:
             raise CheckpointError(f"{where}: {what} is truncated")
         arr = np.frombuffer(data, dtype=got_dtype, count=count)
@@ -222,8 +253,9 @@ def _read(path: Path) -> _Archive:
     z = _Archive(path)
     if "__format__" not in z:
         z.close()
-        raise CheckpointError(f"{path} is not a multiscale-rnn checkpoint (no '__format__' tag; keys: "
-                              f"{sorted(z.members)[:8]})")
+        raise CheckpointError(
+            f"{path} is not a multiscale-rnn checkpoint (no '__format__' tag; keys: {sorted(z.members)[:8]})"
+        )
     return z
 
 
@@ -241,7 +273,7 @@ def _want(value, kinds, where: str, path: Path, none: bool = False):
     if value is None and none:
         return value
     ok = False
-    for k in (kinds if isinstance(kinds, tuple) else (kinds,)):
+    for k in kinds if isinstance(kinds, tuple) else (kinds,):
         if k is int:
             ok = ok or (isinstance(value, int) and not isinstance(value, bool))
         elif k is float:
@@ -249,9 +281,17 @@ def _want(value, kinds, where: str, path: Path, none: bool = False):
         else:
             ok = ok or isinstance(value, k)
     if not ok:
-        names = " or ".join({int: "an integer", float: "a finite number", dict: "an object", list: "a list",
-                             str: "a string", bool: "true/false"}.get(k, k.__name__)
-                            for k in (kinds if isinstance(kinds, tuple) else (kinds,)))
+        names = " or ".join(
+            {
+                int: "an integer",
+                float: "a finite number",
+                dict: "an object",
+                list: "a list",
+                str: "a string",
+                bool: "true/false",
+            }.get(k, k.__name__)
+            for k in (kinds if isinstance(kinds, tuple) else (kinds,))
+        )
         raise CheckpointError(f"{path}: {where} must be {names}{' or null' if none else ''}, got {value!r:.80}")
     return value
 
@@ -287,14 +327,18 @@ def _check_carried(trainer_state: dict, model, path: Path) -> None:
     for name, a in carried.items():
         where = f"{path} (member trainer/carried/{name}.npy)"
         if name not in sizes:
-            raise CheckpointError(f"{where}: the carried state {name!r} is not a state of this model "
-                                  f"(it has {', '.join(sorted(sizes))}); the file is damaged")
+            raise CheckpointError(
+                f"{where}: the carried state {name!r} is not a state of this model "
+                f"(it has {', '.join(sorted(sizes))}); the file is damaged"
+            )
         if not isinstance(a, np.ndarray):
             raise CheckpointError(f"{where}: the carried state {name!r} must be an array, got {a!r:.80}")
         rows = batch if isinstance(batch, int) and not isinstance(batch, bool) else a.shape[0] if a.ndim else -1
         if a.shape != (rows, *sizes[name]):
-            raise CheckpointError(f"{where}: the carried state {name!r} has shape {a.shape}, expected "
-                                  f"{(rows, *sizes[name])} (batch_size {batch} streams); the file is damaged")
+            raise CheckpointError(
+                f"{where}: the carried state {name!r} has shape {a.shape}, expected "
+                f"{(rows, *sizes[name])} (batch_size {batch} streams); the file is damaged"
+            )
 
 
 def check_config(saved: dict, model, path: Union[str, Path] = "checkpoint") -> None:
@@ -308,11 +352,15 @@ def check_config(saved: dict, model, path: Union[str, Path] = "checkpoint") -> N
     keys = sorted(set(saved) | set(own), key=lambda k: (decisive.index(k) if k in decisive else len(decisive), k))
     if saved.get("model") != own.get("model"):  # another family: the options of one family only are noise
         keys = [k for k in keys if k in saved and k in own]
-    diffs = [f"{k}: saved {saved.get(k)!r}, model {own.get(k)!r}" for k in keys
-             if k != "seed" and k not in newer and saved.get(k) != own.get(k)]
+    diffs = [
+        f"{k}: saved {saved.get(k)!r}, model {own.get(k)!r}"
+        for k in keys
+        if k != "seed" and k not in newer and saved.get(k) != own.get(k)
+    ]
     if diffs:  # the decisive difference on the first line, any others one per line below
-        raise CheckpointError(f"{path} was saved from a different model ({diffs[0]})"
-                              + "".join(f"\n  also {d}" for d in diffs[1:]))
+        raise CheckpointError(
+            f"{path} was saved from a different model ({diffs[0]})" + "".join(f"\n  also {d}" for d in diffs[1:])
+        )
 
 
 def load(path: Union[str, Path], model=None) -> Checkpoint:
@@ -346,9 +394,12 @@ def _load(z: _Archive, path: Path, model) -> Checkpoint:
         raise CheckpointError(f"{path} has an unreadable format version: {v!r}")
     version = int(v)
     if version > VERSION or version < 1:
-        raise CheckpointError(f"{path} has format version {version}; this multiscale-rnn reads version {VERSION} "
-                              "(upgrade the package to read it)" if version > VERSION else
-                              f"{path} has an invalid format version {version}")
+        raise CheckpointError(
+            f"{path} has format version {version}; this multiscale-rnn reads version {VERSION} "
+            "(upgrade the package to read it)"
+            if version > VERSION
+            else f"{path} has an invalid format version {version}"
+        )
     config = _json(z, "config", "model config")
     meta = _json(z, "meta", "metadata")
     if not isinstance(config, dict) or not isinstance(config.get("model"), str):
@@ -358,8 +409,9 @@ def _load(z: _Archive, path: Path, model) -> Checkpoint:
     if model is None:
         name = config["model"]
         if name not in MODELS:
-            raise CheckpointError(f"{path} holds a {name!r} model, which this installation does not know "
-                                  f"(known: {sorted(MODELS)})")
+            raise CheckpointError(
+                f"{path} holds a {name!r} model, which this installation does not know (known: {sorted(MODELS)})"
+            )
         kwargs = {k: v for k, v in config.items() if k != "model"}
         try:
             model = MODELS[name](**kwargs)
@@ -381,26 +433,38 @@ def _load(z: _Archive, path: Path, model) -> Checkpoint:
         _want(opt_meta.get("hyper", {}), dict, "the optimiser hyper-parameters", path)
         _want(opt_meta.get("step", 0), int, "the optimiser step", path)
         _want(opt_meta.get("arrays", {}), dict, "the optimiser arrays", path)
-        opt_state = _join_checked(opt_meta, z, "optimizer",
-                                  lambda where: (flat.shape, flat.dtype) if where.startswith("optimizer/arrays/")
-                                  else None)
+        opt_state = _join_checked(
+            opt_meta,
+            z,
+            "optimizer",
+            lambda where: (flat.shape, flat.dtype) if where.startswith("optimizer/arrays/") else None,
+        )
         try:
             optimizer = optimizer_from_state(opt_state)
         except (TypeError, ValueError, OverflowError, AttributeError, KeyError) as e:
             raise CheckpointError(f"{path}: cannot restore the optimiser: {e}") from None
         for k, a in optimizer.state.items():
             if a.shape != flat.shape or a.dtype != flat.dtype:
-                raise CheckpointError(f"{path}: optimiser array {k!r} has shape {a.shape} {a.dtype}, parameters "
-                                      f"{flat.shape} {flat.dtype}")
+                raise CheckpointError(
+                    f"{path}: optimiser array {k!r} has shape {a.shape} {a.dtype}, parameters {flat.shape} {flat.dtype}"
+                )
             if not np.all(np.isfinite(a)):
                 raise CheckpointError(f"{path}: optimiser array {k!r} holds NaN or infinity")
     trainer_meta = _want(meta.get("trainer"), dict, "the trainer state", path, none=True)
     trainer_state = None
     if trainer_meta is not None:
         trainer_state = _join_checked(
-            trainer_meta, z, "trainer",
-            lambda where: (flat.shape, flat.dtype) if where == "trainer/best_params" else
-            (None, flat.dtype) if where.startswith("trainer/carried/") else None)
+            trainer_meta,
+            z,
+            "trainer",
+            lambda where: (
+                (flat.shape, flat.dtype)
+                if where == "trainer/best_params"
+                else (None, flat.dtype)
+                if where.startswith("trainer/carried/")
+                else None
+            ),
+        )
         _check_carried(trainer_state, model, path)
 
     vocab = meta.get("vocab")
@@ -415,8 +479,9 @@ def _load(z: _Archive, path: Path, model) -> Checkpoint:
             except (TypeError, ValueError, KeyError, AttributeError) as e:
                 raise CheckpointError(f"{path}: the stored vocabulary is unusable: {e}") from None
             if vocab.size != getattr(model, "vocab_size", vocab.size):
-                raise CheckpointError(f"{path}: the stored vocabulary has {vocab.size} symbols, the model "
-                                      f"{model.vocab_size}")
+                raise CheckpointError(
+                    f"{path}: the stored vocabulary has {vocab.size} symbols, the model {model.vocab_size}"
+                )
     history = _want(meta.get("history"), list, "the history", path, none=True)
     if history is not None:
         for i, row in enumerate(history):
@@ -425,5 +490,14 @@ def _load(z: _Archive, path: Path, model) -> Checkpoint:
     extra = _want(meta.get("extra"), dict, "the extra settings", path, none=True) or {}
     flat[...] = params
     model.set_rng_state(rng)
-    return Checkpoint(path=path, config=config, model=model, optimizer=optimizer, optimizer_state=opt_state,
-                      trainer_state=trainer_state, vocab=vocab, history=history, extra=extra)
+    return Checkpoint(
+        path=path,
+        config=config,
+        model=model,
+        optimizer=optimizer,
+        optimizer_state=opt_state,
+        trainer_state=trainer_state,
+        vocab=vocab,
+        history=history,
+        extra=extra,
+    )

@@ -38,6 +38,7 @@ Use it through ``Trainer(..., distributed=True)`` (or a communicator) and
 ``multiscale-rnn train --distributed``, started by ``mpirun -n K``. mpi4py is an optional
 dependency: ``pip install "multiscale-rnn[mpi]"``.
 """
+
 from __future__ import annotations
 
 import os
@@ -49,8 +50,10 @@ import numpy as np
 
 __all__ = ["DataParallel", "mpi", "data_parallel", "shard"]
 
-_INSTALL = ('data-parallel training needs mpi4py and an MPI library: pip install "multiscale-rnn[mpi]" '
-            '(mpi4py with the MPICH wheel), or mpi4py built against your cluster\'s MPI')
+_INSTALL = (
+    'data-parallel training needs mpi4py and an MPI library: pip install "multiscale-rnn[mpi]" '
+    "(mpi4py with the MPICH wheel), or mpi4py built against your cluster's MPI"
+)
 
 
 def mpi():
@@ -132,8 +135,9 @@ class DataParallel:
 
     def gather_rng(self, rng_state) -> np.ndarray:
         """Every rank's random state, (K, words) uint64, in rank order (on every rank)."""
-        return np.stack([np.asarray(s, dtype=np.uint64) for s in
-                         self.comm.allgather(np.asarray(rng_state, dtype=np.uint64))])
+        return np.stack(
+            [np.asarray(s, dtype=np.uint64) for s in self.comm.allgather(np.asarray(rng_state, dtype=np.uint64))]
+        )
 
     # ---- reductions -------------------------------------------------------------------------
     def average_gradients(self, flat_g: np.ndarray, local_tokens: int, total_tokens: int) -> None:
@@ -193,8 +197,9 @@ class DataParallel:
                 out = fn()
             except Exception as e:
                 err = e
-        kind, message, out = self.comm.bcast((type(err), str(err), out) if err is not None else (None, None, out),
-                                             root=0)
+        kind, message, out = self.comm.bcast(
+            (type(err), str(err), out) if err is not None else (None, None, out), root=0
+        )
         if err is not None:
             raise _mark(err)
         if kind is not None:
@@ -208,15 +213,21 @@ class DataParallel:
         for name, value in everyone[0].items():
             for r, other in enumerate(everyone[1:], start=1):
                 if other.get(name) != value:
-                    raise _mark(ValueError(
-                        f"the {self.size} ranks disagree on {name}: rank 0 has {_short(value)}, rank {r} has "
-                        f"{_short(other.get(name))}; every rank must build the same model and read the same data"))
+                    raise _mark(
+                        ValueError(
+                            f"the {self.size} ranks disagree on {name}: rank 0 has {_short(value)}, rank {r} has "
+                            f"{_short(other.get(name))}; every rank must build the same model and read the same data"
+                        )
+                    )
 
     def check_model(self, model, extra: Optional[Dict[str, Any]] = None) -> None:
         """Agree on the model's config, dtype and parameters (CRC-32 of the flat buffer), and ``extra``."""
         params = np.ascontiguousarray(model.flat_parameters())
-        facts = {"the model config": model.config_json(), "the parameter dtype": str(params.dtype),
-                 "the parameters (CRC-32 of the flat buffer)": int(zlib.crc32(params.tobytes()))}
+        facts = {
+            "the model config": model.config_json(),
+            "the parameter dtype": str(params.dtype),
+            "the parameters (CRC-32 of the flat buffer)": int(zlib.crc32(params.tobytes())),
+        }
         facts.update(extra or {})
         self.agree(facts)
 
@@ -224,9 +235,11 @@ class DataParallel:
     def read_on_root(self, path) -> bytes:
         """The bytes of the file ``path`` on rank 0, on every rank (a checkpoint written by rank 0
         need not be visible to the others)."""
+
         def read():
             with open(path, "rb") as f:
                 return f.read()
+
         return self.on_root(read)
 
     def load_checkpoint(self, path, load: Callable[[Any], Any]) -> Any:

@@ -11,6 +11,7 @@ parameter (``model.parameter_roles()``), never from parameter names.
     default(model)               PyTorch's rule: U(-1/sqrt(H), 1/sqrt(H)) for recurrent layers and
                                  the decoder, N(0, 1) for the embedding; layer-norm gains 1, shifts 0
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -76,7 +77,7 @@ def orthogonal(model, pattern: str = "weight_hh*", gain: float = 1.0, rng=0, by_
         h = _unit(model, name)
         if by_blocks and h and rows % h == 0:
             for k in range(rows // h):
-                p[k * h:(k + 1) * h] = gain * _orthogonal(g, h, cols)
+                p[k * h : (k + 1) * h] = gain * _orthogonal(g, h, cols)
         else:
             p[...] = gain * _orthogonal(g, rows, cols)
 
@@ -91,8 +92,9 @@ def forget_bias(model, value: float = 1.0, pattern: str = "*", prefer: str = "bi
     if prefer not in ("bias", "shift"):
         raise ValueError(f"forget_bias: prefer must be 'bias' or 'shift', got {prefer!r}")
     params, roles = model.parameters(), model.parameter_roles()
-    gate_bias = {n for n, r in roles.items()
-                 if r.unit and params[n].shape == (4 * r.unit,) and r.kind in ("bias", "shift")}
+    gate_bias = {
+        n for n, r in roles.items() if r.unit and params[n].shape == (4 * r.unit,) and r.kind in ("bias", "shift")
+    }
     chosen = {}
     for name, _ in _select(model, pattern):
         r = roles[name]
@@ -111,7 +113,7 @@ def forget_bias(model, value: float = 1.0, pattern: str = "*", prefer: str = "bi
         h = roles[name].unit
         for other, r in roles.items():
             if r.layer == layer and r.kind == roles[name].kind and params[other].shape == (4 * h,):
-                params[other][h:2 * h] = value if other == name else 0.0
+                params[other][h : 2 * h] = value if other == name else 0.0
 
 
 def default(model, rng: Optional[np.random.Generator] = None) -> None:

@@ -1,6 +1,7 @@
 """Limits checked before the core allocates anything: sizes that overflow, models that cannot fit
 in memory. A model is refused with the size it would need rather than failing inside the
 allocator (``std::bad_alloc``) or being ended by the system's out-of-memory killer."""
+
 from __future__ import annotations
 
 import os
@@ -29,16 +30,27 @@ def format_bytes(n: float) -> str:
     return f"{n:,.1f} PiB"
 
 
-def check_model_size(owner: str, vocab_size: int, embed_size: int, hidden: Sequence[int], itemsize: int,
-                     head_size: int = 0, input_size: Optional[int] = None) -> int:
+def check_model_size(
+    owner: str,
+    vocab_size: int,
+    embed_size: int,
+    hidden: Sequence[int],
+    itemsize: int,
+    head_size: int = 0,
+    input_size: Optional[int] = None,
+) -> int:
     """Refuse sizes above :data:`MAX_SIZE` (``ValueError``: too large) and models whose parameters
     and gradients cannot fit in this machine's memory (``MemoryError`` with the size needed).
 
     The need is a lower bound, counted for every family alike: the embedding (or input encoder),
     one square recurrent matrix per layer, the layer's input matrix, and the output layer, for
     the parameters and their gradients. Returns that bound in bytes."""
-    sizes = {"vocab_size": vocab_size, "embed_size": embed_size, "head_size": head_size or 0,
-             "input_size": input_size or 0}
+    sizes = {
+        "vocab_size": vocab_size,
+        "embed_size": embed_size,
+        "head_size": head_size or 0,
+        "input_size": input_size or 0,
+    }
     sizes.update({f"hidden_sizes[{i}]": h for i, h in enumerate(hidden)})
     for name, v in sizes.items():
         if v > MAX_SIZE:
@@ -52,6 +64,8 @@ def check_model_size(owner: str, vocab_size: int, embed_size: int, hidden: Seque
     need = 2 * count * itemsize
     have = memory_bytes()
     if have is not None and need > have:
-        raise MemoryError(f"{owner}: the parameters and gradients need at least {format_bytes(need)} "
-                          f"({count:,} parameters), more than this machine's {format_bytes(have)} of memory")
+        raise MemoryError(
+            f"{owner}: the parameters and gradients need at least {format_bytes(need)} "
+            f"({count:,} parameters), more than this machine's {format_bytes(have)} of memory"
+        )
     return need

@@ -24,6 +24,7 @@ them equal). ``opt.lr`` may be
 changed at any time (schedules do); ``state_dict()`` / ``load_state_dict()`` round-trip the state
 exactly (checkpoints store it).
 """
+
 from __future__ import annotations
 
 from typing import Dict, Optional, Tuple
@@ -76,7 +77,8 @@ class Optimizer:
             if buf.shape != w.shape or buf.dtype != w.dtype:
                 raise ValueError(
                     f"{type(self).__name__} state '{name}' has shape {buf.shape} and dtype {buf.dtype}, but the "
-                    f"model's parameters have shape {w.shape} and dtype {w.dtype}: one optimiser per model")
+                    f"model's parameters have shape {w.shape} and dtype {w.dtype}: one optimiser per model"
+                )
         return self.state
 
     def step(self, model, clip_value: Optional[float] = None) -> None:
@@ -100,8 +102,12 @@ class Optimizer:
     # ---- state ---------------------------------------------------------------------------------
     def state_dict(self) -> dict:
         """``{"name", "hyper", "step", "arrays"}``; arrays are copies."""
-        return {"name": type(self).__name__, "hyper": self.hyper(), "step": int(self.step_count),
-                "arrays": {k: v.copy() for k, v in self.state.items()}}
+        return {
+            "name": type(self).__name__,
+            "hyper": self.hyper(),
+            "step": int(self.step_count),
+            "arrays": {k: v.copy() for k, v in self.state.items()},
+        }
 
     def load_state_dict(self, state: dict) -> None:
         """Restore hyper-parameters, step count and state arrays (checked against this optimiser)."""
@@ -149,8 +155,19 @@ class Adam(Optimizer):
         return {"lr": self.lr, "betas": list(self.betas), "eps": self.eps, "weight_decay": self.weight_decay}
 
     def _update(self, w, g, bufs, clip) -> None:
-        _core.adam_step(w, g, bufs["m"], bufs["v"], self.step_count, self.lr, self.betas[0], self.betas[1],
-                        self.eps, self.weight_decay, clip)
+        _core.adam_step(
+            w,
+            g,
+            bufs["m"],
+            bufs["v"],
+            self.step_count,
+            self.lr,
+            self.betas[0],
+            self.betas[1],
+            self.eps,
+            self.weight_decay,
+            clip,
+        )
 
 
 class SGD(Optimizer):
@@ -230,7 +247,9 @@ class ColumnNorm:
         known = {r.kind for r in roles.values()}
         unknown = [k for k in self.kinds if k not in known]
         if unknown:
-            raise ValueError(f"ColumnNorm: no parameter has role kind {unknown}; this model's kinds are {sorted(known)}")
+            raise ValueError(
+                f"ColumnNorm: no parameter has role kind {unknown}; this model's kinds are {sorted(known)}"
+            )
         out = []
         for name, p in params.items():
             if p.ndim != 2 or roles[name].kind not in self.kinds:
@@ -239,7 +258,9 @@ class ColumnNorm:
                 continue
             out.append((name, p, roles[name].unit))
         if not out:
-            raise ValueError(f"ColumnNorm: no matrix of kinds {list(self.kinds)} matches names {list(self.names or [])}")
+            raise ValueError(
+                f"ColumnNorm: no matrix of kinds {list(self.kinds)} matches names {list(self.names or [])}"
+            )
         return out
 
     def __call__(self, model) -> None:

@@ -23,13 +23,26 @@ Trainer passes the value to ``model.set_option(name, value)`` before every chunk
 Every schedule's state is a JSON-able dict (``state_dict()`` / ``load_state_dict()``) stored in
 checkpoints, so a resumed run continues the same schedule.
 """
+
 from __future__ import annotations
 
 import math
 from typing import Callable, Optional
 
-__all__ = ["LRSchedule", "Constant", "HalveAfter", "ReduceOnPlateau", "LambdaLR", "MultiStep", "Linear", "linear", "Step", "step",
-           "LR_SCHEDULES", "make_lr_schedule"]
+__all__ = [
+    "LRSchedule",
+    "Constant",
+    "HalveAfter",
+    "ReduceOnPlateau",
+    "LambdaLR",
+    "MultiStep",
+    "Linear",
+    "linear",
+    "Step",
+    "step",
+    "LR_SCHEDULES",
+    "make_lr_schedule",
+]
 
 
 def _positive(value, name: str) -> float:
@@ -79,7 +92,9 @@ class LRSchedule:
         if state.get("name") != type(self).__name__:
             raise ValueError(f"schedule state is for {state.get('name')!r}, this schedule is {type(self).__name__!r}")
         if state.get("params", {}) != self.params():
-            raise ValueError(f"{type(self).__name__} was saved with {state.get('params')}, this one has {self.params()}")
+            raise ValueError(
+                f"{type(self).__name__} was saved with {state.get('params')}, this one has {self.params()}"
+            )
         self.base_lr = state.get("base_lr")
 
     def __repr__(self) -> str:
@@ -213,8 +228,15 @@ def make_lr_schedule(name: str, **params) -> LRSchedule:
     """Build a schedule by name: ``constant``, ``halve`` / ``halveafter``, ``plateau`` /
     ``reduceonplateau``, ``multistep``."""
     key = name.strip().lower().replace("_", "").replace("-", "")
-    aliases = {"constant": Constant, "none": Constant, "halve": HalveAfter, "halveafter": HalveAfter,
-               "plateau": ReduceOnPlateau, "reduceonplateau": ReduceOnPlateau, "multistep": MultiStep}
+    aliases = {
+        "constant": Constant,
+        "none": Constant,
+        "halve": HalveAfter,
+        "halveafter": HalveAfter,
+        "plateau": ReduceOnPlateau,
+        "reduceonplateau": ReduceOnPlateau,
+        "multistep": MultiStep,
+    }
     if key not in aliases:
         raise ValueError(f"unknown learning-rate schedule {name!r}; choose one of constant, halve, plateau, multistep")
     return aliases[key](**params)

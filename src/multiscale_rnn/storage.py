@@ -1,5 +1,6 @@
 """What a training run writes to disk besides the checkpoint archive itself, shared by the trainer
 and the checkpoint module: atomic file writing and the per-epoch training history."""
+
 from __future__ import annotations
 
 import errno
@@ -58,8 +59,9 @@ def check_writable(path: Union[str, Path], what: str = "output") -> Path:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
-        raise NotADirectoryError(errno.ENOTDIR, f"cannot make the {what} folder: a file is in the way",
-                                 str(folder)) from None
+        raise NotADirectoryError(
+            errno.ENOTDIR, f"cannot make the {what} folder: a file is in the way", str(folder)
+        ) from None
     except OSError as e:
         raise _named(e, folder) from None
     try:
@@ -145,8 +147,10 @@ class History(list):
         except RecursionError:
             raise ValueError(f"{path} is not a history file: its JSON is nested too deeply") from None
         if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
-            raise ValueError(f"{path} is not a history file: expected a list of one object per epoch, got "
-                             f"{type(rows).__name__}" + ("" if not isinstance(rows, list) else " of other values"))
+            raise ValueError(
+                f"{path} is not a history file: expected a list of one object per epoch, got "
+                f"{type(rows).__name__}" + ("" if not isinstance(rows, list) else " of other values")
+            )
         return cls(rows)
 
     def best(self, key: str = "valid_loss") -> Optional[dict]:

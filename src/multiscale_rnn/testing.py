@@ -1,5 +1,6 @@
 """Finite-difference gradient checks, used by the test suite and available to users who want to
 check a model configuration of their own (build it with ``dtype="float64"``)."""
+
 from __future__ import annotations
 
 from typing import Callable, Dict, Optional
@@ -7,8 +8,9 @@ from typing import Callable, Dict, Optional
 import numpy as np
 
 
-def numeric_gradient(f: Callable[[], float], x: np.ndarray, eps: float = 1e-6,
-                     indices: Optional[np.ndarray] = None) -> np.ndarray:
+def numeric_gradient(
+    f: Callable[[], float], x: np.ndarray, eps: float = 1e-6, indices: Optional[np.ndarray] = None
+) -> np.ndarray:
     """Central differences of the scalar ``f()`` with respect to the array ``x``, which ``f`` reads
     (``x`` is perturbed in place and restored). With ``indices`` (flat, C order), only those
     entries: returns a 1-D array of their derivatives; otherwise an array shaped like ``x``."""
@@ -32,8 +34,9 @@ def relative_error(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.linalg.norm(a - b) / max(np.linalg.norm(a), np.linalg.norm(b), 1e-12))
 
 
-def check_model_gradients(model, tokens, targets, state=None, eps: float = 1e-6, names=None,
-                          max_entries: Optional[int] = None, seed: int = 0) -> Dict[str, float]:
+def check_model_gradients(
+    model, tokens, targets, state=None, eps: float = 1e-6, names=None, max_entries: Optional[int] = None, seed: int = 0
+) -> Dict[str, float]:
     """Relative error between ``model.loss_and_grad`` and central differences of its loss, per
     parameter. The model's random state (dropout, zoneout, sampled boundaries) is restored before
     every evaluation, so all evaluations see the same masks. ``max_entries`` checks a random
@@ -76,8 +79,9 @@ def run_chunks(model, chunks, state=None):
     return runs, state
 
 
-def assert_runs_equal(got, ref, rtol: float = 1e-12, grad_rtol: float = 1e-10, atol: float = 1e-13,
-                      exercised: bool = True) -> None:
+def assert_runs_equal(
+    got, ref, rtol: float = 1e-12, grad_rtol: float = 1e-10, atol: float = 1e-13, exercised: bool = True
+) -> None:
     """Assert that two ``run_chunks`` results agree: logits, losses, every gradient, final state.
 
     With ``exercised``, every reference gradient must also be non-zero somewhere, so that a path
@@ -90,8 +94,9 @@ def assert_runs_equal(got, ref, rtol: float = 1e-12, grad_rtol: float = 1e-10, a
         np.testing.assert_allclose(loss, loss_r, rtol=rtol, err_msg=f"loss, chunk {k}")
         assert set(grads) == set(grads_r), (sorted(grads), sorted(grads_r))
         for name in grads_r:
-            np.testing.assert_allclose(grads[name], grads_r[name], rtol=grad_rtol, atol=atol,
-                                       err_msg=f"gradient {name}, chunk {k}")
+            np.testing.assert_allclose(
+                grads[name], grads_r[name], rtol=grad_rtol, atol=atol, err_msg=f"gradient {name}, chunk {k}"
+            )
             if exercised:
                 assert np.abs(grads_r[name]).max() > 0, f"gradient {name} is zero in chunk {k}"
     assert set(state) == set(state_ref), (sorted(state), sorted(state_ref))

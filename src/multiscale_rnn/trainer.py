@@ -11,6 +11,7 @@ every epoch. One optimiser step per chunk::
 Reported figures: ``loss`` in nats per token, ``bpc`` = loss / ln 2 in bits per token (bits per
 character on character corpora, bits per word on word corpora), ``perplexity`` = exp(loss).
 """
+
 from __future__ import annotations
 
 import copy
@@ -55,6 +56,7 @@ def _perplexity(loss: float) -> float:
 
 def _data():
     from . import data
+
     return data
 
 
@@ -64,7 +66,8 @@ def evaluate(model, ids, batch_size: int = 16, bptt: int = 100, *, distributed=N
 
     The ids are cut into ``B = min(batch_size, len(ids) // 2)`` contiguous streams, each read from
     a zero state with the state carried from chunk to chunk (so the result does not depend on
-    ``bptt``, which only bounds the memory used); the ``len(ids) % B`` tokens at the end are left out. Returns ``loss`` (nats per token), ``bpc``
+    ``bptt``, which only bounds the memory used); the ``len(ids) % B`` tokens at the end are left out. Returns
+    ``loss`` (nats per token), ``bpc``
     (bits per token), ``perplexity``, ``tokens`` (targets scored) and ``streams`` (B). The model's
     carried state is left at the end of the streams.
 
@@ -74,8 +77,9 @@ def evaluate(model, ids, batch_size: int = 16, bptt: int = 100, *, distributed=N
     """
     data = _data()
     if isinstance(ids, data.Corpus):
-        raise TypeError(f"evaluate takes token ids, got the corpus {ids.name!r}: pass one of its splits "
-                        f"(corpus.test, corpus.valid)")
+        raise TypeError(
+            f"evaluate takes token ids, got the corpus {ids.name!r}: pass one of its splits (corpus.test, corpus.valid)"
+        )
     hint = data.batching.text_given_for_ids(ids, "evaluation ids", use="a split: msr.evaluate(model, corpus.test)")
     if hint is not None:
         raise TypeError(hint)
@@ -92,11 +96,12 @@ def evaluate(model, ids, batch_size: int = 16, bptt: int = 100, *, distributed=N
     streams = data.batchify(ids, B)
     if ids.size and (streams.min() < 0 or streams.max() >= model.vocab_size):
         bad = int(np.flatnonzero((ids < 0) | (ids >= model.vocab_size))[0])
-        raise IndexError(f"token id {int(ids[bad])} at position {bad} is outside the model's vocabulary "
-                         f"[0, {model.vocab_size})")
+        raise IndexError(
+            f"token id {int(ids[bad])} at position {bad} is outside the model's vocabulary [0, {model.vocab_size})"
+        )
     dist = data_parallel(distributed)
     if dist is not None:
-        streams = streams[dist.shard(B)]   # may be empty when B < ranks
+        streams = streams[dist.shard(B)]  # may be empty when B < ranks
     total, count = 0.0, 0
     if len(streams):
         model.reset_state(len(streams))
@@ -174,8 +179,12 @@ class _ProgressLines:
         now = time.perf_counter()
         if (chunk % self.every == 0 and now - self.last >= 1.0) or now - self.last >= 30.0 or chunk == self.n_chunks:
             mean = self.loss / max(self.tokens, 1)
-            print(f"{self.head} chunk {chunk}/{self.n_chunks}: loss {mean:.4f}, {self.label} {_bits(mean):.4f}, "
-                  f"{self.tokens / max(self.seconds, 1e-9):,.0f} tokens/s", file=sys.stderr, flush=True)
+            print(
+                f"{self.head} chunk {chunk}/{self.n_chunks}: loss {mean:.4f}, {self.label} {_bits(mean):.4f}, "
+                f"{self.tokens / max(self.seconds, 1e-9):,.0f} tokens/s",
+                file=sys.stderr,
+                flush=True,
+            )
             self.last = now
             self.loss = self.tokens = self.seconds = 0.0
 
@@ -194,8 +203,11 @@ def _is_int(v) -> bool:
 
 
 def _is_number(v) -> bool:
-    return (isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
-            and math.isfinite(float(v)))
+    return (
+        isinstance(v, (int, float, np.integer, np.floating))
+        and not isinstance(v, (bool, np.bool_))
+        and math.isfinite(float(v))
+    )
 
 
 # What each entry of ``Trainer.state_dict()`` must be: (check, words, may be None).
@@ -206,19 +218,31 @@ _STATE_ENTRIES = {
     "tokens": (lambda v: _is_int(v) and v >= 0, "an integer >= 0", False),
     "sum_loss": (_is_number, "a finite number", False),
     "seconds": (_is_number, "a finite number", True),
-    "sum_aux": (lambda v: isinstance(v, dict) and all(_is_number(x) for x in v.values()),
-                "an object of finite numbers", True),
-    "carried": (lambda v: isinstance(v, dict) and all(isinstance(x, np.ndarray) for x in v.values()),
-                "an object of arrays", True),
+    "sum_aux": (
+        lambda v: isinstance(v, dict) and all(_is_number(x) for x in v.values()),
+        "an object of finite numbers",
+        True,
+    ),
+    "carried": (
+        lambda v: isinstance(v, dict) and all(isinstance(x, np.ndarray) for x in v.values()),
+        "an object of arrays",
+        True,
+    ),
     "best_loss": (_is_number, "a finite number", True),
     "best_epoch": (lambda v: _is_int(v) and v >= 1, "an integer >= 1", True),
     "best_params": (lambda v: isinstance(v, np.ndarray), "an array", True),
     "lr_schedule": (lambda v: isinstance(v, dict), "an object", True),
     "model_options": (lambda v: isinstance(v, dict), "an object", True),
-    "data": (lambda v: isinstance(v, dict) and _is_int(v.get("tokens")) and _is_int(v.get("crc32")),
-             "an object with integer 'tokens' and 'crc32'", True),
-    "rank_rngs": (lambda v: isinstance(v, np.ndarray) and v.ndim == 2 and v.shape[0] >= 1 and v.dtype == np.uint64,
-                  "a (ranks, words) uint64 array", True),
+    "data": (
+        lambda v: isinstance(v, dict) and _is_int(v.get("tokens")) and _is_int(v.get("crc32")),
+        "an object with integer 'tokens' and 'crc32'",
+        True,
+    ),
+    "rank_rngs": (
+        lambda v: isinstance(v, np.ndarray) and v.ndim == 2 and v.shape[0] >= 1 and v.dtype == np.uint64,
+        "a (ranks, words) uint64 array",
+        True,
+    ),
 }
 
 
@@ -257,9 +281,11 @@ def _vocab_for(model, vocab, where: str):
     if not isinstance(vocab, data.Vocab):
         raise TypeError(f"{where} must be a multiscale_rnn.data.Vocab (e.g. corpus.vocab), got {type(vocab).__name__}")
     if vocab.size != model.vocab_size:
-        raise ValueError(f"{where} has {vocab.size} symbols but the model has vocab_size={model.vocab_size}: "
-                         f"build the model with vocab_size={vocab.size} (vocab.size), or pass the vocabulary the "
-                         f"model was built for")
+        raise ValueError(
+            f"{where} has {vocab.size} symbols but the model has vocab_size={model.vocab_size}: "
+            f"build the model with vocab_size={vocab.size} (vocab.size), or pass the vocabulary the "
+            f"model was built for"
+        )
     return vocab
 
 
@@ -271,17 +297,22 @@ def training_data(model, train, valid=None, vocab=None):
     ``vocab_size`` with both sizes."""
     data = _data()
     if isinstance(valid, data.Corpus):
-        raise TypeError("valid must be token ids (e.g. corpus.valid), got a Corpus: pass the corpus as the "
-                        "first argument, fit(corpus), to train on its train split and validate on its valid split")
+        raise TypeError(
+            "valid must be token ids (e.g. corpus.valid), got a Corpus: pass the corpus as the "
+            "first argument, fit(corpus), to train on its train split and validate on its valid split"
+        )
     if isinstance(train, data.Corpus):
         corpus = train
         if corpus.vocab_size != model.vocab_size:
-            raise ValueError(f"the corpus {corpus.name!r} has {corpus.vocab_size} symbols (corpus.vocab_size) but "
-                             f"the model has vocab_size={model.vocab_size}: build the model with "
-                             f"vocab_size=corpus.vocab_size")
+            raise ValueError(
+                f"the corpus {corpus.name!r} has {corpus.vocab_size} symbols (corpus.vocab_size) but "
+                f"the model has vocab_size={model.vocab_size}: build the model with "
+                f"vocab_size=corpus.vocab_size"
+            )
         if vocab is not None and _vocab_for(model, vocab, "vocab") != corpus.vocab:
-            raise ValueError(f"vocab differs from the corpus {corpus.name!r}'s vocabulary: leave vocab out to "
-                             f"store the corpus's")
+            raise ValueError(
+                f"vocab differs from the corpus {corpus.name!r}'s vocabulary: leave vocab out to store the corpus's"
+            )
         train, valid, vocab = corpus.train, (corpus.valid if valid is None else valid), corpus.vocab
     for what, ids in (("train", train), ("valid", valid)):
         hint = data.batching.text_given_for_ids(ids, f"{what} ids")
@@ -331,11 +362,24 @@ class Trainer:
         and ``trainer.diverged`` the figures. None turns the guard off. Needs validation data.
     """
 
-    def __init__(self, model, optimizer: Optional[Optimizer] = None, clip_norm: Optional[float] = None,
-                 clip_value: Optional[float] = None, batch_size: int = 64, bptt: int = 100, lr_schedule=None,
-                 model_options: Optional[Dict[str, Union[float, Callable]]] = None, seed: int = 0,
-                 progress: bool = True, eval_batch_size: Optional[int] = None, unit: str = "char",
-                 constraint: Optional[Callable] = None, distributed=False, divergence: Optional[float] = 0.1):
+    def __init__(
+        self,
+        model,
+        optimizer: Optional[Optimizer] = None,
+        clip_norm: Optional[float] = None,
+        clip_value: Optional[float] = None,
+        batch_size: int = 64,
+        bptt: int = 100,
+        lr_schedule=None,
+        model_options: Optional[Dict[str, Union[float, Callable]]] = None,
+        seed: int = 0,
+        progress: bool = True,
+        eval_batch_size: Optional[int] = None,
+        unit: str = "char",
+        constraint: Optional[Callable] = None,
+        distributed=False,
+        divergence: Optional[float] = 0.1,
+    ):
         self.model = model
         self.optimizer = optimizer if optimizer is not None else Adam()
         if not isinstance(self.optimizer, Optimizer):
@@ -379,13 +423,13 @@ class Trainer:
         self.dist = data_parallel(distributed)  # None, or a distributed.DataParallel
         self.history = History()
         # progress
-        self.epoch = 0          # completed epochs
-        self.chunk = 0          # chunks done in the current epoch
-        self.step = 0           # optimiser steps so far
-        self._sum_loss = 0.0    # sum of loss * tokens in the current epoch
+        self.epoch = 0  # completed epochs
+        self.chunk = 0  # chunks done in the current epoch
+        self.step = 0  # optimiser steps so far
+        self._sum_loss = 0.0  # sum of loss * tokens in the current epoch
         self._sum_aux: Dict[str, float] = {}  # sum of each auxiliary loss term * tokens in the epoch
-        self._tokens = 0        # targets in the current epoch
-        self._seconds = 0.0     # training time of the current epoch
+        self._tokens = 0  # targets in the current epoch
+        self._seconds = 0.0  # training time of the current epoch
         self._carried: Optional[Dict[str, np.ndarray]] = None  # TBPTT state at the current position
         self.best_loss: Optional[float] = None
         self.best_epoch: Optional[int] = None
@@ -399,8 +443,9 @@ class Trainer:
         """None, "bar" or "lines" (True picks the bar only when standard error is a terminal)."""
         if not self.progress or not self._speaks:
             return None
-        if self.progress is True:   # a bar where it is drawn: a terminal or a Jupyter notebook
+        if self.progress is True:  # a bar where it is drawn: a terminal or a Jupyter notebook
             from ._progress import in_notebook
+
             tty = getattr(sys.stderr, "isatty", None)
             mode = "bar" if (tty is not None and tty()) or in_notebook() else "lines"
         else:
@@ -428,16 +473,27 @@ class Trainer:
     def state_dict(self) -> dict:
         """Progress, schedules and best parameters (JSON-able values and NumPy arrays)."""
         return {
-            "epoch": self.epoch, "chunk": self.chunk, "step": self.step,
-            "sum_loss": self._sum_loss, "sum_aux": dict(self._sum_aux), "tokens": self._tokens,
+            "epoch": self.epoch,
+            "chunk": self.chunk,
+            "step": self.step,
+            "sum_loss": self._sum_loss,
+            "sum_aux": dict(self._sum_aux),
+            "tokens": self._tokens,
             "seconds": self._seconds,
             "carried": {k: np.array(v, copy=True) for k, v in self._carried.items()} if self._carried else None,
-            "batch_size": self.batch_size, "bptt": self.bptt, "clip_norm": self.clip_norm,
-            "clip_value": self.clip_value, "seed": self.seed, "eval_batch_size": self.eval_batch_size,
-            "best_loss": self.best_loss, "best_epoch": self.best_epoch, "best_params": self.best_params,
+            "batch_size": self.batch_size,
+            "bptt": self.bptt,
+            "clip_norm": self.clip_norm,
+            "clip_value": self.clip_value,
+            "seed": self.seed,
+            "eval_batch_size": self.eval_batch_size,
+            "best_loss": self.best_loss,
+            "best_epoch": self.best_epoch,
+            "best_params": self.best_params,
             "lr_schedule": self.lr_schedule.state_dict() if self.lr_schedule is not None else None,
-            "model_options": {k: {"value": self._applied.get(k),
-                                  "schedule": repr(s)} for k, s in self.model_options.items()},
+            "model_options": {
+                k: {"value": self._applied.get(k), "schedule": repr(s)} for k, s in self.model_options.items()
+            },
             "data": self._data_id,
             **({"rank_rngs": self._rank_rngs} if self._rank_rngs is not None else {}),
         }
@@ -448,18 +504,23 @@ class Trainer:
         _check_state(state)
         for key in ("batch_size", "bptt"):
             if state.get(key) != getattr(self, key):
-                raise ValueError(f"the checkpoint was trained with {key}={state.get(key)}, this trainer has "
-                                 f"{key}={getattr(self, key)}: resuming would not continue the same run")
+                raise ValueError(
+                    f"the checkpoint was trained with {key}={state.get(key)}, this trainer has "
+                    f"{key}={getattr(self, key)}: resuming would not continue the same run"
+                )
         saved_sched = state.get("lr_schedule")
         if (saved_sched is None) != (self.lr_schedule is None):
-            raise ValueError(f"the checkpoint has learning-rate schedule {saved_sched and saved_sched.get('name')}, "
-                             f"this trainer has {self.lr_schedule!r}")
+            raise ValueError(
+                f"the checkpoint has learning-rate schedule {saved_sched and saved_sched.get('name')}, "
+                f"this trainer has {self.lr_schedule!r}"
+            )
         if saved_sched is not None:
             self.lr_schedule.load_state_dict(saved_sched)
         saved_opts = set((state.get("model_options") or {}))
         if saved_opts != set(self.model_options):
-            raise ValueError(f"the checkpoint anneals model options {sorted(saved_opts)}, this trainer "
-                             f"{sorted(self.model_options)}")
+            raise ValueError(
+                f"the checkpoint anneals model options {sorted(saved_opts)}, this trainer {sorted(self.model_options)}"
+            )
         self.epoch, self.chunk, self.step = int(state["epoch"]), int(state["chunk"]), int(state["step"])
         self._sum_loss, self._tokens = float(state["sum_loss"]), int(state["tokens"])
         self._sum_aux = {str(k): float(v) for k, v in (state.get("sum_aux") or {}).items()}
@@ -479,13 +540,16 @@ class Trainer:
         With ``distributed`` it is collective: every rank's random state is gathered, rank 0 writes,
         and an error in writing is raised on every rank."""
         from . import checkpoint
+
         self._rank_rngs = None if self.dist is None else self.dist.gather_rng(self.model.get_rng_state())
 
         def write() -> Path:
-            out = checkpoint.save(path, self.model, self.optimizer, self.state_dict(), vocab=vocab,
-                                  history=self.history, extra=extra)
+            out = checkpoint.save(
+                path, self.model, self.optimizer, self.state_dict(), vocab=vocab, history=self.history, extra=extra
+            )
             self.history.save(history_path(out))
             return out
+
         return write() if self.dist is None else self.dist.on_root(write)
 
     def _seed_rng(self) -> None:
@@ -514,14 +578,17 @@ class Trainer:
 
     def _resume(self, path: Union[str, Path]):
         from . import checkpoint
+
         ck = checkpoint.load(path, model=self.model)
         if ck.trainer_state is None:
             raise checkpoint.CheckpointError(f"{path} holds no training progress (saved without a trainer)")
         if ck.optimizer is None:
             raise checkpoint.CheckpointError(f"{path} holds no optimiser state")
         if type(ck.optimizer) is not type(self.optimizer):
-            raise checkpoint.CheckpointError(f"{path} was trained with {type(ck.optimizer).__name__}, this trainer "
-                                             f"uses {type(self.optimizer).__name__}")
+            raise checkpoint.CheckpointError(
+                f"{path} was trained with {type(ck.optimizer).__name__}, this trainer "
+                f"uses {type(self.optimizer).__name__}"
+            )
         try:
             self.optimizer.load_state_dict(ck.optimizer_state)
             self.load_state_dict(ck.trainer_state)
@@ -538,10 +605,20 @@ class Trainer:
         return True
 
     # ---- training -------------------------------------------------------------------------------
-    def fit(self, train, valid=None, epochs: int = 1, checkpoint: Union[str, Path, None] = None,
-            resume: Union[bool, str] = False, max_chunks: Optional[int] = None, log: Optional[Callable] = None,
-            checkpoint_every: Optional[int] = None, vocab=None, restore_best: bool = False,
-            extra: Optional[dict] = None) -> History:
+    def fit(
+        self,
+        train,
+        valid=None,
+        epochs: int = 1,
+        checkpoint: Union[str, Path, None] = None,
+        resume: Union[bool, str] = False,
+        max_chunks: Optional[int] = None,
+        log: Optional[Callable] = None,
+        checkpoint_every: Optional[int] = None,
+        vocab=None,
+        restore_best: bool = False,
+        extra: Optional[dict] = None,
+    ) -> History:
         """Train until ``epochs`` epochs are complete (counting any done before: call again with a
         larger ``epochs`` to go on); returns the history of all epochs.
 
@@ -595,36 +672,69 @@ class Trainer:
             all_streams = data.batchify(ids, self.batch_size)
             if all_streams.min() < 0 or all_streams.max() >= self.model.vocab_size:
                 bad = int(np.flatnonzero((ids < 0) | (ids >= self.model.vocab_size))[0])
-                raise IndexError(f"train token id {int(ids[bad])} at position {bad} is outside the model's "
-                                 f"vocabulary [0, {self.model.vocab_size})")
+                raise IndexError(
+                    f"train token id {int(ids[bad])} at position {bad} is outside the model's "
+                    f"vocabulary [0, {self.model.vocab_size})"
+                )
             if dist is not None and dist.size > self.batch_size:
-                raise ValueError(f"batch_size={self.batch_size} streams cannot be shared by {dist.size} ranks: "
-                                 f"each rank needs at least one stream")
-            return (epochs_, max_chunks_, every, ids, valid_, all_streams, data.num_chunks(all_streams, self.bptt),
-                    _ids_fingerprint(ids), vocab_)
+                raise ValueError(
+                    f"batch_size={self.batch_size} streams cannot be shared by {dist.size} ranks: "
+                    f"each rank needs at least one stream"
+                )
+            return (
+                epochs_,
+                max_chunks_,
+                every,
+                ids,
+                valid_,
+                all_streams,
+                data.num_chunks(all_streams, self.bptt),
+                _ids_fingerprint(ids),
+                vocab_,
+            )
 
         if dist is None:
             epochs, max_chunks, checkpoint_every, train_ids, valid, streams, n_chunks, fingerprint, vocab = prepare()
         else:
-            epochs, max_chunks, checkpoint_every, train_ids, valid, streams, n_chunks, fingerprint, vocab = \
+            epochs, max_chunks, checkpoint_every, train_ids, valid, streams, n_chunks, fingerprint, vocab = (
                 dist.together(prepare)
-            dist.check_model(self.model, {
-                "the training data (tokens, CRC-32)": fingerprint,
-                "the validation data (tokens, CRC-32)": None if valid is None else _ids_fingerprint(valid),
-                **{f"the trainer setting {k}": v for k, v in (
-                    ("batch_size", self.batch_size), ("bptt", self.bptt), ("eval_batch_size", self.eval_batch_size),
-                    ("clip_norm", self.clip_norm), ("clip_value", self.clip_value), ("seed", self.seed),
-                    ("optimizer", f"{type(self.optimizer).__name__}({self.optimizer.hyper()})"),
-                    ("model_options", sorted(self.model_options)), ("lr_schedule", type(self.lr_schedule).__name__),
-                    ("constraint", type(self.constraint).__name__))},
-                "the progress (epoch, chunk, step)": (self.epoch, self.chunk, self.step),
-                **{f"the fit argument {k}": v for k, v in (
-                    ("epochs", epochs), ("max_chunks", max_chunks), ("checkpoint_every", checkpoint_every),
-                    ("resume", resume), ("checkpoint given", checkpoint is not None))},
-            })
-        B = self.batch_size                      # streams of all ranks
+            )
+            dist.check_model(
+                self.model,
+                {
+                    "the training data (tokens, CRC-32)": fingerprint,
+                    "the validation data (tokens, CRC-32)": None if valid is None else _ids_fingerprint(valid),
+                    **{
+                        f"the trainer setting {k}": v
+                        for k, v in (
+                            ("batch_size", self.batch_size),
+                            ("bptt", self.bptt),
+                            ("eval_batch_size", self.eval_batch_size),
+                            ("clip_norm", self.clip_norm),
+                            ("clip_value", self.clip_value),
+                            ("seed", self.seed),
+                            ("optimizer", f"{type(self.optimizer).__name__}({self.optimizer.hyper()})"),
+                            ("model_options", sorted(self.model_options)),
+                            ("lr_schedule", type(self.lr_schedule).__name__),
+                            ("constraint", type(self.constraint).__name__),
+                        )
+                    },
+                    "the progress (epoch, chunk, step)": (self.epoch, self.chunk, self.step),
+                    **{
+                        f"the fit argument {k}": v
+                        for k, v in (
+                            ("epochs", epochs),
+                            ("max_chunks", max_chunks),
+                            ("checkpoint_every", checkpoint_every),
+                            ("resume", resume),
+                            ("checkpoint given", checkpoint is not None),
+                        )
+                    },
+                },
+            )
+        B = self.batch_size  # streams of all ranks
         rows = slice(0, B) if dist is None else dist.shard(B)
-        local = streams[rows]                    # this rank's streams (B_r, N / B)
+        local = streams[rows]  # this rank's streams (B_r, N / B)
 
         if dist is None:
             resuming = resume is True or (resume == "auto" and Path(checkpoint).exists())
@@ -632,15 +742,19 @@ class Trainer:
             resuming = resume is True or (resume == "auto" and dist.on_root(lambda: Path(checkpoint).exists()))
         if resuming:
             ck = self.resume_from(checkpoint)
-            if vocab is None:   # the vocabulary stays in the checkpoints of the continued run
+            if vocab is None:  # the vocabulary stays in the checkpoints of the continued run
                 vocab = ck.vocab
             elif ck.vocab is not None and ck.vocab != vocab:
-                raise ValueError(f"{checkpoint} was trained with another vocabulary ({ck.vocab.size} symbols) than "
-                                 f"the one given ({vocab.size}): resuming would not continue the same run")
+                raise ValueError(
+                    f"{checkpoint} was trained with another vocabulary ({ck.vocab.size} symbols) than "
+                    f"the one given ({vocab.size}): resuming would not continue the same run"
+                )
             if self._data_id is not None and self._data_id != fingerprint:
-                raise ValueError(f"the training data differ from the checkpoint's ({self._data_id['tokens']:,} tokens, "
-                                 f"crc32 {self._data_id['crc32']}) : got {fingerprint['tokens']:,} tokens, crc32 "
-                                 f"{fingerprint['crc32']}")
+                raise ValueError(
+                    f"the training data differ from the checkpoint's ({self._data_id['tokens']:,} tokens, "
+                    f"crc32 {self._data_id['crc32']}) : got {fingerprint['tokens']:,} tokens, crc32 "
+                    f"{fingerprint['crc32']}"
+                )
         elif self.epoch == 0 and self.chunk == 0 and self.step == 0:
             self._seed_rng()
         self._data_id = fingerprint
@@ -656,7 +770,8 @@ class Trainer:
         bar = None
         try:
             from ._progress import bar_class
-            tqdm = bar_class()   # tqdm's notebook widget only where ipywidgets is installed: no IProgress warning
+
+            tqdm = bar_class()  # tqdm's notebook widget only where ipywidgets is installed: no IProgress warning
         except ImportError:  # pragma: no cover - tqdm is a dependency
             tqdm = None
         label = bits_label(self.unit)
@@ -674,14 +789,20 @@ class Trainer:
                 model.reset_state(local.shape[0])
                 self._sum_loss, self._tokens, self._seconds = 0.0, 0, 0.0
                 self._sum_aux = {}
-            else:   # the carried state holds all B streams (whatever the number of ranks that saved it)
+            else:  # the carried state holds all B streams (whatever the number of ranks that saved it)
                 model.set_state(self._carried if dist is None else dist.local_state(self._carried, B))
             lines = None
             if self._progress_mode(tqdm) == "lines":
                 lines = _ProgressLines(epoch_no, epochs, n_chunks, label)
             elif self._progress_mode(tqdm) == "bar":
-                bar = tqdm(total=n_chunks, initial=self.chunk, desc=f"epoch {epoch_no}/{epochs}", unit="chunk",
-                           leave=False, dynamic_ncols=True)
+                bar = tqdm(
+                    total=n_chunks,
+                    initial=self.chunk,
+                    desc=f"epoch {epoch_no}/{epochs}",
+                    unit="chunk",
+                    leave=False,
+                    dynamic_ncols=True,
+                )
             t_epoch = time.perf_counter() - self._seconds
             stopped = False
             try:
@@ -693,12 +814,12 @@ class Trainer:
                         break
                     t0 = time.perf_counter()
                     self._apply_options(force=(done == 0))
-                    n = B * x.shape[1]           # targets of the chunk over all ranks
+                    n = B * x.shape[1]  # targets of the chunk over all ranks
                     # batch statistics of nonlinear auxiliary terms: the mean over all B streams (distributed.py)
                     reducer = None if dist is None else (lambda s: dist.average_statistics(s, x.size, n))
                     result, _, _ = model.loss_and_grad(x, y, "keep", copy_grads=False, reducer=reducer)
                     loss, aux = float(result), result.aux
-                    if dist is not None:         # the mean gradient, loss and terms over all B streams
+                    if dist is not None:  # the mean gradient, loss and terms over all B streams
                         dist.average_gradients(flat_g, x.size, n)
                         names = sorted(aux)
                         means = dist.average([loss] + [aux[a] for a in names], x.size, n)
@@ -714,8 +835,9 @@ class Trainer:
                         kept = f"; the last checkpoint {last_ckpt} is left as it was" if last_ckpt else ""
                         error = FloatingPointError(
                             f"{what} at chunk {k + 1}/{n_chunks} of epoch {epoch_no} (step {self.step + 1}); "
-                            f"training stopped before updating the parameters{kept}")
-                        error.all_ranks = True   # the reduced loss and gradient are the same on every rank
+                            f"training stopped before updating the parameters{kept}"
+                        )
+                        error.all_ranks = True  # the reduced loss and gradient are the same on every rank
                         raise error
                     opt.step(model, clip_value=self.clip_value)  # clipping by value fused into the step
                     if self.constraint is not None:
@@ -732,15 +854,33 @@ class Trainer:
                     dt = time.perf_counter() - t0
                     if bar is not None:
                         bar.update(1)
-                        bar.set_postfix({"loss": f"{loss:.3f}", label: f"{_bits(loss):.3f}",
-                                         **{name: f"{v:.4g}" for name, v in aux.items()},
-                                         "tok/s": f"{n / max(dt, 1e-9):,.0f}"}, refresh=False)
+                        bar.set_postfix(
+                            {
+                                "loss": f"{loss:.3f}",
+                                label: f"{_bits(loss):.3f}",
+                                **{name: f"{v:.4g}" for name, v in aux.items()},
+                                "tok/s": f"{n / max(dt, 1e-9):,.0f}",
+                            },
+                            refresh=False,
+                        )
                     if lines is not None:
                         lines.update(self.chunk, loss, n, dt)
                     if log is not None and self._speaks:
-                        log({"event": "chunk", "epoch": epoch_no, "chunk": k + 1, "chunks": n_chunks, "step": self.step,
-                             "loss": loss, "bpc": _bits(loss), "aux": dict(aux), "grad_norm": norm, "lr": opt.lr,
-                             "tokens_per_s": n / max(dt, 1e-9)})
+                        log(
+                            {
+                                "event": "chunk",
+                                "epoch": epoch_no,
+                                "chunk": k + 1,
+                                "chunks": n_chunks,
+                                "step": self.step,
+                                "loss": loss,
+                                "bpc": _bits(loss),
+                                "aux": dict(aux),
+                                "grad_norm": norm,
+                                "lr": opt.lr,
+                                "tokens_per_s": n / max(dt, 1e-9),
+                            }
+                        )
                     if checkpoint_every is not None and self.chunk % checkpoint_every == 0 and self.chunk < n_chunks:
                         self._seconds = time.perf_counter() - t_epoch
                         self._carried = self._all_streams_state()
@@ -766,16 +906,22 @@ class Trainer:
     def _stop_diverged(self, last_ckpt: Optional[Path]) -> None:
         """The divergence guard's stop (see the class docstring): say so, put the best parameters back."""
         d, label = self.diverged, bits_label(self.unit)
-        kept = (f"the last checkpoint {last_ckpt} is left as it was" if last_ckpt is not None
-                else "no checkpoint was written")
-        message = (f"epoch {d['epoch']}: validation {label} {d['valid_bits']:.4f} is {d['valid_bits'] - d['best_bits']:.2f} "
-                   f"above the best so far ({d['best_bits']:.4f}, epoch {d['best_epoch']}): the run has diverged. "
-                   f"Training stopped; the model holds the best parameters (epoch {d['best_epoch']}) and {kept}. "
-                   f"Lower the learning rate or tighten clipping to go on, or pass divergence=None "
-                   f"(--divergence none) to train through it.")
+        kept = (
+            f"the last checkpoint {last_ckpt} is left as it was"
+            if last_ckpt is not None
+            else "no checkpoint was written"
+        )
+        message = (
+            f"epoch {d['epoch']}: validation {label} {d['valid_bits']:.4f} is {d['valid_bits'] - d['best_bits']:.2f} "
+            f"above the best so far ({d['best_bits']:.4f}, epoch {d['best_epoch']}): the run has diverged. "
+            f"Training stopped; the model holds the best parameters (epoch {d['best_epoch']}) and {kept}. "
+            f"Lower the learning rate or tighten clipping to go on, or pass divergence=None "
+            f"(--divergence none) to train through it."
+        )
         self.restore_best()
         if self._speaks:
             import warnings
+
             warnings.warn(message, RuntimeWarning, stacklevel=3)
 
     def _all_streams_state(self) -> Dict[str, np.ndarray]:
@@ -785,10 +931,18 @@ class Trainer:
 
     def _end_epoch(self, epoch_no: int, valid, log) -> None:
         train_loss = self._sum_loss / max(self._tokens, 1)
-        row = {"epoch": epoch_no, "train_loss": train_loss, "train_bpc": _bits(train_loss),
-               "valid_loss": None, "valid_bpc": None, "valid_perplexity": None,
-               "lr": self.optimizer.lr, "seconds": self._seconds,
-               "tokens_per_s": self._tokens / max(self._seconds, 1e-9), "steps": self.step}
+        row = {
+            "epoch": epoch_no,
+            "train_loss": train_loss,
+            "train_bpc": _bits(train_loss),
+            "valid_loss": None,
+            "valid_bpc": None,
+            "valid_perplexity": None,
+            "lr": self.optimizer.lr,
+            "seconds": self._seconds,
+            "tokens_per_s": self._tokens / max(self._seconds, 1e-9),
+            "steps": self.step,
+        }
         if self._sum_aux:
             row["train_aux"] = {k: v / max(self._tokens, 1) for k, v in self._sum_aux.items()}
         if self.model_options:
@@ -798,11 +952,19 @@ class Trainer:
             ev = evaluate(self.model, valid, batch_size=self.eval_batch_size, bptt=self.bptt, distributed=self.dist)
             row.update(valid_loss=ev["loss"], valid_bpc=ev["bpc"], valid_perplexity=ev["perplexity"])
             metric = ev["loss"]
-        if (valid is not None and self.divergence is not None and self.best_loss is not None
-                and not (_bits(metric) <= _bits(self.best_loss) + self.divergence)):
+        if (
+            valid is not None
+            and self.divergence is not None
+            and self.best_loss is not None
+            and not (_bits(metric) <= _bits(self.best_loss) + self.divergence)
+        ):
             row["diverged"] = True
-            self.diverged = {"epoch": epoch_no, "valid_bits": _bits(metric), "best_bits": _bits(self.best_loss),
-                             "best_epoch": self.best_epoch}
+            self.diverged = {
+                "epoch": epoch_no,
+                "valid_bits": _bits(metric),
+                "best_bits": _bits(self.best_loss),
+                "best_epoch": self.best_epoch,
+            }
         if math.isfinite(metric) and (self.best_loss is None or metric < self.best_loss):
             self.best_loss, self.best_epoch = float(metric), epoch_no
             self.best_params = np.array(self.model.flat_parameters(), copy=True)
@@ -817,10 +979,13 @@ class Trainer:
         if self.progress and self._speaks:
             label = bits_label(self.unit)
             valid_txt = f", valid {label} {row['valid_bpc']:.4f}" if row["valid_bpc"] is not None else ""
-            text = (f"epoch {epoch_no}: train {label} {row['train_bpc']:.4f}{valid_txt}, "
-                    f"{row['tokens_per_s']:,.0f} tokens/s, {row['seconds']:.1f} s")
+            text = (
+                f"epoch {epoch_no}: train {label} {row['train_bpc']:.4f}{valid_txt}, "
+                f"{row['tokens_per_s']:,.0f} tokens/s, {row['seconds']:.1f} s"
+            )
             if self._progress_mode() == "bar":
                 from ._progress import bar_class
+
                 bar_class().write(text)
             else:
                 print(text, file=sys.stderr, flush=True)
@@ -829,6 +994,7 @@ class Trainer:
 
 
 # ---- random restarts -----------------------------------------------------------------------------
+
 
 def auto_select_after(model, train, batch_size: int, bptt: int, epochs: int) -> Optional[int]:
     """``select_after="auto"`` of :func:`best_of`: the whole epochs of ``train`` (in chunks of ``batch_size``
@@ -843,10 +1009,23 @@ def auto_select_after(model, train, batch_size: int, bptt: int, epochs: int) -> 
     return e if 1 <= e < int(epochs) else None
 
 
-def best_of(make_model: Callable[[int], object], train, valid=None, *, restarts: int = 3, epochs: int = 1,
-            seed: int = 0, make_optimizer: Optional[Callable[[], Optimizer]] = None, eval_batch_size: int = 16,
-            fit_kw: Optional[dict] = None, checkpoint: Union[str, Path, None] = None, vocab=None,
-            extra: Optional[dict] = None, select_after: Union[int, str, None] = "auto", **trainer_kw):
+def best_of(
+    make_model: Callable[[int], object],
+    train,
+    valid=None,
+    *,
+    restarts: int = 3,
+    epochs: int = 1,
+    seed: int = 0,
+    make_optimizer: Optional[Callable[[], Optimizer]] = None,
+    eval_batch_size: int = 16,
+    fit_kw: Optional[dict] = None,
+    checkpoint: Union[str, Path, None] = None,
+    vocab=None,
+    extra: Optional[dict] = None,
+    select_after: Union[int, str, None] = "auto",
+    **trainer_kw,
+):
     """Random restarts selected by the validation likelihood: train ``restarts`` candidates and keep
     the one with the lowest loss on ``valid``.
 
@@ -891,19 +1070,26 @@ def best_of(make_model: Callable[[int], object], train, valid=None, *, restarts:
     if not _is_int(seed) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     if not callable(make_model):
-        raise TypeError("make_model must be a callable of the seed that returns a model, "
-                        f"got {type(make_model).__name__}")
+        raise TypeError(
+            f"make_model must be a callable of the seed that returns a model, got {type(make_model).__name__}"
+        )
     if make_optimizer is not None and not callable(make_optimizer):
-        raise TypeError("make_optimizer must be a callable that returns a fresh optimiser (e.g. lambda: Adam(5e-3)), "
-                        f"got {type(make_optimizer).__name__}")
+        raise TypeError(
+            "make_optimizer must be a callable that returns a fresh optimiser (e.g. lambda: Adam(5e-3)), "
+            f"got {type(make_optimizer).__name__}"
+        )
     if "optimizer" in trainer_kw:
-        raise TypeError("best_of takes make_optimizer (a callable returning a fresh optimiser per candidate), not "
-                        "optimizer: one optimiser cannot serve several models")
+        raise TypeError(
+            "best_of takes make_optimizer (a callable returning a fresh optimiser per candidate), not "
+            "optimizer: one optimiser cannot serve several models"
+        )
     fit_kw = dict(fit_kw or {})
     for key in ("checkpoint", "resume", "epochs", "vocab", "extra"):
         if key in fit_kw:
-            raise TypeError(f"fit_kw may not hold {key!r}: best_of sets it (checkpoint, vocab and extra are its own "
-                            f"arguments; candidates are new runs)")
+            raise TypeError(
+                f"fit_kw may not hold {key!r}: best_of sets it (checkpoint, vocab and extra are its own "
+                f"arguments; candidates are new runs)"
+            )
     epochs = _positive_int(epochs, "epochs")
     if isinstance(select_after, str):
         if select_after != "auto":
@@ -911,8 +1097,10 @@ def best_of(make_model: Callable[[int], object], train, valid=None, *, restarts:
     else:
         select_after = _positive_int(select_after, "select_after", allow_none=True)
         if select_after is not None and select_after > epochs:
-            raise ValueError(f"select_after={select_after} is beyond epochs={epochs}: the candidates are compared "
-                             f"after select_after epochs, and the chosen one trains on to epochs")
+            raise ValueError(
+                f"select_after={select_after} is beyond epochs={epochs}: the candidates are compared "
+                f"after select_after epochs, and the chosen one trains on to epochs"
+            )
     if checkpoint is not None:
         check_writable(Path(checkpoint), "checkpoint")  # before any work
     best, results = None, []
@@ -922,8 +1110,10 @@ def best_of(make_model: Callable[[int], object], train, valid=None, *, restarts:
         if i == 0:  # a corpus gives the splits and the vocabulary; checked against the first candidate
             train, valid, vocab = training_data(model, train, valid, vocab)
             if valid is None or len(valid) < 2:
-                raise ValueError("best_of needs validation ids (at least 2 tokens) to choose among the candidates: "
-                                 "pass valid=, or a corpus with a valid split")
+                raise ValueError(
+                    "best_of needs validation ids (at least 2 tokens) to choose among the candidates: "
+                    "pass valid=, or a corpus with a valid split"
+                )
         opt = make_optimizer() if make_optimizer is not None else Adam()
         kw = dict(trainer_kw)
         if kw.get("lr_schedule") is not None:
@@ -936,8 +1126,17 @@ def best_of(make_model: Callable[[int], object], train, valid=None, *, restarts:
         except FloatingPointError as e:
             raise FloatingPointError(f"candidate {i + 1}/{restarts} (seed {s}): {e}") from e
         ev = evaluate(model, valid, batch_size=eval_batch_size)
-        results.append({"seed": s, "valid_loss": ev["loss"], "valid_bpc": ev["bpc"], "epochs": trainer.epoch,
-                        "steps": trainer.step, "compared_after": trainer.epoch, "chosen": False})
+        results.append(
+            {
+                "seed": s,
+                "valid_loss": ev["loss"],
+                "valid_bpc": ev["bpc"],
+                "epochs": trainer.epoch,
+                "steps": trainer.step,
+                "compared_after": trainer.epoch,
+                "chosen": False,
+            }
+        )
         if math.isfinite(ev["loss"]) and (best is None or ev["loss"] < best[0]):
             best = (ev["loss"], i, trainer)
     if best is None:
@@ -947,8 +1146,9 @@ def best_of(make_model: Callable[[int], object], train, valid=None, *, restarts:
         try:
             best[2].fit(train, epochs=epochs, **fit_kw)
         except FloatingPointError as e:
-            raise FloatingPointError(f"the chosen candidate (seed {results[best[1]]['seed']}), trained on after "
-                                     f"the selection: {e}") from e
+            raise FloatingPointError(
+                f"the chosen candidate (seed {results[best[1]]['seed']}), trained on after the selection: {e}"
+            ) from e
         results[best[1]].update(epochs=best[2].epoch, steps=best[2].step)
     if checkpoint is not None:
         best[2].save_checkpoint(checkpoint, vocab=vocab, extra=extra)

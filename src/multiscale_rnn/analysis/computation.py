@@ -18,6 +18,7 @@ Table 2, mean m_t per symbol class (music: note lengths):
     mean_by_class(values, classes)           -> {class: mean}
     music_computation(trace)                 -> {note length / "rest" / "bar" / "end": mean m_t}
 """
+
 from __future__ import annotations
 
 import math
@@ -29,14 +30,22 @@ import numpy as np
 from ..data.bits import bit_positions
 from ..data.music import MUSIC_KINDS, symbol_classes
 
-__all__ = ["character_profile", "top_dimension_activity", "bit_position_profile", "mean_by_class", "class_order",
-           "music_computation", "trace_symbols"]
+__all__ = [
+    "character_profile",
+    "top_dimension_activity",
+    "bit_position_profile",
+    "mean_by_class",
+    "class_order",
+    "music_computation",
+    "trace_symbols",
+]
 
 
 def _field(trace, name: str) -> np.ndarray:
     if not hasattr(trace, name):
-        raise TypeError(f"expected a variable-computation trace (model.trace(...)) with '{name}', "
-                        f"got {type(trace).__name__}")
+        raise TypeError(
+            f"expected a variable-computation trace (model.trace(...)) with '{name}', got {type(trace).__name__}"
+        )
     return np.asarray(getattr(trace, name))
 
 
@@ -110,8 +119,13 @@ def top_dimension_activity(trace, top: Union[float, int, Sequence[int], slice] =
     return e[_top_rows(e.shape[0], top)].mean(axis=0)
 
 
-def bit_position_profile(trace, positions: Optional[Sequence[int]] = None, buffer_bits: int = 0, offset: int = 0,
-                         top: Union[float, int, Sequence[int], slice, None] = 0.05) -> Dict[int, float]:
+def bit_position_profile(
+    trace,
+    positions: Optional[Sequence[int]] = None,
+    buffer_bits: int = 0,
+    offset: int = 0,
+    top: Union[float, int, Sequence[int], slice, None] = 0.05,
+) -> Dict[int, float]:
     """Figure 2: mean computation by position within the character frame of bit-level text:
     positions 0..7 are the character's bits (0 the most significant), 8..7+buffer_bits the
     buffer. ``positions``: each step's position (``BitCorpus.positions[split][start:start+T]``);
@@ -129,6 +143,7 @@ def bit_position_profile(trace, positions: Optional[Sequence[int]] = None, buffe
 def class_order(classes) -> List[Hashable]:
     """Classes in display order: numbers and fractions (``"1/3"``) ascending, then the music
     kinds (rest, bar, end, unknown), then the rest sorted by their text."""
+
     def key(c):
         try:
             return (0, float(Fraction(str(c))), "")
@@ -141,8 +156,9 @@ def class_order(classes) -> List[Hashable]:
     return sorted(set(classes), key=key)
 
 
-def mean_by_class(values, classes, order: Optional[Sequence[Hashable]] = None,
-                  counts: bool = False) -> Union[Dict[Any, float], Tuple[Dict[Any, float], Dict[Any, int]]]:
+def mean_by_class(
+    values, classes, order: Optional[Sequence[Hashable]] = None, counts: bool = False
+) -> Union[Dict[Any, float], Tuple[Dict[Any, float], Dict[Any, int]]]:
     """Mean of ``values`` (T,) per label of ``classes`` (T labels), as {class: mean} in
     ``order`` (default :func:`class_order`; classes of ``order`` absent from ``classes`` are
     left out). NaN values are ignored. With ``counts=True`` also {class: number of steps}."""
@@ -168,4 +184,3 @@ def music_computation(trace, vocab=None, by: str = "length", counts: bool = Fals
     The symbols come from ``trace.text`` or ``vocab`` (see :func:`trace_symbols`)."""
     symbols = trace_symbols(trace, vocab)
     return mean_by_class(_field(trace, "m"), symbol_classes(symbols, by=by), counts=counts)
-

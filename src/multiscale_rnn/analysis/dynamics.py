@@ -14,14 +14,23 @@ Figure 5, bits per character at each position within words:
 
 c_{t-k} is the state a cell holds after step t-k; L_t is the loss of the prediction made at step t.
 """
+
 from __future__ import annotations
 
 from typing import Dict, Optional, Sequence
 
 import numpy as np
 
-__all__ = ["gradient_decay", "state_change", "per_token_loss", "word_positions", "bpc_by_position",
-           "relative_loss", "cell_names", "by_step"]
+__all__ = [
+    "gradient_decay",
+    "state_change",
+    "per_token_loss",
+    "word_positions",
+    "bpc_by_position",
+    "relative_loss",
+    "cell_names",
+    "by_step",
+]
 
 _LN2 = np.log(2.0)
 
@@ -60,8 +69,10 @@ def cell_names(model, state: Optional[str] = None) -> Sequence[str]:
     model.forward(np.zeros((1, 1), dtype=np.int32))
     names = list(model.records())
     if not names:
-        raise ValueError(f"{type(model).__name__} records no cell states; the dynamics analyses need a model "
-                         "such as FSRNN, StackedLSTM or SequentialLSTM")
+        raise ValueError(
+            f"{type(model).__name__} records no cell states; the dynamics analyses need a model "
+            "such as FSRNN, StackedLSTM or SequentialLSTM"
+        )
     if state is None:
         state = "c" if any(n.startswith("c_") for n in names) else "h"
     if state not in ("c", "h"):
@@ -72,8 +83,9 @@ def cell_names(model, state: Optional[str] = None) -> Sequence[str]:
     return picked
 
 
-def gradient_decay(model, ids, max_lag: int = 100, num_samples: int = 32, warmup: int = 100,
-                   state: Optional[str] = None, seed: int = 0) -> Dict[str, np.ndarray]:
+def gradient_decay(
+    model, ids, max_lag: int = 100, num_samples: int = 32, warmup: int = 100, state: Optional[str] = None, seed: int = 0
+) -> Dict[str, np.ndarray]:
     """||dL_t / dc_{t-k}|| for k = 0..max_lag at ``num_samples`` random positions t of ``ids``.
 
     Each sample reads ``warmup`` tokens from a zero state (evaluation mode), then the window
@@ -94,30 +106,32 @@ def gradient_decay(model, ids, max_lag: int = 100, num_samples: int = 32, warmup
         raise ValueError(f"warmup must be >= 0, got {warmup}")
     names = cell_names(model, state)
     W = max_lag + 1
-    first, last = warmup + max_lag, len(ids) - 2          # t needs ids[t + 1] as its target
+    first, last = warmup + max_lag, len(ids) - 2  # t needs ids[t + 1] as its target
     if last < first:
-        raise ValueError(f"{len(ids)} tokens are too few for warmup={warmup} and max_lag={max_lag}: "
-                         f"need at least {first + 2}")
+        raise ValueError(
+            f"{len(ids)} tokens are too few for warmup={warmup} and max_lag={max_lag}: need at least {first + 2}"
+        )
     t = np.sort(np.random.default_rng(seed).integers(first, last + 1, n))
-    start = t - max_lag                                     # first step of the window
-    window = np.stack([ids[s:s + W] for s in start])        # (n, W)
-    target = np.stack([ids[s + 1:s + W + 1] for s in start])
+    start = t - max_lag  # first step of the window
+    window = np.stack([ids[s : s + W] for s in start])  # (n, W)
+    target = np.stack([ids[s + 1 : s + W + 1] for s in start])
     state0 = None
     if warmup > 0:
-        pre = np.stack([ids[s - warmup:s] for s in start])
-        pre_t = np.stack([ids[s - warmup + 1:s + 1] for s in start])
+        pre = np.stack([ids[s - warmup : s] for s in start])
+        pre_t = np.stack([ids[s - warmup + 1 : s + 1] for s in start])
         _, state0 = model.loss(pre, pre_t)
     weights = np.zeros(window.shape)
     weights[:, -1] = 1.0
     model.loss_and_grad(window, target, state0, weights=weights)
-    grads = by_step(model.record_gradients(), n)           # (n, W, H) each
+    grads = by_step(model.record_gradients(), n)  # (n, W, H) each
     model.zero_grad()
     # The loss is the mean of the n last-step losses, so each stream's gradient is 1/n of its own.
     return {name: n * np.linalg.norm(grads[name][:, ::-1], axis=2) for name in names}
 
 
-def state_change(model, ids, batch_size: int = 16, bptt: int = 100, state: Optional[str] = None,
-                 skip: int = 0) -> Dict[str, np.ndarray]:
+def state_change(
+    model, ids, batch_size: int = 16, bptt: int = 100, state: Optional[str] = None, skip: int = 0
+) -> Dict[str, np.ndarray]:
     """Rate of change of every recorded cell state along ``ids`` (evaluation mode):
     (1/H) sum_i (c_{t,i} - c_{t-1,i})^2 for every step t >= 1 of ``batch_size`` contiguous streams.
 
@@ -126,6 +140,7 @@ def state_change(model, ids, batch_size: int = 16, bptt: int = 100, state: Optio
     bar and error bar.
     """
     from ..data import batchify, chunks
+
     ids = _ids(ids)
     B = _positive(batch_size, "batch_size")
     bptt = _positive(bptt, "bptt")
@@ -138,14 +153,14 @@ def state_change(model, ids, batch_size: int = 16, bptt: int = 100, state: Optio
         _, state_ = model.loss(x, y, state_)
         rec = by_step(model.records(), B)
         for k in names:
-            c = rec[k]                                       # (B, T, H)
+            c = rec[k]  # (B, T, H)
             full = c if prev is None else np.concatenate([prev[k], c], axis=1)
-            out[k].append(np.mean(np.diff(full, axis=1) ** 2, axis=2))   # (B, T or T-1)
+            out[k].append(np.mean(np.diff(full, axis=1) ** 2, axis=2))  # (B, T or T-1)
         prev = {k: rec[k][:, -1:] for k in names}
     result = {}
     for k in names:
-        rate = np.concatenate(out[k], axis=1)                 # (B, steps - 1)
-        result[k] = rate[:, max(0, int(skip) - 1):].ravel()
+        rate = np.concatenate(out[k], axis=1)  # (B, steps - 1)
+        result[k] = rate[:, max(0, int(skip) - 1) :].ravel()
     return result
 
 
@@ -156,6 +171,7 @@ def per_token_loss(model, ids, batch_size: int = 16, bptt: int = 100) -> np.ndar
     ids[b*L : (b+1)*L] (L = len(ids) // B), so the first target of each later stream,
     ids[b*L], is predicted by no stream: its entry is NaN."""
     from ..data import batchify, chunks
+
     ids = _ids(ids)
     B = _positive(batch_size, "batch_size")
     bptt = _positive(bptt, "bptt")
@@ -166,7 +182,7 @@ def per_token_loss(model, ids, batch_size: int = 16, bptt: int = 100) -> np.ndar
     state_ = None
     for x, y in chunks(streams, bptt):
         _, nll, state_ = model.loss(x, y, state_, per_token=True)
-        losses[:, pos:pos + x.shape[1]] = nll
+        losses[:, pos : pos + x.shape[1]] = nll
         pos += x.shape[1]
     return losses.ravel()[:-1]
 
@@ -186,7 +202,7 @@ def word_positions(text, space: str = " ", min_length: int = 2) -> np.ndarray:
             while j < n and len(chars[j]) == 1 and "a" <= chars[j] <= "z":
                 j += 1
             if j < n and chars[j] == space and j - (i + 1) >= min_length:
-                pos[i + 1:j] = np.arange(1, j - i)
+                pos[i + 1 : j] = np.arange(1, j - i)
             i = j
         else:
             i += 1

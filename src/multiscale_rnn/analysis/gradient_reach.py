@@ -17,6 +17,7 @@ For a model and a sequence, :func:`gradient_reach` measures ||dL_t / dh_{t-k}|| 
 Any model whose core records its hidden states ``h_*`` and their gradients works: the HORNN (order
 1 with plain pooling is the Elman RNN, the paper's "RNN" baseline), the FS-RNN and the stacked LSTM.
 """
+
 from __future__ import annotations
 
 from typing import Dict, Mapping, Optional
@@ -28,8 +29,9 @@ from .dynamics import cell_names, gradient_decay
 __all__ = ["gradient_reach", "compare_reach", "relative_reach", "reach_length"]
 
 
-def gradient_reach(model, ids, max_lag: int = 20, num_samples: int = 16, warmup: int = 20, layer: Optional[int] = None,
-                   seed: int = 0) -> np.ndarray:
+def gradient_reach(
+    model, ids, max_lag: int = 20, num_samples: int = 16, warmup: int = 20, layer: Optional[int] = None, seed: int = 0
+) -> np.ndarray:
     """||dL_t / dh_{t-k}|| for k = 0..max_lag at ``num_samples`` random positions t of ``ids``.
 
     Each sample reads ``warmup`` tokens from a zero state (evaluation mode), then the window
@@ -44,8 +46,9 @@ def gradient_reach(model, ids, max_lag: int = 20, num_samples: int = 16, warmup:
         name = f"h_l{int(layer)}"
         if name not in names:
             raise ValueError(f"layer {layer!r}: the model records {names}, not {name!r}")
-    return gradient_decay(model, ids, max_lag=max_lag, num_samples=num_samples, warmup=warmup, state="h",
-                          seed=seed)[name]
+    return gradient_decay(model, ids, max_lag=max_lag, num_samples=num_samples, warmup=warmup, state="h", seed=seed)[
+        name
+    ]
 
 
 def compare_reach(models: Mapping[str, object], ids, **kwargs) -> Dict[str, np.ndarray]:

@@ -13,9 +13,9 @@ with ground-truth boundaries.
 See ``docs/data.md`` for the corpora, the unseen-symbol rule and the caching.
 """
 
-from .classes import class_sizes
 from .batching import batchify, check_length, chunks, num_chunks
 from .bits import BitCorpus, bit_corpus, bit_positions, text_bits
+from .classes import class_sizes
 from .corpus import SPLITS, Corpus, char_corpus, split_contiguous, word_boundaries, word_corpus
 from .download import (
     ENV_CACHE,
@@ -29,8 +29,17 @@ from .download import (
     fetch,
 )
 from .loaders import LOADERS, embedded_text, load, ptb_char_text
-from .music import (BAR, END_OF_TUNE, MusicSymbol, Tune, music_corpus, parse_abc, read_abc_tunes, symbol_classes,
-                    symbol_info)
+from .music import (
+    BAR,
+    END_OF_TUNE,
+    MusicSymbol,
+    Tune,
+    music_corpus,
+    parse_abc,
+    read_abc_tunes,
+    symbol_classes,
+    symbol_info,
+)
 from .synthetic import HierarchicalText, synthetic_hierarchy
 from .text import TEXT_SPLIT_FILES, decode_utf8, text_corpus
 from .vocab import EOS, UNK_CHAR, UNK_WORD, Vocab, tokenize_words

@@ -33,10 +33,12 @@ def text_given_for_ids(ids: Any, what: str, use: str = "it whole: trainer.fit(co
         got = f"strings (dtype {np.asarray(ids).dtype})"
     else:
         return None
-    return (f"{what} must be token ids (a 1-D integer array), got {got}. Encode text first: "
-            "ids = vocab.encode(text) with the model's vocabulary (e.g. corpus.vocab), or build a corpus with "
-            "msr.data.char_corpus(text) (msr.data.word_corpus for words, msr.data.load(path='my.txt') for a file) "
-            f"and pass {use}")
+    return (
+        f"{what} must be token ids (a 1-D integer array), got {got}. Encode text first: "
+        "ids = vocab.encode(text) with the model's vocabulary (e.g. corpus.vocab), or build a corpus with "
+        "msr.data.char_corpus(text) (msr.data.word_corpus for words, msr.data.load(path='my.txt') for a file) "
+        f"and pass {use}"
+    )
 
 
 def _ids_1d(ids: Any, what: str) -> np.ndarray:

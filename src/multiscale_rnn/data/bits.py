@@ -23,6 +23,7 @@ byte string gives the bits of its bytes, values up to 255).
 >>> bits.positions["train"].tolist()[:10]
 [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]
 """
+
 from __future__ import annotations
 
 from typing import Any, Dict, Optional, Union
@@ -99,8 +100,15 @@ class BitCorpus(Corpus):
         self.frame = BITS_PER_CHAR + self.buffer_bits
         positions = {s: bit_positions(len(a), self.buffer_bits) for s, a in splits.items()}
         boundaries = {s: p == self.frame - 1 for s, p in positions.items()}
-        super().__init__(splits["train"], splits.get("valid"), splits.get("test"), vocab, name, "char",
-                         boundaries={s: {"char": b} for s, b in boundaries.items()})
+        super().__init__(
+            splits["train"],
+            splits.get("valid"),
+            splits.get("test"),
+            vocab,
+            name,
+            "char",
+            boundaries={s: {"char": b} for s, b in boundaries.items()},
+        )
         self.positions: Dict[str, np.ndarray] = positions
 
     def is_buffer(self, split: str = "train") -> np.ndarray:
@@ -130,7 +138,9 @@ def bit_corpus(
         if train.unit != "char":
             raise ValueError(f"bit-level text needs a character corpus, got unit={train.unit!r} ({train.name})")
         src = train
-        decode = (lambda ids: bytes(src.vocab.itos[i] for i in ids.tolist())) if src.level == "byte" else src.vocab.decode
+        decode = (
+            (lambda ids: bytes(src.vocab.itos[i] for i in ids.tolist())) if src.level == "byte" else src.vocab.decode
+        )
         texts = {s: decode(a) for s, a in src.splits.items()}
         name = f"{src.name}-bits" if name is None else name
     else:

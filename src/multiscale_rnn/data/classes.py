@@ -41,9 +41,11 @@ def class_sizes(counts: Any, num_classes: Optional[int] = None) -> List[int]:
         raise ValueError("counts are all zero")
     if (np.diff(c) > 0).any():
         at = int(np.flatnonzero(np.diff(c) > 0)[0]) + 1
-        raise ValueError(f"counts must be in descending order (ids sorted by training frequency), but id {at} "
-                         f"has {c[at]:g} > {c[at - 1]:g}; use word_corpus(..., order='frequency') or "
-                         f"Corpus.by_frequency()")
+        raise ValueError(
+            f"counts must be in descending order (ids sorted by training frequency), but id {at} "
+            f"has {c[at]:g} > {c[at - 1]:g}; use word_corpus(..., order='frequency') or "
+            f"Corpus.by_frequency()"
+        )
     V = c.size
     if num_classes is None:
         num_classes = max(1, round(math.sqrt(V)))

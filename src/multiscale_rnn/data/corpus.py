@@ -36,6 +36,7 @@ _SPACE_CODES = np.array([c for c in range(0x3001) if chr(c).isspace()], dtype=np
 def as_ids(ids: Any, what: str, vocab_size: Optional[int] = None) -> np.ndarray:
     """Check and convert a 1-D integer id sequence to a contiguous ``int32`` array."""
     from .batching import text_given_for_ids
+
     hint = text_given_for_ids(ids, what, use="it instead of building Corpus(...) from text")
     if hint is not None:
         raise TypeError(hint)
@@ -142,11 +143,20 @@ class Corpus:
         perm = np.argsort(-counts, kind="stable")  # new id -> old id
         new_of_old = np.empty_like(perm)
         new_of_old[perm] = np.arange(len(perm))
-        vocab = Vocab([self.vocab.itos[i] for i in perm], unit=self.vocab.unit, unk=self.vocab.unk,
-                      level=self.vocab.level)
+        vocab = Vocab(
+            [self.vocab.itos[i] for i in perm], unit=self.vocab.unit, unk=self.vocab.unk, level=self.vocab.level
+        )
         remap = {s: new_of_old[a].astype(np.int32) for s, a in self.splits.items()}
-        return Corpus(remap["train"], remap.get("valid"), remap.get("test"), vocab, self.name, self.unit,
-                      unknown=self.unknown, boundaries=self.boundaries)
+        return Corpus(
+            remap["train"],
+            remap.get("valid"),
+            remap.get("test"),
+            vocab,
+            self.name,
+            self.unit,
+            unknown=self.unknown,
+            boundaries=self.boundaries,
+        )
 
     def __repr__(self) -> str:
         sizes = ", ".join(f"{s}={len(a):,}" for s, a in self.splits.items())
@@ -166,8 +176,9 @@ def refuse_blank(text: Union[str, bytes, bytearray], what: str) -> None:
     """``ValueError`` naming ``what`` when ``text`` holds only whitespace (nothing to learn or score)."""
     if text.isspace():
         unit = "characters" if isinstance(text, str) else "bytes"
-        raise ValueError(f"{what} holds only whitespace ({len(text):,} {unit}): there is nothing to learn or "
-                         "score in it")
+        raise ValueError(
+            f"{what} holds only whitespace ({len(text):,} {unit}): there is nothing to learn or score in it"
+        )
 
 
 def char_corpus(
@@ -258,8 +269,11 @@ def word_corpus(
     known = {w for w, n in counts.items() if n >= min_count}
     if not known:
         raise ValueError(f"no training word of {name} occurs {min_count} times or more")
-    needs_unk = (UNK_WORD in counts or len(known) < len(counts)
-                 or any(t not in known for s, toks in tokens.items() if s != "train" for t in toks))
+    needs_unk = (
+        UNK_WORD in counts
+        or len(known) < len(counts)
+        or any(t not in known for s, toks in tokens.items() if s != "train" for t in toks)
+    )
     if order == "sorted":
         symbols = sorted(known)
     else:
@@ -314,4 +328,3 @@ def split_contiguous(
     part of size zero is returned as ``None``."""
     a, b = split_points(len(seq), valid_fraction, test_fraction)
     return seq[:a], (seq[a:b] if b > a else None), (seq[b:] if len(seq) > b else None)
-

@@ -91,7 +91,9 @@ SOURCES: Dict[str, Remote] = {
             FileCheck("ptb.train.txt", "fcea919f6cf83f35d4d00c6cbf08040d13d4155226340912e2fef9c9c4102cbf", 5101618),
             FileCheck("ptb.valid.txt", "c9fe6985fe0d4ccb578183407d7668fc6066c20700cb4cf87d8ff1cc34df1bf2", 399782),
             FileCheck("ptb.test.txt", "dd65dff31e70846b2a6030a87482edcd5d199130cdcfa1f3dccbb033728deee0", 449945),
-            FileCheck("ptb.char.train.txt", "e313d91425e06c4f0a8fb6e881dcce0c291f2a0e9f4dda54833069b122f91da9", 10034964),
+            FileCheck(
+                "ptb.char.train.txt", "e313d91425e06c4f0a8fb6e881dcce0c291f2a0e9f4dda54833069b122f91da9", 10034964
+            ),
             FileCheck("ptb.char.valid.txt", "21661f63ec355085879458b6524644d4add5573541b4be14fb52ab2e2e995eb8", 786084),
             FileCheck("ptb.char.test.txt", "1ef5607ac3c463b16e38bfe7900dd3bfc91de5a96e0f21e7eab5188b465b8ebe", 884846),
         ),
@@ -191,7 +193,8 @@ def _progress_bar(total: Optional[int], desc: str, enabled: bool):
         return None
     try:
         from .._progress import bar_class
-        tqdm = bar_class()   # the notebook widget only where ipywidgets is installed: no IProgress warning
+
+        tqdm = bar_class()  # the notebook widget only where ipywidgets is installed: no IProgress warning
     except ImportError:
         return None
     return tqdm(total=total, desc=desc, unit="B", unit_scale=True, unit_divisor=1024, leave=False)
@@ -269,8 +272,9 @@ def _find_member(names: Sequence[str], accepted: Tuple[str, ...]) -> Optional[st
     return None
 
 
-def open_archive_members(archive: Path, kind: str, wanted: Sequence[Union[str, Tuple[str, ...]]],
-                         with_member: bool = False):
+def open_archive_members(
+    archive: Path, kind: str, wanted: Sequence[Union[str, Tuple[str, ...]]], with_member: bool = False
+):
     """Yield ``(name, binary stream)`` for each wanted file of a tgz or zip
     archive (``(name, stream, member path)`` with ``with_member``). A wanted
     file is a base name or a tuple of accepted base names (the first is yielded

@@ -35,6 +35,7 @@ The result is a :class:`HierarchicalText`, so ``.corpus()`` gives a split corpus
 >>> len(h.text), bool(h.word_boundaries.any())
 (200, True)
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -58,27 +59,29 @@ class LanguageSpec:
 
     language: int
     alphabet: str
-    stem_lengths: str             # "uniform" | "geometric" | "poisson"
-    mean_stem_length: float       # mean letters per stem (before the minimum of 1)
+    stem_lengths: str  # "uniform" | "geometric" | "poisson"
+    mean_stem_length: float  # mean letters per stem (before the minimum of 1)
     n_stems: int
-    zipf: float                   # s: p(rank k) ~ 1 / k^s within a class
-    morphology: str               # "none" | "suffix" | "prefix" | "both"
-    n_affixes: int                # per side
-    affix_prob: float             # per side and word
+    zipf: float  # s: p(rank k) ~ 1 / k^s within a class
+    morphology: str  # "none" | "suffix" | "prefix" | "both"
+    n_affixes: int  # per side
+    affix_prob: float  # per side and word
     n_classes: int
     n_templates: int
-    phrase_len: Tuple[int, int]   # classes per template, inclusive
+    phrase_len: Tuple[int, int]  # classes per template, inclusive
     sentence_len: Tuple[int, int]  # phrases per sentence, inclusive
-    phrases: str                  # "marked" | "unmarked"
-    separator: str                # " " or ""
+    phrases: str  # "marked" | "unmarked"
+    separator: str  # " " or ""
 
     def describe(self) -> str:
         """One line: the properties a reader compares languages by."""
         sep = "spaced" if self.separator else "unspaced"
-        return (f"language {self.language}: {len(self.alphabet)} letters, {self.n_stems} stems "
-                f"({self.stem_lengths}, mean {self.mean_stem_length:.1f}), zipf {self.zipf:.2f}, "
-                f"{self.morphology} morphology, {self.n_classes} classes, {self.n_templates} templates, "
-                f"{self.phrases} phrases, {sep}")
+        return (
+            f"language {self.language}: {len(self.alphabet)} letters, {self.n_stems} stems "
+            f"({self.stem_lengths}, mean {self.mean_stem_length:.1f}), zipf {self.zipf:.2f}, "
+            f"{self.morphology} morphology, {self.n_classes} classes, {self.n_templates} templates, "
+            f"{self.phrases} phrases, {sep}"
+        )
 
     def to_dict(self) -> Dict[str, Any]:
         d = asdict(self)
@@ -160,11 +163,15 @@ def generate(spec: LanguageSpec, n_chars: int = 20000, seed: int = 0) -> Hierarc
     weights = []
     for members in classes:
         ranks = g.permutation(len(members)) + 1.0
-        w = ranks ** -spec.zipf
+        w = ranks**-spec.zipf
         weights.append(np.cumsum(w / w.sum()))  # the class's cumulative distribution
-    templates = [tuple(int(c) for c in g.integers(0, len(classes), size=int(g.integers(spec.phrase_len[0],
-                                                                                         spec.phrase_len[1] + 1))))
-                 for _ in range(spec.n_templates)]
+    templates = [
+        tuple(
+            int(c)
+            for c in g.integers(0, len(classes), size=int(g.integers(spec.phrase_len[0], spec.phrase_len[1] + 1)))
+        )
+        for _ in range(spec.n_templates)
+    ]
 
     rng = np.random.default_rng([spec.language, int(seed), 0x7E47])
     sep = spec.separator
@@ -195,8 +202,13 @@ def generate(spec: LanguageSpec, n_chars: int = 20000, seed: int = 0) -> Hierarc
                     total += len(w)
                     end = total - 1
                     if j == len(slots) - 1:
-                        mark = (SENTENCE_MARKS[int(rng.integers(3))] if last_phrase else
-                                PHRASE_MARKS[int(rng.integers(3))] if spec.phrases == "marked" else "")
+                        mark = (
+                            SENTENCE_MARKS[int(rng.integers(3))]
+                            if last_phrase
+                            else PHRASE_MARKS[int(rng.integers(3))]
+                            if spec.phrases == "marked"
+                            else ""
+                        )
                         if mark:
                             pieces.append(mark)
                             total += 1
@@ -216,8 +228,14 @@ def generate(spec: LanguageSpec, n_chars: int = 20000, seed: int = 0) -> Hierarc
         out[e[e < n_chars]] = True
         return out
 
-    h = HierarchicalText(text=text, word_boundaries=mask(word_ends), phrase_boundaries=mask(phrase_ends),
-                         lexicon=stems, classes=classes, templates=[(t, "") for t in templates],
-                         params=dict(spec.to_dict(), n_chars=int(n_chars), seed=int(seed)),
-                         sentence_boundaries=mask(sentence_ends))
+    h = HierarchicalText(
+        text=text,
+        word_boundaries=mask(word_ends),
+        phrase_boundaries=mask(phrase_ends),
+        lexicon=stems,
+        classes=classes,
+        templates=[(t, "") for t in templates],
+        params=dict(spec.to_dict(), n_chars=int(n_chars), seed=int(seed)),
+        sentence_boundaries=mask(sentence_ends),
+    )
     return h

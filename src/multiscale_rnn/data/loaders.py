@@ -29,17 +29,29 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
+from .bits import bit_corpus
 from .corpus import Corpus, char_corpus, refuse_blank, split_contiguous, word_corpus
 from .download import fetch, open_archive_members
-from .bits import bit_corpus
 from .music import music_corpus, read_abc_tunes
 from .synthetic import synthetic_hierarchy
 from .text import decode_utf8, text_corpus
 
 __all__ = ["load", "LOADERS", "BUILT_IN", "embedded_text", "ptb_char_text", "EMBEDDED_SHA256"]
 
-LOADERS = ("ptb-char", "ptb-word", "text8", "text8-word", "enwik8", "shakespeare", "embedded", "synthetic",
-           "ptb-bits", "embedded-bits", "nottingham", "text")
+LOADERS = (
+    "ptb-char",
+    "ptb-word",
+    "text8",
+    "text8-word",
+    "enwik8",
+    "shakespeare",
+    "embedded",
+    "synthetic",
+    "ptb-bits",
+    "embedded-bits",
+    "nottingham",
+    "text",
+)
 
 #: Corpora that ship with the package (or are generated) and read no file: they take no path.
 BUILT_IN = ("embedded", "synthetic", "embedded-bits")
@@ -48,6 +60,7 @@ BUILT_IN = ("embedded", "synthetic", "embedded-bits")
 def corpus_key(name: str) -> str:
     """The loader name a corpus name stands for: case, surrounding spaces and ``_`` / ``-`` ignored."""
     return name.strip().lower().replace("_", "-")
+
 
 #: Options accepted by each loader that takes some (the others take none).
 _OPTIONS = {
@@ -62,7 +75,14 @@ EMBEDDED_SHA256 = "87b6540b0e4066751c769117775bfde3d77c1f274e02064cb49ec7e9317c3
 _EMBEDDED_FILE = "devils_dictionary.txt.gz"
 
 #: Source of each downloadable loader (a key of ``download.SOURCES``).
-_SOURCE = {"ptb-char": "ptb", "ptb-word": "ptb", "text8": "text8", "text8-word": "text8", "enwik8": "enwik8", "shakespeare": "shakespeare"}
+_SOURCE = {
+    "ptb-char": "ptb",
+    "ptb-word": "ptb",
+    "text8": "text8",
+    "text8-word": "text8",
+    "enwik8": "enwik8",
+    "shakespeare": "shakespeare",
+}
 
 #: Files each loader reads: one tuple of accepted names per file, the first of
 #: which is the name in the cache folder.
@@ -120,8 +140,9 @@ def load(
     """
     if name is None:
         if path is None:
-            raise TypeError("load() needs a corpus name or path= (a text file or a folder of train.txt, valid.txt, "
-                            "test.txt)")
+            raise TypeError(
+                "load() needs a corpus name or path= (a text file or a folder of train.txt, valid.txt, test.txt)"
+            )
         name = "text"
     if not isinstance(name, str):
         raise TypeError(f"name must be a str, got {type(name).__name__}")
@@ -144,8 +165,9 @@ def load(
         raise TypeError(f"load({key!r}) got unexpected option(s): {', '.join(bad)}")
     if key == "text":
         if path is None:
-            raise ValueError("load('text') needs path=: a plain-text file or a folder of train.txt, valid.txt, "
-                             "test.txt")
+            raise ValueError(
+                "load('text') needs path=: a plain-text file or a folder of train.txt, valid.txt, test.txt"
+            )
         if url is not None or sha256 is not None:
             raise ValueError("load('text') reads a local path only and takes no url or sha256")
         return text_corpus(path, **options)
@@ -154,12 +176,15 @@ def load(
             raise ValueError("the 'embedded-bits' corpus is built in and takes no path, url or sha256")
         return bit_corpus(load("embedded"), name=key, **options)
     if key == "ptb-bits":
-        return bit_corpus(load("ptb-char", path, cache_dir, download, url=url, sha256=sha256, progress=progress),
-                          name=key, **options)
+        return bit_corpus(
+            load("ptb-char", path, cache_dir, download, url=url, sha256=sha256, progress=progress), name=key, **options
+        )
     if key == "nottingham":
         if path is None:
-            raise ValueError("load('nottingham') needs path=: the folder of ABC files (e.g. shared/data/"
-                             "nottingham_abc) or one .abc file; this corpus is not downloaded")
+            raise ValueError(
+                "load('nottingham') needs path=: the folder of ABC files (e.g. shared/data/"
+                "nottingham_abc) or one .abc file; this corpus is not downloaded"
+            )
         if url is not None or sha256 is not None:
             raise ValueError("load('nottingham') reads a local path only and takes no url or sha256")
         return music_corpus(read_abc_tunes(path), name="nottingham", **options)
@@ -286,8 +311,7 @@ def _text8_word(raw: _Raw) -> Corpus:
     a, b = _fixed_or_proportional(len(text))
     # Each cut moves to the next space, so that no word is split between two parts.
     a, b = (text.find(" ", c) if text.find(" ", c) >= 0 else len(text) for c in (a, b))
-    return word_corpus(text[:a], text[a:b], text[b:], name="text8-word", min_count=TEXT8_MIN_COUNT,
-                       order="frequency")
+    return word_corpus(text[:a], text[a:b], text[b:], name="text8-word", min_count=TEXT8_MIN_COUNT, order="frequency")
 
 
 def _enwik8(raw: _Raw) -> Corpus:

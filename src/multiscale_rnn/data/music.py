@@ -28,11 +28,13 @@ u v`` and ``!...!`` / ``+...+``), slurs ``( )``, ties ``-`` (tied notes stay sep
 line continuations, part labels and every other header field (``T: S: R: N: P: Y: Q:``,
 comments). Repeats are **not** expanded: the melody is read as written. A chord ``[ceg]`` keeps
 its **highest** note (the melody), with the length of its first note times any length after
-``]``; a chord left unclosed (a few in the Nottingham files) ends at its last note. ``x`` (invisible rest) is a rest; ``Z`` (multi-bar rest) gives a rest of the bar's length
+``]``; a chord left unclosed (a few in the Nottingham files) ends at its last note. ``x`` (invisible rest) is a
+rest; ``Z`` (multi-bar rest) gives a rest of the bar's length
 times its count. Anything else raises :class:`ValueError` naming the tune and the text.
 
 Tunes are kept whole within one split (80 / 10 / 10 % of the tunes by default, seeded shuffle).
 """
+
 from __future__ import annotations
 
 import re
@@ -43,11 +45,22 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from .corpus import SPLITS, Corpus, split_points
+from .corpus import Corpus, split_points
 from .vocab import UNK_WORD, Vocab
 
-__all__ = ["Tune", "MusicSymbol", "parse_abc", "parse_tune", "read_abc_tunes", "music_corpus", "symbol_info",
-           "symbol_classes", "BAR", "END_OF_TUNE", "MUSIC_KINDS"]
+__all__ = [
+    "Tune",
+    "MusicSymbol",
+    "parse_abc",
+    "parse_tune",
+    "read_abc_tunes",
+    "music_corpus",
+    "symbol_info",
+    "symbol_classes",
+    "BAR",
+    "END_OF_TUNE",
+    "MUSIC_KINDS",
+]
 
 #: The bar-line symbol.
 BAR = "|"
@@ -60,10 +73,24 @@ _NAMES = ("C", "C#", "D", "D#", "E", "F", "F#", "G", "G#", "A", "A#", "B")
 _STEP = {"C": 0, "D": 2, "E": 4, "F": 5, "G": 7, "A": 9, "B": 11}
 _SHARP_ORDER = "FCGDAEB"
 # Sharps (> 0) or flats (< 0) of each major key; modes shift by their distance from Ionian.
-_MAJOR = {"C": 0, "G": 1, "D": 2, "A": 3, "E": 4, "B": 5, "F#": 6, "C#": 7,
-          "F": -1, "Bb": -2, "Eb": -3, "Ab": -4, "Db": -5, "Gb": -6, "Cb": -7}
-_MODE_SHIFT = {"maj": 0, "ion": 0, "min": -3, "m": -3, "aeo": -3, "dor": -2, "phr": -4, "lyd": 1, "mix": -1,
-               "loc": -5}
+_MAJOR = {
+    "C": 0,
+    "G": 1,
+    "D": 2,
+    "A": 3,
+    "E": 4,
+    "B": 5,
+    "F#": 6,
+    "C#": 7,
+    "F": -1,
+    "Bb": -2,
+    "Eb": -3,
+    "Ab": -4,
+    "Db": -5,
+    "Gb": -6,
+    "Cb": -7,
+}
+_MODE_SHIFT = {"maj": 0, "ion": 0, "min": -3, "m": -3, "aeo": -3, "dor": -2, "phr": -4, "lyd": 1, "mix": -1, "loc": -5}
 _ACCIDENTAL = {"^^": 2, "^": 1, "=": 0, "_": -1, "__": -2}
 _DECORATION_LETTERS = set("HIJKLMNOPQRSTUVWYuvy~.")
 
@@ -177,7 +204,7 @@ def _multiplier(digits: str, slashes: str) -> Fraction:
     for part in re.findall(r"/+\d*", slashes):
         n_slash = len(part) - len(part.lstrip("/"))
         rest = part[n_slash:]
-        q /= (int(rest) if rest else 2) if n_slash == 1 else 2 ** n_slash
+        q /= (int(rest) if rest else 2) if n_slash == 1 else 2**n_slash
     return q
 
 
@@ -186,8 +213,11 @@ class _Parser:
         self.where = where
         meter = header.get("M", "4/4")
         self.meter = _fraction(meter, where) if meter.strip().lower() not in ("none", "") else Fraction(1)
-        self.unit = _fraction(header["L"], where) if "L" in header else (
-            Fraction(1, 16) if self.meter < Fraction(3, 4) else Fraction(1, 8))
+        self.unit = (
+            _fraction(header["L"], where)
+            if "L" in header
+            else (Fraction(1, 16) if self.meter < Fraction(3, 4) else Fraction(1, 8))
+        )
         self.key = _key_accidentals(header.get("K", ""), where)
         self.bar_acc: Dict[Tuple[str, int], int] = {}
         self.out: List[str] = []
@@ -275,9 +305,17 @@ class _Parser:
                 m = re.match(r"\((\d)(?::(\d?)(?::(\d?))?)?", line[i:])
                 if m:
                     p = int(m.group(1))
-                    q = int(m.group(2)) if m.group(2) else (
-                        3 if p in (2, 4, 8) else 2 if p in (3, 6) else (3 if self.meter.numerator % 3 == 0
-                                                                         and self.meter.numerator > 3 else 2))
+                    q = (
+                        int(m.group(2))
+                        if m.group(2)
+                        else (
+                            3
+                            if p in (2, 4, 8)
+                            else 2
+                            if p in (3, 6)
+                            else (3 if self.meter.numerator % 3 == 0 and self.meter.numerator > 3 else 2)
+                        )
+                    )
                     r = int(m.group(3)) if m.group(3) else p
                     self.tuplet = [Fraction(q, p)] * r
                     i += m.end()
@@ -290,24 +328,26 @@ class _Parser:
             elif c in "|:" or (c == "[" and i + 1 < n and line[i + 1] in "|123456789"):
                 m = re.match(r"(?:\[?[|:\]]+)?\s*(?:\[?\d+(?:[-,]\d+)*)?", line[i:])
                 if not m or m.end() == 0:
-                    raise ValueError(f"{self.where}: cannot read bar line at {line[i:i + 10]!r}")
+                    raise ValueError(f"{self.where}: cannot read bar line at {line[i : i + 10]!r}")
                 self.bar()
                 i += m.end()
             elif c == "[" and i + 2 < n and line[i + 1].isalpha() and line[i + 2] == ":":
                 j = line.find("]", i)
                 if j < 0:
                     raise ValueError(f"{self.where}: unclosed inline field in {line!r}")
-                self.field(line[i + 1], line[i + 3:j])
+                self.field(line[i + 1], line[i + 3 : j])
                 i = j + 1
             elif c == "[":
                 body = _CHORD.match(line, i + 1)
                 j = body.end()
-                notes = [(m.group(1), m.group(2), m.group(3), _multiplier(m.group(4), m.group(5)))
-                         for m in _NOTE.finditer(body.group(0))]
+                notes = [
+                    (m.group(1), m.group(2), m.group(3), _multiplier(m.group(4), m.group(5)))
+                    for m in _NOTE.finditer(body.group(0))
+                ]
                 if not notes:
-                    raise ValueError(f"{self.where}: chord with no note at {line[i:i + 10]!r}")
+                    raise ValueError(f"{self.where}: chord with no note at {line[i : i + 10]!r}")
                 closed = j < n and line[j] == "]"  # an unclosed chord ends at its last note
-                after = re.match(r"(\d*)((?:/+\d*)*)", line[j + 1:]) if closed else None
+                after = re.match(r"(\d*)((?:/+\d*)*)", line[j + 1 :]) if closed else None
                 midis = [self._midi(a, l, o) for a, l, o, _ in notes]
                 q = self._length(notes[0][3] * (_multiplier(after.group(1), after.group(2)) if closed else 1))
                 self.emit(f"{_pitch_name(max(midis))}:{_fmt_length(q)}")
@@ -435,8 +475,9 @@ def music_corpus(
         ids[s], unknown[s] = vocab.encode_counted(xs)
         arr = np.array(xs, dtype=object)
         bounds[s] = {"bar": arr == BAR, "tune": arr == END_OF_TUNE}
-    corpus = Corpus(ids["train"], ids.get("valid"), ids.get("test"), vocab, name, "word", unknown=unknown,
-                    boundaries=bounds)
+    corpus = Corpus(
+        ids["train"], ids.get("valid"), ids.get("test"), vocab, name, "word", unknown=unknown, boundaries=bounds
+    )
     corpus.tunes = by_split
-    corpus.token_unit = "symbol"    # figures are per music symbol (bits/symbol), not per word
+    corpus.token_unit = "symbol"  # figures are per music symbol (bits/symbol), not per word
     return corpus

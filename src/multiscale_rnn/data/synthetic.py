@@ -145,6 +145,7 @@ def _trie_lexicon(rng, n_words, word_lo, word_hi, branch_lo, branch_hi, alphabet
     than 2). So no word is a prefix of another, and every proper prefix of a word is shared by at
     least two words: a word is known only at its last letter, which also ends it.
     """
+
     def split(word: str, most: int) -> List[str]:
         k = int(rng.integers(branch_lo, branch_hi + 1))
         k = max(2, min(k, most))
@@ -163,7 +164,7 @@ def _trie_lexicon(rng, n_words, word_lo, word_hi, branch_lo, branch_hi, alphabet
         if not open_:
             raise ValueError(f"could not grow a trie of {n_words} words with depths up to {word_hi}")
         i = open_[int(rng.integers(0, len(open_)))]
-        leaves[i:i + 1] = split(leaves[i], n_words - len(leaves) + 1)
+        leaves[i : i + 1] = split(leaves[i], n_words - len(leaves) + 1)
     return sorted(leaves)
 
 
@@ -216,7 +217,9 @@ def synthetic_hierarchy(
         if any(c.isspace() for c in chars) or len(set(chars)) != len(chars):
             raise ValueError(f"{what} must hold distinct non-space characters, got {chars!r}")
     if not isinstance(separator, str) or len(separator) > 1 or (separator and separator in alphabet + punctuation):
-        raise ValueError(f"separator must be '' or one character outside the alphabet and punctuation, got {separator!r}")
+        raise ValueError(
+            f"separator must be '' or one character outside the alphabet and punctuation, got {separator!r}"
+        )
     if set(alphabet) & set(punctuation):
         raise ValueError(f"alphabet and punctuation share {''.join(sorted(set(alphabet) & set(punctuation)))!r}")
     if n_classes > n_words:
@@ -225,15 +228,19 @@ def synthetic_hierarchy(
     if phrase_successors is not None:
         phrase_successors = _int_arg(phrase_successors, "phrase_successors", 1)
         if phrase_successors > n_templates:
-            raise ValueError(f"phrase_successors={phrase_successors} exceeds n_templates={n_templates}: "
-                             f"the successors of a template are distinct templates")
+            raise ValueError(
+                f"phrase_successors={phrase_successors} exceeds n_templates={n_templates}: "
+                f"the successors of a template are distinct templates"
+            )
     if kind == "trie":
         if branch_hi > len(alphabet):
-            raise ValueError(f"branching={branching!r} needs at least {branch_hi} letters, the alphabet has {len(alphabet)}")
-        if not branch_lo ** word_lo <= n_words <= branch_hi ** word_hi:
+            raise ValueError(
+                f"branching={branching!r} needs at least {branch_hi} letters, the alphabet has {len(alphabet)}"
+            )
+        if not branch_lo**word_lo <= n_words <= branch_hi**word_hi:
             raise ValueError(
                 f"n_words={n_words} cannot be the leaves of a trie with {branch_lo}..{branch_hi} children per "
-                f"node and depths {word_lo}..{word_hi} (between {branch_lo ** word_lo} and {branch_hi ** word_hi})"
+                f"node and depths {word_lo}..{word_hi} (between {branch_lo**word_lo} and {branch_hi**word_hi})"
             )
     capacity = sum(len(alphabet) ** k for k in range(word_lo, word_hi + 1))
     if kind == "random" and n_words > capacity // 2:
@@ -259,8 +266,9 @@ def synthetic_hierarchy(
         templates.append((slots, punctuation[int(rng.integers(0, len(punctuation)))]))
     successors = None
     if phrase_successors is not None:  # (n_templates, k): the templates that may follow each template
-        successors = np.stack([rng.choice(n_templates, size=phrase_successors, replace=False)
-                               for _ in range(n_templates)])
+        successors = np.stack(
+            [rng.choice(n_templates, size=phrase_successors, replace=False) for _ in range(n_templates)]
+        )
     previous = 0  # the template before the first phrase (chained templates only)
 
     # Phrases are drawn in fixed-size batches so that the text for a given seed

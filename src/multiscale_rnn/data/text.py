@@ -12,6 +12,7 @@ of the first bad byte) unless ``level="byte"``, which reads the bytes as they ar
 byte value. ``unit="word"`` splits on whitespace with ``<eos>`` at each newline
 (:func:`multiscale_rnn.data.tokenize_words`); text with no word in it is refused.
 """
+
 from pathlib import Path
 from typing import Dict, Optional, Union
 
@@ -23,17 +24,22 @@ __all__ = ["text_corpus", "decode_utf8", "TEXT_SPLIT_FILES"]
 TEXT_SPLIT_FILES = {"train": "train.txt", "valid": "valid.txt", "test": "test.txt"}
 
 
-def decode_utf8(raw: bytes, source: Union[str, Path], split: Optional[str] = None,
-                advice: str = "pass level='byte' (--data-option level=byte) to read it as bytes") -> str:
+def decode_utf8(
+    raw: bytes,
+    source: Union[str, Path],
+    split: Optional[str] = None,
+    advice: str = "pass level='byte' (--data-option level=byte) to read it as bytes",
+) -> str:
     """``raw`` decoded as UTF-8, or ``ValueError`` naming ``source``, ``split`` and the byte offset
     of the first byte that is not UTF-8, then ``advice``."""
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
         where = f" ({split} split)" if split else ""
-        bad = raw[e.start:e.start + 4].hex(" ")
-        raise ValueError(f"{source}{where} is not valid UTF-8: byte offset {e.start:,} (bytes {bad}): {e.reason}; "
-                         f"{advice}") from None
+        bad = raw[e.start : e.start + 4].hex(" ")
+        raise ValueError(
+            f"{source}{where} is not valid UTF-8: byte offset {e.start:,} (bytes {bad}): {e.reason}; {advice}"
+        ) from None
 
 
 def _read_file(path: Path, split: str) -> bytes:
@@ -43,8 +49,14 @@ def _read_file(path: Path, split: str) -> bytes:
         return f.read()
 
 
-def text_corpus(path: Union[str, Path], unit: str = "char", level: str = "codepoint",
-                valid_fraction: float = 0.05, test_fraction: float = 0.05, name: Optional[str] = None) -> Corpus:
+def text_corpus(
+    path: Union[str, Path],
+    unit: str = "char",
+    level: str = "codepoint",
+    valid_fraction: float = 0.05,
+    test_fraction: float = 0.05,
+    name: Optional[str] = None,
+) -> Corpus:
     """A corpus from a plain-text file or a folder of ``train.txt`` / ``valid.txt`` / ``test.txt``
     (see the module docstring for the split rule)."""
     if unit not in ("char", "word"):
@@ -63,8 +75,10 @@ def text_corpus(path: Union[str, Path], unit: str = "char", level: str = "codepo
     if path.is_dir():
         files = {s: path / n for s, n in TEXT_SPLIT_FILES.items()}
         if not files["train"].is_file():
-            raise FileNotFoundError(f"{path} is a folder without {TEXT_SPLIT_FILES['train']}: a text corpus folder "
-                                    f"holds {', '.join(TEXT_SPLIT_FILES.values())} (valid and test optional)")
+            raise FileNotFoundError(
+                f"{path} is a folder without {TEXT_SPLIT_FILES['train']}: a text corpus folder "
+                f"holds {', '.join(TEXT_SPLIT_FILES.values())} (valid and test optional)"
+            )
         raw = {s: (_read_file(p, s) if p.exists() else None) for s, p in files.items()}
         sources = files
         label = name or path.resolve().name
@@ -77,16 +91,19 @@ def text_corpus(path: Union[str, Path], unit: str = "char", level: str = "codepo
     if level == "byte":
         texts = raw
     else:
-        texts = {s: (None if r is None else decode_utf8(r, sources[s], s if path.is_dir() else None))
-                 for s, r in raw.items()}
+        texts = {
+            s: (None if r is None else decode_utf8(r, sources[s], s if path.is_dir() else None)) for s, r in raw.items()
+        }
     if not path.is_dir():
         whole = texts["train"]
         refuse_blank(whole, str(path))
         a, b = split_points(len(whole), valid_fraction, test_fraction)
         texts = {"train": whole[:a], "valid": whole[a:b] or None, "test": whole[b:] or None}
         unit_name = "characters" if isinstance(whole, str) else "bytes"
-        where = {s: f"{path}: its {s} split ({unit_name} {i:,} to {j:,})"
-                 for s, i, j in (("train", 0, a), ("valid", a, b), ("test", b, len(whole)))}
+        where = {
+            s: f"{path}: its {s} split ({unit_name} {i:,} to {j:,})"
+            for s, i, j in (("train", 0, a), ("valid", a, b), ("test", b, len(whole)))
+        }
     else:
         where = {s: f"{p} ({s} split)" for s, p in sources.items()}
     for s, t in texts.items():

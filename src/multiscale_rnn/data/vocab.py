@@ -124,9 +124,7 @@ class Vocab:
         stoi: Dict[Any, int] = {}
         for i, symbol in enumerate(itos):
             if symbol in stoi:
-                raise ValueError(
-                    f"duplicate symbol {describe_symbol(symbol, level)} at ids {stoi[symbol]} and {i}"
-                )
+                raise ValueError(f"duplicate symbol {describe_symbol(symbol, level)} at ids {stoi[symbol]} and {i}")
             stoi[symbol] = i
         self.unit = unit
         self.level = level
@@ -198,7 +196,9 @@ class Vocab:
         """
         return self.encode_counted(data, strict=strict)[0]
 
-    def encode_counted(self, data: Union[str, bytes, Iterable[Any]], strict: bool = False) -> Tuple[np.ndarray, Counter]:
+    def encode_counted(
+        self, data: Union[str, bytes, Iterable[Any]], strict: bool = False
+    ) -> Tuple[np.ndarray, Counter]:
         """Like :meth:`encode`, also returning a :class:`collections.Counter` of
         the symbols that were replaced by the unknown id."""
         if self.unit == "char" and isinstance(data, (str, bytes, bytearray, memoryview)):

@@ -1,6 +1,7 @@
 """The model families, one module each. Every module of this package is imported here; each family
 registers itself (``registry.MODELS``, its aliases) and lists its public names in its ``__all__``,
 which this package re-exports, so adding a family adds no line here."""
+
 import importlib as _importlib
 import pkgutil as _pkgutil
 

@@ -15,6 +15,7 @@ Every model offers the same low-level API (NumPy in and out):
 
 State is a dict name -> array (B, size), e.g. ``{"h_l0": ..., "c_l0": ...}``; ``None`` means zeros.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -57,6 +58,7 @@ class Loss(float):
     def __repr__(self) -> str:
         return f"Loss({float(self)!r}, aux={self.aux!r})" if self.aux else repr(float(self))
 
+
 _DTYPES = {"float32": np.float32, "float64": np.float64}
 
 
@@ -76,15 +78,14 @@ def as_tokens(x, name: str, vocab_size: Optional[int]) -> np.ndarray:
         raise ValueError(f"{name} is empty: shape {a.shape}")
     if vocab_size is not None:
         bad = (a < 0) | (a >= vocab_size)
-    elif a.dtype.itemsize > 4 or a.dtype == np.uint32:   # would not survive the cast to int32
+    elif a.dtype.itemsize > 4 or a.dtype == np.uint32:  # would not survive the cast to int32
         bad = (a < 0) | (a > np.iinfo(np.int32).max)
     else:
         bad = None
     if bad is not None and bad.any():
         b, t = np.argwhere(bad)[0]
         limit = vocab_size if vocab_size is not None else "2**31"
-        raise IndexError(f"{name} id {int(a[b, t])} at (stream {b}, step {t}) is outside the vocabulary "
-                         f"[0, {limit})")
+        raise IndexError(f"{name} id {int(a[b, t])} at (stream {b}, step {t}) is outside the vocabulary [0, {limit})")
     return np.ascontiguousarray(a, dtype=np.int32)
 
 
@@ -120,8 +121,7 @@ def as_values(x, input_size: int, dtype) -> np.ndarray:
         raise ValueError(f"inputs must have shape (batch, steps, {input_size}), got shape {a.shape}")
     if a.shape[0] < 1 or a.shape[1] < 1:
         raise ValueError(f"inputs are empty: shape {a.shape}")
-    return np.ascontiguousarray(a, dtype=dtype)   # NaN and infinity are refused once, by the core
-
+    return np.ascontiguousarray(a, dtype=dtype)  # NaN and infinity are refused once, by the core
 
 
 _MISSING = object()
@@ -151,7 +151,8 @@ class Option:
         if self.choices:
             return "one of " + ", ".join(repr(c) for c in self.choices)
         what = {bool: "True or False", int: "an integer", float: "a number", str: "a string", object: ""}.get(
-            self.kind, self.kind.__name__)
+            self.kind, self.kind.__name__
+        )
         return f"{what} {self.rule}".strip()
 
     def validate(self, owner: str, value):
@@ -172,8 +173,9 @@ class Option:
                 raise bad_type
             value = float(value)
             if not math.isfinite(value):
-                raise ValueError(f"{owner}: {self.name} must be a finite number {self.rule}".rstrip()
-                                 + f", got {value!r}")
+                raise ValueError(
+                    f"{owner}: {self.name} must be a finite number {self.rule}".rstrip() + f", got {value!r}"
+                )
         elif self.kind is str:
             if not isinstance(value, str):
                 raise bad_type
@@ -195,22 +197,69 @@ def _class_sizes_ok(v) -> bool:
 
 # The options every model takes (the base class reads them; families do not redeclare them).
 SHARED_OPTIONS = (
-    Option("dropout", float, 0.0, check=lambda v: 0.0 <= v < 1.0, rule="in [0, 1)", core=False,
-           doc="inverted dropout on every non-recurrent connection (training only)"),
-    Option("dtype", str, "float32", choices=("float32", "float64"), core=False,
-           doc="the parameters' and computation's dtype (float64 for gradient checks)"),
-    Option("seed", int, 0, check=lambda v: v >= 0, rule=">= 0", core=False,
-           doc="seeds the initialisation and the core's generator (dropout, sampling)"),
-    Option("head", str, "linear", choices=("linear", "gated", "class"), core=False,
-           doc="'linear' softmax on the core's output, 'gated' (the HM-LSTM output module, eq. 11-12) "
-               "or 'class' (class-based softmax over head_classes, docs/models/heads.md)"),
-    Option("head_size", int, None, check=lambda v: v >= 0, rule=">= 0", core=False,
-           doc="the gated head's output embedding size; 0 (the default) for the linear and class heads"),
-    Option("head_classes", list, None, check=_class_sizes_ok, rule="of class sizes (Python ints >= 1)", core=False,
-           doc="the class head's class sizes over consecutive ids (ids in descending training "
-               "frequency; multiscale_rnn.data.class_sizes computes them)"),
-    Option("input_size", int, None, check=_positive_int, rule=">= 1", core=False,
-           doc="None reads token ids; D reads real vectors (B, T, D) through a linear encoder"),
+    Option(
+        "dropout",
+        float,
+        0.0,
+        check=lambda v: 0.0 <= v < 1.0,
+        rule="in [0, 1)",
+        core=False,
+        doc="inverted dropout on every non-recurrent connection (training only)",
+    ),
+    Option(
+        "dtype",
+        str,
+        "float32",
+        choices=("float32", "float64"),
+        core=False,
+        doc="the parameters' and computation's dtype (float64 for gradient checks)",
+    ),
+    Option(
+        "seed",
+        int,
+        0,
+        check=lambda v: v >= 0,
+        rule=">= 0",
+        core=False,
+        doc="seeds the initialisation and the core's generator (dropout, sampling)",
+    ),
+    Option(
+        "head",
+        str,
+        "linear",
+        choices=("linear", "gated", "class"),
+        core=False,
+        doc="'linear' softmax on the core's output, 'gated' (the HM-LSTM output module, eq. 11-12) "
+        "or 'class' (class-based softmax over head_classes, docs/models/heads.md)",
+    ),
+    Option(
+        "head_size",
+        int,
+        None,
+        check=lambda v: v >= 0,
+        rule=">= 0",
+        core=False,
+        doc="the gated head's output embedding size; 0 (the default) for the linear and class heads",
+    ),
+    Option(
+        "head_classes",
+        list,
+        None,
+        check=_class_sizes_ok,
+        rule="of class sizes (Python ints >= 1)",
+        core=False,
+        doc="the class head's class sizes over consecutive ids (ids in descending training "
+        "frequency; multiscale_rnn.data.class_sizes computes them)",
+    ),
+    Option(
+        "input_size",
+        int,
+        None,
+        check=_positive_int,
+        rule=">= 1",
+        core=False,
+        doc="None reads token ids; D reads real vectors (B, T, D) through a linear encoder",
+    ),
 )
 
 
@@ -242,7 +291,7 @@ class LanguageModel:
     onto its core's overrides :meth:`core_options`.
     """
 
-    core_name = ""                                  # the registered C++ core; "" for abstract bases
+    core_name = ""  # the registered C++ core; "" for abstract bases
     family_options: Tuple[Option, ...] = ()
     defaults: Dict[str, Any] = {}
     aliases: Tuple[str, ...] = ()
@@ -258,6 +307,7 @@ class LanguageModel:
         cls.__signature__ = cls._signature()
         if cls.core_name and "core_name" in cls.__dict__ or cls.__dict__.get("aliases"):
             from .registry import register_family
+
             register_family(cls)
 
     @classmethod
@@ -289,8 +339,10 @@ class LanguageModel:
         cls = type(self)
         owner = cls.__name__
         if len(args) > len(cls.positional):
-            raise TypeError(f"{owner} takes at most {len(cls.positional)} positional arguments "
-                            f"({', '.join(cls.positional)}), got {len(args)}")
+            raise TypeError(
+                f"{owner} takes at most {len(cls.positional)} positional arguments "
+                f"({', '.join(cls.positional)}), got {len(args)}"
+            )
         for name, value in zip(cls.positional, args):
             if name in kwargs:
                 raise TypeError(f"{owner} got multiple values for argument {name!r}")
@@ -300,12 +352,15 @@ class LanguageModel:
         allowed = set(options) | set(sizes_names) | set(cls.positional)
         unknown = sorted(set(kwargs) - allowed)
         if unknown:
-            raise TypeError(f"{owner} got unexpected argument{'s' if len(unknown) > 1 else ''} "
-                            f"{', '.join(repr(u) for u in unknown)}; it takes {', '.join(sorted(allowed))}")
+            raise TypeError(
+                f"{owner} got unexpected argument{'s' if len(unknown) > 1 else ''} "
+                f"{', '.join(repr(u) for u in unknown)}; it takes {', '.join(sorted(allowed))}"
+            )
         if "vocab_size" not in kwargs:
             raise TypeError(f"{owner} needs vocab_size")
-        values = {name: o.validate(owner, kwargs.get(name, cls.defaults.get(name, o.default)))
-                  for name, o in options.items()}
+        values = {
+            name: o.validate(owner, kwargs.get(name, cls.defaults.get(name, o.default))) for name, o in options.items()
+        }
         sizes = {name: kwargs.get(name, cls.defaults.get(name)) for name in sizes_names}
         core_options = self.core_options(values, sizes)
         vocab_size, embed_size, hidden_sizes = sizes["vocab_size"], sizes["embed_size"], sizes["hidden_sizes"]
@@ -315,31 +370,46 @@ class LanguageModel:
         if hidden_sizes is None:
             raise TypeError(f"{owner} needs hidden_sizes (one size per layer)")
         hidden = (hidden_sizes,) if np.isscalar(hidden_sizes) else tuple(hidden_sizes)
-        if not hidden or any(isinstance(h, (bool, np.bool_)) or not isinstance(h, (int, np.integer)) or h < 1
-                             for h in hidden):
+        if not hidden or any(
+            isinstance(h, (bool, np.bool_)) or not isinstance(h, (int, np.integer)) or h < 1 for h in hidden
+        ):
             raise ValueError(f"{owner}: hidden_sizes must be positive integers, got {hidden_sizes!r}")
         hidden = tuple(int(h) for h in hidden)
         if values["head"] == "gated" and not (values["head_size"] or 0) >= 1:
-            raise ValueError(f"{owner}: head='gated' needs head_size >= 1 (the output embedding of the gated output "
-                             f"module, eq. 11-12), got {values['head_size']}")
+            raise ValueError(
+                f"{owner}: head='gated' needs head_size >= 1 (the output embedding of the gated output "
+                f"module, eq. 11-12), got {values['head_size']}"
+            )
         if values["head_size"] is None:
             values["head_size"] = 0
         dtype, seed, input_size = values["dtype"], values["seed"], values["input_size"]
         self.dtype = np.dtype(_DTYPES[dtype])
-        check_model_size(owner, int(vocab_size), int(embed_size), hidden, self.dtype.itemsize, values["head_size"],
-                         input_size)  # too large, or more than the memory: refused before the core allocates
+        check_model_size(
+            owner, int(vocab_size), int(embed_size), hidden, self.dtype.itemsize, values["head_size"], input_size
+        )  # too large, or more than the memory: refused before the core allocates
         self.vocab_size = int(vocab_size)
         self.input_size = input_size
         self.options = dict(core_options)
         # Everything needed to rebuild the model (checkpoints store it as JSON): the sizes and
         # every option's value, except options left at None (chosen from the others).
-        self.config = dict(model=owner, vocab_size=int(vocab_size), embed_size=int(embed_size),
-                           hidden_sizes=list(hidden))
+        self.config = dict(
+            model=owner, vocab_size=int(vocab_size), embed_size=int(embed_size), hidden_sizes=list(hidden)
+        )
         self.config.update({k: v for k, v in values.items() if v is not None})
         cls_impl = _core.LanguageModelF32 if dtype == "float32" else _core.LanguageModelF64
-        self._impl = cls_impl(self.core_name, int(vocab_size), int(embed_size), list(hidden), values["dropout"],
-                              int(seed) % (1 << 64), self.options, values["head"], values["head_size"],
-                              input_size or 0, values["head_classes"] or [])
+        self._impl = cls_impl(
+            self.core_name,
+            int(vocab_size),
+            int(embed_size),
+            list(hidden),
+            values["dropout"],
+            int(seed) % (1 << 64),
+            self.options,
+            values["head"],
+            values["head_size"],
+            input_size or 0,
+            values["head_classes"] or [],
+        )
         self._flat = self._impl.flat_params()
         self._flat_grad = self._impl.flat_grads()
         self._info = self._impl.param_info()
@@ -359,13 +429,13 @@ class LanguageModel:
     def _views(self, flat: np.ndarray) -> Dict[str, np.ndarray]:
         out = {}
         for name, offset, rows, cols, transposed, *_ in self._info:
-            v = flat[offset:offset + rows * cols]
+            v = flat[offset : offset + rows * cols]
             if cols == 1:
-                out[name] = v                                   # (rows,)
+                out[name] = v  # (rows,)
             elif transposed:
-                out[name] = v.reshape(cols, rows)               # (cols, rows), C order
+                out[name] = v.reshape(cols, rows)  # (cols, rows), C order
             else:
-                out[name] = v.reshape(cols, rows).T             # (rows, cols), Fortran order
+                out[name] = v.reshape(cols, rows).T  # (rows, cols), Fortran order
         return out
 
     def parameters(self) -> Dict[str, np.ndarray]:
@@ -397,6 +467,7 @@ class LanguageModel:
     def reset_parameters(self, seed: int = 0) -> None:
         """The default initialisation (see ``multiscale_rnn.init.default``)."""
         from .. import init
+
         init.default(self, np.random.default_rng(seed))
 
     def load_parameters(self, params: Dict[str, np.ndarray]) -> None:
@@ -415,7 +486,7 @@ class LanguageModel:
     def _inputs(self, x) -> np.ndarray:
         """Token ids (B, T) for an embedding model; real vectors (B, T, D) with ``input_size=D``."""
         if self.input_size is None:
-            return as_tokens(x, "token", None)   # ids are range-checked once, by the core
+            return as_tokens(x, "token", None)  # ids are range-checked once, by the core
         return as_values(x, self.input_size, self.dtype)
 
     # ---- state ------------------------------------------------------------------------------
@@ -479,8 +550,16 @@ class LanguageModel:
             raise ValueError(f"targets have shape {tgt.shape}, inputs {tok.shape[:2]}")
         return tgt
 
-    def loss_and_grad(self, tokens, targets, state=None, *, weights=None, copy_grads: bool = True,
-                      reducer: Optional[Callable[[np.ndarray], Optional[np.ndarray]]] = None):
+    def loss_and_grad(
+        self,
+        tokens,
+        targets,
+        state=None,
+        *,
+        weights=None,
+        copy_grads: bool = True,
+        reducer: Optional[Callable[[np.ndarray], Optional[np.ndarray]]] = None,
+    ):
         """Mean cross-entropy (nats) over all B*T targets, dict name -> gradient, new state.
 
         Runs in training mode (dropout on, if any). The loss is a :class:`Loss`: a float, the
@@ -507,7 +586,9 @@ class LanguageModel:
             if weights.shape != tgt.shape:
                 raise ValueError(f"weights have shape {weights.shape}, targets {tgt.shape}")
         if reducer is not None and not callable(reducer):
-            raise TypeError(f"reducer must be callable (it receives the batch statistics), got {type(reducer).__name__}")
+            raise TypeError(
+                f"reducer must be callable (it receives the batch statistics), got {type(reducer).__name__}"
+            )
         self._set_state(state, tok.shape[0])
         self._impl.zero_grad()
         loss = Loss(self._impl.loss_and_grad(tok, tgt, weights, reducer), self._impl.aux_losses())
@@ -553,8 +634,9 @@ class LanguageModel:
     @inference_precision.setter
     def inference_precision(self, value: str) -> None:
         if not isinstance(value, str):
-            raise TypeError(f"inference_precision must be a str, one of {self.INFERENCE_PRECISIONS}, "
-                            f"got {type(value).__name__}")
+            raise TypeError(
+                f"inference_precision must be a str, one of {self.INFERENCE_PRECISIONS}, got {type(value).__name__}"
+            )
         self._impl.set_inference_precision(value)
 
     def default_model_options(self) -> Dict[str, Any]:

@@ -16,6 +16,7 @@ across TBPTT chunks. Parameters use nn.RNN's names (``weight_ih_l0`` (H, E), ``w
 are never read and get zero gradient. With ``modules=1`` the model is the Elman RNN.
 See docs/models/baselines.md.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -32,9 +33,10 @@ class ClockworkRNN(LanguageModel):
     (default 4). ``base``: module i runs every base^i steps (default 2, the paper's exponential
     periods 1, 2, 4, 8, ...).
     """
+
     core_name = "clockwork"
     aliases = ("clockwork", "cw-rnn")
-    example_options = dict(embed_size=8, hidden_sizes=(12,), modules=3)   # periods 1, 2, 4
+    example_options = dict(embed_size=8, hidden_sizes=(12,), modules=3)  # periods 1, 2, 4
     family_options = (
         Option("modules", int, 4, check=lambda v: v >= 1, rule=">= 1", doc="g, the number of modules"),
         Option("base", int, 2, check=lambda v: v >= 2, rule=">= 2", doc="module i runs every base**i steps"),

@@ -37,6 +37,7 @@ The paper presets (``presets.py``) use the authors' code's readings: ``layer_nor
 ``bias_before_norm=True``, ``orthogonal_init="whole"``. The defaults stay 1e-5, False, "blocks": the
 models and checkpoints made before these options existed keep computing what they did.
 """
+
 from __future__ import annotations
 
 from typing import Tuple, Union
@@ -61,27 +62,59 @@ def _cell_options(cells, values) -> dict:
     if values["zoneout_c"] and "lstm" not in cells:
         raise ValueError("zoneout_c acts on LSTM cell states; a GRU has none")
     if values["bias_before_norm"] and not ln_gates:
-        raise ValueError(f"bias_before_norm adds a bias before the gate layer norm; layer_norm="
-                         f"{values['layer_norm']!r} has none (use True or 'gates')")
-    return dict(layer_norm_gates=ln_gates, layer_norm_cell=ln_cell and "lstm" in cells,
-                zoneout_c=values["zoneout_c"], zoneout_h=values["zoneout_h"],
-                layer_norm_eps=values["layer_norm_eps"], bias_before_norm=values["bias_before_norm"])
+        raise ValueError(
+            f"bias_before_norm adds a bias before the gate layer norm; layer_norm="
+            f"{values['layer_norm']!r} has none (use True or 'gates')"
+        )
+    return dict(
+        layer_norm_gates=ln_gates,
+        layer_norm_cell=ln_cell and "lstm" in cells,
+        zoneout_c=values["zoneout_c"],
+        zoneout_h=values["zoneout_h"],
+        layer_norm_eps=values["layer_norm_eps"],
+        bias_before_norm=values["bias_before_norm"],
+    )
 
 
 def _probability(name: str) -> Option:
     return Option(name, float, 0.0, check=lambda p: 0.0 <= p < 1.0, rule="in [0, 1)")
 
 
-_LAYER_NORM = Option("layer_norm", object, True, choices=(True, False, "cell", "gates"), core=False,
-                     doc="True (each gate and the cell state), 'cell', 'gates' or False")
+_LAYER_NORM = Option(
+    "layer_norm",
+    object,
+    True,
+    choices=(True, False, "cell", "gates"),
+    core=False,
+    doc="True (each gate and the cell state), 'cell', 'gates' or False",
+)
 _CELL_OPTIONS = (
-    _probability("zoneout_c"), _probability("zoneout_h"),
-    Option("layer_norm_eps", float, 1e-5, check=lambda v: 0.0 < v < 1.0, rule="in (0, 1)", core=False,
-           doc="epsilon of every layer norm (the authors' code: 1e-3)"),
-    Option("bias_before_norm", bool, False, core=False,
-           doc="a trainable bias before each gate's layer norm (the authors' code: True)"),
-    Option("orthogonal_init", str, "blocks", choices=("blocks", "whole"), core=False,
-           doc="orthogonal initialisation of each gate block or of each whole matrix (the authors' code)"),
+    _probability("zoneout_c"),
+    _probability("zoneout_h"),
+    Option(
+        "layer_norm_eps",
+        float,
+        1e-5,
+        check=lambda v: 0.0 < v < 1.0,
+        rule="in (0, 1)",
+        core=False,
+        doc="epsilon of every layer norm (the authors' code: 1e-3)",
+    ),
+    Option(
+        "bias_before_norm",
+        bool,
+        False,
+        core=False,
+        doc="a trainable bias before each gate's layer norm (the authors' code: True)",
+    ),
+    Option(
+        "orthogonal_init",
+        str,
+        "blocks",
+        choices=("blocks", "whole"),
+        core=False,
+        doc="orthogonal initialisation of each gate block or of each whole matrix (the authors' code)",
+    ),
 )
 
 
@@ -92,12 +125,13 @@ def paper_init(model: LanguageModel, seed: int = 0) -> None:
     in every LSTM cell (on ``bias_ih``, or on the forget block of ``ln_gates_bias`` when the gates
     are layer-normalised: a bias before the normalisation could not carry it)."""
     from .. import init
+
     rng = np.random.default_rng(seed)
-    init.default(model, rng)                    # the decoder bias
+    init.default(model, rng)  # the decoder bias
     params = model.parameters()
     whole = model.config.get("orthogonal_init", "blocks") == "whole"
     init.orthogonal(model, "weight_*", rng=rng, by_blocks=not whole)
-    for name in ("embedding.weight", "encoder.weight", "decoder.weight"):   # whichever the model has
+    for name in ("embedding.weight", "encoder.weight", "decoder.weight"):  # whichever the model has
         if name in params:
             init.orthogonal(model, name, rng=rng)
     roles = model.parameter_roles()
@@ -118,6 +152,7 @@ class FSRNN(LanguageModel):
     state, the paper's default), "cell", "gates" or False. ``hidden_sizes=(H_F, H_S)`` may replace
     the two sizes (checkpoints store it that way).
     """
+
     core_name = "fs_rnn"
     aliases = ("fs-lstm", "fs-rnn")
     example_options = dict(embed_size=8, fast_size=10, slow_size=12)
@@ -144,8 +179,9 @@ class FSRNN(LanguageModel):
             sizes["hidden_sizes"] = (fast, slow)
         values["slow_cell"] = values["slow_cell"] or values["cell"]
         cells = (values["cell"], values["slow_cell"])
-        return dict(fast_cells=values["fast_cells"], fast_cell=cells[0], slow_cell=cells[1],
-                    **_cell_options(cells, values))
+        return dict(
+            fast_cells=values["fast_cells"], fast_cell=cells[0], slow_cell=cells[1], **_cell_options(cells, values)
+        )
 
     def reset_parameters(self, seed: int = 0) -> None:
         paper_init(self, seed)
@@ -167,6 +203,7 @@ class StackedLSTM(_ChainOrStack):
     paper's stacked-LSTM, with layer norm on the cell states by default (``layer_norm="cell"``).
     ``hidden_sizes``: one size per layer. ``dropout`` acts on the embedding, between layers and
     before the softmax. With ``layer_norm=False`` and no zoneout it computes what ``msr.LSTM`` does."""
+
     core_name = "stacked_lstm"
     example_options = dict(embed_size=8, hidden_sizes=(10, 10))
 
@@ -176,5 +213,6 @@ class SequentialLSTM(_ChainOrStack):
     reading x_t: h^1_t = f^1(h^K_{t-1}, x_t), h^i_t = f^i(h^{i-1}_t), output h^K_t.
     ``hidden_sizes``: K equal sizes (the cells share one state). Layer norm on the cell states by
     default, as in the paper's Section 4.2."""
+
     core_name = "sequential_lstm"
     example_options = dict(embed_size=8, hidden_sizes=(10, 10))

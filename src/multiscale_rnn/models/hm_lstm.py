@@ -17,10 +17,12 @@ With ``rate_penalty=lambda > 0`` the objective gains the boundary-rate term (bey
 With ``top_down=False`` (beyond the paper) the top-down term z^l_{t-1} U^l_{l+1} h^{l+1}_{t-1} is dropped
 in every layer (no ``weight_td``): with the flush cut, layer l then restarts each segment from the
 layer below alone. The top layer has no boundary detector (z^L = 0) unless ``top_boundary=True``.
-With ``layer_norm=True`` each gate block (i, f, g, o) of s^l_t is layer-normalised after the bias (the boundary row is not).
+With ``layer_norm=True`` each gate block (i, f, g, o) of s^l_t is layer-normalised after the bias (the boundary
+row is not).
 The head is the gated output module of eq. 11-12 (``head="gated"``): g^l_t = sigm(w^l [h^1_t; ...; h^L_t]),
 h^e_t = ReLU(sum_l g^l_t W^e_l h^l_t), then the softmax. See docs/models/hm_lstm.md for every option.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -80,11 +82,21 @@ class HMTrace:
         updates = (ops != 0).sum(axis=1)
         ref = None if self.reference is None else self.reference[sl]
         scores = None if ref is None else [boundary_scores(z[l] > 0.5, ref, self.tolerance) for l in range(len(z))]
-        return HMTrace(tokens=self.tokens[sl], z=z, zhat=self.zhat[:, sl], ops=ops, h_norms=self.h_norms[:, sl],
-                       gates=None if self.gates is None else self.gates[:, sl], updates=updates,
-                       reduction=float(1.0 - updates.sum() / max(1, z.size)),
-                       text=None if self.text is None else self.text[sl], reference=ref, scores=scores,
-                       tolerance=self.tolerance, detectors=self.detectors)
+        return HMTrace(
+            tokens=self.tokens[sl],
+            z=z,
+            zhat=self.zhat[:, sl],
+            ops=ops,
+            h_norms=self.h_norms[:, sl],
+            gates=None if self.gates is None else self.gates[:, sl],
+            updates=updates,
+            reduction=float(1.0 - updates.sum() / max(1, z.size)),
+            text=None if self.text is None else self.text[sl],
+            reference=ref,
+            scores=scores,
+            tolerance=self.tolerance,
+            detectors=self.detectors,
+        )
 
 
 def first_seen(ends) -> np.ndarray:
@@ -111,8 +123,9 @@ def boundary_scores(predicted, reference, tolerance: int = 0) -> Dict[str, float
     p = np.flatnonzero(np.asarray(predicted, dtype=bool))
     r = np.flatnonzero(np.asarray(reference, dtype=bool))
     if np.asarray(predicted).shape != np.asarray(reference).shape:
-        raise ValueError(f"predicted boundaries have shape {np.asarray(predicted).shape}, "
-                         f"reference {np.asarray(reference).shape}")
+        raise ValueError(
+            f"predicted boundaries have shape {np.asarray(predicted).shape}, reference {np.asarray(reference).shape}"
+        )
     if tolerance < 0:
         raise ValueError(f"tolerance must be >= 0, got {tolerance}")
     used = np.zeros(len(r), dtype=bool)
@@ -131,8 +144,13 @@ def boundary_scores(predicted, reference, tolerance: int = 0) -> Dict[str, float
     precision = hits / len(p) if len(p) else 0.0
     recall = hits / len(r) if len(r) else 0.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
-    return {"precision": float(precision), "recall": float(recall), "f1": float(f1),
-            "predicted": int(len(p)), "reference": int(len(r))}
+    return {
+        "precision": float(precision),
+        "recall": float(recall),
+        "f1": float(f1),
+        "predicted": int(len(p)),
+        "reference": int(len(r)),
+    }
 
 
 def _rate_target_ok(v) -> bool:
@@ -141,30 +159,38 @@ def _rate_target_ok(v) -> bool:
     if v is None or (isinstance(v, str) and v == "auto"):
         return True
     vals = [v] if np.isscalar(v) and not isinstance(v, str) else list(v) if isinstance(v, (list, tuple)) else None
-    return vals is not None and all(not isinstance(x, (bool, np.bool_)) and isinstance(x, (int, float, np.integer, np.floating))
-                              and 0.0 <= float(x) <= 1.0 for x in vals)
+    return vals is not None and all(
+        not isinstance(x, (bool, np.bool_))
+        and isinstance(x, (int, float, np.integer, np.floating))
+        and 0.0 <= float(x) <= 1.0
+        for x in vals
+    )
 
 
 def _per_detector_ok(choices):
     """A check accepting one of ``choices`` or a non-empty list of them (one per layer with a detector)."""
+
     def ok(v) -> bool:
         vals = [v] if isinstance(v, str) else list(v) if isinstance(v, (list, tuple)) else None
         return bool(vals) and all(isinstance(x, str) and x in choices for x in vals)
+
     return ok
 
 
 def _warmup_ok(v) -> bool:
     """A number of updates >= 0, or a non-empty list of those (one per layer with a detector)."""
     vals = list(v) if isinstance(v, (list, tuple)) else [v]
-    return bool(vals) and all(isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)) and x >= 0
-                              for x in vals)
+    return bool(vals) and all(
+        isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)) and x >= 0 for x in vals
+    )
 
 
 def _check_count(values: list, detectors: int, name: str, owner: str) -> None:
     """A per-detector option gives at most one value per layer with a detector."""
     if len(values) > detectors:
-        raise ValueError(f"{owner}: {name} has {len(values)} values, the model has {detectors} layer(s) with a "
-                         f"boundary detector")
+        raise ValueError(
+            f"{owner}: {name} has {len(values)} values, the model has {detectors} layer(s) with a boundary detector"
+        )
 
 
 #: The default recipe by depth (docs/models/hm_lstm.md, "The default recipe"): the values that the options
@@ -174,8 +200,9 @@ WORD_RECIPE = dict(detector_input="all", gradient="blend", rate_target=0.18, rat
 #: From 3 layers, the phrase recipe (z^1 at the word ends, z^2 at the phrase ends): every detector reads only
 #: the layer below, z^1 read as a blend and z^2 as a switch, rate targets on layers 1 and 2 held harder,
 #: layer 2's detector started 1000 updates after layer 1's.
-PHRASE_RECIPE = dict(detector_input="below", gradient=["blend", "switch"], rate_target=[0.18, 0.05],
-                     rate_weight=20.0, warmup=[500, 1500])
+PHRASE_RECIPE = dict(
+    detector_input="below", gradient=["blend", "switch"], rate_target=[0.18, 0.05], rate_weight=20.0, warmup=[500, 1500]
+)
 
 
 def recipe_defaults(num_layers: int, boundary: str = "step") -> dict:
@@ -186,8 +213,9 @@ def recipe_defaults(num_layers: int, boundary: str = "step") -> dict:
     >>> recipe_defaults(2)["detector_input"], recipe_defaults(3)["warmup"]
     ('all', [500, 1500])
     """
-    out = {k: list(v) if isinstance(v, list) else v
-           for k, v in (PHRASE_RECIPE if num_layers >= 3 else WORD_RECIPE).items()}
+    out = {
+        k: list(v) if isinstance(v, list) else v for k, v in (PHRASE_RECIPE if num_layers >= 3 else WORD_RECIPE).items()
+    }
     if boundary == "soft":
         out["gradient"] = "blend"
     return out
@@ -287,8 +315,9 @@ class HMLSTM(LanguageModel):
     aliases = ("hm-lstm", "hm-rnn")
     aux_terms = ("boundary_rate", "boundary_target")
     # both terms on and the detectors live from the first update (no warm-up)
-    example_options = dict(embed_size=8, hidden_sizes=(10, 10), layer_norm=True, warmup=0, rate_target=0.3,
-                           rate_penalty=0.05)
+    example_options = dict(
+        embed_size=8, hidden_sizes=(10, 10), layer_norm=True, warmup=0, rate_target=0.3, rate_penalty=0.05
+    )
     defaults = dict(embed_size=128, hidden_sizes=(512, 512, 512), head="linear")
     #: zhat of every column when a boundary row restarts at the end of the warm-up (weights 0)
     RESTART_ZHAT = 0.05
@@ -298,22 +327,51 @@ class HMLSTM(LanguageModel):
         Option("copy_z", str, "carry", choices=("carry", "recompute")),
         Option("flush_cut", bool, True),
         Option("top_down", bool, True),
-        Option("gradient", object, None, check=_per_detector_ok(("switch", "blend")),
-               rule="'switch' or 'blend', or a list of those (one per layer with a detector)", core=False),
-        Option("detector_input", object, None, check=_per_detector_ok(("all", "below")),
-               rule="'all' or 'below', or a list of those (one per layer with a detector)", core=False),
+        Option(
+            "gradient",
+            object,
+            None,
+            check=_per_detector_ok(("switch", "blend")),
+            rule="'switch' or 'blend', or a list of those (one per layer with a detector)",
+            core=False,
+        ),
+        Option(
+            "detector_input",
+            object,
+            None,
+            check=_per_detector_ok(("all", "below")),
+            rule="'all' or 'below', or a list of those (one per layer with a detector)",
+            core=False,
+        ),
         Option("slope", float, 1.0, check=lambda a: a > 0, rule="> 0"),
         Option("layer_norm", bool, False),
         Option("skip", bool, True),
         Option("rate_penalty", float, 0.0, check=lambda v: v >= 0 and np.isfinite(v), rule=">= 0"),
         Option("rate_weight", float, None, check=lambda v: v >= 0, rule=">= 0"),
-        Option("rate_target", object, "auto", check=_rate_target_ok,
-               rule="in [0, 1], or a list of those (one per layer with a detector), or None, or 'auto'",
-               core=False),
-        Option("warmup", object, None, check=_warmup_ok,
-               rule="an integer >= 0, or a list of those (one per layer with a detector)", core=False),
-        Option("rate_ramp", object, 0, check=_warmup_ok,
-               rule="an integer >= 0, or a list of those (one per layer with a detector)", core=False),
+        Option(
+            "rate_target",
+            object,
+            "auto",
+            check=_rate_target_ok,
+            rule="in [0, 1], or a list of those (one per layer with a detector), or None, or 'auto'",
+            core=False,
+        ),
+        Option(
+            "warmup",
+            object,
+            None,
+            check=_warmup_ok,
+            rule="an integer >= 0, or a list of those (one per layer with a detector)",
+            core=False,
+        ),
+        Option(
+            "rate_ramp",
+            object,
+            0,
+            check=_warmup_ok,
+            rule="an integer >= 0, or a list of those (one per layer with a detector)",
+            core=False,
+        ),
         Option("boundary_bias", float, 0.0, check=lambda v: np.isfinite(v), rule="finite", core=False),
     )
 
@@ -372,9 +430,11 @@ class HMLSTM(LanguageModel):
             if values["head_size"] is None:
                 values["head_size"] = top
             elif values["head_size"] < 1:
-                raise ValueError(f"{owner}: head_size must be >= 1 with head='gated' (the size of the gated output "
-                                 f"module's embedding, eq. 11-12), got {values['head_size']}; leave it out for the "
-                                 f"top layer's size ({top})")
+                raise ValueError(
+                    f"{owner}: head_size must be >= 1 with head='gated' (the size of the gated output "
+                    f"module's embedding, eq. 11-12), got {values['head_size']}; leave it out for the "
+                    f"top layer's size ({top})"
+                )
         return {**super().core_options(values, sizes), **targets}
 
     @property
@@ -395,6 +455,7 @@ class HMLSTM(LanguageModel):
         ``warmup[l]`` updates, ``{"detectors_l{l}": step(0, 1, at_step=warmup[l])}`` (a short list's
         last value for the layers above it). Nothing where the count is 0."""
         from ..schedules import linear, step
+
         w = self.config.get("warmup", 0)
         starts = self.warmup_counts()
         if not isinstance(w, list):
@@ -413,8 +474,11 @@ class HMLSTM(LanguageModel):
         for all, or a list (a short list's last value for the layers above it)."""
         w = self.config.get(name, 0)
         layers = self.detector_layers
-        counts = _per_layer(w, len(layers), len(layers), name, type(self).__name__) if isinstance(w, list) \
+        counts = (
+            _per_layer(w, len(layers), len(layers), name, type(self).__name__)
+            if isinstance(w, list)
             else [int(w)] * len(layers)
+        )
         return dict(zip(layers, counts))
 
     def warmup_counts(self) -> Dict[int, int]:
@@ -451,15 +515,20 @@ class HMLSTM(LanguageModel):
         if name == "detectors":
             layers = self.detector_layers
         elif name.startswith("detectors_l"):
-            l = name[len("detectors_l"):]
+            l = name[len("detectors_l") :]
             if not (l.isdigit() and int(l) in self.detector_layers):
-                raise ValueError(f"unknown option {name!r}: the layers with a boundary detector are "
-                                 + ", ".join(f"'detectors_l{d}'" for d in self.detector_layers))
+                raise ValueError(
+                    f"unknown option {name!r}: the layers with a boundary detector are "
+                    + ", ".join(f"'detectors_l{d}'" for d in self.detector_layers)
+                )
             layers = [int(l)]
         else:
             super().set_option(name, value)
             return
-        if not isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)) or float(value) not in (0.0, 1.0):
+        if not isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)) or float(value) not in (
+            0.0,
+            1.0,
+        ):
             raise ValueError(f"option {name!r} must be 0 (held off) or 1 (on), got {value!r}")
         on = float(value) == 1.0
         slope = float(self.options["slope"])
@@ -485,8 +554,9 @@ class HMLSTM(LanguageModel):
     def slope(self, a: float) -> None:
         self.set_option("slope", a)
 
-    def trace(self, text_or_tokens, vocab=None, reference_boundaries=None, *, state=None,
-              tolerance: int = 0) -> HMTrace:
+    def trace(
+        self, text_or_tokens, vocab=None, reference_boundaries=None, *, state=None, tolerance: int = 0
+    ) -> HMTrace:
         """Read one sequence and return what every layer did (an :class:`HMTrace` of NumPy arrays).
 
         ``text_or_tokens``: a string (encoded with ``vocab``, a :class:`multiscale_rnn.data.Vocab`) or
@@ -513,7 +583,18 @@ class HMLSTM(LanguageModel):
             if ref.shape != (T,):
                 raise ValueError(f"reference_boundaries has shape {ref.shape}, expected ({T},) like the tokens")
             scores = [boundary_scores(z[l] > 0.5, ref, tolerance) for l in range(L)]
-        return HMTrace(tokens=tokens, z=z.astype(np.float64), zhat=zhat.astype(np.float64), ops=ops,
-                       h_norms=norms.astype(np.float64), gates=gates, updates=updates, reduction=float(reduction),
-                       text=symbols, reference=ref, scores=scores, tolerance=int(tolerance),
-                       detectors=np.isin(np.arange(L), self.detector_layers))
+        return HMTrace(
+            tokens=tokens,
+            z=z.astype(np.float64),
+            zhat=zhat.astype(np.float64),
+            ops=ops,
+            h_norms=norms.astype(np.float64),
+            gates=gates,
+            updates=updates,
+            reduction=float(reduction),
+            text=symbols,
+            reference=ref,
+            scores=scores,
+            tolerance=int(tolerance),
+            detectors=np.isin(np.arange(L), self.detector_layers),
+        )

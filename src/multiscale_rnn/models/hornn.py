@@ -19,6 +19,7 @@ stacking [W_h1; ...; W_hN] (block n-1 is W_hn), ``bias`` (H); gated pooling adds
 ``gate_bias`` (N*H). State per layer: ``h_l0_lag1`` .. ``h_l0_lagN``, the state n steps back.
 See docs/models/hornn.md for the readings chosen where the paper leaves a choice.
 """
+
 from __future__ import annotations
 
 from .base import LanguageModel, Option
@@ -37,15 +38,29 @@ class HORNN(LanguageModel):
     ``alpha``: FOFE's forgetting factor, in (0, 1) (default 0.6; fofe pooling only).
     ``activation``: "sigmoid" (the paper's), "tanh" or "relu". ``bias``: add b (and b^g_n).
     """
+
     core_name = "hornn"
     aliases = ("higher-order-rnn",)
     example_options = dict(embed_size=8, hidden_sizes=(12,), order=3, pooling="gated")
     family_options = (
-        Option("order", int, 3, check=lambda v: 1 <= v <= 255, rule="in [1, 255]",
-               doc="N, the number of previous states each layer reads"),
+        Option(
+            "order",
+            int,
+            3,
+            check=lambda v: 1 <= v <= 255,
+            rule="in [1, 255]",
+            doc="N, the number of previous states each layer reads",
+        ),
         Option("pooling", str, "plain", choices=POOLINGS, doc="how the N paths combine"),
-        Option("alpha", float, None, check=lambda v: 0.0 < v < 1.0, rule="in (0, 1)", core=False,
-               doc="FOFE forgetting factor (fofe pooling only; 0.6 by default)"),
+        Option(
+            "alpha",
+            float,
+            None,
+            check=lambda v: 0.0 < v < 1.0,
+            rule="in (0, 1)",
+            core=False,
+            doc="FOFE forgetting factor (fofe pooling only; 0.6 by default)",
+        ),
         Option("activation", str, "sigmoid", choices=ACTIVATIONS, doc="f, the hidden activation"),
         Option("bias", bool, True, doc="biases b (and the gates' b^g_n), absent from the paper's equations"),
     )

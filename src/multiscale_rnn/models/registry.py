@@ -6,13 +6,14 @@ is entered in ``MODELS`` under its class name, and ``build_model`` knows it by t
 ``aliases``. Names are case-insensitive; ``-`` and ``_`` are ignored. ``register_model`` adds names
 or custom factories, e.g. ``register_model("tiny-lstm", lambda **kw: LSTM(hidden_sizes=(32,), **kw))``.
 """
+
 from __future__ import annotations
 
 from typing import Callable, Dict
 
 __all__ = ["MODELS", "build_model", "register_model", "register_family", "model_names"]
 
-MODELS: Dict[str, type] = {}          # class name -> model class
+MODELS: Dict[str, type] = {}  # class name -> model class
 _FACTORIES: Dict[str, Callable] = {}  # normalised name -> class or factory
 
 

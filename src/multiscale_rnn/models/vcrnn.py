@@ -21,6 +21,7 @@ a step of one stream uses the leading d_t x d_t block of each matrix (``skip=Tru
 holds ``m``, ``d``, ``e`` and ``time`` (seconds per phase of the core, for benchmarks). See
 docs/models/vcrnn.md for every option and reading.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -78,6 +79,7 @@ def sharpness_schedule(start: float = 0.1, end: float = 1.0, per_epoch: float = 
     """The paper's schedule of lambda, for ``Trainer(model_options={"sharpness": sharpness_schedule()})``:
     0.1 at the start, +0.1 per epoch, up to 1 (``multiscale_rnn.schedules.linear``)."""
     from ..schedules import linear
+
     return linear(start, end, per_epoch)
 
 
@@ -92,18 +94,41 @@ class _VCBase(LanguageModel):
     aux_terms = ("vc_penalty",)
     example_options = dict(hidden_sizes=(12,), penalty_weight=0.05, block=4)
     family_options = (
-        Option("sharpness", float, 1.0, check=lambda v: v > 0, rule="> 0",
-               doc="lambda of the mask (annealed: sharpness_schedule())"),
-        Option("eps", float, 0.01, check=lambda v: 0 < v < 0.5, rule="in (0, 0.5)",
-               doc="Thres_eps: mask values above 1 - eps become 1, below eps 0"),
-        Option("mask_index", str, "zero", choices=("zero", "one"),
-               doc="i = 0..D-1 (m = 1 updates every unit) or i = 1..D (eq. 8 literally)"),
+        Option(
+            "sharpness",
+            float,
+            1.0,
+            check=lambda v: v > 0,
+            rule="> 0",
+            doc="lambda of the mask (annealed: sharpness_schedule())",
+        ),
+        Option(
+            "eps",
+            float,
+            0.01,
+            check=lambda v: 0 < v < 0.5,
+            rule="in (0, 0.5)",
+            doc="Thres_eps: mask values above 1 - eps become 1, below eps 0",
+        ),
+        Option(
+            "mask_index",
+            str,
+            "zero",
+            choices=("zero", "one"),
+            doc="i = 0..D-1 (m = 1 updates every unit) or i = 1..D (eq. 8 literally)",
+        ),
         Option("penalty", str, "l1", choices=("l1", "one_sided", "l2"), doc="f of the penalty on m_t"),
         Option("penalty_weight", float, 0.01, check=lambda v: v >= 0, rule=">= 0", doc="w of the penalty"),
         Option("target", float, 0.3, check=_mean_m_check, rule="in [0, 1]", doc="m_bar of the penalty"),
         Option("skip", bool, True, doc="compute only the leading d_t x d_t blocks (False: masked full path)"),
-        Option("block", int, 16, check=lambda v: v >= 1, rule=">= 1",
-               doc="d_t is rounded up to a multiple of this to group the streams of a step"),
+        Option(
+            "block",
+            int,
+            16,
+            check=lambda v: v >= 1,
+            rule=">= 1",
+            doc="d_t is rounded up to a multiple of this to group the streams of a step",
+        ),
     )
 
     def core_options(self, values, sizes):
@@ -117,8 +142,10 @@ class _VCBase(LanguageModel):
         if sizes["embed_size"] is None:
             sizes["embed_size"] = hidden
         elif hidden is not None and sizes["embed_size"] != hidden:
-            raise ValueError(f"{owner} masks x_t with the same e_t as h_(t-1), so embed_size must equal the hidden "
-                             f"size {hidden}, got {sizes['embed_size']!r} (leave embed_size out to get it)")
+            raise ValueError(
+                f"{owner} masks x_t with the same e_t as h_(t-1), so embed_size must equal the hidden "
+                f"size {hidden}, got {sizes['embed_size']!r} (leave embed_size out to get it)"
+            )
         return super().core_options(values, sizes)
 
     @property
@@ -148,14 +175,21 @@ class _VCBase(LanguageModel):
         self.forward(tokens[None, :], state)
         rec = self.records()
         d = rec["d"][0].astype(np.int64)
-        return VCTrace(tokens=tokens, text=symbols, m=rec["m"][0].astype(np.float64), d=d,
-                       e=rec["e"].astype(np.float64), equivalent_dim=self.equivalent_dim(d))
+        return VCTrace(
+            tokens=tokens,
+            text=symbols,
+            m=rec["m"][0].astype(np.float64),
+            d=d,
+            e=rec["e"].astype(np.float64),
+            equivalent_dim=self.equivalent_dim(d),
+        )
 
 
 class VCRNN(_VCBase):
     """Variable Computation Elman RNN (eq. 13). Parameters: ``weight_ih_l0`` V (D, D), ``weight_hh_l0``
     U (D, D), ``bias_l0`` b (D,), scheduler ``sched_weight_ih_l0`` v (1, D), ``sched_weight_hh_l0`` u (1, D),
     ``sched_bias_l0`` b_m (1,). State ``h_l0``."""
+
     core_name = "vcrnn"
     aliases = ("vc-rnn",)
 
@@ -163,16 +197,19 @@ class VCRNN(_VCBase):
 class VCGRU(_VCBase):
     """Variable Computation GRU (eq. 14-16, reset before the product). Gate blocks [r; z; n] in
     ``weight_ih_l0`` (3D, D), ``weight_hh_l0`` (3D, D), ``bias_l0`` (3D,); scheduler as in :class:`VCRNN`."""
+
     core_name = "vcgru"
     aliases = ("vc-gru",)
 
 
-def corpus_equivalent_dim(model: _VCBase, tokens, batch_size: int = 1, chunk: int = 1000,
-                          gates: Optional[float] = None) -> float:
+def corpus_equivalent_dim(
+    model: _VCBase, tokens, batch_size: int = 1, chunk: int = 1000, gates: Optional[float] = None
+) -> float:
     """RNN-d of ``model`` reading a corpus (1-D token ids) in evaluation mode: the stream is cut into
     ``batch_size`` parallel streams read in chunks of ``chunk`` steps with the state carried, and the
     measured d_t of every step of every stream enter :func:`equivalent_dim`."""
     from .base import KEEP
+
     tok = np.asarray(tokens)
     if tok.ndim != 1:
         raise ValueError(f"tokens must be 1-D, got shape {tok.shape}")
@@ -181,11 +218,11 @@ def corpus_equivalent_dim(model: _VCBase, tokens, batch_size: int = 1, chunk: in
     T = len(tok) // batch_size
     if T < 1:
         raise ValueError(f"{len(tok)} tokens cannot fill {batch_size} streams")
-    streams = tok[:T * batch_size].reshape(batch_size, T)
+    streams = tok[: T * batch_size].reshape(batch_size, T)
     ds = []
     state = None
     for t0 in range(0, T, chunk):
-        model.forward(streams[:, t0:t0 + chunk], state)
+        model.forward(streams[:, t0 : t0 + chunk], state)
         state = KEEP
         ds.append(model.records()["d"][0])
     return model.equivalent_dim(np.concatenate(ds), gates)

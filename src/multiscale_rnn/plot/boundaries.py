@@ -1,6 +1,7 @@
 """The HM-LSTM figures of Chung et al. (2017): the boundary map of Figure 3 and the hidden-norm
 heatmap of Figure 4, drawn from an :class:`multiscale_rnn.models.hm_lstm.HMTrace`
 (``model.trace(text, vocab)``)."""
+
 from __future__ import annotations
 
 from typing import Optional, Sequence
@@ -70,8 +71,14 @@ def boundary_rows(trace, width: int = 90, layers: Optional[Sequence[int]] = None
     return img, labels, band, layers
 
 
-def boundaries(trace, width: int = 90, ax=None, layers: Optional[Sequence[int]] = None, fontsize: float = 7.0,
-               reference: bool = True):
+def boundaries(
+    trace,
+    width: int = 90,
+    ax=None,
+    layers: Optional[Sequence[int]] = None,
+    fontsize: float = 7.0,
+    reference: bool = True,
+):
     """Figure 3: the symbols along x, wrapped into rows of ``width``; above each row of text one row
     of cells per layer with a boundary detector (the highest layer on top, z^1 just above the text,
     as in the paper), white where z^l_t = 1 (a boundary) and black where z^l_t = 0.

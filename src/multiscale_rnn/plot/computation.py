@@ -6,6 +6,7 @@ symbol class (Table 2), drawn from a trace (``model.trace(...)``: ``tokens``, ``
 Artists carry a gid so that they can be found again: ``"computation"`` (the bars of m_t or of
 the means), ``"space"`` (word-boundary marks), ``"buffer"`` (bars of buffer bits).
 """
+
 from __future__ import annotations
 
 from typing import Dict, Optional, Sequence, Union
@@ -22,8 +23,17 @@ def _show(s) -> str:
     return "_" if s == " " else ("\u21b5" if s == "\n" else str(s))
 
 
-def computation_profile(trace, width: int = 80, start: int = 0, stop: Optional[int] = None, what: str = "m",
-                        ax=None, fontsize: float = 7.0, color: str = "C0", space_color: str = "0.85"):
+def computation_profile(
+    trace,
+    width: int = 80,
+    start: int = 0,
+    stop: Optional[int] = None,
+    what: str = "m",
+    ax=None,
+    fontsize: float = 7.0,
+    color: str = "C0",
+    space_color: str = "0.85",
+):
     """Figure 3: a bar of m_t (``what="m"``) or d_t / D (``"d"``) at each step, the symbol under
     it, wrapped into rows of ``width`` steps (row 0 at the top); spaces (word boundaries) are
     marked by a grey band behind their bar and written ``_``. ``start`` / ``stop`` select a
@@ -67,9 +77,17 @@ def computation_profile(trace, width: int = 80, start: int = 0, stop: Optional[i
     return ax
 
 
-def bit_profile(trace, positions: Optional[Sequence[int]] = None, buffer_bits: int = 0, offset: int = 0,
-                top: Union[float, int, Sequence[int], slice, None] = 0.05, ax=None, fontsize: float = 8.0,
-                color: str = "C0", buffer_color: str = "0.6"):
+def bit_profile(
+    trace,
+    positions: Optional[Sequence[int]] = None,
+    buffer_bits: int = 0,
+    offset: int = 0,
+    top: Union[float, int, Sequence[int], slice, None] = 0.05,
+    ax=None,
+    fontsize: float = 8.0,
+    color: str = "C0",
+    buffer_color: str = "0.6",
+):
     """Figure 2: mean activity of the top dimensions (``top``, see
     :func:`multiscale_rnn.analysis.top_dimension_activity`; m_t when None) by position within
     the character frame of bit-level text, one bar per position: the character's bits ``b1``
@@ -88,8 +106,11 @@ def bit_profile(trace, positions: Optional[Sequence[int]] = None, buffer_bits: i
     for b, buf in zip(bars, is_buffer):
         b.set_gid("buffer" if buf else "computation")
     ax.set_xticks(range(len(pos)))
-    ax.set_xticklabels([f"z{p - BITS_PER_CHAR + 1}" if b else f"b{p + 1}" for p, b in zip(pos, is_buffer)],
-                       fontsize=fontsize, rotation=90 if len(pos) > 16 else 0)
+    ax.set_xticklabels(
+        [f"z{p - BITS_PER_CHAR + 1}" if b else f"b{p + 1}" for p, b in zip(pos, is_buffer)],
+        fontsize=fontsize,
+        rotation=90 if len(pos) > 16 else 0,
+    )
     ax.set_ylim(0, 1.05)
     what = "$m_t$" if top is None else "mean $e_t$ of the top dimensions"
     ax.set_ylabel(what, fontsize=fontsize)
@@ -97,8 +118,15 @@ def bit_profile(trace, positions: Optional[Sequence[int]] = None, buffer_bits: i
     return ax
 
 
-def class_computation(trace_or_means: Union[Dict, object], vocab=None, by: str = "length", ax=None,
-                      fontsize: float = 8.0, color: str = "C0", counts: Optional[Dict] = None):
+def class_computation(
+    trace_or_means: Union[Dict, object],
+    vocab=None,
+    by: str = "length",
+    ax=None,
+    fontsize: float = 8.0,
+    color: str = "C0",
+    counts: Optional[Dict] = None,
+):
     """Table 2 as a bar chart: mean m_t per symbol class, from a trace (classes from its music
     symbols, see :func:`multiscale_rnn.analysis.music_computation`) or from a ready
     {class: mean} dict (e.g. :func:`multiscale_rnn.analysis.mean_by_class`). The number of steps
@@ -120,8 +148,14 @@ def class_computation(trace_or_means: Union[Dict, object], vocab=None, by: str =
     if counts:
         for b, c in zip(bars, means):
             if c in counts:
-                ax.text(b.get_x() + b.get_width() / 2, b.get_height(), f"n={counts[c]}", ha="center", va="bottom",
-                        fontsize=fontsize - 2)
+                ax.text(
+                    b.get_x() + b.get_width() / 2,
+                    b.get_height(),
+                    f"n={counts[c]}",
+                    ha="center",
+                    va="bottom",
+                    fontsize=fontsize - 2,
+                )
     ax.set_xticks(range(len(labels)))
     ax.set_xticklabels(labels, fontsize=fontsize)
     ax.set_ylim(0, 1.1)

@@ -3,9 +3,10 @@
 Each takes a dict label -> array (one curve or bar per label, e.g. ``{"FS-Slow": decay["c_s"],
 "Stacked-1": stacked["c_l0"]}``), draws on ``ax`` (a new figure's when None) and returns the Axes.
 """
+
 from __future__ import annotations
 
-from typing import Dict, Optional
+from typing import Dict
 
 import numpy as np
 
@@ -15,6 +16,7 @@ __all__ = ["gradient_decay", "state_change", "bpc_by_position", "relative_loss"]
 def _axes(ax):
     if ax is None:
         import matplotlib.pyplot as plt
+
         _, ax = plt.subplots(figsize=(5, 3.5))
     return ax
 
@@ -30,11 +32,11 @@ def _rows(a) -> np.ndarray:
 
 def _mean_band(ax, x, rows, label):
     mean = np.nanmean(rows, axis=0)
-    line, = ax.plot(x, mean, label=label)
+    (line,) = ax.plot(x, mean, label=label)
     if rows.shape[0] > 1:
         std = np.nanstd(rows, axis=0)
         low = mean - std
-        if ax.get_yscale() == "log":                # keep the band on the positive axis
+        if ax.get_yscale() == "log":  # keep the band on the positive axis
             low = np.where(low > 0, low, mean / 10)
         ax.fill_between(x, low, mean + std, color=line.get_color(), alpha=0.2, linewidth=0)
 

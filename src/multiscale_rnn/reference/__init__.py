@@ -6,6 +6,7 @@ PyTorch is never a runtime dependency: each module imports it when called, and `
 raises ``ImportError`` saying how to install it. Import a family's module directly, e.g.
 ``from multiscale_rnn.reference import hm_lstm``.
 """
+
 from __future__ import annotations
 
 __all__ = ["torch", "tensors"]
@@ -24,6 +25,7 @@ def tensors(model, dtype=None, requires_grad: bool = True) -> dict:
     """A model's parameters as torch tensors by the model's names (copies, in ``dtype``: the model's
     by default), the ``P`` every reference's ``forward`` takes."""
     import numpy as np
+
     t = torch()
     dt = {np.dtype("float32"): t.float32, np.dtype("float64"): t.float64}[np.dtype(dtype or model.dtype)]
     return {k: t.tensor(np.array(v), dtype=dt, requires_grad=requires_grad) for k, v in model.parameters().items()}

@@ -2,6 +2,7 @@
     log P(w | y) = log softmax(U y + u)[c(w)] + log softmax over w' in c(w) of (W_w' y + b_w')
 with the fast head's names: class_decoder.weight U (C, I), class_decoder.bias u (C),
 decoder.weight W (V, I), decoder.bias b (V); classes are consecutive ids of the given sizes."""
+
 from __future__ import annotations
 
 from . import torch as _torch
@@ -17,8 +18,8 @@ def log_probs(y, params, sizes):
     log_pc = torch.log_softmax(y @ U.T + u, dim=1)  # (N, C)
     parts, start = [], 0
     for c, n in enumerate(sizes):
-        zw = y @ W[start:start + n].T + b[start:start + n]  # (N, n_c)
-        parts.append(log_pc[:, c:c + 1] + torch.log_softmax(zw, dim=1))
+        zw = y @ W[start : start + n].T + b[start : start + n]  # (N, n_c)
+        parts.append(log_pc[:, c : c + 1] + torch.log_softmax(zw, dim=1))
         start += n
     return torch.cat(parts, dim=1)
 

@@ -3,6 +3,7 @@ at every step, then masked (idle modules keep h_{t-1}), W_H multiplied by its bl
 mask; autograd for the gradients. Same parameter and state names as
 :class:`multiscale_rnn.ClockworkRNN`.
 """
+
 from __future__ import annotations
 
 from typing import Dict, Optional
@@ -21,12 +22,12 @@ def clockwork_layer(x, h, clock: int, P: Dict, modules: int, base: int):
     W_ih, W_hh = P["weight_ih_l0"], P["weight_hh_l0"]
     H = W_ih.shape[0]
     k = H // modules
-    module = torch.arange(H) // k                                    # module of each unit
-    mask = (module[None, :] >= module[:, None]).to(W_hh.dtype)      # block upper triangular
+    module = torch.arange(H) // k  # module of each unit
+    mask = (module[None, :] >= module[:, None]).to(W_hh.dtype)  # block upper triangular
     W = W_hh * mask
     ys = []
     for t in range(x.shape[1]):
-        runs = torch.tensor([(clock + t) % base ** int(i) == 0 for i in module])   # (H,)
+        runs = torch.tensor([(clock + t) % base ** int(i) == 0 for i in module])  # (H,)
         a = x[:, t] @ W_ih.T + P["bias_ih_l0"] + h @ W.T + P["bias_hh_l0"]
         h = torch.where(runs[None, :], torch.tanh(a), h)
         ys.append(h)
@@ -47,11 +48,13 @@ def loss_and_grad(model, tokens, targets, state: Optional[Dict[str, np.ndarray]]
         state = {"h_l0": np.zeros((B, H)), "clock_l0": np.zeros((B, 1))}
     clock = int(np.asarray(state["clock_l0"])[0, 0])
     x = P["embedding.weight"][torch.as_tensor(tok, dtype=torch.long)]
-    y, h = clockwork_layer(x, torch.tensor(np.asarray(state["h_l0"], dtype=np.float64)), clock, P,
-                           cfg["modules"], cfg["base"])
+    y, h = clockwork_layer(
+        x, torch.tensor(np.asarray(state["h_l0"], dtype=np.float64)), clock, P, cfg["modules"], cfg["base"]
+    )
     logits = y @ P["decoder.weight"].T + P["decoder.bias"]
-    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                                             torch.as_tensor(np.asarray(targets), dtype=torch.long).reshape(-1))
+    loss = torch.nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), torch.as_tensor(np.asarray(targets), dtype=torch.long).reshape(-1)
+    )
     loss.backward()
     grads = {k: (p.grad.numpy() if p.grad is not None else np.zeros(p.shape)) for k, p in P.items()}
     final = {"h_l0": h.detach().numpy(), "clock_l0": np.full((B, 1), float(clock + tok.shape[1]))}

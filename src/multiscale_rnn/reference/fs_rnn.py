@@ -11,6 +11,7 @@ layer norms. Zoneout keeps the previous value with probability z: a Bernoulli ma
 expectation in evaluation. Used by the parity tests in float64 and by ``bench/bench_fs_rnn.py`` in
 float32.
 """
+
 from __future__ import annotations
 
 from typing import Dict, Optional
@@ -20,10 +21,22 @@ from . import torch as _torch
 STATE = ("h_fast", "c_fast", "h_slow", "c_slow")
 
 
-def forward(P: Dict[str, "object"], tok, state: Optional[dict] = None, *, fast_cells: int = 2,
-            ln_gates: bool = True, ln_cell: bool = True, zoneout_c: float = 0.0, zoneout_h: float = 0.0,
-            dropout: float = 0.0, train: bool = False, eps: float = 1e-5, bias_before_norm: bool = False,
-            keep: Optional[dict] = None):
+def forward(
+    P: Dict[str, "object"],
+    tok,
+    state: Optional[dict] = None,
+    *,
+    fast_cells: int = 2,
+    ln_gates: bool = True,
+    ln_cell: bool = True,
+    zoneout_c: float = 0.0,
+    zoneout_h: float = 0.0,
+    dropout: float = 0.0,
+    train: bool = False,
+    eps: float = 1e-5,
+    bias_before_norm: bool = False,
+    keep: Optional[dict] = None,
+):
     """Logits (B, T, V) and the state after the last step (dict ``h_fast, c_fast, h_slow, c_slow``).
 
     ``P``: parameter tensors by the model's names. ``tok``: (B, T) LongTensor. ``state``: zeros if
@@ -33,7 +46,7 @@ def forward(P: Dict[str, "object"], tok, state: Optional[dict] = None, *, fast_c
     """
     torch = _torch()
     F = torch.nn.functional
-    x = P["embedding.weight"][tok]                                   # (B, T, E)
+    x = P["embedding.weight"][tok]  # (B, T, E)
     B = tok.shape[0]
     HF, HS = P["weight_hh_f1"].shape[1], P["weight_hh_s"].shape[1]
     zeros = {"h_fast": HF, "c_fast": HF, "h_slow": HS, "c_slow": HS}
@@ -51,8 +64,9 @@ def forward(P: Dict[str, "object"], tok, state: Optional[dict] = None, *, fast_c
     def cell(sfx, inp, h, c):
         H = h.shape[1]
         if not ln_gates and not ln_cell and keep is None and inp is not None:
-            h_new, c_new = torch.lstm_cell(inp, (h, c), P["weight_ih" + sfx], P["weight_hh" + sfx],
-                                           P["bias_ih" + sfx], P["bias_hh" + sfx])
+            h_new, c_new = torch.lstm_cell(
+                inp, (h, c), P["weight_ih" + sfx], P["weight_hh" + sfx], P["bias_ih" + sfx], P["bias_hh" + sfx]
+            )
             ct = c_new
         else:
             a = h @ P["weight_hh" + sfx].T
@@ -62,12 +76,19 @@ def forward(P: Dict[str, "object"], tok, state: Optional[dict] = None, *, fast_c
                 if bias_before_norm:
                     a = a + P["bias" + sfx]
                 g, b = P["ln_gates_weight" + sfx], P["ln_gates_bias" + sfx]
-                a = torch.cat([F.layer_norm(a[:, k * H:(k + 1) * H], (H,), g[k * H:(k + 1) * H],
-                                            b[k * H:(k + 1) * H], eps) for k in range(4)], 1)
+                a = torch.cat(
+                    [
+                        F.layer_norm(
+                            a[:, k * H : (k + 1) * H], (H,), g[k * H : (k + 1) * H], b[k * H : (k + 1) * H], eps
+                        )
+                        for k in range(4)
+                    ],
+                    1,
+                )
             else:
                 a = a + P["bias_ih" + sfx] + P["bias_hh" + sfx]
-            i, f = torch.sigmoid(a[:, :H]), torch.sigmoid(a[:, H:2 * H])
-            g, o = torch.tanh(a[:, 2 * H:3 * H]), torch.sigmoid(a[:, 3 * H:])
+            i, f = torch.sigmoid(a[:, :H]), torch.sigmoid(a[:, H : 2 * H])
+            g, o = torch.tanh(a[:, 2 * H : 3 * H]), torch.sigmoid(a[:, 3 * H :])
             ct = f * c + i * g
             cn = F.layer_norm(ct, (H,), P["ln_cell_weight" + sfx], P["ln_cell_bias" + sfx], eps) if ln_cell else ct
             h_new = o * torch.tanh(cn)
@@ -96,8 +117,13 @@ def forward(P: Dict[str, "object"], tok, state: Optional[dict] = None, *, fast_c
 def options(model) -> dict:
     """The ``forward`` keyword arguments that compute what an ``msr.FSRNN`` computes."""
     o = model.options
-    return dict(fast_cells=int(o["fast_cells"]), ln_gates=bool(o["layer_norm_gates"]),
-                ln_cell=bool(o["layer_norm_cell"]), zoneout_c=float(o["zoneout_c"]),
-                zoneout_h=float(o["zoneout_h"]), dropout=float(model.config["dropout"]),
-                eps=float(o["layer_norm_eps"]), bias_before_norm=bool(o["bias_before_norm"]))
-
+    return dict(
+        fast_cells=int(o["fast_cells"]),
+        ln_gates=bool(o["layer_norm_gates"]),
+        ln_cell=bool(o["layer_norm_cell"]),
+        zoneout_c=float(o["zoneout_c"]),
+        zoneout_h=float(o["zoneout_h"]),
+        dropout=float(model.config["dropout"]),
+        eps=float(o["layer_norm_eps"]),
+        bias_before_norm=bool(o["bias_before_norm"]),
+    )

@@ -5,6 +5,7 @@ public HM-LSTM code), with the package's straight-through rule and parameter and
 Used by the parity tests in float64 (``loss_and_grad``) and by ``bench/bench_hm_lstm.py`` as the
 masked model written the natural way (``forward`` in float32).
 """
+
 from __future__ import annotations
 
 from typing import Optional
@@ -15,8 +16,9 @@ from . import tensors
 from . import torch as _torch
 
 
-def forward(P: dict, config: dict, tok, state: Optional[dict] = None, drawn: Optional[dict] = None,
-            terms: Optional[dict] = None):
+def forward(
+    P: dict, config: dict, tok, state: Optional[dict] = None, drawn: Optional[dict] = None, terms: Optional[dict] = None
+):
     """Logits (B, T, V) and the state after the last step.
 
     ``P``: parameter tensors by the model's names; ``config``: the model's config (``model.config``);
@@ -33,10 +35,10 @@ def forward(P: dict, config: dict, tok, state: Optional[dict] = None, drawn: Opt
     a = config["slope"]
     reading = config["gradient"]
     reading = [reading] * L if isinstance(reading, str) else list(reading) + [reading[-1]] * (L - len(reading))
-    switch = [g == "switch" for g in reading]                        # per z^l: no gradient through eq. 2-3
+    switch = [g == "switch" for g in reading]  # per z^l: no gradient through eq. 2-3
     reads = config.get("detector_input", "all")
     reads = [reads] * L if isinstance(reads, str) else list(reads) + [reads[-1]] * (L - len(reads))
-    x = P["embedding.weight"][tok]                                   # (B, T, E)
+    x = P["embedding.weight"][tok]  # (B, T, E)
     Bn, Tn = tok.shape
     dt = x.dtype
     if state is None:
@@ -44,9 +46,9 @@ def forward(P: dict, config: dict, tok, state: Optional[dict] = None, drawn: Opt
     zeros = lambda n: torch.zeros(Bn, n, dtype=dt)  # noqa: E731
     h = [state.get(f"h_l{l}", zeros(H[l])) for l in range(L)]
     c = [state.get(f"c_l{l}", zeros(H[l])) for l in range(L)]
-    z = [state.get(f"z_l{l}", zeros(1)) for l in range(L)]           # (B, 1)
+    z = [state.get(f"z_l{l}", zeros(1)) for l in range(L)]  # (B, 1)
     ys = []
-    zsums = [torch.zeros((), dtype=dt) for _ in range(L)]             # sum of z^l per layer (rate terms)
+    zsums = [torch.zeros((), dtype=dt) for _ in range(L)]  # sum of z^l per layer (rate terms)
     for t in range(Tn):
         hb, zb = x[:, t], torch.ones(Bn, 1, dtype=dt)
         for l in range(L):
@@ -60,20 +62,30 @@ def forward(P: dict, config: dict, tok, state: Optional[dict] = None, drawn: Opt
             s = (r * h[l]) @ Uh.T + (zb * hb) @ P[f"weight_ih_l{l}"].T + P[f"bias_l{l}"]
             if l + 1 < L and config["top_down"]:
                 s = s + (zp * h[l + 1]) @ Utd.T
-            gates = s[:, :4 * n]
+            gates = s[:, : 4 * n]
             if config["layer_norm"]:
-                gates = torch.cat([torch.nn.functional.layer_norm(
-                    gates[:, q * n:(q + 1) * n], (n,), P[f"ln_weight_l{l}"][q * n:(q + 1) * n],
-                    P[f"ln_bias_l{l}"][q * n:(q + 1) * n], eps=1e-5) for q in range(4)], dim=1)
-            i, f = torch.sigmoid(gates[:, :n]), torch.sigmoid(gates[:, n:2 * n])
-            g, o = torch.tanh(gates[:, 2 * n:3 * n]), torch.sigmoid(gates[:, 3 * n:])
+                gates = torch.cat(
+                    [
+                        torch.nn.functional.layer_norm(
+                            gates[:, q * n : (q + 1) * n],
+                            (n,),
+                            P[f"ln_weight_l{l}"][q * n : (q + 1) * n],
+                            P[f"ln_bias_l{l}"][q * n : (q + 1) * n],
+                            eps=1e-5,
+                        )
+                        for q in range(4)
+                    ],
+                    dim=1,
+                )
+            i, f = torch.sigmoid(gates[:, :n]), torch.sigmoid(gates[:, n : 2 * n])
+            g, o = torch.tanh(gates[:, 2 * n : 3 * n]), torch.sigmoid(gates[:, 3 * n :])
             zpw = zp.detach() if switch[l] else zp
             zbw = zb.detach() if l > 0 and switch[l - 1] else zb
-            wU, wC = (1 - zpw) * zbw, (1 - zpw) * (1 - zbw)              # UPDATE, COPY (FLUSH = zp)
+            wU, wC = (1 - zpw) * zbw, (1 - zpw) * (1 - zbw)  # UPDATE, COPY (FLUSH = zp)
             c_new = (1 - wC) * i * g + wU * f * c[l] + wC * c[l]
             h_new = (1 - wC) * o * torch.tanh(c_new) + wC * h[l]
             if s.shape[1] > 4 * n:
-                zhat = torch.clamp((a * s[:, 4 * n:] + 1) / 2, 0, 1)
+                zhat = torch.clamp((a * s[:, 4 * n :] + 1) / 2, 0, 1)
                 if config["boundary"] == "step":
                     zn = zhat + ((zhat > 0.5).to(dt) - zhat).detach()
                 elif config["boundary"] == "sample":
@@ -88,11 +100,11 @@ def forward(P: dict, config: dict, tok, state: Optional[dict] = None, drawn: Opt
             h[l], c[l], z[l] = h_new, c_new, z_new
             hb, zb = h_new, z_new
         ys.append(torch.cat(h, dim=1))
-    Y = torch.stack(ys, dim=1)                                        # (B, T, sum H)
-    if config["head"] == "gated":                                     # eq. 11-12
-        gate = torch.sigmoid(Y @ P["output.gate.weight"].T)            # (B, T, L)
+    Y = torch.stack(ys, dim=1)  # (B, T, sum H)
+    if config["head"] == "gated":  # eq. 11-12
+        gate = torch.sigmoid(Y @ P["output.gate.weight"].T)  # (B, T, L)
         parts = torch.split(Y, list(H), dim=2)
-        Yg = torch.cat([parts[l] * gate[..., l:l + 1] for l in range(L)], dim=2)
+        Yg = torch.cat([parts[l] * gate[..., l : l + 1] for l in range(L)], dim=2)
         Y = torch.relu(Yg @ P["output.embed.weight"].T)
     logits = Y @ P["decoder.weight"].T + P["decoder.bias"]
     new_state = {f"{w}_l{l}": v[l] for l in range(L) for w, v in (("h", h), ("c", c), ("z", z))}
@@ -100,14 +112,20 @@ def forward(P: dict, config: dict, tok, state: Optional[dict] = None, drawn: Opt
         terms["boundary_rate"] = config.get("rate_penalty", 0.0) * sum(zsums) / (Bn * Tn)
         targets = config.get("rate_target") or []
         terms["boundary_target"] = sum(
-            (config.get("rate_weight", 0.0) * (zsums[l] / (Bn * Tn) - r) ** 2 for l, r in enumerate(targets)
-             if l < L and (l + 1 < L or config["top_boundary"])), torch.zeros((), dtype=dt))
+            (
+                config.get("rate_weight", 0.0) * (zsums[l] / (Bn * Tn) - r) ** 2
+                for l, r in enumerate(targets)
+                if l < L and (l + 1 < L or config["top_boundary"])
+            ),
+            torch.zeros((), dtype=dt),
+        )
     return logits, new_state
 
 
 def loss_and_grad(model, tok, tgt, state: dict, records: Optional[dict] = None):
     """The reference's mean cross-entropy, gradients of the objective (cross-entropy plus the
-    boundary-rate terms when ``rate_penalty`` > 0 or a ``rate_target`` is set) by the model's names and new state (NumPy),
+    boundary-rate terms when ``rate_penalty`` > 0 or a ``rate_target`` is set) by the model's names and new state
+    (NumPy),
     in float64 from ``model``'s parameters; ``records``: the model's records of the same chunk
     (``model.records()``, for the draws of sampled boundaries)."""
     torch = _torch()
@@ -120,7 +138,9 @@ def loss_and_grad(model, tok, tgt, state: dict, records: Optional[dict] = None):
     terms = {}
     logits, new = forward(P, model.config, torch.as_tensor(np.asarray(tok, dtype=np.int64)), st, drawn, terms)
     V = logits.shape[-1]
-    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V), torch.as_tensor(np.asarray(tgt, np.int64)).reshape(-1))
+    loss = torch.nn.functional.cross_entropy(
+        logits.reshape(-1, V), torch.as_tensor(np.asarray(tgt, np.int64)).reshape(-1)
+    )
     (loss + terms["boundary_rate"] + terms["boundary_target"]).backward()
     grads = {k: (p.grad.numpy() if p.grad is not None else np.zeros(p.shape)) for k, p in P.items()}
     return float(loss.detach()), grads, {k: v.detach().numpy() for k, v in new.items()}

@@ -5,6 +5,7 @@ state names as :class:`multiscale_rnn.HORNN` (``weight_hh_l0`` (N*H, H) stacks [
 ``loss_and_grad(model, tokens, targets, state)`` checks a model against it (float64);
 :class:`TorchHORNN` is the same network as a ``torch.nn.Module``, for benchmarks.
 """
+
 from __future__ import annotations
 
 from typing import Dict, List, Optional
@@ -16,8 +17,17 @@ from . import torch as _torch
 __all__ = ["hornn_layer", "TorchHORNN", "loss_and_grad", "state_gradients"]
 
 
-def hornn_layer(x, lags: List, P: Dict, suffix: str, order: int, pooling: str, alpha: float = 0.6,
-                activation: str = "sigmoid", keep: Optional[List] = None):
+def hornn_layer(
+    x,
+    lags: List,
+    P: Dict,
+    suffix: str,
+    order: int,
+    pooling: str,
+    alpha: float = 0.6,
+    activation: str = "sigmoid",
+    keep: Optional[List] = None,
+):
     """One HORNN layer over a sequence. ``x`` (B, T, E); ``lags[n-1]`` (B, H) is h_{-n}; ``P`` maps
     parameter names to tensors (``bias``/``gate_bias`` may be absent). Returns (y (B, T, H), the
     lags after the last step in the same order). ``keep``, a list, receives every step's h_t
@@ -27,20 +37,20 @@ def hornn_layer(x, lags: List, P: Dict, suffix: str, order: int, pooling: str, a
     W_in, W_h = P["weight_ih" + suffix], P["weight_hh" + suffix]
     H = W_in.shape[0]
     b = P.get("bias" + suffix)
-    hist = list(reversed(lags))            # hist[-n] is h_{t-n}
-    inputs = x @ W_in.T + (b if b is not None else 0.0)    # (B, T, H)
+    hist = list(reversed(lags))  # hist[-n] is h_{t-n}
+    inputs = x @ W_in.T + (b if b is not None else 0.0)  # (B, T, H)
     if pooling == "gated":
         Wg_in, Wg_h, bg = P["gate_weight_ih" + suffix], P["gate_weight_hh" + suffix], P.get("gate_bias" + suffix)
-        gate_in = x @ Wg_in.T + (bg if bg is not None else 0.0)   # (B, T, N*H)
+        gate_in = x @ Wg_in.T + (bg if bg is not None else 0.0)  # (B, T, N*H)
     ys = []
     for t in range(x.shape[1]):
-        paths = [hist[-n] @ W_h[(n - 1) * H:n * H].T for n in range(1, order + 1)]   # p_{t,n}
+        paths = [hist[-n] @ W_h[(n - 1) * H : n * H].T for n in range(1, order + 1)]  # p_{t,n}
         if pooling == "plain":
             pooled = sum(paths)
         elif pooling == "fofe":
-            pooled = sum(alpha ** n * p for n, p in zip(range(1, order + 1), paths))
+            pooled = sum(alpha**n * p for n, p in zip(range(1, order + 1), paths))
         elif pooling == "max":
-            pooled = torch.stack(paths).max(dim=0).values   # ties: torch's choice (the tests avoid them)
+            pooled = torch.stack(paths).max(dim=0).values  # ties: torch's choice (the tests avoid them)
         elif pooling == "gated":
             pooled = 0.0
             for n, p in zip(range(1, order + 1), paths):
@@ -63,8 +73,18 @@ def _make_module():
     class TorchHORNN(torch.nn.Module):
         """Embedding -> L HORNN layers -> linear decoder, parameters named as the fast model's."""
 
-        def __init__(self, vocab_size, embed_size, hidden_sizes, order=3, pooling="plain", alpha=0.6,
-                     activation="sigmoid", bias=True, std=0.1):
+        def __init__(
+            self,
+            vocab_size,
+            embed_size,
+            hidden_sizes,
+            order=3,
+            pooling="plain",
+            alpha=0.6,
+            activation="sigmoid",
+            bias=True,
+            std=0.1,
+        ):
             super().__init__()
             self.cfg = dict(order=order, pooling=pooling, alpha=alpha, activation=activation)
             self.hidden_sizes = tuple(hidden_sizes)
@@ -85,8 +105,11 @@ def _make_module():
             self.decoder = torch.nn.Linear(e, vocab_size)
 
         def initial_state(self, batch):
-            return {f"h_l{l}_lag{n}": torch.zeros(batch, h) for l, h in enumerate(self.hidden_sizes)
-                    for n in range(1, self.cfg["order"] + 1)}
+            return {
+                f"h_l{l}_lag{n}": torch.zeros(batch, h)
+                for l, h in enumerate(self.hidden_sizes)
+                for n in range(1, self.cfg["order"] + 1)
+            }
 
         def hidden(self, tokens, state):
             """The top layer's states (B, T, H) and the new state."""
@@ -137,13 +160,16 @@ def _forward(model, tokens, targets, state, weights):
     for l in range(len(H)):
         lags = [torch.tensor(np.asarray(state[f"h_l{l}_lag{n}"], dtype=np.float64)) for n in range(1, order + 1)]
         states.append([])
-        y, lags = hornn_layer(y, lags, P, f"_l{l}", order, cfg["pooling"], cfg.get("alpha", 0.6), cfg["activation"],
-                              keep=states[-1])
+        y, lags = hornn_layer(
+            y, lags, P, f"_l{l}", order, cfg["pooling"], cfg.get("alpha", 0.6), cfg["activation"], keep=states[-1]
+        )
         final.update({f"h_l{l}_lag{n}": v.detach().numpy() for n, v in enumerate(lags, 1)})
     logits = y @ P["decoder.weight"].T + P["decoder.bias"]
-    nll = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                                            torch.as_tensor(np.asarray(targets), dtype=torch.long).reshape(-1),
-                                            reduction="none")
+    nll = torch.nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]),
+        torch.as_tensor(np.asarray(targets), dtype=torch.long).reshape(-1),
+        reduction="none",
+    )
     if weights is None:
         loss = nll.mean()
     else:
@@ -162,8 +188,9 @@ def loss_and_grad(model, tokens, targets, state: Optional[Dict[str, np.ndarray]]
     return float(loss.detach()), grads, final
 
 
-def state_gradients(model, tokens, targets, state: Optional[Dict[str, np.ndarray]] = None,
-                    weights=None) -> Dict[str, np.ndarray]:
+def state_gradients(
+    model, tokens, targets, state: Optional[Dict[str, np.ndarray]] = None, weights=None
+) -> Dict[str, np.ndarray]:
     """dL/dh_t of every layer and step by autograd: {"h_l0": (B, T, H), ...}, the whole gradient
     reaching each state (what ``model.record_gradients()`` holds, laid out by stream and step)."""
     torch = _torch()
@@ -172,6 +199,6 @@ def state_gradients(model, tokens, targets, state: Optional[Dict[str, np.ndarray
     grads = torch.autograd.grad(loss, flat)
     out, i = {}, 0
     for l, layer in enumerate(states):
-        out[f"h_l{l}"] = torch.stack(grads[i:i + len(layer)], dim=1).numpy()
+        out[f"h_l{l}"] = torch.stack(grads[i : i + len(layer)], dim=1).numpy()
         i += len(layer)
     return out

@@ -6,6 +6,7 @@ Also the GRU written the reset-before way (Cho et al. 2014: h~ = tanh(U_n (r . h
 unit a VCGRU becomes with m_t forced to 1. Used by the parity tests in float64 (``loss_and_grad``)
 and by ``bench/bench_vcrnn.py`` as the masked model written the natural way (``forward`` in float32).
 """
+
 from __future__ import annotations
 
 from typing import Optional
@@ -60,7 +61,7 @@ def forward(P: dict, config: dict, tok, state: Optional[dict] = None):
     gru = config["model"] == "VCGRU"
     lam, eps = config["sharpness"], config["eps"]
     off = 1 if config["mask_index"] == "one" else 0
-    x = P["embedding.weight"][tok]                                     # (B, T, D)
+    x = P["embedding.weight"][tok]  # (B, T, D)
     Bn, Tn = tok.shape
     h = (state or {}).get("h_l0", torch.zeros(Bn, D, dtype=x.dtype))
     W, U, b = P["weight_ih_l0"], P["weight_hh_l0"], P["bias_l0"]
@@ -68,12 +69,12 @@ def forward(P: dict, config: dict, tok, state: Optional[dict] = None):
     for t in range(Tn):
         xt = x[:, t]
         m = torch.sigmoid(h @ P["sched_weight_hh_l0"].T + xt @ P["sched_weight_ih_l0"].T + P["sched_bias_l0"])
-        e = mask(m, D, lam, eps, off)                                   # (B, D)
+        e = mask(m, D, lam, eps, off)  # (B, D)
         hb, xb = e * h, e * xt
         if gru:
             r = torch.sigmoid(hb @ U[:D].T + xb @ W[:D].T + b[:D])
-            z = e * torch.sigmoid(hb @ U[D:2 * D].T + xb @ W[D:2 * D].T + b[D:2 * D])
-            n = torch.tanh((r * hb) @ U[2 * D:].T + xb @ W[2 * D:].T + b[2 * D:])
+            z = e * torch.sigmoid(hb @ U[D : 2 * D].T + xb @ W[D : 2 * D].T + b[D : 2 * D])
+            n = torch.tanh((r * hb) @ U[2 * D :].T + xb @ W[2 * D :].T + b[2 * D :])
             h = z * n + (1 - z) * h
         else:
             h = e * torch.tanh(hb @ U.T + xb @ W.T + b) + (1 - e) * h
@@ -99,8 +100,8 @@ def gru_reset_before(P: dict, tok, state: Optional[dict] = None):
     for t in range(Tn):
         xt = x[:, t]
         r = torch.sigmoid(h @ U[:D].T + xt @ W[:D].T + b[:D])
-        z = torch.sigmoid(h @ U[D:2 * D].T + xt @ W[D:2 * D].T + b[D:2 * D])
-        n = torch.tanh((r * h) @ U[2 * D:].T + xt @ W[2 * D:].T + b[2 * D:])
+        z = torch.sigmoid(h @ U[D : 2 * D].T + xt @ W[D : 2 * D].T + b[D : 2 * D])
+        n = torch.tanh((r * h) @ U[2 * D :].T + xt @ W[2 * D :].T + b[2 * D :])
         h = z * n + (1 - z) * h
         ys.append(h)
     Y = torch.stack(ys, dim=1)
@@ -116,8 +117,9 @@ def loss_and_grad(model, tok, tgt, state: Optional[dict] = None):
     st = None if state is None else {k: torch.tensor(np.asarray(v), dtype=torch.float64) for k, v in state.items()}
     logits, new, rec = forward(P, model.config, torch.as_tensor(np.asarray(tok), dtype=torch.long), st)
     V = logits.shape[-1]
-    xent = torch.nn.functional.cross_entropy(logits.reshape(-1, V),
-                                             torch.as_tensor(np.asarray(tgt), dtype=torch.long).reshape(-1))
+    xent = torch.nn.functional.cross_entropy(
+        logits.reshape(-1, V), torch.as_tensor(np.asarray(tgt), dtype=torch.long).reshape(-1)
+    )
     cfg = model.config
     aux = cfg["penalty_weight"] * penalty(rec["m"], cfg["penalty"], cfg["target"]).mean()
     (xent + aux).backward()
