@@ -290,10 +290,8 @@ def test_phrase_recipe_preset_trains_from_the_command_line(tmp_path, capsys):
         "and z2 (held off for 1,500 updates) never fired, so the layers above them never updated. Train "
         "longer (--epochs) or shorten the warm-up (--option warmup=N, or a list per layer)"
     ]
-    from multiscale_rnn.cli import _held_off_note
-
-    assert _held_off_note(msr.HMLSTM(30, 8, (8, 8), warmup=0), 10) is None  # every detector on: nothing to say
-    assert _held_off_note(msr.LSTM(30, 8, (8,)), 10) is None
+    assert msr.HMLSTM(30, 8, (8, 8), warmup=0).held_off_note(10) is None  # every detector on: nothing to say
+    assert msr.LSTM(30, 8, (8,)).end_of_run_notes(msr.data.load("embedded"), 10) == []
 
 
 def test_build_model_registry():

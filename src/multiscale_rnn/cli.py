@@ -632,57 +632,9 @@ def _train(args, dist) -> int:
         for split, r in results.items()
     ]
     say(f"done after {epoch} epoch(s), {step} steps: {', '.join(parts)}; checkpoint {out}")
-    report = _boundary_report(model, corpus)
-    if report:
-        say(report)
-    note = _held_off_note(model, step)
-    if note:
-        say(note)
+    for line in model.end_of_run_notes(corpus, step):  # the family's own report (HM-LSTM: its boundaries)
+        say(line)
     return 0
-
-
-def _held_off_note(model, step: int) -> Optional[str]:
-    """For an HM-LSTM whose run ended within a detector's warm-up: a line saying which detectors never
-    started and how to change that; None otherwise."""
-    from .models.hm_lstm import HMLSTM
-
-    if not isinstance(model, HMLSTM) or not model.held_off:
-        return None
-    starts = model.warmup_counts()
-    held = [f"z{l + 1} (held off for {starts[l]:,} updates)" for l in model.held_off]
-    which = held[0] if len(held) == 1 else ", ".join(held[:-1]) + " and " + held[-1]
-    return (
-        f"note: the run ended after {step:,} updates, within the boundary warm-up: {which} never fired, so "
-        f"the layer{'s' if len(held) > 1 else ''} above {'them' if len(held) > 1 else 'it'} never updated. "
-        f"Train longer (--epochs) or shorten the warm-up (--option warmup=N, or a list per layer)"
-    )
-
-
-def _boundary_report(model, corpus, n: int = 2000) -> Optional[str]:
-    """For an HM-LSTM on a corpus that knows its segments (the generated text): one line with the precision,
-    recall and F1 of each detector's boundaries on the first ``n`` validation symbols against the ends of
-    the same level (z^1: words, z^2: phrases) where they can first be seen, tolerance 1, and the fraction
-    of steps with z = 1; None otherwise."""
-    import numpy as np
-
-    from .models.hm_lstm import HMLSTM, boundary_scores, first_seen
-
-    refs = (corpus.boundaries or {}).get("valid") or {}
-    if not isinstance(model, HMLSTM) or corpus.valid is None or len(corpus.valid) < 2:
-        return None
-    levels = [(l, level) for l, level in zip(model.detector_layers, ("word", "phrase")) if level in refs]
-    if not levels:
-        return None
-    ids = np.asarray(corpus.valid[:n])
-    z = model.trace(ids).z > 0.5  # (L, T)
-    parts = []
-    for l, level in levels:
-        sc = boundary_scores(z[l], first_seen(refs[level][: len(ids)]), 1)
-        parts.append(
-            f"z{l + 1} against {level} ends: precision {sc['precision']:.2f}, recall {sc['recall']:.2f}, "
-            f"F1 {sc['f1']:.2f} (z{l + 1} = 1 on {z[l].mean():.1%} of steps)"
-        )
-    return f"boundaries on the first {len(ids)} validation symbols (tolerance 1): " + "; ".join(parts)
 
 
 def _trainer_kw(s, corpus) -> Dict[str, Any]:

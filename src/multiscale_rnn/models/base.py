@@ -22,7 +22,7 @@ import inspect
 import json
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -643,6 +643,13 @@ class LanguageModel:
         """Option schedules the Trainer applies unless its ``model_options`` name them (none here;
         the HM-LSTM's boundary warm-up)."""
         return {}
+
+    def end_of_run_notes(self, corpus, steps: int) -> List[str]:
+        """Lines the command line prints after a training run of this model on ``corpus`` (a
+        ``data.Corpus``) that ended after ``steps`` updates: none here; a family with something to
+        report overrides it (the HM-LSTM: its boundaries against known segments, detectors that
+        never started)."""
+        return []
 
     def selection_step(self) -> Optional[int]:
         """The update at which :func:`multiscale_rnn.best_of` compares restarts by default

@@ -492,6 +492,47 @@ class HMLSTM(LanguageModel):
         warm-up, or a run shorter than it)."""
         return [l for l in self.detector_layers if not self.options.get(f"detectors_l{l}", 1.0)]
 
+    def end_of_run_notes(self, corpus, steps: int) -> List[str]:
+        """After a command-line training run: the boundary report (on a corpus that knows its segments)
+        and the note on detectors that never started (see ``boundary_report``, ``held_off_note``)."""
+        return [line for line in (self.boundary_report(corpus), self.held_off_note(steps)) if line]
+
+    def held_off_note(self, steps: int) -> Optional[str]:
+        """For a run that ended within a detector's warm-up: a line saying which detectors never started
+        and how to change that; None otherwise."""
+        if not self.held_off:
+            return None
+        starts = self.warmup_counts()
+        held = [f"z{l + 1} (held off for {starts[l]:,} updates)" for l in self.held_off]
+        which = held[0] if len(held) == 1 else ", ".join(held[:-1]) + " and " + held[-1]
+        return (
+            f"note: the run ended after {steps:,} updates, within the boundary warm-up: {which} never fired, so "
+            f"the layer{'s' if len(held) > 1 else ''} above {'them' if len(held) > 1 else 'it'} never updated. "
+            f"Train longer (--epochs) or shorten the warm-up (--option warmup=N, or a list per layer)"
+        )
+
+    def boundary_report(self, corpus, n: int = 2000) -> Optional[str]:
+        """On a corpus that knows its segments (the generated text): one line with the precision, recall and
+        F1 of each detector's boundaries on the first ``n`` validation symbols against the ends of the same
+        level (z^1: words, z^2: phrases) where they can first be seen, tolerance 1, and the fraction of steps
+        with z = 1; None otherwise."""
+        refs = (getattr(corpus, "boundaries", None) or {}).get("valid") or {}
+        if corpus.valid is None or len(corpus.valid) < 2:
+            return None
+        levels = [(l, level) for l, level in zip(self.detector_layers, ("word", "phrase")) if level in refs]
+        if not levels:
+            return None
+        ids = np.asarray(corpus.valid[:n])
+        z = self.trace(ids).z > 0.5  # (L, T)
+        parts = []
+        for l, level in levels:
+            sc = boundary_scores(z[l], first_seen(refs[level][: len(ids)]), 1)
+            parts.append(
+                f"z{l + 1} against {level} ends: precision {sc['precision']:.2f}, recall {sc['recall']:.2f}, "
+                f"F1 {sc['f1']:.2f} (z{l + 1} = 1 on {z[l].mean():.1%} of steps)"
+            )
+        return f"boundaries on the first {len(ids)} validation symbols (tolerance 1): " + "; ".join(parts)
+
     def selection_step(self) -> Optional[int]:
         """With a warm-up per layer whose starts differ (the phrase recipe), the update at which the last
         detector starts: restarts compared just before it are judged on the boundaries of the layers
