@@ -12,33 +12,7 @@ import numpy as np
 
 __all__ = ["gradient_decay", "state_change", "bpc_by_position", "relative_loss"]
 
-
-def _axes(ax):
-    if ax is None:
-        import matplotlib.pyplot as plt
-
-        _, ax = plt.subplots(figsize=(5, 3.5))
-    return ax
-
-
-def _rows(a) -> np.ndarray:
-    a = np.asarray(a, dtype=np.float64)
-    if a.ndim == 1:
-        return a[None]
-    if a.ndim != 2:
-        raise ValueError(f"expected a 1-D curve or a 2-D (samples, points) array, got shape {a.shape}")
-    return a
-
-
-def _mean_band(ax, x, rows, label):
-    mean = np.nanmean(rows, axis=0)
-    (line,) = ax.plot(x, mean, label=label)
-    if rows.shape[0] > 1:
-        std = np.nanstd(rows, axis=0)
-        low = mean - std
-        if ax.get_yscale() == "log":  # keep the band on the positive axis
-            low = np.where(low > 0, low, mean / 10)
-        ax.fill_between(x, low, mean + std, color=line.get_color(), alpha=0.2, linewidth=0)
+from .curves import axes_or_new, mean_band, sample_rows
 
 
 def gradient_decay(curves: Dict[str, np.ndarray], ax=None, normalize: bool = True, log: bool = False):
@@ -46,15 +20,15 @@ def gradient_decay(curves: Dict[str, np.ndarray], ax=None, normalize: bool = Tru
     deviation. ``curves``: label -> (samples, K+1) from ``analysis.gradient_decay``. With
     ``normalize`` every value is divided by the largest mean over all curves; ``log`` draws the
     y axis logarithmic (the long-lag differences span orders of magnitude)."""
-    ax = _axes(ax)
+    ax = axes_or_new(ax)
     if log:
         ax.set_yscale("log")
-    rows = {k: _rows(v) for k, v in curves.items()}
+    rows = {k: sample_rows(v) for k, v in curves.items()}
     scale = 1.0
     if normalize and rows:
         scale = max(float(np.nanmax(np.nanmean(r, axis=0))) for r in rows.values()) or 1.0
     for label, r in rows.items():
-        _mean_band(ax, np.arange(r.shape[1]), r / scale, label)
+        mean_band(ax, np.arange(r.shape[1]), r / scale, label)
     ax.set_xlabel("k")
     ax.set_ylabel("gradient norm" + (" (normalised)" if normalize else ""))
     ax.legend(fontsize="small")
@@ -64,7 +38,7 @@ def gradient_decay(curves: Dict[str, np.ndarray], ax=None, normalize: bool = Tru
 def state_change(rates: Dict[str, np.ndarray], ax=None):
     """Figure 4: the mean rate of change of each cell's state as a bar, with the standard
     deviation as the error bar. ``rates``: label -> 1-D array from ``analysis.state_change``."""
-    ax = _axes(ax)
+    ax = axes_or_new(ax)
     labels = list(rates)
     means = [float(np.nanmean(rates[k])) for k in labels]
     stds = [float(np.nanstd(rates[k])) for k in labels]
@@ -78,10 +52,10 @@ def state_change(rates: Dict[str, np.ndarray], ax=None):
 def bpc_by_position(curves: Dict[str, np.ndarray], ax=None):
     """Figure 5, left: bits per character at each position 1..P within words. ``curves``: label ->
     (P,) or (runs, P) from ``analysis.bpc_by_position``."""
-    ax = _axes(ax)
+    ax = axes_or_new(ax)
     for label, v in curves.items():
-        r = _rows(v)
-        _mean_band(ax, np.arange(1, r.shape[1] + 1), r, label)
+        r = sample_rows(v)
+        mean_band(ax, np.arange(1, r.shape[1] + 1), r, label)
     ax.set_xlabel("character position")
     ax.set_ylabel("BPC")
     ax.legend(fontsize="small")
@@ -93,11 +67,11 @@ def relative_loss(curves: Dict[str, np.ndarray], reference: str, ax=None):
     position; with several runs, run by run)."""
     if reference not in curves:
         raise ValueError(f"reference {reference!r} is not among the curves {list(curves)}")
-    ax = _axes(ax)
-    ref = _rows(curves[reference])
+    ax = axes_or_new(ax)
+    ref = sample_rows(curves[reference])
     for label, v in curves.items():
-        r = _rows(v)
-        _mean_band(ax, np.arange(1, r.shape[1] + 1), r / (ref if ref.shape == r.shape else ref.mean(0)), label)
+        r = sample_rows(v)
+        mean_band(ax, np.arange(1, r.shape[1] + 1), r / (ref if ref.shape == r.shape else ref.mean(0)), label)
     ax.set_xlabel("character position")
     ax.set_ylabel(f"loss relative to {reference}")
     ax.legend(fontsize="small")

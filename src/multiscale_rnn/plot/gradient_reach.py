@@ -7,7 +7,7 @@ from typing import Dict
 
 import numpy as np
 
-from .dynamics import _axes, _mean_band, _rows
+from .curves import axes_or_new, mean_band, sample_rows
 
 __all__ = ["gradient_reach"]
 
@@ -18,17 +18,17 @@ def gradient_reach(curves: Dict[str, np.ndarray], ax=None, relative: bool = True
     ``analysis.gradient_reach`` / ``analysis.compare_reach``. With ``relative`` each curve is
     divided by its own mean at k = 0 (the fraction of the gradient that reaches k steps back);
     ``log`` draws the y axis logarithmic. Returns the Axes."""
-    ax = _axes(ax)
+    ax = axes_or_new(ax)
     if log:
         ax.set_yscale("log")
     for label, v in curves.items():
-        r = _rows(v)
+        r = sample_rows(v)
         if relative:
             first = float(np.nanmean(r[:, 0]))
             if not first > 0:
                 raise ValueError(f"curve {label!r} has gradient {first} at k = 0; cannot draw it relative")
             r = r / first
-        _mean_band(ax, np.arange(r.shape[1]), r, label)
+        mean_band(ax, np.arange(r.shape[1]), r, label)
     ax.set_xlabel("k (steps back)")
     ax.set_ylabel("||dL_t / dh_{t-k}||" + (" / (k = 0)" if relative else ""))
     ax.legend(fontsize="small")
