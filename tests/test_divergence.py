@@ -23,6 +23,7 @@ TRAIN, VALID = _text(4000, 0), _text(600, 1)
 
 
 def _trainer(**kw):
+    kw.setdefault("divergence", 0.1)
     model = msr.LSTM(V, 8, (16,), seed=0)
     return model, msr.Trainer(
         model, optimizer=msr.optim.SGD(1.0), clip_norm=None, batch_size=8, bptt=20, progress=False, **kw
@@ -73,6 +74,10 @@ def test_a_sound_run_is_not_stopped():
         warnings.simplefilter("error", RuntimeWarning)
         history = tr.fit(TRAIN, valid=VALID, epochs=3)
     assert len(history) == 3 and tr.diverged is None
+
+
+def test_the_guard_is_off_by_default():
+    assert msr.Trainer(msr.LSTM(V, 4, (4,))).divergence is None
 
 
 @pytest.mark.parametrize("bad", [0, -0.1, float("nan"), "x", True])

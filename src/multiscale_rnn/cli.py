@@ -649,7 +649,7 @@ def _trainer_kw(s, corpus) -> Dict[str, Any]:
         progress=bool(s["progress"]),
         eval_batch_size=s["eval_batch_size"],
         unit=_token_unit(corpus),
-        divergence=s.get("divergence", 0.1),
+        divergence=s.get("divergence"),
     )
 
 
@@ -1086,7 +1086,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_parse_value,
         metavar="BITS",
         help="stop when validation bits per token exceed the best by more than this, keeping the best "
-        "parameters (default 0.1; 'none' to train through)",
+        "parameters (e.g. 0.1; off by default)",
     )
     g.add_argument("--lr-schedule", choices=["constant", "halve", "plateau", "multistep"])
     g.add_argument("--lr-factor", type=float, help="divide the learning rate by this (halve, plateau, multistep)")

@@ -34,7 +34,7 @@ DEFAULTS: Dict[str, Any] = {
     "weight_decay": 0.0,
     "clip_norm": 1.0,  # null / "none" to switch off
     "clip_value": None,
-    "divergence": 0.1,  # bits per token above the best valid figure that stop a diverged run; null: off
+    "divergence": None,  # bits per token above the best valid figure that stop a diverged run (e.g. 0.1); null: off
     "lr_schedule": "constant",  # constant | halve | plateau
     "lr_factor": 2.0,  # halve / plateau: divide by this
     "patience": 0,  # plateau

@@ -354,12 +354,17 @@ class Trainer:
         ``batch_size`` streams and the gradients are averaged after each chunk, so K ranks give the
         parameters one process gives; only rank 0 prints, calls ``log`` and writes checkpoints.
         ``fit``, ``save_checkpoint`` and ``resume_from`` are then collective (every rank calls them).
-    divergence : the divergence guard, in bits per token (default 0.1): when an epoch's validation
-        bits per token lie more than this above the best so far, the run has diverged. ``fit`` then
-        says so (a ``RuntimeWarning`` naming both epochs and figures), stops, puts the best
-        parameters back into the model and leaves the last checkpoint as it was (it holds the best
-        parameters too: ``load(..., best=True)``); the epoch's history row has ``"diverged": True``
-        and ``trainer.diverged`` the figures. None turns the guard off. Needs validation data.
+    divergence : the divergence guard, in bits per token (off by default; 0.1 is a sensible margin for
+        runs whose validation figure should fall steadily): when an epoch's validation
+        bits per token lie more than this above the best so far, the run has diverged. "So far" counts
+        from the last time the model's own schedules changed the model (``default_model_options``: a
+        boundary detector starting after its warm-up makes a new model, whose first epochs are not
+        compared with the old one's). ``fit`` then says so (a ``RuntimeWarning`` naming both epochs
+        and figures), stops, puts those best parameters back into the model and leaves the last
+        checkpoint as it was; the epoch's history row has ``"diverged": True`` and ``trainer.diverged``
+        the figures. None (the default) turns the guard off. Needs validation data. Off by default
+        because some recipes are not monotone: an HM-LSTM's validation figure jumps for a few epochs
+        after each detector starts.
     """
 
     def __init__(
@@ -378,7 +383,7 @@ class Trainer:
         unit: str = "char",
         constraint: Optional[Callable] = None,
         distributed=False,
-        divergence: Optional[float] = 0.1,
+        divergence: Optional[float] = None,
     ):
         self.model = model
         self.optimizer = optimizer if optimizer is not None else Adam()
@@ -401,6 +406,7 @@ class Trainer:
         named = {family(k) for k in given}
         own = {k: v for k, v in (own() if own is not None else {}).items() if family(k) not in named}
         self.model_options = {**own, **given}
+        self._own_options = set(own)  # the model's own schedules (the HM-LSTM's boundary warm-up)
         for name, sched in self.model_options.items():
             if not (callable(sched) or isinstance(sched, (int, float))):
                 raise TypeError(f"model option {name!r} must be a number or a callable of (epoch, step)")
@@ -420,6 +426,9 @@ class Trainer:
             raise ValueError(f"divergence must be a number of bits > 0 (or None: no guard), got {divergence!r}")
         self.divergence = None if divergence is None else float(divergence)
         self.diverged: Optional[dict] = None  # the epoch the guard stopped at, with its figures
+        # the guard's baseline: the best validation loss since the model's own schedules last changed the
+        # model, with its epoch and parameters ({"loss", "epoch", "params"}); None until an epoch sets it
+        self._guard: Optional[dict] = None
         self.dist = data_parallel(distributed)  # None, or a distributed.DataParallel
         self.history = History()
         # progress
@@ -465,6 +474,8 @@ class Trainer:
         for name, sched in self.model_options.items():
             value = float(sched(self.epoch, self.step) if callable(sched) else sched)
             if force or self._applied.get(name) != value:
+                if name in self._own_options and name in self._applied and self._applied[name] != value:
+                    self._guard = None  # the model itself changed (a detector started): a new baseline
                 self._set_option(name, value)
                 self._applied[name] = value
         self.option_values = dict(self._applied)
@@ -918,7 +929,7 @@ class Trainer:
             f"Lower the learning rate or tighten clipping to go on, or pass divergence=None "
             f"(--divergence none) to train through it."
         )
-        self.restore_best()
+        self.model.flat_parameters()[...] = self._guard["params"]
         if self._speaks:
             import warnings
 
@@ -952,19 +963,22 @@ class Trainer:
             ev = evaluate(self.model, valid, batch_size=self.eval_batch_size, bptt=self.bptt, distributed=self.dist)
             row.update(valid_loss=ev["loss"], valid_bpc=ev["bpc"], valid_perplexity=ev["perplexity"])
             metric = ev["loss"]
-        if (
-            valid is not None
-            and self.divergence is not None
-            and self.best_loss is not None
-            and not (_bits(metric) <= _bits(self.best_loss) + self.divergence)
-        ):
-            row["diverged"] = True
-            self.diverged = {
-                "epoch": epoch_no,
-                "valid_bits": _bits(metric),
-                "best_bits": _bits(self.best_loss),
-                "best_epoch": self.best_epoch,
-            }
+        if valid is not None and self.divergence is not None:
+            g = self._guard
+            if g is not None and not (_bits(metric) <= _bits(g["loss"]) + self.divergence):
+                row["diverged"] = True
+                self.diverged = {
+                    "epoch": epoch_no,
+                    "valid_bits": _bits(metric),
+                    "best_bits": _bits(g["loss"]),
+                    "best_epoch": g["epoch"],
+                }
+            elif g is None or metric < g["loss"]:
+                self._guard = {
+                    "loss": float(metric),
+                    "epoch": epoch_no,
+                    "params": np.array(self.model.flat_parameters(), copy=True),
+                }
         if math.isfinite(metric) and (self.best_loss is None or metric < self.best_loss):
             self.best_loss, self.best_epoch = float(metric), epoch_no
             self.best_params = np.array(self.model.flat_parameters(), copy=True)
