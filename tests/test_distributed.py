@@ -6,9 +6,7 @@ the same trainings done in the pytest process. mpi4py and an MPI (the MPICH whee
 ``test`` extra; without mpi4py only the tests that need no MPI run.
 """
 
-import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +18,7 @@ import multiscale_rnn as msr
 from multiscale_rnn.distributed import data_parallel, shard
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _mpi as mpi  # noqa: E402
 import _mpi_training as runs  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -139,20 +138,8 @@ def test_a_communicator_must_be_one():
 
 
 # ---- under mpiexec -n 2 ----------------------------------------------------------------------------
-def _mpiexec():
-    pytest.importorskip("mpi4py")
-    for folder in (Path(sys.executable).parent, None):
-        found = shutil.which("mpiexec", path=str(folder) if folder else None)
-        if found:
-            return found
-    pytest.fail("mpi4py is installed but no mpiexec was found (pip install mpich, or your MPI's mpiexec on PATH)")
-
-
-def _mpi(*args, cwd, timeout=TIMEOUT):
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    return subprocess.run(
-        [_mpiexec(), "-n", "2", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
-    )
+_mpiexec = mpi.mpiexec
+_mpi = mpi.run
 
 
 @pytest.fixture(scope="module")
@@ -302,34 +289,11 @@ def test_an_error_on_one_rank_is_raised_on_every_rank(under_mpi):
 
 
 def _cli(tmp_path, *extra):
+    flags = "--model lstm --embed-size 8 --hidden-sizes 16 --batch-size 4 --bptt 10 --epochs 1 --max-chunks 3"
     return _mpi(
-        sys.executable,
-        "-m",
-        "multiscale_rnn",
-        "train",
-        "--distributed",
-        "--model",
-        "lstm",
-        "--embed-size",
-        "8",
-        "--hidden-sizes",
-        "16",
-        "--batch-size",
-        "4",
-        "--bptt",
-        "10",
-        "--epochs",
-        "1",
-        "--max-chunks",
-        "3",
-        "--threads",
-        "1",
-        "--no-progress",
-        "--out",
-        str(tmp_path / "cli.npz"),
-        *extra,
-        cwd=tmp_path,
-    )
+        sys.executable, "-m", "multiscale_rnn", "train", "--distributed", *flags.split(), "--threads", "1",
+        "--no-progress", "--out", str(tmp_path / "cli.npz"), *extra, cwd=tmp_path,
+    )  # fmt: skip
 
 
 def test_command_line_trains_on_two_ranks_and_rank_0_alone_speaks_and_writes(tmp_path):
