@@ -67,6 +67,9 @@ def cmd_run(args) -> int:
     done = _done(args.out)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     languages = part["languages"] if args.languages is None else [int(x) for x in args.languages.split(",")]
+    seeds = part["seeds"] if args.seeds is None else [int(x) for x in args.seeds.split(",")]
+    if not set(seeds) <= set(part["seeds"]):
+        raise SystemExit(f"error: seeds {sorted(set(seeds) - set(part['seeds']))} are not in the {args.part} part of {SPLIT}")
     new = 0
     for config in args.config.split(","):
         for layers in [int(x) for x in args.layers.split(",")]:
@@ -74,7 +77,7 @@ def cmd_run(args) -> int:
                 if language not in part["languages"]:
                     raise SystemExit(f"error: language {language} is not in the {args.part} part of {SPLIT}")
                 spec = draw_language(language)
-                for seed in part["seeds"]:
+                for seed in seeds:
                     base = {
                         "config": config,
                         "layers": layers,
@@ -152,6 +155,7 @@ def main(argv=None) -> int:
     r.add_argument("--config", default="package", help="configurations of study_hm_boundaries.py, comma-separated")
     r.add_argument("--layers", default="2")
     r.add_argument("--languages", default=None, help="a subset of the part's languages, comma-separated")
+    r.add_argument("--seeds", default=None, help="a subset of the part's text seeds, comma-separated (a first screen)")
     r.add_argument("--hidden", type=int, default=32)
     r.add_argument("--threads", type=int, default=1)
     r.add_argument("--limit", type=int, default=None, help="stop after this many new runs")
