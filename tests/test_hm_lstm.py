@@ -132,7 +132,7 @@ def test_matches_pytorch_reference(opts):
     rec = m.records()
     ops = np.concatenate([rec[f"op_l{l}"] for l in range(1, m.num_layers)])
     assert {0, 1, 2} <= set(np.unique(ops).astype(int)), "the check should see COPY, UPDATE and FLUSH"
-    rloss, rgrads, rstate = reference.loss_and_grad(m, tok, tgt, st, rec)
+    rloss, rgrads, rstate = reference.loss_and_grad(m, tok, tgt, st, records=rec)
     assert loss == pytest.approx(rloss, rel=1e-12)
     for k in grads:
         np.testing.assert_allclose(grads[k], rgrads[k], rtol=1e-9, atol=1e-12, err_msg=k)

@@ -59,7 +59,7 @@ def test_rate_term_matches_pytorch_reference(opts):
     st = random_state(m, rng, batch=4)
     loss, grads, state = m.loss_and_grad(tok, tgt, st)
     rec = m.records()
-    rloss, rgrads, rstate = reference.loss_and_grad(m, tok, tgt, st, rec)
+    rloss, rgrads, rstate = reference.loss_and_grad(m, tok, tgt, st, records=rec)
     assert loss == pytest.approx(rloss, rel=1e-12)
     assert loss.aux["boundary_rate"] > 0
     without = make(rate_penalty=0.0, **opts)
@@ -316,7 +316,7 @@ def test_rate_target_matches_pytorch_reference(opts):
     tok, tgt = batch(rng, steps=8, batch=4)
     st = random_state(m, rng, batch=4)
     loss, grads, state = m.loss_and_grad(tok, tgt, st)
-    rloss, rgrads, rstate = reference.loss_and_grad(m, tok, tgt, st, m.records())
+    rloss, rgrads, rstate = reference.loss_and_grad(m, tok, tgt, st, records=m.records())
     assert loss == pytest.approx(rloss, rel=1e-12)
     assert loss.aux["boundary_target"] > 0
     g0 = make(rate_target=None, **opts).loss_and_grad(tok, tgt, st)[1]
@@ -591,7 +591,7 @@ def test_per_layer_reading_and_detector_input_match_pytorch_reference(opts):
     tok, tgt = batch(rng, steps=8, batch=4)
     st = random_state(m, rng, batch=4)
     loss, grads, state = m.loss_and_grad(tok, tgt, st)
-    rloss, rgrads, rstate = reference.loss_and_grad(m, tok, tgt, st, m.records())
+    rloss, rgrads, rstate = reference.loss_and_grad(m, tok, tgt, st, records=m.records())
     assert loss == pytest.approx(rloss, rel=1e-12)
     for k in grads:
         np.testing.assert_allclose(grads[k], rgrads[k], rtol=1e-9, atol=1e-12, err_msg=k)

@@ -10,6 +10,8 @@ from typing import Dict, Optional
 
 import numpy as np
 
+from ..models.base import Loss
+from . import check_covered, tensors, torch_grads, torch_inputs, torch_objective
 from . import torch as _torch
 
 __all__ = ["clockwork_layer", "loss_and_grad"]
@@ -34,28 +36,26 @@ def clockwork_layer(x, h, clock: int, P: Dict, modules: int, base: int):
     return torch.stack(ys, dim=1), h
 
 
-def loss_and_grad(model, tokens, targets, state: Optional[Dict[str, np.ndarray]] = None):
-    """Mean cross-entropy, gradients (dict name -> array) and final state of ``model`` (a
-    :class:`multiscale_rnn.ClockworkRNN`, linear head, token inputs, no dropout), in float64 autograd."""
+def loss_and_grad(model, inputs, targets, state: Optional[Dict[str, np.ndarray]] = None, mask=None):
+    """Mean cross-entropy (``Loss``, no auxiliary terms), gradients (dict name -> array) and final
+    state of ``model`` (a :class:`multiscale_rnn.ClockworkRNN` with the linear head), in float64
+    autograd (the common interface of ``multiscale_rnn.reference``)."""
     torch = _torch()
+    check_covered(model)
     cfg = model.config
-    if cfg.get("head", "linear") != "linear" or cfg.get("input_size") is not None or cfg.get("dropout", 0.0):
-        raise ValueError("the Clockwork RNN reference covers token inputs, the linear head and no dropout")
-    P = {k: torch.tensor(np.array(v, dtype=np.float64), requires_grad=True) for k, v in model.parameters().items()}
-    tok = np.asarray(tokens)
-    B, H = tok.shape[0], cfg["hidden_sizes"][0]
+    P = tensors(model, np.float64)
+    Pin, tok = torch_inputs(P, inputs)
+    B, T = tok.shape
+    H = cfg["hidden_sizes"][0]
     if state is None:
         state = {"h_l0": np.zeros((B, H)), "clock_l0": np.zeros((B, 1))}
     clock = int(np.asarray(state["clock_l0"])[0, 0])
-    x = P["embedding.weight"][torch.as_tensor(tok, dtype=torch.long)]
+    x = Pin["embedding.weight"][tok]
     y, h = clockwork_layer(
         x, torch.tensor(np.asarray(state["h_l0"], dtype=np.float64)), clock, P, cfg["modules"], cfg["base"]
     )
     logits = y @ P["decoder.weight"].T + P["decoder.bias"]
-    loss = torch.nn.functional.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]), torch.as_tensor(np.asarray(targets), dtype=torch.long).reshape(-1)
-    )
+    loss = torch_objective(logits, targets, mask)
     loss.backward()
-    grads = {k: (p.grad.numpy() if p.grad is not None else np.zeros(p.shape)) for k, p in P.items()}
-    final = {"h_l0": h.detach().numpy(), "clock_l0": np.full((B, 1), float(clock + tok.shape[1]))}
-    return float(loss.detach()), grads, final
+    final = {"h_l0": h.detach().numpy(), "clock_l0": np.full((B, 1), float(clock + T))}
+    return Loss(float(loss.detach())), torch_grads(P), final

@@ -8,14 +8,18 @@ Cells without layer norm are PyTorch's own LSTM cell (``torch.lstm_cell``, the k
 ``nn.LSTMCell``); with layer norm, each gate block and (``ln_cell``) the cell state are normalised as
 in the paper, with epsilon ``eps`` and (``bias_before_norm``) the bias ``bias_*`` added before the gate
 layer norms. Zoneout keeps the previous value with probability z: a Bernoulli mask in training, the
-expectation in evaluation. Used by the parity tests in float64 and by ``bench/bench_fs_rnn.py`` in
-float32.
+expectation in evaluation. Used by the parity tests in float64 (``loss_and_grad``, the common
+interface of ``multiscale_rnn.reference``) and by ``bench/bench_fs_rnn.py`` in float32.
 """
 
 from __future__ import annotations
 
 from typing import Dict, Optional
 
+import numpy as np
+
+from ..models.base import Loss
+from . import check_covered, tensors, torch_grads, torch_inputs, torch_objective
 from . import torch as _torch
 
 STATE = ("h_fast", "c_fast", "h_slow", "c_slow")
@@ -127,3 +131,21 @@ def options(model) -> dict:
         eps=float(o["layer_norm_eps"]),
         bias_before_norm=bool(o["bias_before_norm"]),
     )
+
+
+def loss_and_grad(model, inputs, targets, state: Optional[dict] = None, mask=None):
+    """The reference of ``model.loss_and_grad`` for an ``msr.FSRNN`` with LSTM cells (the common
+    interface of ``multiscale_rnn.reference``): the mean cross-entropy (``Loss``, no auxiliary terms),
+    the gradients by the model's names and the new state (NumPy), in float64 autograd."""
+    torch = _torch()
+    check_covered(model)
+    cfg = model.config
+    if cfg["cell"] != "lstm" or cfg["slow_cell"] != "lstm":
+        raise NotImplementedError(f"the FS-RNN reference has LSTM cells only, got {cfg['cell']!r}/{cfg['slow_cell']!r}")
+    P = tensors(model, np.float64)
+    Pin, tok = torch_inputs(P, inputs)
+    st = None if state is None else {k: torch.tensor(np.asarray(v, dtype=np.float64)) for k, v in state.items()}
+    logits, new = forward(Pin, tok, st, train=True, **options(model))
+    xent = torch_objective(logits, targets, mask)
+    xent.backward()
+    return Loss(float(xent.detach())), torch_grads(P), {k: v.detach().numpy() for k, v in new.items()}

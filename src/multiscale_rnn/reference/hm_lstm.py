@@ -2,7 +2,8 @@
 every column computed, the operation chosen by the boundary weights (the masked computation of
 public HM-LSTM code), with the package's straight-through rule and parameter and state names.
 
-Used by the parity tests in float64 (``loss_and_grad``) and by ``bench/bench_hm_lstm.py`` as the
+Used by the parity tests in float64 (``loss_and_grad``, the common interface of
+``multiscale_rnn.reference``) and by ``bench/bench_hm_lstm.py`` as the
 masked model written the natural way (``forward`` in float32).
 """
 
@@ -12,8 +13,14 @@ from typing import Optional
 
 import numpy as np
 
-from . import tensors
+from ..models.base import Loss
+from . import check_covered, tensors, torch_grads, torch_inputs, torch_objective
 from . import torch as _torch
+
+#: The options under which ``model.loss_and_grad`` is the exact derivative of the model's objective,
+#: for finite-difference checks: soft boundaries. The straight-through rule of "step" and "sample"
+#: boundaries is by design not the derivative of the hard boundary (``loss_and_grad`` here follows it).
+EXACT_GRADIENT_OPTIONS = {"boundary": "soft"}
 
 
 def forward(
@@ -122,25 +129,35 @@ def forward(
     return logits, new_state
 
 
-def loss_and_grad(model, tok, tgt, state: dict, records: Optional[dict] = None):
-    """The reference's mean cross-entropy, gradients of the objective (cross-entropy plus the
-    boundary-rate terms when ``rate_penalty`` > 0 or a ``rate_target`` is set) by the model's names and new state
-    (NumPy),
-    in float64 from ``model``'s parameters; ``records``: the model's records of the same chunk
-    (``model.records()``, for the draws of sampled boundaries)."""
+def loss_and_grad(model, inputs, targets, state: Optional[dict] = None, mask=None, *, records: Optional[dict] = None):
+    """The reference of ``model.loss_and_grad`` (the common interface of ``multiscale_rnn.reference``):
+    the mean cross-entropy as a ``Loss`` whose ``aux`` holds ``boundary_rate`` (when ``rate_penalty`` >
+    0) and ``boundary_target`` (when a layer with a detector has a ``rate_target``), the gradients of
+    ``loss.total`` by the model's names and the new state (NumPy), in float64 from ``model``'s
+    parameters. ``records``: the model's records of the same chunk (``model.records()``), needed for
+    sampled boundaries (the draws to replay)."""
     torch = _torch()
+    check_covered(model, heads=("linear", "gated"))
+    config = model.config
     P = tensors(model, np.float64)
+    Pin, tok = torch_inputs(P, inputs)
+    B, T = tok.shape
     drawn = None
-    if records is not None:
-        B, T = tok.shape
+    if config["boundary"] == "sample":
+        if records is None:
+            raise ValueError("boundary='sample': pass records=model.records() of the same chunk (the draws to replay)")
         drawn = {k: np.asarray(v)[0].reshape(T, B).T for k, v in records.items() if k.startswith("znew_")}
-    st = {k: torch.tensor(np.asarray(v, dtype=np.float64)) for k, v in state.items()}
+    st = {k: torch.tensor(np.asarray(v, dtype=np.float64)) for k, v in (state or {}).items()}
     terms = {}
-    logits, new = forward(P, model.config, torch.as_tensor(np.asarray(tok, dtype=np.int64)), st, drawn, terms)
-    V = logits.shape[-1]
-    loss = torch.nn.functional.cross_entropy(
-        logits.reshape(-1, V), torch.as_tensor(np.asarray(tgt, np.int64)).reshape(-1)
-    )
-    (loss + terms["boundary_rate"] + terms["boundary_target"]).backward()
-    grads = {k: (p.grad.numpy() if p.grad is not None else np.zeros(p.shape)) for k, p in P.items()}
-    return float(loss.detach()), grads, {k: v.detach().numpy() for k, v in new.items()}
+    logits, new = forward(Pin, config, tok, st, drawn, terms)
+    xent = torch_objective(logits, targets, mask)
+    L = len(config["hidden_sizes"])
+    detectors = [l for l in range(L) if l + 1 < L or config["top_boundary"]]
+    active = {
+        "boundary_rate": config.get("rate_penalty", 0.0) > 0 and bool(detectors),
+        "boundary_target": any(l in detectors for l in range(len(config.get("rate_target") or []))),
+    }
+    aux = {k: terms[k] for k, on in active.items() if on}
+    (xent + sum(aux.values())).backward()
+    new_state = {k: v.detach().numpy() for k, v in new.items()}
+    return Loss(float(xent.detach()), {k: float(v.detach()) for k, v in aux.items()}), torch_grads(P), new_state

@@ -2,7 +2,8 @@
 separate products W_hn h_{t-n} per step and layer, autograd for the gradients. Same parameter and
 state names as :class:`multiscale_rnn.HORNN` (``weight_hh_l0`` (N*H, H) stacks [W_h1; ...; W_hN]).
 
-``loss_and_grad(model, tokens, targets, state)`` checks a model against it (float64);
+``loss_and_grad(model, inputs, targets, state, mask)`` checks a model against it (float64; the common
+interface of ``multiscale_rnn.reference``);
 :class:`TorchHORNN` is the same network as a ``torch.nn.Module``, for benchmarks.
 """
 
@@ -12,6 +13,8 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
+from ..models.base import Loss
+from . import check_covered, tensors, torch_grads, torch_inputs, torch_objective
 from . import torch as _torch
 
 __all__ = ["hornn_layer", "TorchHORNN", "loss_and_grad", "state_gradients"]
@@ -140,22 +143,19 @@ def TorchHORNN(*args, **kwargs):
 _CLASS = None
 
 
-def _forward(model, tokens, targets, state, weights):
+def _forward(model, inputs, targets, state, mask):
     """float64 autograd run of ``model``'s network: (loss, parameter tensors, final state, the
     h_t tensors of every layer (lists of (B, H) per step))."""
     torch = _torch()
+    check_covered(model)
     cfg = model.config
-    if cfg.get("head", "linear") != "linear" or cfg.get("input_size") is not None:
-        raise ValueError("the HORNN reference covers token inputs and the linear head")
-    if cfg.get("dropout", 0.0):
-        raise ValueError("the HORNN reference has no dropout")
-    P = {k: torch.tensor(np.array(v, dtype=np.float64), requires_grad=True) for k, v in model.parameters().items()}
-    tok = np.asarray(tokens)
+    P = tensors(model, np.float64)
+    Pin, tok = torch_inputs(P, inputs)
     B = tok.shape[0]
     order, H = cfg["order"], cfg["hidden_sizes"]
     if state is None:
         state = {f"h_l{l}_lag{n}": np.zeros((B, h)) for l, h in enumerate(H) for n in range(1, order + 1)}
-    y = P["embedding.weight"][torch.as_tensor(tok, dtype=torch.long)]
+    y = Pin["embedding.weight"][tok]
     final, states = {}, []
     for l in range(len(H)):
         lags = [torch.tensor(np.asarray(state[f"h_l{l}_lag{n}"], dtype=np.float64)) for n in range(1, order + 1)]
@@ -165,27 +165,17 @@ def _forward(model, tokens, targets, state, weights):
         )
         final.update({f"h_l{l}_lag{n}": v.detach().numpy() for n, v in enumerate(lags, 1)})
     logits = y @ P["decoder.weight"].T + P["decoder.bias"]
-    nll = torch.nn.functional.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]),
-        torch.as_tensor(np.asarray(targets), dtype=torch.long).reshape(-1),
-        reduction="none",
-    )
-    if weights is None:
-        loss = nll.mean()
-    else:
-        w = torch.as_tensor(np.asarray(weights, dtype=np.float64)).reshape(-1)
-        loss = (w * nll).sum() / w.sum()
-    return loss, P, final, states
+    return torch_objective(logits, targets, mask), P, final, states
 
 
-def loss_and_grad(model, tokens, targets, state: Optional[Dict[str, np.ndarray]] = None, weights=None):
-    """Mean cross-entropy, gradients (dict name -> array) and final state of ``model`` (a
-    :class:`multiscale_rnn.HORNN` with the linear head and token inputs), computed in float64
-    PyTorch autograd from its parameters. ``weights`` (B, T): the weighted mean, as the model's."""
-    loss, P, final, _ = _forward(model, tokens, targets, state, weights)
+def loss_and_grad(model, inputs, targets, state: Optional[Dict[str, np.ndarray]] = None, mask=None):
+    """Mean cross-entropy (``Loss``, no auxiliary terms), gradients (dict name -> array) and final
+    state of ``model`` (a :class:`multiscale_rnn.HORNN` with the linear head), computed in float64
+    PyTorch autograd from its parameters (the common interface of ``multiscale_rnn.reference``).
+    ``mask`` (B, T): the weighted mean, as the model's ``weights``."""
+    loss, P, final, _ = _forward(model, inputs, targets, state, mask)
     loss.backward()
-    grads = {k: (p.grad.numpy() if p.grad is not None else np.zeros(p.shape)) for k, p in P.items()}
-    return float(loss.detach()), grads, final
+    return Loss(float(loss.detach())), torch_grads(P), final
 
 
 def state_gradients(

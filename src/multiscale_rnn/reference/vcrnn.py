@@ -3,8 +3,9 @@ steps, the masked full computation (every unit of every column computed, e_t app
 with the fast model's parameter and state names (``weight_ih_l0``, ``sched_bias_l0``, ``h_l0`` ...).
 
 Also the GRU written the reset-before way (Cho et al. 2014: h~ = tanh(U_n (r . h) + V_n x + b_n)), the
-unit a VCGRU becomes with m_t forced to 1. Used by the parity tests in float64 (``loss_and_grad``)
-and by ``bench/bench_vcrnn.py`` as the masked model written the natural way (``forward`` in float32).
+unit a VCGRU becomes with m_t forced to 1. Used by the parity tests in float64 (``loss_and_grad``, the
+common interface of ``multiscale_rnn.reference``) and by ``bench/bench_vcrnn.py`` as the masked model
+written the natural way (``forward`` in float32).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from typing import Optional
 
 import numpy as np
 
+from ..models.base import Loss
+from . import check_covered, torch_grads, torch_inputs, torch_objective
 from . import torch as _torch
 
 
@@ -108,20 +111,20 @@ def gru_reset_before(P: dict, tok, state: Optional[dict] = None):
     return Y @ P["decoder.weight"].T + P["decoder.bias"], {"h_l0": h}
 
 
-def loss_and_grad(model, tok, tgt, state: Optional[dict] = None):
-    """The reference of ``model.loss_and_grad`` in float64: ``(xent, aux, grads, new_state)`` with
-    ``aux`` the value of ``vc_penalty`` (weight times the mean of f(m - m_bar) over the B*T columns)
-    and ``grads`` (NumPy, by the model's names) of xent + aux."""
+def loss_and_grad(model, inputs, targets, state: Optional[dict] = None, mask=None):
+    """The reference of ``model.loss_and_grad`` in float64 (the common interface of
+    ``multiscale_rnn.reference``): the mean cross-entropy as a ``Loss`` whose ``aux["vc_penalty"]`` is
+    the weight times the mean of f(m - m_bar) over the B*T columns, the gradients (NumPy, by the
+    model's names) of ``loss.total`` and the new state."""
     torch = _torch()
+    check_covered(model)
     P = tensors(model.parameters(), torch.float64, requires_grad=True)
+    Pin, tok = torch_inputs(P, inputs)
     st = None if state is None else {k: torch.tensor(np.asarray(v), dtype=torch.float64) for k, v in state.items()}
-    logits, new, rec = forward(P, model.config, torch.as_tensor(np.asarray(tok), dtype=torch.long), st)
-    V = logits.shape[-1]
-    xent = torch.nn.functional.cross_entropy(
-        logits.reshape(-1, V), torch.as_tensor(np.asarray(tgt), dtype=torch.long).reshape(-1)
-    )
+    logits, new, rec = forward(Pin, model.config, tok, st)
+    xent = torch_objective(logits, targets, mask)
     cfg = model.config
     aux = cfg["penalty_weight"] * penalty(rec["m"], cfg["penalty"], cfg["target"]).mean()
     (xent + aux).backward()
-    grads = {k: p.grad.numpy() if p.grad is not None else np.zeros(tuple(p.shape)) for k, p in P.items()}
-    return float(xent.detach()), float(aux.detach()), grads, {k: v.detach().numpy() for k, v in new.items()}
+    loss = Loss(float(xent.detach()), {"vc_penalty": float(aux.detach())})
+    return loss, torch_grads(P), {k: v.detach().numpy() for k, v in new.items()}
