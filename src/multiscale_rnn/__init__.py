@@ -4,7 +4,7 @@ from . import analysis, checkpoint, data, init, models, optim, plot, schedules, 
 from ._native import ISA
 from ._native import core as _core
 from .models import *  # noqa: F401,F403 - every model family, its classes and helpers (models.__all__)
-from .trainer import History, Trainer, best_of, evaluate, sample
+from .training import History, Trainer, best_of, evaluate, sample
 
 __version__ = "0.1.0"
 

@@ -1,0 +1,74 @@
+"""The divergence guard (``Trainer(divergence=...)``): a validation figure far above the best so far
+stops the run, says so, puts the best parameters back and leaves the last checkpoint as it was."""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+import numpy as np
+
+from .evaluation import bits, bits_label
+from .hooks import FitRun, Hook
+
+__all__ = ["DivergenceGuard"]
+
+
+class DivergenceGuard(Hook):
+    """The trainer's divergence guard, kept from one ``fit`` call to the next; it reads the margin from
+    ``trainer.divergence`` at every epoch (None: off) and records a stop in ``trainer.diverged``.
+
+    Its baseline is the best validation loss since the model's own schedules last changed the model
+    (``on_model_changed``: a boundary detector starting after its warm-up makes a new model, whose first
+    epochs are not compared with the old one's), with its epoch and parameters."""
+
+    def __init__(self):
+        self.baseline: Optional[dict] = None  # {"loss", "epoch", "params"}; None until an epoch sets it
+        self.tripped = False  # the epoch being ended diverged
+
+    def on_model_changed(self, run: FitRun, names: List[str]) -> None:
+        self.baseline = None  # the model itself changed (a detector started): a new baseline
+
+    def on_evaluate(self, run: FitRun, row: dict) -> None:
+        trainer, metric = run.trainer, row["valid_loss"]
+        self.tripped = False
+        if metric is None or trainer.divergence is None:
+            return
+        g = self.baseline
+        if g is not None and not (bits(metric) <= bits(g["loss"]) + trainer.divergence):
+            row["diverged"] = True
+            self.tripped = True
+            trainer.diverged = {
+                "epoch": row["epoch"],
+                "valid_bits": bits(metric),
+                "best_bits": bits(g["loss"]),
+                "best_epoch": g["epoch"],
+            }
+        elif g is None or metric < g["loss"]:
+            self.baseline = {
+                "loss": float(metric),
+                "epoch": row["epoch"],
+                "params": np.array(trainer.model.flat_parameters(), copy=True),
+            }
+
+    def on_epoch_end(self, run: FitRun, row: dict) -> None:
+        """Stop a run that diverged in this epoch: say so, and put the best parameters back."""
+        if not self.tripped:
+            return
+        self.tripped = False
+        trainer = run.trainer
+        d = trainer.diverged
+        label = bits_label(trainer.unit)
+        kept = (
+            f"the last checkpoint {run.last_checkpoint} is left as it was"
+            if run.last_checkpoint is not None
+            else "no checkpoint was written"
+        )
+        message = (
+            f"epoch {d['epoch']}: validation {label} {d['valid_bits']:.4f} is {d['valid_bits'] - d['best_bits']:.2f} "
+            f"above the best so far ({d['best_bits']:.4f}, epoch {d['best_epoch']}): the run has diverged. "
+            f"Training stopped; the model holds the best parameters (epoch {d['best_epoch']}) and {kept}. "
+            f"Lower the learning rate or tighten clipping to go on, or pass divergence=None "
+            f"(--divergence none) to train through it."
+        )
+        trainer.model.flat_parameters()[...] = self.baseline["params"]
+        run.stop(warning=message, save=False)

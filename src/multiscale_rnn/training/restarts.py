@@ -1,0 +1,220 @@
+"""Random restarts selected by the validation likelihood (``best_of``)."""
+
+from __future__ import annotations
+
+import copy
+import math
+from pathlib import Path
+from typing import Callable, Optional, Union
+
+import numpy as np
+
+from .. import data
+from .._checks import non_negative_int, positive_int
+from ..optim import Adam, Optimizer
+from ..storage import check_writable
+from .evaluation import evaluate
+from .inputs import training_data
+from .trainer import Trainer
+
+__all__ = ["best_of", "auto_select_after"]
+
+
+def auto_select_after(model, train, batch_size: int, bptt: int, epochs: int) -> Optional[int]:
+    """``select_after="auto"`` of :func:`best_of`: the whole epochs of ``train`` (in chunks of ``batch_size``
+    streams x ``bptt`` steps) completed before ``model.selection_step()``, or None (compare after ``epochs``)
+    where the model names no step or the count is 0 or at least ``epochs``."""
+    step = model.selection_step() if hasattr(model, "selection_step") else None
+    if step is None:
+        return None
+    n = data.num_chunks(data.batchify(np.asarray(train), batch_size), bptt)
+    e = int(step) // n
+    return e if 1 <= e < int(epochs) else None
+
+
+def _check_arguments(make_model, restarts, seed, epochs, select_after, make_optimizer, fit_kw, checkpoint, trainer_kw):
+    """``best_of``'s arguments checked before any work: ``(restarts, epochs, select_after, fit_kw)``, refused
+    (``ValueError`` / ``TypeError``, or ``OSError`` for a checkpoint path that cannot be written) naming the
+    argument."""
+    restarts = positive_int(restarts, "restarts")
+    non_negative_int(seed, "seed")
+    if not callable(make_model):
+        raise TypeError(
+            f"make_model must be a callable of the seed that returns a model, got {type(make_model).__name__}"
+        )
+    if make_optimizer is not None and not callable(make_optimizer):
+        raise TypeError(
+            "make_optimizer must be a callable that returns a fresh optimiser (e.g. lambda: Adam(5e-3)), "
+            f"got {type(make_optimizer).__name__}"
+        )
+    if "optimizer" in trainer_kw:
+        raise TypeError(
+            "best_of takes make_optimizer (a callable returning a fresh optimiser per candidate), not "
+            "optimizer: one optimiser cannot serve several models"
+        )
+    fit_kw = dict(fit_kw or {})
+    for key in ("checkpoint", "resume", "epochs", "vocab", "extra"):
+        if key in fit_kw:
+            raise TypeError(
+                f"fit_kw may not hold {key!r}: best_of sets it (checkpoint, vocab and extra are its own "
+                f"arguments; candidates are new runs)"
+            )
+    epochs = positive_int(epochs, "epochs")
+    if isinstance(select_after, str):
+        if select_after != "auto":
+            raise ValueError(f"select_after must be a positive integer, None or 'auto', got {select_after!r}")
+    else:
+        select_after = positive_int(select_after, "select_after", allow_none=True)
+        if select_after is not None and select_after > epochs:
+            raise ValueError(
+                f"select_after={select_after} is beyond epochs={epochs}: the candidates are compared "
+                f"after select_after epochs, and the chosen one trains on to epochs"
+            )
+    if checkpoint is not None:
+        check_writable(Path(checkpoint), "checkpoint")
+    return restarts, epochs, select_after, fit_kw
+
+
+def _candidate_trainer(model, seed: int, make_optimizer, eval_batch_size: int, trainer_kw: dict) -> Trainer:
+    """A candidate's trainer: a fresh optimiser, and a copy of the learning-rate schedule (it may keep state)."""
+    opt = make_optimizer() if make_optimizer is not None else Adam()
+    kw = dict(trainer_kw)
+    if kw.get("lr_schedule") is not None:
+        kw["lr_schedule"] = copy.deepcopy(kw["lr_schedule"])
+    return Trainer(model, optimizer=opt, seed=seed, eval_batch_size=eval_batch_size, **kw)
+
+
+def _splits(model, train, valid, vocab):
+    """``(train, valid, vocab)`` as ``training_data`` gives them, refused without validation ids."""
+    train, valid, vocab = training_data(model, train, valid, vocab)
+    if valid is None or len(valid) < 2:
+        raise ValueError(
+            "best_of needs validation ids (at least 2 tokens) to choose among the candidates: "
+            "pass valid=, or a corpus with a valid split"
+        )
+    return train, valid, vocab
+
+
+def _fit(trainer: Trainer, train, epochs: int, fit_kw: dict, what: str) -> None:
+    """``trainer.fit(train, epochs=epochs, **fit_kw)``; a ``FloatingPointError`` is raised again naming ``what``."""
+    try:
+        trainer.fit(train, epochs=epochs, **fit_kw)
+    except FloatingPointError as e:
+        raise FloatingPointError(f"{what}: {e}") from e
+
+
+def _compared(trainer: Trainer, train, valid, epochs: int, fit_kw: dict, eval_batch_size: int, what: str) -> dict:
+    """Train a candidate for ``epochs`` and score it on ``valid``: its row of ``best_of``'s results."""
+    _fit(trainer, train, epochs, fit_kw, what)
+    ev = evaluate(trainer.model, valid, batch_size=eval_batch_size)
+    return {
+        "seed": trainer.seed,
+        "valid_loss": ev["loss"],
+        "valid_bpc": ev["bpc"],
+        "epochs": trainer.epoch,
+        "steps": trainer.step,
+        "compared_after": trainer.epoch,
+        "chosen": False,
+    }
+
+
+def _better(results: list, i: int, best) -> bool:
+    """Whether candidate ``i`` has a finite validation loss lower than the best so far (``best``: its index
+    first, or None)."""
+    loss = results[i]["valid_loss"]
+    return math.isfinite(loss) and (best is None or loss < results[best[0]]["valid_loss"])
+
+
+def _keep(results: list, best, train, epochs: int, select_after, fit_kw: dict, checkpoint, vocab, extra):
+    """The end of ``best_of``: the chosen candidate (``best``: its index and trainer) marked, trained on to
+    ``epochs`` when it was compared earlier, and its checkpoint written; returns ``(model, results)``."""
+    if best is None:
+        raise FloatingPointError(f"no candidate of {len(results)} reached a finite validation loss: {results}")
+    chosen, trainer = results[best[0]], best[1]
+    chosen["chosen"] = True
+    if select_after is not None and select_after < epochs:
+        _fit(
+            trainer,
+            train,
+            epochs,
+            fit_kw,
+            f"the chosen candidate (seed {chosen['seed']}), trained on after the selection",
+        )
+        chosen.update(epochs=trainer.epoch, steps=trainer.step)
+    if checkpoint is not None:
+        trainer.save_checkpoint(checkpoint, vocab=vocab, extra=extra)
+    return trainer.model, results
+
+
+def best_of(
+    make_model: Callable[[int], object],
+    train,
+    valid=None,
+    *,
+    restarts: int = 3,
+    epochs: int = 1,
+    seed: int = 0,
+    make_optimizer: Optional[Callable[[], Optimizer]] = None,
+    eval_batch_size: int = 16,
+    fit_kw: Optional[dict] = None,
+    checkpoint: Union[str, Path, None] = None,
+    vocab=None,
+    extra: Optional[dict] = None,
+    select_after: Union[int, str, None] = "auto",
+    **trainer_kw,
+):
+    """Random restarts selected by the validation likelihood: train ``restarts`` candidates and keep the one with the
+    lowest loss on ``valid``.
+
+    ``train``: a ``data.Corpus`` (its train split; ``valid`` defaults to its valid split, and its vocabulary is
+    stored in the checkpoint) or token ids, with ``valid`` the validation ids.
+
+    Candidate ``i`` is ``make_model(seed + i)``, trained by ``Trainer(model, optimizer=make_optimizer(),
+    seed=seed + i, **trainer_kw).fit(train, epochs=epochs, **fit_kw)`` (``make_optimizer`` default: ``Adam()``; a fresh
+    optimiser per candidate, since an optimiser keeps per-parameter state; an ``lr_schedule``, which may keep state
+    too, is copied for each candidate; ``fit_kw`` e.g. ``valid``, ``log``, ``max_chunks``; ``eval_batch_size``
+    serves the Trainer's validation and the selection's). The selection reads only the likelihood of ``valid`` (no
+    labels), so it is as fair as any model selection on held-out text; keep the text you score the model on out of
+    ``valid``. For models whose training can end in different local optima from different seeds, such as the
+    HM-LSTM's boundary detectors (see docs/models/hm_lstm.md: its validation BPC and the F1 of its word boundaries
+    go together).
+
+    ``select_after``: compare the candidates after this many epochs and train only the chosen one on to ``epochs``
+    (its optimiser, schedules and step count carried on, as ``fit`` goes on); None: after ``epochs``; ``"auto"``
+    (the default): the model's choice (``model.selection_step()``), as whole epochs before that update, and after
+    ``epochs`` where the model has none or it falls in the first epoch or at or after the last. An HM-LSTM with a
+    warm-up per layer whose starts differ (``warmup=[500, 1500]``, its default from 3 layers) chooses the last
+    detector's start: comparing before layer 2's detector starts picks the run whose word boundaries settled, and
+    costs ``restarts`` times the shorter run plus one continuation. The rows' ``valid_loss`` and ``valid_bpc`` are
+    then those at the selection; the chosen row's ``epochs`` and ``steps`` count its whole training.
+
+    ``checkpoint``: the chosen candidate's checkpoint (model, optimiser, progress, history, with ``vocab`` and
+    ``extra``) is written there once all candidates are trained, as ``Trainer.fit`` writes it; candidates write
+    none, so a failed call leaves an existing file as it was.
+
+    Returns ``(model, results)``: the chosen model and one dict per candidate, in order, with ``seed``,
+    ``valid_loss``, ``valid_bpc``, ``epochs``, ``steps``, ``compared_after`` (the epochs at the comparison) and
+    ``chosen``. A candidate whose training fails (for example a ``FloatingPointError``) ends the call with that
+    error, naming its seed.
+
+    >>> model, results = best_of(lambda s: HMLSTM(v, 16, [32, 32], seed=s), corpus.train,  # doctest: +SKIP
+    ...                          corpus.valid, restarts=3, epochs=40, batch_size=32, bptt=50, clip_norm=1.0,
+    ...                          make_optimizer=lambda: optim.Adam(5e-3), progress=False)
+    """
+    restarts, epochs, select_after, fit_kw = _check_arguments(
+        make_model, restarts, seed, epochs, select_after, make_optimizer, fit_kw, checkpoint, trainer_kw
+    )
+    best, results = None, []  # best: (index, trainer) of the lowest finite validation loss so far
+    for i in range(restarts):
+        s = int(seed) + i
+        model = make_model(s)
+        if i == 0:  # a corpus gives the splits and the vocabulary; checked against the first candidate
+            train, valid, vocab = _splits(model, train, valid, vocab)
+        trainer = _candidate_trainer(model, s, make_optimizer, eval_batch_size, trainer_kw)
+        if select_after == "auto":  # resolved on the first candidate: they share the configuration
+            select_after = auto_select_after(model, train, trainer.batch_size, trainer.bptt, epochs)
+        what = f"candidate {i + 1}/{restarts} (seed {s})"
+        results.append(_compared(trainer, train, valid, select_after or epochs, fit_kw, eval_batch_size, what))
+        if _better(results, i, best):
+            best = (i, trainer)
+    return _keep(results, best, train, epochs, select_after, fit_kw, checkpoint, vocab, extra)
