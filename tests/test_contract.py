@@ -173,7 +173,6 @@ def test_gradients_match_finite_differences(name):
     def objective():
         return model.loss_and_grad(x, y, state, copy_grads=False)[0].total
 
-    worst = 0.0
     for pname, p in model.parameters().items():
         g = grads[pname]
         # the largest gradient entry and 3 random ones of every tensor
@@ -187,10 +186,9 @@ def test_gradients_match_finite_differences(name):
             down = objective()
             p[idx] = old
             fd = (up - down) / (2 * EPS)
-            err = abs(fd - g[idx])
-            assert err <= 1e-6 * abs(g[idx]) + 1e-9, f"{pname}{idx}: finite difference {fd!r}, gradient {g[idx]!r}"
-            worst = max(worst, err)
-    assert np.isfinite(worst)
+            assert abs(fd - g[idx]) <= 1e-6 * abs(g[idx]) + 1e-9, (
+                f"{pname}{idx}: finite difference {fd!r}, gradient {g[idx]!r}"
+            )
 
 
 # ---- parity with the family's reference --------------------------------------------------------------
