@@ -371,10 +371,11 @@ def test_command_line_error_on_one_rank_is_reported_once_with_its_rank(tmp_path)
 def test_command_line_error_of_a_single_rank_ends_the_job_instead_of_hanging(tmp_path):
     # rank 1 fails while rank 0 waits in a collective: the command line's error path must abort the job
     code = (
-        "import sys\nfrom mpi4py import MPI\nfrom multiscale_rnn.cli import build_parser, _failed\n"
+        "import sys\nfrom mpi4py import MPI\nfrom multiscale_rnn.cli import build_parser\n"
+        "from multiscale_rnn.command_line.errors import failed\n"
         "args = build_parser().parse_args(['train', '--distributed'])\n"
         "if MPI.COMM_WORLD.Get_rank() == 1:\n"
-        "    sys.exit(_failed(args, RuntimeError('disk on fire'), 'error: disk on fire', 1))\n"
+        "    sys.exit(failed(args, RuntimeError('disk on fire'), 'error: disk on fire', 1))\n"
         "MPI.COMM_WORLD.Barrier()\n"
     )
     p = _mpi(sys.executable, "-c", code, cwd=tmp_path, timeout=60)

@@ -379,7 +379,8 @@ TABLE3 = {  # name: (fast, slow, K, dropout, zoneout_c, zoneout_h, embed, bptt, 
 
 @pytest.mark.parametrize("name", sorted(TABLE3))
 def test_table3_presets_build_the_paper_models(name):
-    from multiscale_rnn.cli import _lr_schedule, model_from_settings, resolve_settings
+    from multiscale_rnn.cli import model_from_settings, resolve_settings
+    from multiscale_rnn.command_line.build import build_lr_schedule
 
     fast, slow, K, p, zc, zh, embed, bptt, lr, epochs = TABLE3[name]
     s = resolve_settings(flags={"preset": name})
@@ -395,7 +396,7 @@ def test_table3_presets_build_the_paper_models(name):
         s["clip_norm"],
     ) == ([fast, slow], K, p, embed, bptt, lr, epochs, 128, 1.0)
     assert (s["options"]["zoneout_c"], s["options"]["zoneout_h"], s["options"]["layer_norm"]) == (zc, zh, True)
-    sched = _lr_schedule(s)
+    sched = build_lr_schedule(s)
     sched.start(lr)
     if name.startswith("ptb"):  # lr / 10 for the last 20 epochs
         lrs = [sched.next_lr(e, lr, 1.0) for e in range(epochs)]

@@ -452,10 +452,10 @@ def test_cli_anneal_per_step(tmp_path):
     s = resolve_settings(
         flags={"anneal": {"slope": [1.0, 5.0, 0.01, "step"]}, "lr_schedule": "halve", "lr_every": "step"}
     )
-    from multiscale_rnn.cli import _lr_schedule, anneal_schedule
+    from multiscale_rnn.command_line.build import anneal_schedule, build_lr_schedule
 
     assert anneal_schedule(s["anneal"]["slope"])(0, 100) == 2.0
-    assert _lr_schedule(s).every == "step"
+    assert build_lr_schedule(s).every == "step"
     with pytest.raises(ValueError, match="lr-every"):
         resolve_settings(flags={"lr_every": "minute"})
 

@@ -1,0 +1,145 @@
+"""What a run is built from its settings: the model, the optimiser, the schedules, the corpus, the
+Trainer's arguments."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from typing import Any, Dict
+
+from .. import data, set_num_threads
+from ..data import loaders
+from ..data.loaders import corpus_key
+from ..data.synthetic import synthetic_hierarchy
+from ..models.registry import build_model
+from ..optim import SGD, Adam
+from ..schedules import linear, make_lr_schedule
+from ..training import bits_label
+
+__all__ = [
+    "model_from_settings",
+    "build_optimizer",
+    "build_lr_schedule",
+    "anneal_schedule",
+    "trainer_kw",
+    "load_corpus",
+    "token_unit",
+    "corpus_bits_label",
+    "set_threads",
+]
+
+
+def model_from_settings(settings: Dict[str, Any], vocab_size: int):
+    """Build the model named in ``settings`` through ``build_model``."""
+    own = ("vocab_size", "embed_size", "hidden_sizes", "dropout", "dtype", "seed")
+    clash = sorted(set(settings["options"]) & set(own))
+    if clash:
+        raise ValueError(
+            f"model option(s) {clash} are settings of their own: use --{clash[0].replace('_', '-')} "
+            f"(or the top-level key in a config file)"
+        )
+    return build_model(
+        settings["model"],
+        vocab_size=int(vocab_size),
+        embed_size=settings["embed_size"],
+        hidden_sizes=list(settings["hidden_sizes"]),
+        dropout=float(settings["dropout"]),
+        dtype=settings["dtype"],
+        seed=settings["seed"],
+        **settings["options"],
+    )
+
+
+def build_optimizer(settings):
+    """The optimiser of ``settings``: Adam or SGD with the learning rate, momentum and weight decay."""
+    name = str(settings["optimizer"]).lower()
+    if name == "adam":
+        return Adam(lr=settings["lr"], weight_decay=settings["weight_decay"])
+    if name == "sgd":
+        return SGD(lr=settings["lr"], momentum=settings["momentum"], weight_decay=settings["weight_decay"])
+    raise ValueError(f"unknown optimizer {settings['optimizer']!r}; choose adam or sgd")
+
+
+def build_lr_schedule(settings):
+    """The learning-rate schedule of ``settings`` (None for a constant rate)."""
+    name = str(settings["lr_schedule"]).lower()
+    every = settings.get("lr_every", "epoch")
+    if name in ("constant", "none"):
+        return None
+    if name in ("halve", "halveafter", "halve-after"):
+        return make_lr_schedule("halve", epoch_n=settings["halve_after"], factor=settings["lr_factor"], every=every)
+    if name in ("multistep", "multi-step"):
+        return make_lr_schedule(
+            "multistep", milestones=settings["lr_milestones"], factor=settings["lr_factor"], every=every
+        )
+    if every != "epoch":
+        raise ValueError(
+            f"lr-schedule {name} follows the validation loss and steps per epoch only "
+            "(lr-every step is for halve and multistep)"
+        )
+    return make_lr_schedule(name, factor=settings["lr_factor"], patience=settings["patience"])
+
+
+def anneal_schedule(spec):
+    """``[start, end, rate]`` (rate per epoch) or ``[start, end, rate, "step"|"epoch"]`` -> a schedule."""
+    start, end, rate = (float(x) for x in spec[:3])
+    if len(spec) == 4 and spec[3] == "step":
+        return linear(start, end, per_step=rate)
+    return linear(start, end, per_epoch=rate)
+
+
+def trainer_kw(s, corpus) -> Dict[str, Any]:
+    """The Trainer's arguments from the settings (all but the optimiser, seed and distribution)."""
+    return dict(
+        clip_norm=s["clip_norm"],
+        clip_value=s["clip_value"],
+        batch_size=s["batch_size"],
+        bptt=s["bptt"],
+        lr_schedule=build_lr_schedule(s),
+        model_options={k: anneal_schedule(v) for k, v in s["anneal"].items()},
+        progress=bool(s["progress"]),
+        eval_batch_size=s["eval_batch_size"],
+        unit=token_unit(corpus),
+        divergence=s.get("divergence"),
+    )
+
+
+def load_corpus(settings):
+    """The corpus of ``settings`` (``data.load``); a corpus option it does not take is refused naming the
+    ``--data-option`` names it takes."""
+    try:
+        return data.load(settings["data"], path=settings["data_path"], **settings["data_options"])
+    except TypeError as e:  # an option the corpus does not take: name the flag and the options it takes
+        m = re.search(r"unexpected (?:keyword argument|option\(s\):) '?([\w, ]+?)'?$", str(e))
+        if not m:
+            raise
+        raise ValueError(
+            f"--data {settings['data']} takes no --data-option {m.group(1)}; {_corpus_options(settings['data'])}"
+        ) from None
+
+
+def _corpus_options(name: str) -> str:
+    """The --data-option names corpus ``name`` takes, in words."""
+    key = corpus_key(str(name))
+    if key == "synthetic":
+        names = list(inspect.signature(synthetic_hierarchy).parameters) + ["valid_fraction", "test_fraction"]
+    else:
+        names = list(getattr(loaders, "_OPTIONS", {}).get(key, ()))
+    return f"it takes {', '.join(names)}" if names else "it takes none"
+
+
+def token_unit(corpus) -> str:
+    """What one token of the corpus is, for the label of the bits figure: "char", "word", or
+    "bit" / "symbol" for corpora that say so (``token_unit``: the bit corpora, the music corpus)."""
+    return getattr(corpus, "token_unit", corpus.unit)
+
+
+def corpus_bits_label(corpus) -> str:
+    """The name of the corpus's bits-per-token figure (bpc, bpw, bits/bit, bits/symbol)."""
+    return bits_label(token_unit(corpus))
+
+
+def set_threads(n) -> None:
+    """``--threads``: the core's thread count (None: leave it)."""
+    if n is not None:
+        set_num_threads(n)

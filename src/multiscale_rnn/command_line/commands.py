@@ -1,0 +1,201 @@
+"""The commands that read a checkpoint, ``multiscale-rnn evaluate`` and ``sample`` (with finding the corpus
+and vocabulary to read it with), and ``presets``."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from .. import presets as _presets
+from .._checks import non_negative_int, positive_int, positive_number
+from ..checkpoint import load
+from ..data.vocab import describe_symbol, tokenize_words
+from ..training import evaluate, sample
+from .build import corpus_bits_label, load_corpus, set_threads
+from .settings import key_values, resolve_data
+
+__all__ = ["cmd_evaluate", "cmd_sample", "cmd_presets"]
+
+
+def _load_checkpoint(path, best: bool):
+    """The checkpoint at ``path``, its model holding the best parameters with ``--best``."""
+    ck = load(path)
+    if best:
+        state = ck.trainer_state or {}
+        if state.get("best_params") is None:
+            raise ValueError(
+                f"{path} holds no best parameters (no epoch was completed): leave --best out to use the last parameters"
+            )
+        ck.model.flat_parameters()[...] = state["best_params"]
+    return ck
+
+
+def _set_precision(model, precision: str) -> None:
+    """``--precision``: the model's inference precision; a refusal becomes a clear error."""
+    try:
+        model.inference_precision = precision
+    except (ValueError, RuntimeError) as e:
+        raise ValueError(f"--precision {precision}: {e}") from e
+
+
+def _checkpoint_data(args, ck, need_corpus: bool):
+    """The corpus (None when not needed and not given) and the vocabulary to read ``ck``'s model with.
+
+    The corpus is ``--data`` / ``--data-path`` / ``--data-option`` when given, else the one the checkpoint's
+    settings name (written by ``train``). The vocabulary is the checkpoint's, else the corpus's. Refused
+    (``ValueError`` naming the fix): a checkpoint with no vocabulary and no data given; a checkpoint that
+    does not record its corpus when one is needed; a vocabulary whose size is not the model's vocab_size;
+    a corpus whose vocabulary differs from the stored one."""
+    path, model_v = args.checkpoint, int(ck.model.vocab_size)
+    given = args.data is not None or args.data_path is not None or bool(args.data_option)
+    stored = ck.extra.get("settings") if isinstance(ck.extra.get("settings"), dict) else None
+    vocab = ck.vocab if ck.vocab is not None and hasattr(ck.vocab, "itos") else None
+    if vocab is None and not given:
+        raise ValueError(
+            f"{path} holds no vocabulary (it was saved from Python without one), so its model's "
+            f"{model_v} token ids cannot be matched to symbols: give the corpus it was trained on (--data "
+            f"NAME, with --data-path for a corpus read from files, or --data FILE for your own text), or "
+            f"store the vocabulary when training: Trainer.fit(corpus, ...) or fit(..., "
+            f"vocab=corpus.vocab)"
+        )
+    corpus = None
+    if given or need_corpus:
+        if not given and stored is None:
+            raise ValueError(
+                f"{path} does not record the corpus it was trained on (it was saved from Python): give "
+                f"--data NAME (with --data-path for a corpus read from files, or --data FILE for your "
+                f"own text)"
+            )
+        s = dict(_presets.DEFAULTS)
+        s.update(stored or {})
+        if given:
+            options = key_values(args.data_option or [], "--data-option")
+            if args.data is not None:  # another corpus: none of the stored one's path and options
+                s["data"], s["data_path"], s["data_options"] = args.data, args.data_path, options
+            else:
+                if args.data_path is not None:
+                    s["data_path"] = args.data_path
+                s["data_options"] = {**s.get("data_options", {}), **options}
+            resolve_data(s, args.data is not None, options, args.data_path is not None)
+        try:
+            corpus = load_corpus(s)
+        except FileNotFoundError as e:
+            if given:
+                raise
+            raise FileNotFoundError(
+                f"{e} (the corpus {path} was trained on, where it was then: give --data-path where it is now)"
+            ) from None
+        if corpus.vocab_size != model_v:
+            raise ValueError(
+                f"the vocabulary of {corpus.name} has {corpus.vocab_size} symbols and the model in {path} "
+                f"has {model_v}: give --data (and --data-path) of the corpus the model was trained on"
+            )
+        if vocab is None:
+            print(
+                f"note: {path} holds no vocabulary; reading it with the vocabulary of {corpus.name} ({model_v} "
+                f"symbols, as many as the model has)",
+                file=sys.stderr,
+                flush=True,
+            )
+            vocab = corpus.vocab
+        elif list(vocab.itos) != list(corpus.vocab.itos) or vocab.unit != corpus.vocab.unit:
+            first = next((i for i, (a, b) in enumerate(zip(vocab.itos, corpus.vocab.itos)) if a != b), None)
+            where = (
+                f": id {first} is {vocab.itos[first]!r} there, {corpus.vocab.itos[first]!r} here"
+                if first is not None
+                else f" (units {vocab.unit} and {corpus.vocab.unit})"
+            )
+            raise ValueError(
+                f"the vocabulary of {corpus.name} differs from the one stored in {path} (both "
+                f"{model_v} symbols{where}): give --data of the corpus the model was trained on"
+            )
+    if vocab.size != model_v:  # a stored vocabulary (the checkpoint's own check covers this too)
+        raise ValueError(f"the vocabulary stored in {path} has {vocab.size} symbols and its model {model_v}")
+    return corpus, vocab
+
+
+def cmd_evaluate(args) -> int:
+    """``multiscale-rnn evaluate``: loss, bits per token and perplexity of a checkpoint on a split."""
+    positive_int(args.batch_size, "--batch-size", allow_none=True)
+    positive_int(args.bptt, "--bptt", allow_none=True)
+    set_threads(args.threads)
+    ck = _load_checkpoint(args.checkpoint, args.best)
+    _set_precision(ck.model, args.precision)
+    corpus, _ = _checkpoint_data(args, ck, need_corpus=True)
+    s = dict(_presets.DEFAULTS)
+    s.update(ck.extra.get("settings") or {})
+    ids = getattr(corpus, args.split)
+    if ids is None:
+        raise ValueError(f"{corpus.name} has no {args.split} split (--split chooses train, valid or test)")
+    bptt = args.bptt if args.bptt is not None else s["bptt"]
+    batch = args.batch_size if args.batch_size is not None else s["eval_batch_size"]
+    r = evaluate(ck.model, ids, batch_size=batch, bptt=bptt)
+    if args.json:
+        print(json.dumps({"split": args.split, "data": corpus.name, **r}))
+    else:
+        label = corpus_bits_label(corpus)
+        print(
+            f"{corpus.name} {args.split}: loss {r['loss']:.4f} nats, {label} {r['bpc']:.4f}, "
+            f"perplexity {r['perplexity']:.2f} ({r['tokens']:,} tokens)"
+        )
+    return 0
+
+
+def _unknown_symbols(vocab, prompt: str):
+    """The symbols of ``prompt`` that ``vocab`` lacks, as (position, description) in prompt order: a
+    character's position for character vocabularies, a byte's for byte ones, a word's for word ones."""
+    if vocab.unit == "word":
+        return [(i, repr(w)) for i, w in enumerate(tokenize_words(prompt)) if w not in vocab.stoi]
+    if vocab.level == "byte":
+        return [
+            (i, describe_symbol(b, "byte"))
+            for i, b in enumerate(prompt.encode("utf-8", "surrogatepass"))
+            if b not in vocab.stoi
+        ]
+    return [(i, describe_symbol(c, "codepoint")) for i, c in enumerate(prompt) if c not in vocab.stoi]
+
+
+def _check_prompt(args, vocab) -> None:
+    """Refuse a prompt with symbols the vocabulary lacks (naming them and where they are), unless
+    ``--allow-unknown`` and the vocabulary has an unknown symbol to read them as (then a note says so)."""
+    unknown = _unknown_symbols(vocab, args.prompt)
+    if not unknown:
+        return
+    unit = "word" if vocab.unit == "word" else "byte" if vocab.level == "byte" else "character"
+    listed = ", ".join(f"{d} at {unit} {i}" for i, d in unknown[:10]) + (
+        f" and {len(unknown) - 10} more" if len(unknown) > 10 else ""
+    )
+    what = f"{len(unknown)} {unit}(s) the vocabulary of {args.checkpoint} lacks ({vocab.size} symbols): {listed}"
+    if vocab.unk is None:
+        raise ValueError(
+            f"--prompt has {what}; the vocabulary has no unknown symbol to read them as: leave them out of the prompt"
+        )
+    if not args.allow_unknown:
+        raise ValueError(
+            f"--prompt has {what}: leave them out of the prompt, or pass --allow-unknown to read them "
+            f"as the unknown symbol {vocab.unk!r}"
+        )
+    print(f"note: --prompt: read as the unknown symbol {vocab.unk!r}: {listed}", file=sys.stderr, flush=True)
+
+
+def cmd_sample(args) -> int:
+    """``multiscale-rnn sample``: text generated by a checkpoint's model after ``--prompt``."""
+    if args.length < 0:
+        raise ValueError(f"--length must be an integer >= 0, got {args.length}")
+    positive_number(args.temperature, "--temperature")
+    non_negative_int(args.seed, "--seed")
+    set_threads(args.threads)
+    ck = _load_checkpoint(args.checkpoint, args.best)
+    _set_precision(ck.model, args.precision)
+    _, vocab = _checkpoint_data(args, ck, need_corpus=False)
+    _check_prompt(args, vocab)
+    print(sample(ck.model, vocab, prompt=args.prompt, length=args.length, temperature=args.temperature, seed=args.seed))
+    return 0
+
+
+def cmd_presets(args) -> int:
+    """``multiscale-rnn presets``: the named presets, one line each."""
+    for name, p in sorted(_presets.PRESETS.items()):
+        default = " (default)" if name == _presets.DEFAULT_PRESET else ""
+        print(f"{name}{default}: {p.get('about', '')}")
+    return 0

@@ -1,0 +1,233 @@
+"""The command line's parser: ``train`` with its flags by group, ``evaluate`` and ``sample`` of a checkpoint,
+``presets``; one-line errors."""
+
+from __future__ import annotations
+
+import argparse
+from typing import List
+
+from .. import presets as _presets
+from .commands import cmd_evaluate, cmd_presets, cmd_sample
+from .settings import parse_value, sizes
+from .train import cmd_train
+
+__all__ = ["Parser", "bind_dash_values", "build_parser"]
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with a one-line error: ``multiscale-rnn train: error: argument --hidden-sizes: ...`` and where
+    to find the flags, instead of the whole usage text (exit status 2)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def bind_dash_values(parser: argparse.ArgumentParser, argv: List[str]) -> List[str]:
+    """``--hidden-sizes -32,32`` -> ``--hidden-sizes=-32,32``: a value that starts with ``-`` and is no
+    flag goes to the flag before it, so the flag's own check names the value (argparse would take it for
+    a flag and answer "expected one argument")."""
+    subparsers = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    sub = subparsers[0].choices.get(argv[0]) if subparsers and argv else None
+    if sub is None:
+        return argv
+    flags = set(sub._option_string_actions)
+    takes_value = {
+        o
+        for o, a in sub._option_string_actions.items()
+        if a.nargs is None
+        and a.option_strings
+        and not isinstance(
+            a, (argparse._StoreConstAction, argparse._StoreTrueAction, argparse._StoreFalseAction, argparse._HelpAction)
+        )
+    }
+    out, i = [], 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--":
+            out.extend(argv[i:])
+            break
+        nxt = argv[i + 1] if i + 1 < len(argv) else None
+        if (
+            a in takes_value
+            and nxt is not None
+            and nxt.startswith("-")
+            and nxt != "--"
+            and nxt.split("=", 1)[0] not in flags
+        ):
+            out.append(f"{a}={nxt}")
+            i += 2
+            continue
+        out.append(a)
+        i += 1
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of ``multiscale-rnn``: its commands, each with its flags and the function it runs (``func``)."""
+    p = Parser(prog="multiscale-rnn", description="Train, evaluate and sample multiscale recurrent language models.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{train,evaluate,sample,presets}")
+    S = argparse.SUPPRESS  # flags not given stay out of the namespace, so presets and configs show through
+
+    t = sub.add_parser("train", help="train a model, write a checkpoint and its history", argument_default=S)
+    t.add_argument("--config", help="TOML file of settings (flags override it)")
+    t.add_argument("--preset", help=f"named settings (default {_presets.DEFAULT_PRESET}; see 'presets')")
+    _model_and_data_flags(t)
+    g = t.add_argument_group("training")
+    _optimisation_flags(g)
+    _run_flags(g)
+    t.set_defaults(func=cmd_train)
+    _checkpoint_commands(sub)
+    pr = sub.add_parser("presets", help="list the named presets")
+    pr.set_defaults(func=cmd_presets)
+    return p
+
+
+def _model_and_data_flags(t) -> None:
+    """``train``'s flags of the model and of the data."""
+    g = t.add_argument_group("model")
+    g.add_argument("--model", help="lstm, gru, rnn, or any registered family")
+    g.add_argument("--embed-size", type=int)
+    g.add_argument("--hidden-sizes", type=sizes, help="comma-separated, one per layer, e.g. 512,512")
+    g.add_argument("--dropout", type=float)
+    g.add_argument("--dtype", choices=["float32", "float64"])
+    g.add_argument("--option", action="append", metavar="NAME=VALUE", help="model option (repeatable)")
+    g = t.add_argument_group("data")
+    g.add_argument(
+        "--data",
+        help="embedded, synthetic, ptb-char, ptb-word, text8, enwik8, shakespeare, ... or "
+        "the path of your own text file (or folder)",
+    )
+    g.add_argument(
+        "--data-path",
+        help="local copy of the corpus (no download); alone: your own text file, or a "
+        "folder of train.txt, valid.txt, test.txt",
+    )
+    g.add_argument(
+        "--data-option",
+        action="append",
+        metavar="NAME=VALUE",
+        help="corpus option (repeatable), e.g. unit=word or level=byte for your own text",
+    )
+
+
+def _optimisation_flags(g) -> None:
+    """``train``'s flags of the optimisation: epochs, batch, optimiser, clipping, guard, schedules."""
+    g.add_argument("--epochs", type=int)
+    g.add_argument("--batch-size", type=int)
+    g.add_argument("--bptt", type=int)
+    g.add_argument("--optimizer", choices=["adam", "sgd"])
+    g.add_argument("--lr", type=float)
+    g.add_argument("--momentum", type=float)
+    g.add_argument("--weight-decay", type=float)
+    g.add_argument("--clip-norm", type=parse_value, help="max global gradient norm ('none' to switch off)")
+    g.add_argument("--clip-value", type=parse_value, help="clamp gradient elements ('none' to switch off)")
+    g.add_argument(
+        "--divergence",
+        type=parse_value,
+        metavar="BITS",
+        help="stop when validation bits per token exceed the best by more than this, keeping the best "
+        "parameters (e.g. 0.1; off by default)",
+    )
+    g.add_argument("--lr-schedule", choices=["constant", "halve", "plateau", "multistep"])
+    g.add_argument("--lr-factor", type=float, help="divide the learning rate by this (halve, plateau, multistep)")
+    g.add_argument("--patience", type=int, help="plateau: epochs without improvement before dividing")
+    g.add_argument("--halve-after", type=int, help="halve: epochs at the initial learning rate")
+    g.add_argument("--lr-milestones", type=sizes, help="multistep: comma-separated epoch counts, e.g. 180")
+    g.add_argument("--lr-every", choices=["epoch", "step"], help="halve / multistep count epochs (default) or updates")
+    g.add_argument(
+        "--anneal",
+        action="append",
+        metavar="NAME=START,END,RATE[,step]",
+        help="anneal a model option linearly per epoch (repeatable), e.g. slope=1,5,0.04; with ',step' "
+        "the rate is per update",
+    )
+
+
+def _run_flags(g) -> None:
+    """``train``'s flags of the run: stopping, checkpoints, resuming, distribution, seeds, threads, output."""
+    g.add_argument("--max-chunks", type=int, help="stop after this many chunks (resume later)")
+    g.add_argument("--checkpoint-every", type=int, help="also checkpoint every K chunks")
+    g.add_argument("--eval-batch-size", type=int)
+    g.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run saved in --out with its settings "
+        "(flags may change the epochs, clipping, evaluation and checkpointing)",
+    )
+    g.add_argument(
+        "--distributed",
+        action="store_true",
+        help="data-parallel over MPI: start with 'mpirun -n K'; the batch's streams are shared by the "
+        'K ranks (needs mpi4py: pip install "multiscale-rnn[mpi]")',
+    )
+    g.add_argument("--seed", type=int)
+    g.add_argument(
+        "--restarts",
+        type=int,
+        help="train this many runs (seeds --seed, --seed + 1, ...) and keep the "
+        "one with the lowest validation loss (default 1)",
+    )
+    g.add_argument(
+        "--select-after",
+        type=parse_value,
+        help="with --restarts: compare the runs after this many "
+        "epochs and train only the kept one on to --epochs; 'none': at the end; 'auto' (default): where "
+        "the model says (an HM-LSTM of 3 or more layers: before its last boundary detector starts; "
+        "others at the end)",
+    )
+    g.add_argument("--threads", type=int)
+    g.add_argument(
+        "--out",
+        help="checkpoint path (.npz); the history goes beside it (.history.json); default "
+        "from the preset (and the corpus when it is not the preset's)",
+    )
+    g.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the checkpoint at --out even when it holds another model or data",
+    )
+    g.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+
+
+def _checkpoint_commands(sub) -> None:
+    """``evaluate`` and ``sample``: the commands that read a checkpoint, with their flags."""
+    for name, helptext, func in (
+        ("evaluate", "loss and bits per token of a checkpoint on a split", cmd_evaluate),
+        ("sample", "generate text from a checkpoint", cmd_sample),
+    ):
+        c = sub.add_parser(name, help=helptext)
+        c.add_argument("checkpoint", help="a .npz checkpoint written by train")
+        c.add_argument("--best", action="store_true", help="use the best parameters (lowest validation loss)")
+        c.add_argument("--threads", type=int)
+        c.add_argument(
+            "--precision",
+            choices=["float32", "bfloat16", "bfloat16-emulated"],
+            default="float32",
+            help="arithmetic of the LSTM layers' products (bfloat16: AMX tiles, float32 accumulation; "
+            "float32 LSTM models only)",
+        )
+        c.set_defaults(func=func)
+        c.add_argument(
+            "--data",
+            help="corpus, or the path of your own text (default: the one the model was "
+            "trained on, as the checkpoint records it)"
+            if name == "evaluate"
+            else "corpus whose vocabulary to use when the checkpoint stores none (the one the model was trained on)",
+        )
+        c.add_argument("--data-path", help="local copy of the corpus; alone, beside a built-in corpus: your own text")
+        c.add_argument("--data-option", action="append", metavar="NAME=VALUE", help="corpus option (repeatable)")
+        if name == "evaluate":
+            c.add_argument("--split", choices=["train", "valid", "test"], default="test")
+            c.add_argument("--batch-size", type=int)
+            c.add_argument("--bptt", type=int)
+            c.add_argument("--json", action="store_true", help="print one JSON line")
+        else:
+            c.add_argument("--prompt", default="")
+            c.add_argument("--length", type=int, default=200)
+            c.add_argument("--temperature", type=float, default=1.0)
+            c.add_argument("--seed", type=int, default=0)
+            c.add_argument(
+                "--allow-unknown",
+                action="store_true",
+                help="read prompt symbols the vocabulary lacks as its unknown symbol (default: refuse them)",
+            )

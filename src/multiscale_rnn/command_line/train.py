@@ -1,0 +1,272 @@
+"""``multiscale-rnn train``: resolve the settings, build the run, train it (one run, or restarts with the
+lowest validation loss kept), and report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Dict, Optional
+
+from .. import presets as _presets
+from .._checks import is_int
+from ..checkpoint import load
+from ..distributed import DataParallel
+from ..storage import check_writable, history_path
+from ..training import Trainer, best_of, evaluate
+from .build import build_optimizer, corpus_bits_label, load_corpus, model_from_settings, set_threads, trainer_kw
+from .settings import IDENTITY, normal, settings_sources, show, train_settings
+
+__all__ = ["cmd_train"]
+
+
+class _Ranks:
+    """How the steps of ``train`` run under ``--distributed`` (``dist`` None: one process)."""
+
+    def __init__(self, dist):
+        self.dist = dist
+        self.root = dist is None or dist.root
+
+    def say(self, text: str) -> None:
+        """Print ``text`` on rank 0."""
+        if self.root:
+            print(text, flush=True)
+
+    def together(self, fn: Callable):
+        """Every rank runs ``fn``; an error anywhere is raised on every rank."""
+        return fn() if self.dist is None else self.dist.together(fn)
+
+    def on_root(self, fn: Callable):
+        """Rank 0 runs ``fn`` (it alone reads and writes the files); its result on every rank."""
+        return fn() if self.dist is None else self.dist.on_root(fn)
+
+
+def _data_parallel(args):
+    """``--distributed``: the ``DataParallel`` of ``MPI.COMM_WORLD`` (ImportError without mpi4py); else None."""
+    if not getattr(args, "distributed", False):
+        return None
+    return DataParallel()
+
+
+def cmd_train(args) -> int:
+    """``multiscale-rnn train``; returns the exit status."""
+    return _train(args, _data_parallel(args))
+
+
+def _train(args, dist) -> int:
+    ranks = _Ranks(dist)
+    s, config, flags, preset_given, saved = _settings(args, ranks)
+    out = Path(s["out"])
+    corpus, model = ranks.together(lambda: _setup(args, s, out, ranks.root))
+    label = corpus_bits_label(corpus)
+    ranks.say(
+        f"{s['model']} {model.num_parameters:,} parameters on {corpus.name} ({len(corpus.train):,} training "
+        f"tokens, vocabulary {corpus.vocab_size})"
+    )
+    ranks.say(
+        settings_sources(
+            s["preset"],
+            preset_given,
+            config,
+            flags,
+            config_name=str(getattr(args, "config", "config")),
+            stored_from=str(out) if saved is not None and saved["settings"] is not None else None,
+        )
+    )
+    if dist is not None:
+        ranks.say(
+            f"data-parallel over {dist.size} MPI ranks: {s['batch_size']} streams, "
+            f"{s['batch_size'] // dist.size}{'+' if s['batch_size'] % dist.size else ''} per rank"
+        )
+    log = _epoch_lines(s, label)
+    extra = {"settings": {k: v for k, v in s.items() if k not in ("progress",)}}
+    if s["restarts"] > 1:
+        model, epoch, step = _train_restarts(args, dist, s, corpus, out, log, extra, ranks.say)
+    else:
+        epoch, step = _train_one(args, dist, s, corpus, model, out, log, extra)
+        if saved is not None and saved["epoch"] >= int(s["epochs"]):
+            ranks.say(
+                f"{out} has already completed {saved['epoch']} epoch(s) and --epochs is {s['epochs']}: nothing to "
+                f"train. To train on, pass a larger --epochs (e.g. --resume --epochs {saved['epoch'] + s['epochs']})"
+            )
+    _report(ranks, s, corpus, model, dist, label, f"done after {epoch} epoch(s), {step} steps", out, step)
+    return 0
+
+
+def _settings(args, ranks: _Ranks):
+    """The run's settings and where they came from: ``(settings, config, flags, preset given, saved)``; with
+    ``--resume``, the saved run's own settings (``saved``: see :func:`_saved_run`), then config and flags."""
+    resume = bool(getattr(args, "resume", False))
+    s, config, flags, preset_given = ranks.together(lambda: train_settings(args))
+    out = Path(s["out"])
+    saved = ranks.on_root(lambda: _saved_run(out)) if resume else None
+    if saved is not None and saved["settings"] is not None:  # the run's own settings, then config and flags
+        s, config, flags, preset_given = ranks.together(lambda: train_settings(args, saved["settings"], str(out)))
+        s["out"] = str(out)
+    return s, config, flags, preset_given, saved
+
+
+def _setup(args, s: Dict[str, Any], out: Path, root: bool):
+    """The corpus and the model, after the checks that come before any work (rank 0 checks the files)."""
+    if root:
+        check_writable(out, "--out checkpoint")  # before any work
+        check_writable(history_path(out), "history")
+    set_threads(s["threads"])
+    corpus = load_corpus(s)
+    model = model_from_settings(s, corpus.vocab_size)
+    if root and not getattr(args, "resume", False) and not getattr(args, "overwrite", False):
+        _check_overwrite(out, s)  # after the settings' own errors, still before any work
+    return corpus, model
+
+
+def _epoch_lines(s: Dict[str, Any], label: str) -> Callable:
+    """The ``log`` of the run: without the progress display, a line per epoch on standard output."""
+
+    def log(event):
+        if event["event"] == "epoch" and not s["progress"]:
+            valid = f", valid {label} {event['valid_bpc']:.4f}" if event["valid_bpc"] is not None else ""
+            print(
+                f"epoch {event['epoch']}: train {label} {event['train_bpc']:.4f}{valid}, "
+                f"{event['tokens_per_s']:,.0f} tokens/s, {event['seconds']:.1f} s",
+                flush=True,
+            )
+
+    return log
+
+
+def _train_one(args, dist, s, corpus, model, out: Path, log, extra) -> tuple:
+    """One run (``restarts`` = 1), resumed with ``--resume``; returns its epochs and steps."""
+    trainer = Trainer(model, optimizer=build_optimizer(s), seed=s["seed"], distributed=dist, **trainer_kw(s, corpus))
+    trainer.fit(
+        corpus.train,
+        valid=corpus.valid,
+        epochs=int(s["epochs"]),
+        checkpoint=out,
+        resume=bool(getattr(args, "resume", False)),
+        max_chunks=s["max_chunks"],
+        checkpoint_every=s["checkpoint_every"],
+        log=log,
+        vocab=corpus.vocab,
+        extra=extra,
+    )
+    return trainer.epoch, trainer.step
+
+
+def _report(ranks: _Ranks, s, corpus, model, dist, label: str, done: str, out: Path, step: int) -> None:
+    """The last lines: the figures on the valid and test splits, then the model's own notes."""
+    results = {}
+    for split in ("valid", "test"):
+        ids = getattr(corpus, split)
+        if ids is not None and len(ids) >= 2:
+            results[split] = evaluate(
+                model, ids, batch_size=int(s["eval_batch_size"]), bptt=int(s["bptt"]), distributed=dist
+            )
+    parts = [
+        f"{split} {label} {r['bpc']:.4f}" + (f" (perplexity {r['perplexity']:.1f})" if corpus.unit == "word" else "")
+        for split, r in results.items()
+    ]
+    ranks.say(f"{done}: {', '.join(parts)}; checkpoint {out}")
+    for line in model.end_of_run_notes(corpus, step):  # the family's own report (HM-LSTM: its boundaries)
+        ranks.say(line)
+
+
+def _train_restarts(args, dist, s, corpus, out, log, extra, say):
+    """``restarts`` > 1: ``best_of`` over the seeds s["seed"] .. + restarts - 1; the chosen run's checkpoint
+    goes to ``out``. Returns the chosen model, its epochs and its steps."""
+    n = int(s["restarts"])
+    _check_restarts(args, dist, s, corpus, n)
+
+    def run(seed) -> str:
+        return f"run {seed - int(s['seed']) + 1}/{n} (seed {seed})"
+
+    def make(seed):  # called as each run starts
+        say(run(seed))
+        return model_from_settings({**s, "seed": seed}, corpus.vocab_size)
+
+    model, results = best_of(
+        make,
+        corpus.train,
+        corpus.valid,
+        restarts=n,
+        epochs=int(s["epochs"]),
+        seed=int(s["seed"]),
+        select_after=s["select_after"],
+        make_optimizer=lambda: build_optimizer(s),
+        fit_kw={"valid": corpus.valid, "log": log},
+        checkpoint=out,
+        vocab=corpus.vocab,
+        extra=extra,
+        **trainer_kw(s, corpus),
+    )
+    label = corpus_bits_label(corpus)
+    compared = results[0]["compared_after"]
+    for r in results:
+        at = f" after {compared} epochs" if compared < int(s["epochs"]) else ""
+        say(f"{run(r['seed'])}: valid {label} {r['valid_bpc']:.4f}{at}" + ("  <- kept" if r["chosen"] else ""))
+    chosen = next(r for r in results if r["chosen"])
+    return model, chosen["epochs"], chosen["steps"]
+
+
+def _check_restarts(args, dist, s, corpus, n: int) -> None:
+    """Refuse what restarts cannot do: resume, distribute, choose without validation data, stop early."""
+    if getattr(args, "resume", False):
+        raise ValueError(
+            f"--resume continues one run, and restarts = {n} starts new ones: resume the chosen run "
+            f"with --restarts 1 (its seed is in the checkpoint)"
+        )
+    if dist is not None:
+        raise ValueError("restarts > 1 is not available with --distributed (train the runs one by one)")
+    if corpus.valid is None or len(corpus.valid) < 2:
+        raise ValueError(
+            f"restarts = {n} chooses by the validation loss, and corpus {corpus.name} has no validation split"
+        )
+    if s["checkpoint_every"] is not None or s["max_chunks"] is not None:
+        raise ValueError(
+            "restarts > 1 writes the chosen run's checkpoint at the end: it takes neither "
+            "checkpoint-every nor max-chunks"
+        )
+
+
+def _saved_run(out: Path) -> Dict[str, Any]:
+    """What ``--resume`` needs to know of the checkpoint ``out`` before the work: its settings (None when
+    it was written from Python, which records none) and its completed epochs."""
+    if not out.exists():
+        raise FileNotFoundError(f"--resume: no checkpoint at {out} to continue (--out names it)")
+    ck = load(out)
+    settings = ck.extra.get("settings")
+    state = ck.trainer_state or {}
+    epoch = state.get("epoch")
+    if isinstance(settings, dict) and is_int(state.get("seed")):  # the run's own seed (restarts: the kept run's)
+        settings = {**settings, "seed": state["seed"]}
+    return {"settings": settings if isinstance(settings, dict) else None, "epoch": epoch if is_int(epoch) else 0}
+
+
+def _check_overwrite(out: Path, s: Dict[str, Any]) -> None:
+    """A new run writes ``out``: refuse (``FileExistsError``) when it holds something else than a checkpoint of
+    the same model and data (another model, another corpus, a run from Python, a file of another kind),
+    naming the difference and the flags that choose (another ``--out``, ``--overwrite``, ``--resume``)."""
+    if not out.exists():
+        return
+    choose = "give another --out, or --overwrite to replace it"
+    try:
+        ck = load(out)
+    except (ValueError, OSError) as e:
+        raise FileExistsError(
+            f"--out {out} exists and is not a checkpoint this run may replace ({e}); {choose}"
+        ) from None
+    saved: Optional[dict] = ck.extra.get("settings")
+    if not isinstance(saved, dict):
+        raise FileExistsError(
+            f"--out {out} holds a {ck.config.get('model')} model saved from Python, which records "
+            f"no settings to compare with this run's; {choose}"
+        )
+    diffs = []
+    for key in IDENTITY:
+        old, new = saved.get(key, _presets.DEFAULTS[key]), s.get(key)
+        if key == "data_path" and old is not None and new is not None:
+            old, new = str(Path(old).expanduser().resolve()), str(Path(new).expanduser().resolve())
+        if normal(old) != normal(new):
+            diffs.append(f"{key} {show(old)} there, {show(new)} here")
+    if diffs:
+        raise FileExistsError(
+            f"--out {out} holds the checkpoint of another model or data ({'; '.join(diffs)}); "
+            f"this run would overwrite it: {choose} (--resume continues it)"
+        )
