@@ -1,6 +1,6 @@
 """multiscale-rnn: multiscale recurrent neural networks with a fast C++ core."""
 
-from . import analysis, checkpoint, data, init, models, optim, plot, schedules, testing
+from . import analysis, checkpoint, data, init, models, optim, plot, schedules, testing, training
 from ._native import ISA
 from ._native import core as _core
 from .models import *  # noqa: F401,F403 - every model family, its classes and helpers (models.__all__)
@@ -20,9 +20,9 @@ def max_threads() -> int:
 def set_num_threads(n: int) -> None:
     """Threads for the core's matrix products and loops (Eigen + OpenMP): an integer from 1 to
     :func:`max_threads`, else ``ValueError`` (``TypeError`` for a non-integer)."""
-    import numbers
+    from ._checks import is_int
 
-    if isinstance(n, bool) or not isinstance(n, numbers.Integral):
+    if not is_int(n):
         raise TypeError(f"threads must be an integer, got {n!r}")
     if not 1 <= n <= max_threads():
         raise ValueError(f"threads must be between 1 and {max_threads()} (4 per CPU), got {n}")
@@ -55,6 +55,7 @@ __all__ = list(models.__all__) + [
     "plot",
     "analysis",
     "testing",
+    "training",
     "set_num_threads",
     "get_num_threads",
     "max_threads",

@@ -31,6 +31,7 @@ from typing import Any, Dict, Optional, Union
 
 import numpy as np
 
+from ._checks import is_int, is_number
 from .storage import History, atomic_write  # noqa: F401 - atomic_write is part of this module's API
 
 __all__ = ["FORMAT", "VERSION", "CheckpointError", "Checkpoint", "save", "load", "check_config"]
@@ -275,9 +276,9 @@ def _want(value, kinds, where: str, path: Path, none: bool = False):
     ok = False
     for k in kinds if isinstance(kinds, tuple) else (kinds,):
         if k is int:
-            ok = ok or (isinstance(value, int) and not isinstance(value, bool))
+            ok = ok or is_int(value)
         elif k is float:
-            ok = ok or (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value))
+            ok = ok or is_number(value)
         else:
             ok = ok or isinstance(value, k)
     if not ok:
@@ -333,7 +334,7 @@ def _check_carried(trainer_state: dict, model, path: Path) -> None:
             )
         if not isinstance(a, np.ndarray):
             raise CheckpointError(f"{where}: the carried state {name!r} must be an array, got {a!r:.80}")
-        rows = batch if isinstance(batch, int) and not isinstance(batch, bool) else a.shape[0] if a.ndim else -1
+        rows = batch if is_int(batch) else a.shape[0] if a.ndim else -1
         if a.shape != (rows, *sizes[name]):
             raise CheckpointError(
                 f"{where}: the carried state {name!r} has shape {a.shape}, expected "
@@ -380,9 +381,57 @@ def load(path: Union[str, Path], model=None) -> Checkpoint:
 
 
 def _load(z: _Archive, path: Path, model) -> Checkpoint:
-    from .models import MODELS
-    from .optim import optimizer_from_state
+    """Read the archive ``z`` (from ``path``), each part checked before it is used: the header, the model
+    (rebuilt from its config, or ``model`` checked against it), the parameters and random state, the
+    optimiser, the trainer state, the vocabulary, the history."""
+    config, meta = _header(z, path)
+    model = _model_for(config, model, path)
+    flat = model.flat_parameters()
+    params = z.array("params", flat.shape, flat.dtype, what="the parameter array")
+    if not np.all(np.isfinite(params)):
+        raise CheckpointError(f"{path}: the saved parameters hold NaN or infinity")
+    rng = z.array("rng", (4,), np.uint64, what="the random state")
+    optimizer, opt_state = _optimizer_part(z, meta, flat, path)
+    trainer_meta = _want(meta.get("trainer"), dict, "the trainer state", path, none=True)
+    trainer_state = None
+    if trainer_meta is not None:
+        trainer_state = _join_checked(
+            trainer_meta,
+            z,
+            "trainer",
+            lambda where: (
+                (flat.shape, flat.dtype)
+                if where == "trainer/best_params"
+                else (None, flat.dtype)
+                if where.startswith("trainer/carried/")
+                else None
+            ),
+        )
+        _check_carried(trainer_state, model, path)
+    vocab = _vocab_part(meta, model, path)
+    history = _want(meta.get("history"), list, "the history", path, none=True)
+    if history is not None:
+        for i, row in enumerate(history):
+            _want(row, dict, f"history row {i}", path)
+        history = History(history)
+    extra = _want(meta.get("extra"), dict, "the extra settings", path, none=True) or {}
+    flat[...] = params
+    model.set_rng_state(rng)
+    return Checkpoint(
+        path=path,
+        config=config,
+        model=model,
+        optimizer=optimizer,
+        optimizer_state=opt_state,
+        trainer_state=trainer_state,
+        vocab=vocab,
+        history=history,
+        extra=extra,
+    )
 
+
+def _header(z: _Archive, path: Path):
+    """``(config, meta)`` of the archive, after its format tag, its members and its version are checked."""
     fmt = z.text("__format__", "format tag")
     if fmt != FORMAT:
         raise CheckpointError(f"{path} is not a multiscale-rnn checkpoint (format tag {fmt!r:.80})")
@@ -405,99 +454,73 @@ def _load(z: _Archive, path: Path, model) -> Checkpoint:
     if not isinstance(config, dict) or not isinstance(config.get("model"), str):
         raise CheckpointError(f"{path}: the model config must be an object with a 'model' name, got {config!r:.80}")
     _want(meta, dict, "the metadata", path)
+    return config, meta
 
-    if model is None:
-        name = config["model"]
-        if name not in MODELS:
-            raise CheckpointError(
-                f"{path} holds a {name!r} model, which this installation does not know (known: {sorted(MODELS)})"
-            )
-        kwargs = {k: v for k, v in config.items() if k != "model"}
-        try:
-            model = MODELS[name](**kwargs)
-        except (TypeError, ValueError, OverflowError, MemoryError) as e:
-            raise CheckpointError(f"{path}: cannot rebuild {name} from its config {kwargs!r:.300}: {e}") from None
-    else:
+
+def _model_for(config: dict, model, path: Path):
+    """``model`` checked against the saved config, or (None) the model rebuilt from it."""
+    from .models import MODELS
+
+    if model is not None:
         check_config(config, model, path)
+        return model
+    name = config["model"]
+    if name not in MODELS:
+        raise CheckpointError(
+            f"{path} holds a {name!r} model, which this installation does not know (known: {sorted(MODELS)})"
+        )
+    kwargs = {k: v for k, v in config.items() if k != "model"}
+    try:
+        return MODELS[name](**kwargs)
+    except (TypeError, ValueError, OverflowError, MemoryError) as e:
+        raise CheckpointError(f"{path}: cannot rebuild {name} from its config {kwargs!r:.300}: {e}") from None
 
-    flat = model.flat_parameters()
-    params = z.array("params", flat.shape, flat.dtype, what="the parameter array")
-    if not np.all(np.isfinite(params)):
-        raise CheckpointError(f"{path}: the saved parameters hold NaN or infinity")
-    rng = z.array("rng", (4,), np.uint64, what="the random state")
+
+def _optimizer_part(z: _Archive, meta: dict, flat: np.ndarray, path: Path):
+    """``(optimizer, its state)`` saved in the archive, or ``(None, None)``; its arrays must be finite and
+    shaped like the parameters ``flat``."""
+    from .optim import optimizer_from_state
 
     opt_meta = _want(meta.get("optimizer"), dict, "the optimiser state", path, none=True)
-    opt_state = optimizer = None
-    if opt_meta is not None:
-        _want(opt_meta.get("name"), str, "the optimiser name", path)
-        _want(opt_meta.get("hyper", {}), dict, "the optimiser hyper-parameters", path)
-        _want(opt_meta.get("step", 0), int, "the optimiser step", path)
-        _want(opt_meta.get("arrays", {}), dict, "the optimiser arrays", path)
-        opt_state = _join_checked(
-            opt_meta,
-            z,
-            "optimizer",
-            lambda where: (flat.shape, flat.dtype) if where.startswith("optimizer/arrays/") else None,
-        )
-        try:
-            optimizer = optimizer_from_state(opt_state)
-        except (TypeError, ValueError, OverflowError, AttributeError, KeyError) as e:
-            raise CheckpointError(f"{path}: cannot restore the optimiser: {e}") from None
-        for k, a in optimizer.state.items():
-            if a.shape != flat.shape or a.dtype != flat.dtype:
-                raise CheckpointError(
-                    f"{path}: optimiser array {k!r} has shape {a.shape} {a.dtype}, parameters {flat.shape} {flat.dtype}"
-                )
-            if not np.all(np.isfinite(a)):
-                raise CheckpointError(f"{path}: optimiser array {k!r} holds NaN or infinity")
-    trainer_meta = _want(meta.get("trainer"), dict, "the trainer state", path, none=True)
-    trainer_state = None
-    if trainer_meta is not None:
-        trainer_state = _join_checked(
-            trainer_meta,
-            z,
-            "trainer",
-            lambda where: (
-                (flat.shape, flat.dtype)
-                if where == "trainer/best_params"
-                else (None, flat.dtype)
-                if where.startswith("trainer/carried/")
-                else None
-            ),
-        )
-        _check_carried(trainer_state, model, path)
-
-    vocab = meta.get("vocab")
-    if vocab is not None:
-        try:
-            from .data import Vocab
-        except ImportError:  # data layer absent: keep the JSON
-            Vocab = None
-        if Vocab is not None:
-            try:
-                vocab = Vocab.from_json(vocab)
-            except (TypeError, ValueError, KeyError, AttributeError) as e:
-                raise CheckpointError(f"{path}: the stored vocabulary is unusable: {e}") from None
-            if vocab.size != getattr(model, "vocab_size", vocab.size):
-                raise CheckpointError(
-                    f"{path}: the stored vocabulary has {vocab.size} symbols, the model {model.vocab_size}"
-                )
-    history = _want(meta.get("history"), list, "the history", path, none=True)
-    if history is not None:
-        for i, row in enumerate(history):
-            _want(row, dict, f"history row {i}", path)
-        history = History(history)
-    extra = _want(meta.get("extra"), dict, "the extra settings", path, none=True) or {}
-    flat[...] = params
-    model.set_rng_state(rng)
-    return Checkpoint(
-        path=path,
-        config=config,
-        model=model,
-        optimizer=optimizer,
-        optimizer_state=opt_state,
-        trainer_state=trainer_state,
-        vocab=vocab,
-        history=history,
-        extra=extra,
+    if opt_meta is None:
+        return None, None
+    _want(opt_meta.get("name"), str, "the optimiser name", path)
+    _want(opt_meta.get("hyper", {}), dict, "the optimiser hyper-parameters", path)
+    _want(opt_meta.get("step", 0), int, "the optimiser step", path)
+    _want(opt_meta.get("arrays", {}), dict, "the optimiser arrays", path)
+    opt_state = _join_checked(
+        opt_meta,
+        z,
+        "optimizer",
+        lambda where: (flat.shape, flat.dtype) if where.startswith("optimizer/arrays/") else None,
     )
+    try:
+        optimizer = optimizer_from_state(opt_state)
+    except (TypeError, ValueError, OverflowError, AttributeError, KeyError) as e:
+        raise CheckpointError(f"{path}: cannot restore the optimiser: {e}") from None
+    for k, a in optimizer.state.items():
+        if a.shape != flat.shape or a.dtype != flat.dtype:
+            raise CheckpointError(
+                f"{path}: optimiser array {k!r} has shape {a.shape} {a.dtype}, parameters {flat.shape} {flat.dtype}"
+            )
+        if not np.all(np.isfinite(a)):
+            raise CheckpointError(f"{path}: optimiser array {k!r} holds NaN or infinity")
+    return optimizer, opt_state
+
+
+def _vocab_part(meta: dict, model, path: Path):
+    """The stored vocabulary as a ``data.Vocab`` (None when none is stored), with the model's size."""
+    vocab = meta.get("vocab")
+    if vocab is None:
+        return None
+    try:
+        from .data import Vocab
+    except ImportError:  # data layer absent: keep the JSON
+        return vocab
+    try:
+        vocab = Vocab.from_json(vocab)
+    except (TypeError, ValueError, KeyError, AttributeError) as e:
+        raise CheckpointError(f"{path}: the stored vocabulary is unusable: {e}") from None
+    if vocab.size != getattr(model, "vocab_size", vocab.size):
+        raise CheckpointError(f"{path}: the stored vocabulary has {vocab.size} symbols, the model {model.vocab_size}")
+    return vocab

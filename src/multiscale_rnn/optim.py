@@ -31,16 +31,10 @@ from typing import Dict, Optional, Tuple
 
 import numpy as np
 
+from ._checks import is_number, non_negative_number, positive_number
 from ._native import core as _core
 
 __all__ = ["Optimizer", "Adam", "SGD", "OPTIMIZERS", "optimizer_from_state", "ColumnNorm"]
-
-
-def _nonneg(value, name: str) -> float:
-    v = float(value)
-    if not np.isfinite(v) or v < 0:
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-    return v
 
 
 class Optimizer:
@@ -51,7 +45,7 @@ class Optimizer:
 
     def __init__(self, lr: float, weight_decay: float = 0.0):
         self.lr = lr
-        self.weight_decay = _nonneg(weight_decay, "weight_decay")
+        self.weight_decay = non_negative_number(weight_decay, "weight_decay")
         self.step_count = 0
         self.state: Dict[str, np.ndarray] = {}
 
@@ -61,10 +55,7 @@ class Optimizer:
 
     @lr.setter
     def lr(self, value: float) -> None:
-        v = float(value)
-        if not np.isfinite(v) or v <= 0:
-            raise ValueError(f"learning rate must be a finite number > 0, got {value!r}")
-        self._lr = v
+        self._lr = positive_number(value, "learning rate")
 
     def hyper(self) -> dict:
         """The hyper-parameters (JSON-able), as accepted by the constructor."""
@@ -86,9 +77,7 @@ class Optimizer:
         element first clamped to [-clip_value, clip_value] when ``clip_value`` is given."""
         clip = 0.0
         if clip_value is not None:
-            clip = float(clip_value)
-            if not (np.isfinite(clip) and clip > 0):
-                raise ValueError(f"clip_value must be a finite number > 0, got {clip_value!r}")
+            clip = positive_number(clip_value, "clip_value")
         w, g = model.flat_parameters(), model.flat_gradients()
         if w.shape != g.shape or w.dtype != g.dtype:
             raise ValueError(f"parameters {w.shape} {w.dtype} and gradients {g.shape} {g.dtype} differ")
@@ -144,12 +133,12 @@ class Adam(Optimizer):
 
     def __init__(self, lr: float = 2e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0):
         super().__init__(lr, weight_decay)
-        b1, b2 = (float(b) for b in betas)
+        b1, b2 = betas
         for i, b in enumerate((b1, b2)):
-            if not 0.0 <= b < 1.0:
-                raise ValueError(f"betas[{i}] must be in [0, 1), got {b}")
-        self.betas = (b1, b2)
-        self.eps = _nonneg(eps, "eps")
+            if not (is_number(b) and 0.0 <= b < 1.0):
+                raise ValueError(f"betas[{i}] must be in [0, 1), got {b!r}")
+        self.betas = (float(b1), float(b2))
+        self.eps = non_negative_number(eps, "eps")
 
     def hyper(self) -> dict:
         return {"lr": self.lr, "betas": list(self.betas), "eps": self.eps, "weight_decay": self.weight_decay}
@@ -175,7 +164,7 @@ class SGD(Optimizer):
 
     def __init__(self, lr: float, momentum: float = 0.0, weight_decay: float = 0.0):
         super().__init__(lr, weight_decay)
-        self.momentum = _nonneg(momentum, "momentum")
+        self.momentum = non_negative_number(momentum, "momentum")
 
     @property
     def buffers(self) -> Tuple[str, ...]:
@@ -225,10 +214,7 @@ class ColumnNorm:
     """
 
     def __init__(self, max_norm: float = 2.0, kinds=("recurrent", "input"), names=None):
-        v = float(max_norm)
-        if not np.isfinite(v) or v <= 0:
-            raise ValueError(f"max_norm must be a finite number > 0, got {max_norm!r}")
-        self.max_norm = v
+        self.max_norm = positive_number(max_norm, "max_norm")
         if isinstance(kinds, str):
             kinds = (kinds,)
         self.kinds = tuple(kinds)

@@ -29,6 +29,8 @@ from __future__ import annotations
 import math
 from typing import Callable, Optional
 
+from ._checks import is_int, is_number, positive_number
+
 __all__ = [
     "LRSchedule",
     "Constant",
@@ -43,13 +45,6 @@ __all__ = [
     "LR_SCHEDULES",
     "make_lr_schedule",
 ]
-
-
-def _positive(value, name: str) -> float:
-    v = float(value)
-    if not math.isfinite(v) or v <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return v
 
 
 def _every(every: str) -> str:
@@ -75,7 +70,7 @@ class LRSchedule:
     def start(self, base_lr: float) -> None:
         """Record the learning rate training starts from (kept across a resume)."""
         if self.base_lr is None:
-            self.base_lr = _positive(base_lr, "base learning rate")
+            self.base_lr = positive_number(base_lr, "base learning rate")
 
     def next_lr(self, epoch: int, lr: float, metric: Optional[float]) -> float:
         """The learning rate for the epoch after ``epoch`` completed epochs."""
@@ -115,10 +110,10 @@ class HalveAfter(LRSchedule):
     def __init__(self, epoch_n: int, factor: float = 2.0, every: str = "epoch"):
         super().__init__()
         self.every = _every(every)
-        if isinstance(epoch_n, bool) or int(epoch_n) != epoch_n or epoch_n < 0:
+        if not is_int(epoch_n) or epoch_n < 0:
             raise ValueError(f"epoch_n must be an integer >= 0, got {epoch_n!r}")
         self.epoch_n = int(epoch_n)
-        self.factor = _positive(factor, "factor")
+        self.factor = positive_number(factor, "factor")
 
     def params(self):
         return self._with_every({"epoch_n": self.epoch_n, "factor": self.factor})
@@ -137,10 +132,10 @@ class ReduceOnPlateau(LRSchedule):
 
     def __init__(self, factor: float = 2.0, patience: int = 0, threshold: float = 0.0, min_lr: float = 0.0):
         super().__init__()
-        self.factor = float(factor)
-        if not math.isfinite(self.factor) or self.factor <= 1.0:
+        if not (is_number(factor) and factor > 1.0):
             raise ValueError(f"factor must be > 1 (the learning rate is divided by it), got {factor!r}")
-        if isinstance(patience, bool) or int(patience) != patience or patience < 0:
+        self.factor = float(factor)
+        if not is_int(patience) or patience < 0:
             raise ValueError(f"patience must be an integer >= 0, got {patience!r}")
         self.patience = int(patience)
         self.threshold = float(threshold)
@@ -209,10 +204,10 @@ class MultiStep(LRSchedule):
         self.every = _every(every)
         ms = list(milestones) if not isinstance(milestones, (int, float)) else [milestones]
         for m in ms:
-            if isinstance(m, bool) or int(m) != m or m < 1:
+            if not is_int(m) or m < 1:
                 raise ValueError(f"milestones must be whole numbers of {self.every}s >= 1, got {milestones!r}")
         self.milestones = sorted(int(m) for m in ms)
-        self.factor = _positive(factor, "factor")
+        self.factor = positive_number(factor, "factor")
 
     def params(self):
         return self._with_every({"milestones": list(self.milestones), "factor": self.factor})

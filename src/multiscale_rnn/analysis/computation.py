@@ -27,6 +27,7 @@ from typing import Any, Dict, Hashable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from .._checks import is_int
 from ..data.bits import bit_positions
 from ..data.music import MUSIC_KINDS, symbol_classes
 
@@ -95,7 +96,7 @@ def _top_rows(D: int, top: Union[float, int, Sequence[int], slice]) -> np.ndarra
         if not 0 < top <= 1:
             raise ValueError(f"top as a fraction must be in (0, 1], got {top}")
         rows = np.arange(D - max(1, math.ceil(top * D - 1e-9)), D)
-    elif isinstance(top, (int, np.integer)) and not isinstance(top, bool):
+    elif is_int(top):
         if not 1 <= top <= D:
             raise ValueError(f"top as a count must be in 1..{D}, got {top}")
         rows = np.arange(D - int(top), D)

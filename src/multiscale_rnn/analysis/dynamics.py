@@ -21,6 +21,8 @@ from typing import Dict, Optional, Sequence
 
 import numpy as np
 
+from .._checks import positive_int
+
 __all__ = [
     "gradient_decay",
     "state_change",
@@ -55,12 +57,6 @@ def by_step(arrays: Dict[str, np.ndarray], batch_size: int) -> Dict[str, np.ndar
             raise ValueError(f"{k} has {n} columns, not a multiple of the batch size {B}")
         out[k] = v.T.reshape(n // B, B, rows).transpose(1, 0, 2)
     return out
-
-
-def _positive(v, name: str) -> int:
-    if isinstance(v, bool) or int(v) != v or v < 1:
-        raise ValueError(f"{name} must be a positive integer, got {v!r}")
-    return int(v)
 
 
 def cell_names(model, state: Optional[str] = None) -> Sequence[str]:
@@ -100,7 +96,7 @@ def gradient_decay(
     max_lag = int(max_lag)
     if max_lag < 0:
         raise ValueError(f"max_lag must be >= 0, got {max_lag}")
-    n = _positive(num_samples, "num_samples")
+    n = positive_int(num_samples, "num_samples")
     warmup = int(warmup)
     if warmup < 0:
         raise ValueError(f"warmup must be >= 0, got {warmup}")
@@ -142,8 +138,8 @@ def state_change(
     from ..data import batchify, chunks
 
     ids = _ids(ids)
-    B = _positive(batch_size, "batch_size")
-    bptt = _positive(bptt, "bptt")
+    B = positive_int(batch_size, "batch_size")
+    bptt = positive_int(bptt, "bptt")
     names = cell_names(model, state)
     streams = batchify(ids, B)
     prev = None
@@ -173,8 +169,8 @@ def per_token_loss(model, ids, batch_size: int = 16, bptt: int = 100) -> np.ndar
     from ..data import batchify, chunks
 
     ids = _ids(ids)
-    B = _positive(batch_size, "batch_size")
-    bptt = _positive(bptt, "bptt")
+    B = positive_int(batch_size, "batch_size")
+    bptt = positive_int(bptt, "bptt")
     streams = batchify(ids, B)
     L = streams.shape[1]
     losses = np.full((B, L), np.nan)
@@ -219,7 +215,7 @@ def bpc_by_position(losses, positions, max_position: int = 10) -> np.ndarray:
     positions = np.asarray(positions)
     if losses.shape != positions.shape or losses.ndim != 1:
         raise ValueError(f"losses {losses.shape} and positions {positions.shape} must be 1-D of the same length")
-    P = _positive(max_position, "max_position")
+    P = positive_int(max_position, "max_position")
     out = np.full(P, np.nan)
     ok = np.isfinite(losses)
     for p in range(1, P + 1):

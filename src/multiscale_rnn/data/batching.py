@@ -11,15 +11,9 @@ from typing import Any, Iterator, Optional, Tuple
 
 import numpy as np
 
+from .._checks import int_at_least
+
 __all__ = ["batchify", "chunks", "num_chunks", "check_length"]
-
-
-def _positive_int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
-    if value < 1:
-        raise ValueError(f"{name} must be at least 1, got {value}")
-    return int(value)
 
 
 def text_given_for_ids(ids: Any, what: str, use: str = "it whole: trainer.fit(corpus)") -> Optional[str]:
@@ -73,8 +67,8 @@ def check_length(ids: Any, batch_size: int, bptt: int, what: str = "train") -> N
     ``batch_size`` streams of ``bptt + 1`` tokens (``bptt`` inputs and the
     target after the last one), i.e. ``batch_size * (bptt + 1)`` tokens."""
     arr = _ids_1d(ids, what)
-    batch_size = _positive_int(batch_size, "batch_size")
-    bptt = _positive_int(bptt, "bptt")
+    batch_size = int_at_least(batch_size, "batch_size", 1)
+    bptt = int_at_least(bptt, "bptt", 1)
     need = batch_size * (bptt + 1)
     if len(arr) < need:
         raise ValueError(
@@ -89,7 +83,7 @@ def batchify(ids: Any, batch_size: int) -> np.ndarray:
     C-contiguous ``(B, N // B)`` ``int32`` array; the last ``N % B`` tokens are
     dropped. Each stream needs at least 2 tokens (an input and its target)."""
     arr = _ids_1d(ids, "input")
-    batch_size = _positive_int(batch_size, "batch_size")
+    batch_size = int_at_least(batch_size, "batch_size", 1)
     n = len(arr) // batch_size
     if n < 2:
         raise ValueError(
@@ -102,7 +96,7 @@ def batchify(ids: Any, batch_size: int) -> np.ndarray:
 def num_chunks(streams: Any, bptt: int) -> int:
     """How many chunks :func:`chunks` yields: ``ceil((N - 1) / bptt)``."""
     arr = _streams_2d(streams)
-    bptt = _positive_int(bptt, "bptt")
+    bptt = int_at_least(bptt, "bptt", 1)
     return -(-(arr.shape[1] - 1) // bptt)
 
 
@@ -113,7 +107,7 @@ def chunks(streams: Any, bptt: int) -> Iterator[Tuple[np.ndarray, np.ndarray]]:
     shorter. Every token but the first of each stream is a target exactly once.
     """
     arr = _streams_2d(streams)
-    bptt = _positive_int(bptt, "bptt")
+    bptt = int_at_least(bptt, "bptt", 1)
     return _chunk_iter(arr, bptt)
 
 

@@ -30,6 +30,7 @@ from typing import Any, Dict, Optional, Union
 
 import numpy as np
 
+from .._checks import is_int
 from .corpus import SPLITS, Corpus, refuse_blank
 from .vocab import Vocab
 
@@ -45,7 +46,7 @@ _WEIGHTS = (1 << np.arange(BITS_PER_CHAR - 1, -1, -1)).astype(np.uint8)  # MSB f
 
 
 def _buffer(buffer_bits: Any) -> int:
-    if isinstance(buffer_bits, bool) or not isinstance(buffer_bits, (int, np.integer)) or buffer_bits < 0:
+    if not is_int(buffer_bits) or buffer_bits < 0:
         raise ValueError(f"buffer_bits must be a non-negative integer (the paper uses 0, 8 or 24), got {buffer_bits!r}")
     return int(buffer_bits)
 

@@ -14,6 +14,8 @@ from typing import Any, List, Optional
 
 import numpy as np
 
+from .._checks import is_int
+
 __all__ = ["class_sizes"]
 
 
@@ -49,7 +51,7 @@ def class_sizes(counts: Any, num_classes: Optional[int] = None) -> List[int]:
     V = c.size
     if num_classes is None:
         num_classes = max(1, round(math.sqrt(V)))
-    if isinstance(num_classes, bool) or not isinstance(num_classes, (int, np.integer)) or not 1 <= num_classes <= V:
+    if not is_int(num_classes) or not 1 <= num_classes <= V:
         raise ValueError(f"num_classes must be an integer in [1, {V}], got {num_classes!r}")
     share = np.cumsum(c) / c.sum()  # share of the tokens up to and including each id
     sizes: List[int] = []

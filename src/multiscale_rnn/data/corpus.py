@@ -23,6 +23,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from .._checks import is_int
 from .vocab import UNK_CHAR, UNK_WORD, Vocab, text_codes, tokenize_words
 
 __all__ = ["Corpus", "char_corpus", "word_corpus", "word_boundaries", "split_contiguous", "SPLITS"]
@@ -253,7 +254,7 @@ def word_corpus(
     tokens it stands for), which the class softmax's frequency binning needs
     (:func:`multiscale_rnn.data.class_sizes`).
     """
-    if isinstance(min_count, bool) or not isinstance(min_count, (int, np.integer)) or min_count < 1:
+    if not is_int(min_count) or min_count < 1:
         raise ValueError(f"min_count must be a positive integer, got {min_count!r}")
     if order not in ("sorted", "frequency"):
         raise ValueError(f"order must be 'sorted' or 'frequency', got {order!r}")

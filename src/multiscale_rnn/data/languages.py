@@ -43,6 +43,7 @@ from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
+from .._checks import is_int
 from .synthetic import HierarchicalText
 
 __all__ = ["LanguageSpec", "draw_language", "generate", "PHRASE_MARKS", "SENTENCE_MARKS"]
@@ -92,7 +93,7 @@ class LanguageSpec:
 def draw_language(language: int) -> LanguageSpec:
     """The language with id ``language`` (an integer >= 0): every property drawn from its own
     generator, so the same id always names the same language."""
-    if isinstance(language, bool) or not isinstance(language, (int, np.integer)) or language < 0:
+    if not is_int(language) or language < 0:
         raise ValueError(f"language must be an integer >= 0, got {language!r}")
     rng = np.random.default_rng([int(language), 0x1A46])
     k = int(rng.integers(5, 27))
@@ -149,11 +150,29 @@ def _distinct_strings(rng, spec: LanguageSpec, n: int, lengths_from) -> List[str
 def generate(spec: LanguageSpec, n_chars: int = 20000, seed: int = 0) -> HierarchicalText:
     """``n_chars`` characters of the language ``spec`` (from :func:`draw_language`), text seed
     ``seed``; a shorter text is a prefix of a longer one with the same seed."""
-    if isinstance(n_chars, bool) or not isinstance(n_chars, (int, np.integer)) or n_chars < 1:
+    if not is_int(n_chars) or n_chars < 1:
         raise ValueError(f"n_chars must be an integer >= 1, got {n_chars!r}")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+    if not is_int(seed) or seed < 0:
         raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
-    # The grammar (stems, affixes, classes, templates) belongs to the language; the text to the seed.
+    grammar = _grammar(spec)
+    rng = np.random.default_rng([spec.language, int(seed), 0x7E47])
+    text, word_ends, phrase_ends, sentence_ends = _sentences(spec, grammar, rng, n_chars)
+    return HierarchicalText(
+        text=text,
+        word_boundaries=_mask(word_ends, n_chars),
+        phrase_boundaries=_mask(phrase_ends, n_chars),
+        lexicon=grammar["stems"],
+        classes=grammar["classes"],
+        templates=[(t, "") for t in grammar["templates"]],
+        params=dict(spec.to_dict(), n_chars=int(n_chars), seed=int(seed)),
+        sentence_boundaries=_mask(sentence_ends, n_chars),
+    )
+
+
+def _grammar(spec: LanguageSpec) -> Dict[str, Any]:
+    """The grammar of the language (it belongs to the language; the text to the seed): ``stems``, the affix
+    ``sides`` and ``affixes`` per side, the word ``classes`` (stem indices), each class's cumulative Zipf
+    ``weights``, and the phrase ``templates`` (a class per slot)."""
     g = np.random.default_rng([spec.language, 0x57E5])
     stems = _distinct_strings(g, spec, spec.n_stems, lambda c: _lengths(g, spec, c))
     sides = {"none": (), "suffix": ("suffix",), "prefix": ("prefix",), "both": ("prefix", "suffix")}[spec.morphology]
@@ -172,24 +191,18 @@ def generate(spec: LanguageSpec, n_chars: int = 20000, seed: int = 0) -> Hierarc
         )
         for _ in range(spec.n_templates)
     ]
+    return dict(stems=stems, sides=sides, affixes=affixes, classes=classes, weights=weights, templates=templates)
 
-    rng = np.random.default_rng([spec.language, int(seed), 0x7E47])
-    sep = spec.separator
+
+def _sentences(spec: LanguageSpec, grammar: Dict[str, Any], rng, n_chars: int):
+    """``(text, word_ends, phrase_ends, sentence_ends)``: ``n_chars`` characters of sentences drawn from
+    ``rng``, and the position of the last character of every word, phrase and sentence (in the full text)."""
+    sep, templates = spec.separator, grammar["templates"]
     pieces: List[str] = []
     word_ends: List[int] = []
     phrase_ends: List[int] = []
     sentence_ends: List[int] = []
     total = 0
-
-    def word(c: int) -> str:
-        k = min(int(np.searchsorted(weights[c], rng.random(), side="right")), len(classes[c]) - 1)
-        stem = stems[classes[c][k]]
-        for side in sides:
-            if rng.random() < spec.affix_prob:
-                a = affixes[side][int(rng.integers(len(affixes[side])))]
-                stem = a + stem if side == "prefix" else stem + a
-        return stem
-
     while total <= n_chars:  # one character beyond n_chars tells whether the last one ends a word
         for _ in range(_SENTENCES_PER_BATCH):
             n_phrases = int(rng.integers(spec.sentence_len[0], spec.sentence_len[1] + 1))
@@ -197,7 +210,7 @@ def generate(spec: LanguageSpec, n_chars: int = 20000, seed: int = 0) -> Hierarc
                 slots = templates[int(rng.integers(len(templates)))]
                 last_phrase = p == n_phrases - 1
                 for j, c in enumerate(slots):
-                    w = word(c)
+                    w = _word(spec, grammar, rng, c)
                     pieces.append(w)
                     total += len(w)
                     end = total - 1
@@ -220,22 +233,24 @@ def generate(spec: LanguageSpec, n_chars: int = 20000, seed: int = 0) -> Hierarc
                     if sep:
                         pieces.append(sep)
                         total += len(sep)
-    text = "".join(pieces)[:n_chars]
+    return "".join(pieces)[:n_chars], word_ends, phrase_ends, sentence_ends
 
-    def mask(ends: List[int]) -> np.ndarray:
-        out = np.zeros(n_chars, dtype=bool)
-        e = np.asarray(ends, dtype=np.int64)
-        out[e[e < n_chars]] = True
-        return out
 
-    h = HierarchicalText(
-        text=text,
-        word_boundaries=mask(word_ends),
-        phrase_boundaries=mask(phrase_ends),
-        lexicon=stems,
-        classes=classes,
-        templates=[(t, "") for t in templates],
-        params=dict(spec.to_dict(), n_chars=int(n_chars), seed=int(seed)),
-        sentence_boundaries=mask(sentence_ends),
-    )
-    return h
+def _word(spec: LanguageSpec, grammar: Dict[str, Any], rng, c: int) -> str:
+    """A word of class ``c``: a stem drawn by its Zipf weight, with each affix side added with ``affix_prob``."""
+    weights, classes, affixes = grammar["weights"], grammar["classes"], grammar["affixes"]
+    k = min(int(np.searchsorted(weights[c], rng.random(), side="right")), len(classes[c]) - 1)
+    stem = grammar["stems"][classes[c][k]]
+    for side in grammar["sides"]:
+        if rng.random() < spec.affix_prob:
+            a = affixes[side][int(rng.integers(len(affixes[side])))]
+            stem = a + stem if side == "prefix" else stem + a
+    return stem
+
+
+def _mask(ends: List[int], n_chars: int) -> np.ndarray:
+    """A boolean array of ``n_chars`` that is True at the ``ends`` below ``n_chars``."""
+    out = np.zeros(n_chars, dtype=bool)
+    e = np.asarray(ends, dtype=np.int64)
+    out[e[e < n_chars]] = True
+    return out

@@ -60,6 +60,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from .._checks import int_at_least
 from .corpus import Corpus, char_corpus, split_points
 from .vocab import text_codes
 
@@ -112,14 +113,6 @@ def _range_arg(value: Any, name: str, minimum: int) -> Tuple[int, int]:
     if not minimum <= lo <= hi:
         raise ValueError(f"{name} must satisfy {minimum} <= min <= max, got {value!r}")
     return lo, hi
-
-
-def _int_arg(value: Any, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be at least {minimum}, got {value}")
-    return int(value)
 
 
 def _random_lexicon(rng, n_words, word_lo, word_hi, alphabet) -> List[str]:
@@ -201,32 +194,73 @@ def synthetic_hierarchy(
     >>> len(h.text), h.word_boundaries.shape, h.phrase_boundaries.dtype
     (60, (60,), dtype('bool'))
     """
+    p = _checked_params(
+        n_chars,
+        seed,
+        n_words,
+        word_len,
+        phrase_len,
+        n_classes,
+        n_templates,
+        alphabet,
+        punctuation,
+        separator,
+        lexicon,
+        branching,
+        phrase_successors,
+    )
+    rng = np.random.default_rng(p["seed"])
+    lexicon, classes, templates, successors = _grammar(rng, p)
+    text, ends = _phrases(rng, p, lexicon, classes, templates, successors)
+    n_chars = p["n_chars"]
+    is_mark = np.isin(text_codes(text, "codepoint"), [ord(c) for c in punctuation])
+    words_end = np.zeros(n_chars, dtype=bool)
+    ends_arr = np.asarray(ends, dtype=np.int64)
+    words_end[ends_arr[ends_arr < n_chars]] = True
+    return HierarchicalText(
+        text=text,
+        word_boundaries=words_end,
+        phrase_boundaries=is_mark,
+        lexicon=lexicon,
+        classes=classes,
+        templates=templates,
+        params=p,
+    )
+
+
+def _checked_params(
+    n_chars,
+    seed,
+    n_words,
+    word_len,
+    phrase_len,
+    n_classes,
+    n_templates,
+    alphabet,
+    punctuation,
+    separator,
+    lexicon,
+    branching,
+    phrase_successors,
+) -> Dict[str, Any]:
+    """The arguments of :func:`synthetic_hierarchy` checked (``ValueError`` / ``TypeError`` naming the
+    argument), as the ``params`` of its result: ranges as ``(min, max)``, ``lexicon`` its kind."""
     kind = lexicon
     if kind not in ("trie", "random"):
         raise ValueError(f"lexicon must be 'trie' or 'random', got {kind!r}")
-    n_chars = _int_arg(n_chars, "n_chars", 1)
-    seed = _int_arg(seed, "seed", 0)
-    n_words = _int_arg(n_words, "n_words", 1)
-    n_classes = _int_arg(n_classes, "n_classes", 1)
-    n_templates = _int_arg(n_templates, "n_templates", 1)
+    n_chars = int_at_least(n_chars, "n_chars", 1)
+    seed = int_at_least(seed, "seed", 0)
+    n_words = int_at_least(n_words, "n_words", 1)
+    n_classes = int_at_least(n_classes, "n_classes", 1)
+    n_templates = int_at_least(n_templates, "n_templates", 1)
     word_lo, word_hi = _range_arg(word_len, "word_len", 1)
     phrase_lo, phrase_hi = _range_arg(phrase_len, "phrase_len", 1)
-    for what, chars in (("alphabet", alphabet), ("punctuation", punctuation)):
-        if not isinstance(chars, str) or not chars:
-            raise ValueError(f"{what} must be a non-empty str, got {chars!r}")
-        if any(c.isspace() for c in chars) or len(set(chars)) != len(chars):
-            raise ValueError(f"{what} must hold distinct non-space characters, got {chars!r}")
-    if not isinstance(separator, str) or len(separator) > 1 or (separator and separator in alphabet + punctuation):
-        raise ValueError(
-            f"separator must be '' or one character outside the alphabet and punctuation, got {separator!r}"
-        )
-    if set(alphabet) & set(punctuation):
-        raise ValueError(f"alphabet and punctuation share {''.join(sorted(set(alphabet) & set(punctuation)))!r}")
+    _check_characters(alphabet, punctuation, separator)
     if n_classes > n_words:
         raise ValueError(f"n_classes={n_classes} exceeds n_words={n_words}: every class needs a word")
     branch_lo, branch_hi = _range_arg(branching, "branching", 2)
     if phrase_successors is not None:
-        phrase_successors = _int_arg(phrase_successors, "phrase_successors", 1)
+        phrase_successors = int_at_least(phrase_successors, "phrase_successors", 1)
         if phrase_successors > n_templates:
             raise ValueError(
                 f"phrase_successors={phrase_successors} exceeds n_templates={n_templates}: "
@@ -248,10 +282,48 @@ def synthetic_hierarchy(
             f"n_words={n_words} is too many for an alphabet of {len(alphabet)} letters and word lengths "
             f"{word_lo}..{word_hi} ({capacity} possible words; at most half of them may be used)"
         )
+    return {
+        "n_chars": n_chars,
+        "seed": seed,
+        "n_words": n_words,
+        "word_len": (word_lo, word_hi),
+        "phrase_len": (phrase_lo, phrase_hi),
+        "n_classes": n_classes,
+        "n_templates": n_templates,
+        "alphabet": alphabet,
+        "punctuation": punctuation,
+        "separator": separator,
+        "lexicon": kind,
+        "branching": (branch_lo, branch_hi),
+        "phrase_successors": phrase_successors,
+    }
 
-    rng = np.random.default_rng(seed)
-    if kind == "trie":
-        lexicon = _trie_lexicon(rng, n_words, word_lo, word_hi, branch_lo, branch_hi, alphabet)
+
+def _check_characters(alphabet, punctuation, separator) -> None:
+    """The alphabet and punctuation: non-empty, distinct, no spaces, disjoint; the separator '' or one
+    character of neither."""
+    for what, chars in (("alphabet", alphabet), ("punctuation", punctuation)):
+        if not isinstance(chars, str) or not chars:
+            raise ValueError(f"{what} must be a non-empty str, got {chars!r}")
+        if any(c.isspace() for c in chars) or len(set(chars)) != len(chars):
+            raise ValueError(f"{what} must hold distinct non-space characters, got {chars!r}")
+    if not isinstance(separator, str) or len(separator) > 1 or (separator and separator in alphabet + punctuation):
+        raise ValueError(
+            f"separator must be '' or one character outside the alphabet and punctuation, got {separator!r}"
+        )
+    if set(alphabet) & set(punctuation):
+        raise ValueError(f"alphabet and punctuation share {''.join(sorted(set(alphabet) & set(punctuation)))!r}")
+
+
+def _grammar(rng, p: Dict[str, Any]):
+    """``(lexicon, classes, templates, successors)`` drawn from ``rng``: the words, the word classes, the
+    phrase templates ((class per slot), mark), and each template's successors (None: templates drawn
+    independently)."""
+    n_words, n_classes, n_templates = p["n_words"], p["n_classes"], p["n_templates"]
+    (word_lo, word_hi), (phrase_lo, phrase_hi) = p["word_len"], p["phrase_len"]
+    alphabet, punctuation = p["alphabet"], p["punctuation"]
+    if p["lexicon"] == "trie":
+        lexicon = _trie_lexicon(rng, n_words, word_lo, word_hi, *p["branching"], alphabet)
         # dealt in the trie's order, round robin: words that share every letter but the last
         # (siblings) fall in different classes, so the class too is known only at the last letter
         classes = [list(range(c, n_words, n_classes)) for c in range(n_classes)]
@@ -265,16 +337,23 @@ def synthetic_hierarchy(
         slots = tuple(int(c) for c in rng.integers(0, n_classes, size=length))
         templates.append((slots, punctuation[int(rng.integers(0, len(punctuation)))]))
     successors = None
-    if phrase_successors is not None:  # (n_templates, k): the templates that may follow each template
+    if p["phrase_successors"] is not None:  # (n_templates, k): the templates that may follow each template
         successors = np.stack(
-            [rng.choice(n_templates, size=phrase_successors, replace=False) for _ in range(n_templates)]
+            [rng.choice(n_templates, size=p["phrase_successors"], replace=False) for _ in range(n_templates)]
         )
-    previous = 0  # the template before the first phrase (chained templates only)
+    return lexicon, classes, templates, successors
 
-    # Phrases are drawn in fixed-size batches so that the text for a given seed
-    # does not depend on n_chars (a shorter text is a prefix of a longer one).
+
+def _phrases(rng, p: Dict[str, Any], lexicon, classes, templates, successors) -> Tuple[str, List[int]]:
+    """The text (``p["n_chars"]`` characters) and the position of the last character of every word in the
+    phrases drawn from ``rng``.
+
+    Phrases are drawn in fixed-size batches so that the text for a given seed does not depend on n_chars
+    (a shorter text is a prefix of a longer one)."""
+    n_chars, n_templates, separator = p["n_chars"], p["n_templates"], p["separator"]
     class_words = [[lexicon[i] for i in members] for members in classes]
     class_sizes = np.array([len(members) for members in classes])
+    previous = 0  # the template before the first phrase (chained templates only)
     pieces: List[str] = []
     ends: List[int] = []  # position of the last character of every word (in the full text)
     total = 0
@@ -283,7 +362,7 @@ def synthetic_hierarchy(
             chosen = rng.integers(0, n_templates, size=_PHRASES_PER_BATCH)
         else:
             chosen = np.empty(_PHRASES_PER_BATCH, dtype=np.int64)
-            for j, pick in enumerate(rng.integers(0, phrase_successors, size=_PHRASES_PER_BATCH).tolist()):
+            for j, pick in enumerate(rng.integers(0, p["phrase_successors"], size=_PHRASES_PER_BATCH).tolist()):
                 previous = chosen[j] = successors[previous, pick]
         slot_classes = np.concatenate([templates[t][0] for t in chosen])
         picks = rng.integers(0, class_sizes[slot_classes]).tolist()
@@ -300,32 +379,4 @@ def synthetic_hierarchy(
             phrase = separator.join(words) + mark + separator
             pieces.append(phrase)
             total += len(phrase)
-    full = "".join(pieces)
-    text = full[:n_chars]
-    is_mark = np.isin(text_codes(text, "codepoint"), [ord(c) for c in punctuation])
-    words_end = np.zeros(n_chars, dtype=bool)
-    ends_arr = np.asarray(ends, dtype=np.int64)
-    words_end[ends_arr[ends_arr < n_chars]] = True
-    return HierarchicalText(
-        text=text,
-        word_boundaries=words_end,
-        phrase_boundaries=is_mark,
-        lexicon=lexicon,
-        classes=classes,
-        templates=templates,
-        params={
-            "n_chars": n_chars,
-            "seed": seed,
-            "n_words": n_words,
-            "word_len": (word_lo, word_hi),
-            "phrase_len": (phrase_lo, phrase_hi),
-            "n_classes": n_classes,
-            "n_templates": n_templates,
-            "alphabet": alphabet,
-            "punctuation": punctuation,
-            "separator": separator,
-            "lexicon": kind,
-            "branching": (branch_lo, branch_hi),
-            "phrase_successors": phrase_successors,
-        },
-    )
+    return "".join(pieces)[:n_chars], ends

@@ -16,6 +16,7 @@ byte value. ``unit="word"`` splits on whitespace with ``<eos>`` at each newline
 from pathlib import Path
 from typing import Dict, Optional, Union
 
+from .._checks import is_number
 from .corpus import Corpus, char_corpus, refuse_blank, split_points, word_corpus
 
 __all__ = ["text_corpus", "decode_utf8", "TEXT_SPLIT_FILES"]
@@ -66,7 +67,7 @@ def text_corpus(
     if unit == "word" and level == "byte":
         raise ValueError("level='byte' is for character corpora (unit='char')")
     for what, f in (("valid_fraction", valid_fraction), ("test_fraction", test_fraction)):
-        if isinstance(f, bool) or not isinstance(f, (int, float)):
+        if not is_number(f):
             raise TypeError(f"{what} must be a number in [0, 1), got {f!r}")
     path = Path(path).expanduser()
     if not path.exists():

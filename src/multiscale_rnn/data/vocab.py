@@ -17,6 +17,8 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
 import numpy as np
 
+from .._checks import is_int
+
 __all__ = ["Vocab", "tokenize_words", "EOS", "UNK_WORD", "UNK_CHAR"]
 
 #: End-of-line token of word corpora: one per newline of the text.
@@ -145,7 +147,7 @@ class Vocab:
     @staticmethod
     def _check_symbol(symbol: Any, position: int, unit: str, level: Optional[str]) -> None:
         if level == "byte":
-            ok = isinstance(symbol, (int, np.integer)) and not isinstance(symbol, bool) and 0 <= symbol <= 255
+            ok = is_int(symbol) and 0 <= symbol <= 255
             expected = "an int in 0..255"
         elif level == "codepoint":
             ok = isinstance(symbol, str) and len(symbol) == 1

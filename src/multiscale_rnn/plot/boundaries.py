@@ -8,6 +8,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from .._checks import positive_int
+
 __all__ = ["boundaries", "boundary_rows", "detector_layers", "hidden_norms"]
 
 
@@ -46,8 +48,7 @@ def boundary_rows(trace, width: int = 90, layers: Optional[Sequence[int]] = None
     ``band`` rows of a band (``"text"`` and ``""`` for the last two).
     """
     _check(trace)
-    if not isinstance(width, (int, np.integer)) or isinstance(width, bool) or width < 1:
-        raise ValueError(f"width must be a positive integer, got {width!r}")
+    positive_int(width, "width")
     z = np.asarray(trace.z)
     L, T = z.shape
     if layers is None:

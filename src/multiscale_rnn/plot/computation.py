@@ -13,6 +13,7 @@ from typing import Dict, Optional, Sequence, Union
 
 import numpy as np
 
+from .._checks import positive_int
 from ..analysis.computation import bit_position_profile, character_profile, music_computation
 from ..data.bits import BITS_PER_CHAR
 
@@ -41,8 +42,7 @@ def computation_profile(
     import matplotlib.pyplot as plt
     from matplotlib.patches import Rectangle
 
-    if not isinstance(width, (int, np.integer)) or isinstance(width, bool) or width < 1:
-        raise ValueError(f"width must be a positive integer, got {width!r}")
+    positive_int(width, "width")
     values, symbols, spaces = character_profile(trace, what)
     T = len(values)
     stop = T if stop is None else stop
