@@ -47,6 +47,8 @@ def parse_value(text: str) -> Any:
 
 
 def key_values(items: List[str], what: str) -> Dict[str, Any]:
+    """``["a=1", "b=x"]`` -> ``{"a": 1, "b": "x"}`` (values as :func:`parse_value` reads them); ``what`` names
+    the flag in the error for an item without ``=``."""
     out = {}
     for item in items:
         if "=" not in item:
@@ -230,6 +232,7 @@ IDENTITY = ("model", "embed_size", "hidden_sizes", "dropout", "dtype", "options"
 
 
 def flag(key: str) -> str:
+    """A setting's flag: ``embed_size`` -> ``--embed-size``."""
     return "--" + key.replace("_", "-")
 
 
@@ -354,6 +357,7 @@ def normal(v):
 
 
 def show(v) -> str:
+    """A setting's value as the messages show it: none, 'text', or JSON."""
     return "none" if v is None else f"'{v}'" if isinstance(v, str) else json.dumps(v)
 
 

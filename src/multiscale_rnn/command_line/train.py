@@ -52,6 +52,7 @@ def cmd_train(args) -> int:
 
 
 def _train(args, dist) -> int:
+    """The steps of ``train``: settings, corpus and model, the first lines, the run(s), the report."""
     ranks = _Ranks(dist)
     s, config, flags, preset_given, saved = _settings(args, ranks)
     out = Path(s["out"])

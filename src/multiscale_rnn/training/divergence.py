@@ -29,6 +29,7 @@ class DivergenceGuard(Hook):
         self.baseline = None  # the model itself changed (a detector started): a new baseline
 
     def on_evaluate(self, run: FitRun, row: dict) -> None:
+        """Compare the epoch's validation figure with the baseline: mark the row diverged, or move the baseline."""
         trainer, metric = run.trainer, row["valid_loss"]
         self.tripped = False
         if metric is None or trainer.divergence is None:

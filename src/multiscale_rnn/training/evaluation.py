@@ -101,6 +101,7 @@ def evaluate(model, ids, batch_size: int = 16, bptt: int = 100, *, distributed=N
 
 
 def _start_id(vocab) -> int:
+    """The id a prompt-less sample starts from: a newline, else ``<eos>``, else a space, else 0."""
     stoi = getattr(vocab, "stoi", {})
     for symbol in ("\n", "<eos>", " "):
         if symbol in stoi:

@@ -101,6 +101,7 @@ class Step:
 
     @property
     def tokens_per_s(self) -> float:
+        """Targets per second of the step."""
         return self.tokens / max(self.seconds, 1e-9)
 
 

@@ -25,6 +25,7 @@ class ProgressLines:
         self.loss = self.tokens = self.seconds = 0.0
 
     def update(self, chunk: int, loss: float, tokens: int, seconds: float) -> None:
+        """Count a chunk; print a line (the mean since the last one) when one is due."""
         self.loss += loss * tokens
         self.tokens += tokens
         self.seconds += seconds
