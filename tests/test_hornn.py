@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import multiscale_rnn as msr
-from multiscale_rnn.models.base import Option, _core
+from multiscale_rnn.models.base import _core
 from multiscale_rnn.models.hornn import HORNN
 from multiscale_rnn.testing import assert_runs_equal, check_model_gradients, run_chunks
 
@@ -144,29 +144,37 @@ def test_order_one_tanh_equals_torch_rnn():
 # ---- special cases equal the plain HORNN -----------------------------------------------------
 
 
-class _UnitAlphaHORNN(HORNN):
-    """The model class refuses alpha = 1; the core accepts it (FOFE weights all 1: the plain model)."""
-
-    family_options = tuple(
-        Option("alpha", float, None, check=lambda v: 0.0 < v <= 1.0, rule="in (0, 1]", core=False)
-        if o.name == "alpha"
-        else o
-        for o in HORNN.family_options
-    )
-
-
-def test_fofe_with_unit_alpha_equals_plain():
+def test_fofe_equals_plain_with_the_paths_scaled():
+    """Eq. 5 is eq. 3 with W_hn scaled by alpha^n: the FOFE model and a plain one whose recurrent blocks
+    are alpha^n W_hn compute the same logits, losses and state over two chunks, and each recurrent
+    block's gradient differs by the factor alpha^n (chain rule), every other gradient being equal."""
     rng = np.random.default_rng(3)
     chunks = two_chunks(rng)
-    plain = make(order=3, pooling="plain")
-    fofe = _UnitAlphaHORNN(V, E, (6, 4), order=3, pooling="fofe", alpha=1.0, dtype="float64", seed=1)
-    fofe.load_parameters(plain.parameters())
+    alpha, H = 0.7, (6, 4)
+    fofe = make(H, order=3, pooling="fofe", alpha=alpha)
+    perturb(fofe, rng)
+    plain = make(H, order=3, pooling="plain")
+    plain.load_parameters(fofe.parameters())
+    scale = {}
+    for l, h in enumerate(H):
+        s = np.repeat(alpha ** np.arange(1, 4), h)[:, None]  # block n-1 of weight_hh: alpha^n
+        plain.parameters()[f"weight_hh_l{l}"][...] *= s
+        scale[f"weight_hh_l{l}"] = s
     st = random_state(plain, rng, 3)
-    assert_runs_equal(run_chunks(fofe, chunks, st), run_chunks(plain, chunks, st), rtol=1e-13, grad_rtol=1e-12)
-    # and alpha < 1 is a different model
-    other = make(order=3, pooling="fofe", alpha=0.6)
-    other.load_parameters(plain.parameters())
-    assert abs(other.loss_and_grad(*chunks[0], st)[0] - plain.loss_and_grad(*chunks[0], st)[0]) > 1e-6
+    sf, sp = st, st
+    for tok, tgt in chunks:
+        np.testing.assert_allclose(fofe.forward(tok, sf)[0], plain.forward(tok, sp)[0], rtol=1e-12, atol=1e-14)
+        lf, gf, sf = fofe.loss_and_grad(tok, tgt, sf)
+        lp, gp, sp = plain.loss_and_grad(tok, tgt, sp)
+        assert abs(lf - lp) <= 1e-12 * abs(lp)
+        for k in gf:
+            np.testing.assert_allclose(gf[k], gp[k] * scale.get(k, 1.0), rtol=1e-10, atol=1e-13, err_msg=k)
+        for k in sf:
+            np.testing.assert_allclose(sf[k], sp[k], rtol=1e-12, atol=1e-14, err_msg=k)
+    # and the scaling matters: the unscaled plain model is a different one
+    other = make(H, order=3, pooling="plain")
+    other.load_parameters(fofe.parameters())
+    assert abs(other.loss_and_grad(*chunks[0], st)[0] - fofe.loss_and_grad(*chunks[0], st)[0]) > 1e-6
 
 
 def test_saturated_gates_equal_plain():

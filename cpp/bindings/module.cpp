@@ -326,6 +326,37 @@ PYBIND11_MODULE(MSRNN_MODULE_NAME, m) {
   m.def("set_num_threads", &set_num_threads, py::arg("n"));
   m.def("get_num_threads", &get_num_threads);
   m.def("core_names", &core_names);  // the registered cores
+  // A core's declared options (core.hpp, OptionSpec), one dict each in the table's order: name, kind
+  // ("flag", "count", "number", "choice"), default, lo / hi / lo_open / hi_open (numbers; None where
+  // unbounded), choices, per_layer, rest (the other layers' default), negative_is_none, rule, doc.
+  m.def(
+      "core_schema",
+      [](const std::string& name) {
+        py::list out;
+        for (const OptionSpec& s : core_schema(name)) {
+          using K = OptionSpec::Kind;
+          py::dict d;
+          d["name"] = s.name;
+          d["kind"] = s.kind == K::Flag ? "flag" : s.kind == K::Count ? "count" : s.kind == K::Number ? "number" : "choice";
+          if (s.kind == K::Flag) d["default"] = py::bool_(s.number != 0.0);
+          else if (s.kind == K::Count) d["default"] = py::int_(static_cast<long long>(s.number));
+          else if (s.kind == K::Number) d["default"] = s.number;
+          else d["default"] = s.text;
+          d["lo"] = s.lo > -1e300 ? py::object(py::float_(s.lo)) : py::object(py::none());
+          d["hi"] = s.hi < 1e300 ? py::object(py::float_(s.hi)) : py::object(py::none());
+          d["lo_open"] = s.lo_open;
+          d["hi_open"] = s.hi_open;
+          d["choices"] = s.choices;
+          d["per_layer"] = s.per_layer;
+          d["rest"] = s.rest;
+          d["negative_is_none"] = s.negative_is_none;
+          d["rule"] = describe_range(s);
+          d["doc"] = s.doc;
+          out.append(d);
+        }
+        return out;
+      },
+      py::arg("name"));
   // Select the plain reference kernels instead of the optimised ones (tests hold the two equal).
   m.def("set_reference_kernels", &set_reference_kernels, py::arg("on"));
   m.def("reference_kernels", &reference_kernels);

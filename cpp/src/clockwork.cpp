@@ -120,17 +120,24 @@ template class ClockworkRNN<float>;
 template class ClockworkRNN<double>;
 
 namespace {
-// "clockwork": one layer; options modules (g) and base (periods base^i).
+// "clockwork": one layer; its options:
+CoreSchema clockwork_schema() {
+  return {
+      opt::count("modules", 4, 1, "g, the number of modules"),
+      opt::count("base", 2, 2, "module i runs every base**i steps"),
+  };
+}
+
 template <class S> std::unique_ptr<Core<S>> make_clockwork(ParamSet<S>& ps, const CoreArgs& a) {
   CoreOptions& o = *a.options;
-  const Index g = o.count("modules", 4, 1);
-  const Index base = o.count("base", 2, 2);
+  const Index g = o.count("modules");
+  const Index base = o.count("base");
   o.finish();
   MSRNN_CHECK(a.hidden_sizes.size() == 1, "Clockwork RNN has one layer (its modules are the hierarchy), got ",
               a.hidden_sizes.size(), " hidden sizes");
   return std::make_unique<ClockworkRNN<S>>(ps, a.input_size, a.hidden_sizes[0], g, base);
 }
 }  // namespace
-MSRNN_REGISTER_CORE("clockwork", make_clockwork);
+MSRNN_REGISTER_CORE("clockwork", make_clockwork, clockwork_schema());
 
 }  // namespace msrnn

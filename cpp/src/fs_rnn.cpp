@@ -381,8 +381,34 @@ template <class S> std::vector<NamedState<S>> StackedRNN<S>::record_grads() cons
 
 namespace {
 
-CellType fs_cell_type(CoreOptions& o, const std::string& name, const std::string& dflt) {
-  return cell_type_from_name(o.choice(name, dflt, {"lstm", "gru"}));
+// The options every cell of these cores shares, in each core's table after its own.
+void add_cell_options(CoreSchema& s, bool ln_gates_default) {
+  s.push_back(opt::flag("layer_norm_gates", ln_gates_default, "layer norm on each gate block's pre-activation"));
+  s.push_back(opt::flag("layer_norm_cell", true, "layer norm on the cell state inside tanh (LSTM cells)"));
+  s.push_back(opt::number("zoneout_c", 0.0, {0.0, 1.0, false, true},
+                          "zoneout probability of keeping the previous cell state (LSTM cells)"));
+  s.push_back(opt::number("zoneout_h", 0.0, {0.0, 1.0, false, true}, "zoneout probability of keeping the previous h"));
+  s.push_back(opt::number("layer_norm_eps", 1e-5, opt::open(0.0, 1.0),
+                          "epsilon of every layer norm (the authors' code: 1e-3)"));
+  s.push_back(opt::flag("bias_before_norm", false,
+                        "a trainable bias before each gate's layer norm (the authors' code: True)"));
+}
+
+CoreSchema fs_rnn_schema() {
+  CoreSchema s = {
+      opt::count("fast_cells", 2, 2, "K, the number of fast cells"),
+      opt::choice("fast_cell", "lstm", {"lstm", "gru"}, "the fast cells' type"),
+      opt::choice("slow_cell", "lstm", {"lstm", "gru"}, "the slow cell's type (default: the fast cells')"),
+  };
+  add_cell_options(s, /*ln_gates_default=*/true);
+  return s;
+}
+
+// sequential_lstm and stacked_lstm
+CoreSchema chain_schema() {
+  CoreSchema s = {opt::choice("cell", "lstm", {"lstm", "gru"}, "the cells' type")};
+  add_cell_options(s, /*ln_gates_default=*/false);
+  return s;
 }
 
 // The options every cell of these cores shares. layer_norm_cell and zoneout_c act on LSTM cells
@@ -392,20 +418,18 @@ struct SharedCellOptions {
   double zoneout_c, zoneout_h, ln_eps;
 };
 
-SharedCellOptions read_cell_options(CoreOptions& o, bool ln_gates_default, bool any_lstm) {
+SharedCellOptions read_cell_options(CoreOptions& o, bool any_lstm) {
   SharedCellOptions r;
-  r.ln_gates = o.flag("layer_norm_gates", ln_gates_default);
+  r.ln_gates = o.flag("layer_norm_gates");
   const bool cell_given = o.given("layer_norm_cell");
-  r.ln_cell = o.flag("layer_norm_cell", true);
-  r.zoneout_c = o.number("zoneout_c", 0.0, 0.0, 1.0);
-  r.zoneout_h = o.number("zoneout_h", 0.0, 0.0, 1.0);
-  r.ln_eps = o.number("layer_norm_eps", 1e-5);
-  r.bias_before_norm = o.flag("bias_before_norm", false);
-  MSRNN_CHECK(r.ln_eps > 0.0, "the ", o.core(), " option 'layer_norm_eps' must be positive, got ", r.ln_eps);
+  r.ln_cell = o.flag("layer_norm_cell");
+  r.zoneout_c = o.number("zoneout_c");
+  r.zoneout_h = o.number("zoneout_h");
+  r.ln_eps = o.number("layer_norm_eps");
+  r.bias_before_norm = o.flag("bias_before_norm");
   MSRNN_CHECK(!r.bias_before_norm || r.ln_gates,
               "option 'bias_before_norm' adds a bias before the gate layer norm; this ", o.core(),
               " has none (layer_norm_gates = 0)");
-  MSRNN_CHECK(r.zoneout_c < 1.0 && r.zoneout_h < 1.0, "the ", o.core(), " zoneout probabilities must be below 1");
   MSRNN_CHECK(any_lstm || !(cell_given && r.ln_cell), "option 'layer_norm_cell' acts on LSTM cell states; this ",
               o.core(), " has GRU cells only");
   MSRNN_CHECK(any_lstm || r.zoneout_c == 0.0, "option 'zoneout_c' acts on LSTM cell states; this ", o.core(),
@@ -435,12 +459,11 @@ template <class S> std::unique_ptr<Core<S>> make_fs_rnn(ParamSet<S>& ps, const C
   CoreOptions& o = *a.options;
   const auto& H = a.hidden_sizes;
   MSRNN_CHECK(H.size() == 2, "fs_rnn takes hidden_sizes = (fast size, slow size), got ", H.size(), " sizes");
-  const Index K = o.count("fast_cells", 2, 2);
-  const std::string fast_name = o.choice("fast_cell", "lstm", {"lstm", "gru"});
+  const Index K = o.count("fast_cells");
+  const std::string fast_name = o.choice("fast_cell");
   const CellType ft = cell_type_from_name(fast_name);
-  const CellType st = fs_cell_type(o, "slow_cell", fast_name);
-  const SharedCellOptions r =
-      read_cell_options(o, /*ln_gates_default=*/true, ft == CellType::LSTM || st == CellType::LSTM);
+  const CellType st = cell_type_from_name(o.choice("slow_cell", fast_name));
+  const SharedCellOptions r = read_cell_options(o, ft == CellType::LSTM || st == CellType::LSTM);
   o.finish();
   return std::make_unique<FSRNN<S>>(ps, a.input_size, K, cell_spec(r, ft, H[0]), cell_spec(r, st, H[1]), a.dropout,
                                     a.rng);
@@ -452,8 +475,8 @@ template <class S> std::unique_ptr<Core<S>> make_fs_rnn(ParamSet<S>& ps, const C
 template <class S> std::unique_ptr<Core<S>> make_sequential_lstm(ParamSet<S>& ps, const CoreArgs& a) {
   CoreOptions& o = *a.options;
   const auto& H = a.hidden_sizes;
-  const CellType type = fs_cell_type(o, "cell", "lstm");
-  const SharedCellOptions r = read_cell_options(o, /*ln_gates_default=*/false, type == CellType::LSTM);
+  const CellType type = cell_type_from_name(o.choice("cell"));
+  const SharedCellOptions r = read_cell_options(o, type == CellType::LSTM);
   o.finish();
   for (Index h : H)
     MSRNN_CHECK(h == H.front(), "the cells of a sequential RNN share one state, so hidden sizes must be equal, got ",
@@ -464,8 +487,8 @@ template <class S> std::unique_ptr<Core<S>> make_sequential_lstm(ParamSet<S>& ps
 
 template <class S> std::unique_ptr<Core<S>> make_stacked_lstm(ParamSet<S>& ps, const CoreArgs& a) {
   CoreOptions& o = *a.options;
-  const CellType type = fs_cell_type(o, "cell", "lstm");
-  const SharedCellOptions r = read_cell_options(o, /*ln_gates_default=*/false, type == CellType::LSTM);
+  const CellType type = cell_type_from_name(o.choice("cell"));
+  const SharedCellOptions r = read_cell_options(o, type == CellType::LSTM);
   o.finish();
   return std::make_unique<StackedRNN<S>>(ps, a.input_size, a.hidden_sizes, cell_spec(r, type, a.hidden_sizes.front()),
                                          a.dropout, a.rng);
@@ -473,9 +496,9 @@ template <class S> std::unique_ptr<Core<S>> make_stacked_lstm(ParamSet<S>& ps, c
 
 }  // namespace
 
-MSRNN_REGISTER_CORE("fs_rnn", make_fs_rnn);
-MSRNN_REGISTER_CORE("sequential_lstm", make_sequential_lstm);
-MSRNN_REGISTER_CORE("stacked_lstm", make_stacked_lstm);
+MSRNN_REGISTER_CORE("fs_rnn", make_fs_rnn, fs_rnn_schema());
+MSRNN_REGISTER_CORE("sequential_lstm", make_sequential_lstm, chain_schema());
+MSRNN_REGISTER_CORE("stacked_lstm", make_stacked_lstm, chain_schema());
 
 template class FSRNN<float>;
 template class FSRNN<double>;

@@ -29,42 +29,58 @@ long layer_of(const std::string& name, const std::string& prefix, size_t L) {
 }
 }  // namespace
 
+// The hm_lstm core's options (hm_lstm.hpp, HMLSTMOptions). The defaults are the word recipe
+// (docs/models/hm_lstm.md); the Python family derives its depth's recipe from them.
+CoreSchema hm_lstm_schema() {
+  return {
+      opt::choice("boundary", "step", {"step", "sample", "soft"},
+                  "z from zhat: 'step' (eq. 9), 'sample' (Bernoulli) or 'soft' (z = zhat)"),
+      opt::choice("copy_z", "carry", {"carry", "recompute"}, "z on COPY: 'carry' (the paper's) or 'recompute'"),
+      opt::choice("gradient", "blend", {"switch", "blend"}, "every boundary's reading (blend_l{l} per layer)"),
+      opt::per_layer(opt::flag("blend", true, "layer l's boundary read as a blend (1) or a switch (0)"), 1.0),
+      opt::per_layer(opt::flag("detector_below", false, "layer l's boundary row reads only the layer below"), 0.0),
+      opt::flag("top_boundary", false, "a boundary detector in the top layer too (it can FLUSH)"),
+      opt::flag("flush_cut", true, "the recurrent term cut on FLUSH (the hard reset of the slides)"),
+      opt::flag("top_down", true, "the top-down term of eq. 5 (False: none, and no weight_td)"),
+      opt::flag("layer_norm", false, "layer normalisation of each gate block of s^l_t"),
+      opt::flag("skip", true, "no matrix work on COPY columns (False: the plain masked path)"),
+      opt::number("slope", 1.0, opt::above(0.0), "a of the hard sigmoid (annealed through set_option)"),
+      opt::number("ln_eps", 1e-5, opt::above(0.0), "epsilon of the layer norms"),
+      opt::number("rate_penalty", 0.0, opt::at_least(0.0), "lambda of the boundary-rate term lambda * zbar"),
+      opt::number("rate_weight", 5.0, opt::at_least(0.0), "mu of the rate-target term mu * (zbar^l - r_l)^2"),
+      opt::per_layer(opt::number("rate_target", 0.18, opt::closed(0.0, 1.0),
+                                 "r_l, layer l's boundary rate aimed at (negative: none)"),
+                     -1.0, /*negative_is_none=*/true),
+  };
+}
+
 HMLSTMOptions hm_lstm_options(CoreOptions& opts, Index L) {
   HMLSTMOptions o;
-  const std::string boundary = opts.choice("boundary", "step", {"step", "sample", "soft"});
+  const std::string boundary = opts.choice("boundary");
   o.boundary = boundary == "step" ? HMBoundary::Step : boundary == "sample" ? HMBoundary::Sample : HMBoundary::Soft;
-  o.copy_recompute = opts.choice("copy_z", "carry", {"carry", "recompute"}) == "recompute";
-  const std::string gradient = opts.choice("gradient", "blend", {"switch", "blend"});
-  o.blend.assign(size_t(L), gradient == "blend");
+  o.copy_recompute = opts.choice("copy_z") == "recompute";
+  const bool blend = opts.choice("gradient") == "blend";
+  o.blend.assign(size_t(L), blend);
   o.detector_below.assign(size_t(L), 0);
   for (Index l = 0; l < L; ++l) {
-    const std::string name = cat("blend_l", l);
-    o.blend[size_t(l)] = check_blend(name, opts.number(name, o.blend[size_t(l)] ? 1.0 : 0.0), o.boundary);
-    const double d = opts.number(cat("detector_below_l", l), 0.0);
-    MSRNN_CHECK(d == 0.0 || d == 1.0, "HM-LSTM detector_below_l", l, " must be 0 or 1, got ", d);
-    o.detector_below[size_t(l)] = d != 0.0;
+    // a reading given for layer l, else the one of `gradient`
+    o.blend[size_t(l)] = opts.given(cat("blend_l", l)) ? opts.flag("blend", l) : blend;
+    MSRNN_CHECK(o.blend[size_t(l)] || o.boundary != HMBoundary::Soft, "HM-LSTM gradient 'switch' needs binary "
+                "boundaries; with boundary 'soft' the cases of eq. 2 are blends, so blend_l", l,
+                " must be 1 ('blend')");
+    o.detector_below[size_t(l)] = opts.flag("detector_below", l);
   }
-  o.top_boundary = opts.flag("top_boundary", false);
-  o.flush_cut = opts.flag("flush_cut", true);
-  o.top_down = opts.flag("top_down", true);
-  o.layer_norm = opts.flag("layer_norm", false);
-  o.skip = opts.flag("skip", true);
-  o.slope = opts.number("slope", 1.0);
-  MSRNN_CHECK(o.slope > 0.0, "HM-LSTM slope must be positive and finite, got ", o.slope);
-  o.ln_eps = opts.number("ln_eps", 1e-5);
-  MSRNN_CHECK(o.ln_eps > 0.0, "HM-LSTM ln_eps must be positive, got ", o.ln_eps);
-  o.rate_penalty = opts.number("rate_penalty", 0.0);
-  MSRNN_CHECK(o.rate_penalty >= 0.0 && std::isfinite(o.rate_penalty),
-              "HM-LSTM rate_penalty must be >= 0 and finite, got ", o.rate_penalty);
-  o.rate_weight = opts.number("rate_weight", 5.0);
-  MSRNN_CHECK(o.rate_weight >= 0.0, "HM-LSTM rate_weight must be >= 0 and finite, got ", o.rate_weight);
+  o.top_boundary = opts.flag("top_boundary");
+  o.flush_cut = opts.flag("flush_cut");
+  o.top_down = opts.flag("top_down");
+  o.layer_norm = opts.flag("layer_norm");
+  o.skip = opts.flag("skip");
+  o.slope = opts.number("slope");
+  o.ln_eps = opts.number("ln_eps");
+  o.rate_penalty = opts.number("rate_penalty");
+  o.rate_weight = opts.number("rate_weight");
   o.rate_target.assign(size_t(L), -1.0);
-  for (Index l = 0; l < L; ++l) {
-    const std::string name = cat("rate_target_l", l);
-    o.rate_target[size_t(l)] = opts.number(name, l == 0 ? 0.18 : -1.0);  // layer 1: about one boundary per word
-    MSRNN_CHECK(o.rate_target[size_t(l)] < 0.0 || o.rate_target[size_t(l)] <= 1.0,
-                "HM-LSTM ", name, " must lie in [0, 1] (or be negative: no target), got ", o.rate_target[size_t(l)]);
-  }
+  for (Index l = 0; l < L; ++l) o.rate_target[size_t(l)] = opts.number("rate_target", l);
   opts.finish();
   return o;
 }
@@ -75,7 +91,7 @@ template <class S> std::unique_ptr<Core<S>> make_hm_lstm(ParamSet<S>& ps, const 
                                      hm_lstm_options(*a.options, Index(a.hidden_sizes.size())), a.rng);
 }
 }  // namespace
-MSRNN_REGISTER_CORE("hm_lstm", make_hm_lstm);
+MSRNN_REGISTER_CORE("hm_lstm", make_hm_lstm, hm_lstm_schema());
 template <class S>
 HMLSTM<S>::HMLSTM(ParamSet<S>& ps, Index E, const std::vector<Index>& hidden, const HMLSTMOptions& opt, Rng* rng)
     : E_(E), out_size_(0), H_(hidden), opt_(opt), rng_(rng) {

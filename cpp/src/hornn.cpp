@@ -361,29 +361,37 @@ template class HORNN<float>;
 template class HORNN<double>;
 
 namespace {
+// The hornn core's options (hornn.hpp, HornnSpec).
+CoreSchema hornn_schema() {
+  return {
+      opt::count("order", 3, 1, "N, the number of previous states each layer reads (at most 255)"),
+      opt::choice("pooling", "plain", {"plain", "max", "fofe", "gated"}, "how the N paths combine (eq. 3-7)"),
+      opt::number("alpha", 0.6, opt::open(0.0, 1.0), "FOFE's forgetting factor (fofe pooling only)"),
+      opt::choice("activation", "sigmoid", {"sigmoid", "tanh", "relu"}, "f, the hidden activation"),
+      opt::flag("bias", true, "biases b (and the gates' b^g_n), absent from the paper's equations"),
+  };
+}
+
 template <class S> std::unique_ptr<Core<S>> make_hornn(ParamSet<S>& ps, const CoreArgs& a) {
   CoreOptions& o = *a.options;
   HornnSpec spec;
-  spec.order = o.count("order", 3, 1);
+  spec.order = o.count("order");
   MSRNN_CHECK(spec.order <= 255, "the hornn option 'order' must be at most 255, got ", spec.order);
-  const std::string pooling = o.choice("pooling", "plain", {"plain", "max", "fofe", "gated"});
+  const std::string pooling = o.choice("pooling");
   spec.pooling = pooling == "max"    ? HornnPooling::Max
                  : pooling == "fofe" ? HornnPooling::Fofe
                  : pooling == "gated" ? HornnPooling::Gated
                                       : HornnPooling::Plain;
   MSRNN_CHECK(spec.pooling == HornnPooling::Fofe || !o.given("alpha"),
               "the hornn option 'alpha' applies to pooling 'fofe' only, got pooling '", pooling, "'");
-  if (spec.pooling == HornnPooling::Fofe) {
-    spec.alpha = o.number("alpha", 0.6, 0.0, 1.0);
-    MSRNN_CHECK(spec.alpha > 0.0, "the hornn option 'alpha' must be in (0, 1], got ", spec.alpha);
-  }
-  const std::string act = o.choice("activation", "sigmoid", {"sigmoid", "tanh", "relu"});
+  if (spec.pooling == HornnPooling::Fofe) spec.alpha = o.number("alpha");
+  const std::string act = o.choice("activation");
   spec.activation = act == "tanh" ? HornnActivation::Tanh : act == "relu" ? HornnActivation::ReLU : HornnActivation::Sigmoid;
-  spec.bias = o.flag("bias", true);
+  spec.bias = o.flag("bias");
   o.finish();
   return std::make_unique<HORNN<S>>(ps, a.input_size, a.hidden_sizes, spec, a.dropout, a.rng);
 }
 }  // namespace
-MSRNN_REGISTER_CORE("hornn", make_hornn);
+MSRNN_REGISTER_CORE("hornn", make_hornn, hornn_schema());
 
 }  // namespace msrnn

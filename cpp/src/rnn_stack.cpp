@@ -109,8 +109,8 @@ template <class S> std::unique_ptr<Core<S>> make_elman(ParamSet<S>& ps, const Co
   return make_stack<S>(ps, a, CellType::Elman);
 }
 }  // namespace
-MSRNN_REGISTER_CORE("lstm", make_lstm);
-MSRNN_REGISTER_CORE("gru", make_gru);
-MSRNN_REGISTER_CORE("rnn_tanh", make_elman);
+MSRNN_REGISTER_CORE("lstm", make_lstm, CoreSchema{});
+MSRNN_REGISTER_CORE("gru", make_gru, CoreSchema{});
+MSRNN_REGISTER_CORE("rnn_tanh", make_elman, CoreSchema{});
 
 }  // namespace msrnn

@@ -533,21 +533,34 @@ template class VCLayer<double>;
 
 namespace {
 
+// The vcrnn and vcgru cores' options (vcrnn.hpp, VCOptions).
+CoreSchema vc_schema() {
+  return {
+      opt::number("sharpness", 1.0, opt::above(0.0), "lambda of the mask (annealed: sharpness_schedule())"),
+      opt::number("eps", 0.01, opt::open(0.0, 0.5), "Thres_eps: mask values above 1 - eps become 1, below eps 0"),
+      opt::choice("mask_index", "zero", {"zero", "one"},
+                  "i = 0..D-1 (m = 1 updates every unit) or i = 1..D (eq. 8 literally)"),
+      opt::choice("penalty", "l1", {"l1", "one_sided", "l2"}, "f of the penalty on m_t"),
+      opt::number("penalty_weight", 0.01, opt::at_least(0.0), "w of the penalty"),
+      opt::number("target", 0.3, opt::closed(0.0, 1.0), "m_bar of the penalty"),
+      opt::flag("skip", true, "compute only the leading d_t x d_t blocks (False: masked full path)"),
+      opt::count("block", 16, 1, "d_t is rounded up to a multiple of this to group the streams of a step"),
+  };
+}
+
 template <class S> std::unique_ptr<Core<S>> make_vc(ParamSet<S>& ps, const CoreArgs& a, VCUnit unit) {
   const char* name = unit == VCUnit::GRU ? "VCGRU" : "VCRNN";
   CoreOptions& o = *a.options;
   VCOptions opt;
-  opt.sharpness = o.number("sharpness", 1.0);
-  MSRNN_CHECK(opt.sharpness > 0.0, name, " sharpness (lambda) must be > 0, got ", opt.sharpness);
-  opt.eps = o.number("eps", 0.01);
-  MSRNN_CHECK(opt.eps > 0.0 && opt.eps < 0.5, name, " eps must be in (0, 0.5), got ", opt.eps);
-  opt.mask_offset = o.choice("mask_index", "zero", {"zero", "one"}) == "one" ? 1 : 0;
-  const std::string pen = o.choice("penalty", "l1", {"l1", "one_sided", "l2"});
+  opt.sharpness = o.number("sharpness");
+  opt.eps = o.number("eps");
+  opt.mask_offset = o.choice("mask_index") == "one" ? 1 : 0;
+  const std::string pen = o.choice("penalty");
   opt.penalty = pen == "l1" ? VCPenalty::L1 : (pen == "l2" ? VCPenalty::L2 : VCPenalty::OneSided);
-  opt.penalty_weight = o.number("penalty_weight", 0.01, 0.0);
-  opt.target = o.number("target", 0.3, 0.0, 1.0);
-  opt.skip = o.flag("skip", true);
-  opt.block = o.count("block", 16, 1);
+  opt.penalty_weight = o.number("penalty_weight");
+  opt.target = o.number("target");
+  opt.skip = o.flag("skip");
+  opt.block = o.count("block");
   o.finish();
   MSRNN_CHECK(a.hidden_sizes.size() == 1, "the ", name, " has one layer: hidden_sizes must hold one size, got ",
               a.hidden_sizes.size());
@@ -563,7 +576,7 @@ template <class S> std::unique_ptr<Core<S>> make_vcgru(ParamSet<S>& ps, const Co
 
 }  // namespace
 
-MSRNN_REGISTER_CORE("vcrnn", make_vcrnn);
-MSRNN_REGISTER_CORE("vcgru", make_vcgru);
+MSRNN_REGISTER_CORE("vcrnn", make_vcrnn, vc_schema());
+MSRNN_REGISTER_CORE("vcgru", make_vcgru, vc_schema());
 
 }  // namespace msrnn

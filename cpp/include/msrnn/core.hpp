@@ -107,29 +107,82 @@ template <class S> class Core {
 
 // ---- options ------------------------------------------------------------------------------------
 
-// A core's options by name, numbers and words as the model config carries them (Python bools and
-// ints arrive as numbers). Every core reads its options through one of these, with defaults, and
-// calls finish(), which refuses any name it did not read. Messages name the core and the option.
+// ---- options, declared once --------------------------------------------------------------------
+
+// One option of a core: its name, kind, default, allowed values and one line of doc. A core declares
+// all of its options in one table beside its factory (MSRNN_REGISTER_CORE); the factory reads them by
+// name through CoreOptions, which checks them against the table, and the bindings export the table
+// (core_schema) so that the Python family builds its keywords, checks and messages from it.
+struct OptionSpec {
+  enum class Kind { Flag, Count, Number, Choice };
+  std::string name;
+  Kind kind = Kind::Number;
+  double number = 0.0;               // the default of a Flag (0 or 1), Count or Number
+  std::string text;                  // the default of a Choice
+  std::vector<std::string> choices;  // a Choice's allowed values
+  double lo = -1e300, hi = 1e300;    // a Number's range (a Count's lo; hi unused)
+  bool lo_open = false, hi_open = false;
+  // Read per layer as name_l0, name_l1, ... (the family sets them from its own keywords): the range
+  // applies to each, `number` is layer 0's default and `rest` the other layers'.
+  bool per_layer = false;
+  double rest = 0.0;
+  bool negative_is_none = false;  // a per-layer Number: any negative value means "none"
+  std::string doc;
+};
+using CoreSchema = std::vector<OptionSpec>;
+
+// The table's rows, one call each (namespace opt): opt::flag("skip", true, "..."),
+// opt::count("block", 16, 1, "..."), opt::number("eps", 0.01, opt::open(0, 0.5), "..."),
+// opt::choice("penalty", "l1", {"l1", "l2"}, "..."), opt::per_layer(row, others' default).
+namespace opt {
+struct Range {
+  double lo = -1e300, hi = 1e300;
+  bool lo_open = false, hi_open = false;
+};
+inline Range closed(double lo, double hi) { return {lo, hi, false, false}; }
+inline Range open(double lo, double hi) { return {lo, hi, true, true}; }
+inline Range at_least(double lo) { return {lo, 1e300, false, false}; }
+inline Range above(double lo) { return {lo, 1e300, true, false}; }
+inline Range any() { return {}; }
+OptionSpec flag(std::string name, bool dflt, std::string doc);
+OptionSpec count(std::string name, long long dflt, long long lo, std::string doc);
+OptionSpec number(std::string name, double dflt, Range range, std::string doc);
+OptionSpec choice(std::string name, std::string dflt, std::vector<std::string> choices, std::string doc);
+// The row read per layer (name_l0, name_l1, ...): `spec`'s default for layer 0, `rest` for the others;
+// with negative_is_none, any negative value means "none" (allowed beside the range).
+OptionSpec per_layer(OptionSpec spec, double rest, bool negative_is_none = false);
+}  // namespace opt
+// The words of a row's range for messages: "> 0", "in [0, 1]", "in (0, 0.5)"; "" for none.
+std::string describe_range(const OptionSpec& spec);
+
+// The options given to one core, read by name against its table. Each read checks the value (kind,
+// range, choices) and names the option in its error; finish() refuses any option given that no read
+// asked for, listing the core's options.
 class CoreOptions {
  public:
   CoreOptions(std::string core, std::map<std::string, double> num, std::map<std::string, std::string> text);
   const std::string& core() const { return core_; }
-  // A finite number in [lo, hi] (inclusive; pass the default bounds for none).
-  double number(const std::string& name, double dflt, double lo = -1e300, double hi = 1e300);
-  // 0 or 1.
-  bool flag(const std::string& name, bool dflt);
-  // A whole number >= lo.
-  Index count(const std::string& name, Index dflt, Index lo = 0);
-  // One of `allowed`.
-  std::string choice(const std::string& name, const std::string& dflt, const std::vector<std::string>& allowed);
+  void set_schema(const CoreSchema* schema) { schema_ = schema; }
+  double number(const std::string& name);
+  bool flag(const std::string& name);
+  Index count(const std::string& name);
+  std::string choice(const std::string& name);
+  // Layer l's value of a per-layer row (name_l{l}).
+  double number(const std::string& name, Index l);
+  bool flag(const std::string& name, Index l);
+  // A Choice's value, with `dflt` instead of the table's default (a default that follows another option).
+  std::string choice(const std::string& name, const std::string& dflt);
   // Whether the config gives the option (read or not).
   bool given(const std::string& name) const { return num_.count(name) || text_.count(name); }
   // Throws std::invalid_argument naming the first option no read asked for.
   void finish() const;
 
  private:
-  double raw_number(const std::string& name, double dflt);
+  const OptionSpec& spec(const std::string& name, OptionSpec::Kind kind) const;
+  double checked_number(const OptionSpec& s, const std::string& key, double dflt);
+  double raw_number(const std::string& key, double dflt);
   std::string core_;
+  const CoreSchema* schema_ = nullptr;
   std::map<std::string, double> num_;
   std::map<std::string, std::string> text_;
   std::vector<std::string> read_;
@@ -150,18 +203,20 @@ template <class S> using CoreFactory = std::function<std::unique_ptr<Core<S>>(Pa
 
 // Cores by name. Each core registers itself from its own .cpp with MSRNN_REGISTER_CORE (below),
 // so building one is a lookup and no other file names it.
-template <class S> void register_core(const std::string& name, CoreFactory<S> factory);
+template <class S> void register_core(const std::string& name, CoreFactory<S> factory, CoreSchema schema);
+// Builds the core `name`, its options read against its table (args.options).
 template <class S> std::unique_ptr<Core<S>> make_core(const std::string& name, ParamSet<S>& ps, const CoreArgs& args);
 std::vector<std::string> core_names();  // sorted
+const CoreSchema& core_schema(const std::string& name);  // the core's declared options
 
-// MSRNN_REGISTER_CORE(name, factory): `factory` a function template
+// MSRNN_REGISTER_CORE(name, factory, schema): `factory` a function template
 //   template <class S> std::unique_ptr<Core<S>> factory(ParamSet<S>& ps, const CoreArgs& args);
-// registered for float and double under `name` when the module loads. Use once per name, in the
-// core's own .cpp at namespace scope.
-#define MSRNN_REGISTER_CORE(NAME, FACTORY)                                  \
+// and `schema` the core's options (a CoreSchema), registered for float and double under `name` when
+// the module loads. Use once per name, in the core's own .cpp at namespace scope.
+#define MSRNN_REGISTER_CORE(NAME, FACTORY, SCHEMA)                          \
   static const bool MSRNN_CONCAT(msrnn_core_registered_, __LINE__) = [] { \
-    ::msrnn::register_core<float>(NAME, &FACTORY<float>);                  \
-    ::msrnn::register_core<double>(NAME, &FACTORY<double>);                \
+    ::msrnn::register_core<float>(NAME, &FACTORY<float>, SCHEMA);          \
+    ::msrnn::register_core<double>(NAME, &FACTORY<double>, SCHEMA);        \
     return true;                                                          \
   }()
 #define MSRNN_CONCAT_(a, b) a##b

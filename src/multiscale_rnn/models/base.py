@@ -129,13 +129,19 @@ _MISSING = object()
 
 @dataclass(frozen=True)
 class Option:
-    """One option of a model family, declared once: its name, type, default and allowed values.
+    """One option of a model family: its name, type, default and allowed values.
 
     ``kind`` is ``bool``, ``int``, ``float`` or ``str``; ``choices`` lists the allowed values of a
     ``str`` option; ``check`` is a predicate on the converted value and ``rule`` says in words what
     it requires (``"> 0"``, ``"in (0, 1)"``); ``None`` is accepted where the default is ``None``
     (meaning "chosen from the other options"). ``core=True`` passes the value to the C++ core under
-    ``name``; ``core=False`` options are for the Python class (it maps them in ``core_options``).
+    ``name`` (left out when None: the core's default); ``core=False`` options are for the Python
+    class (it maps them in ``core_options``).
+
+    The options the C++ core reads are declared there, once (``OptionSpec`` tables beside each
+    core's factory): :func:`core_declared` turns that table into Options (``declared="core"``), and
+    a family writes an Option by hand only for what the core never sees, or to replace a core option
+    by a wider keyword (``replaces_core=True``, e.g. one value per layer).
     """
 
     name: str
@@ -146,13 +152,20 @@ class Option:
     rule: str = ""
     doc: str = ""
     core: bool = True
+    declared: str = "family"  # "core": built from the core's table by core_declared
+    replaces_core: bool = False  # a family keyword standing for a core option of the same name
 
     def describe(self) -> str:
         if self.choices:
             return "one of " + ", ".join(repr(c) for c in self.choices)
-        what = {bool: "True or False", int: "an integer", float: "a number", str: "a string", object: ""}.get(
-            self.kind, self.kind.__name__
-        )
+        what = {
+            bool: "True or False",
+            int: "an integer",
+            float: "a number",
+            str: "a string",
+            list: "a list",
+            object: "",
+        }.get(self.kind, self.kind.__name__)
         return f"{what} {self.rule}".strip()
 
     def validate(self, owner: str, value):
@@ -179,11 +192,90 @@ class Option:
         elif self.kind is str:
             if not isinstance(value, str):
                 raise bad_type
+        elif self.kind is list:
+            if not isinstance(value, (list, tuple)):
+                raise bad_type
+            value = list(value)
         if self.choices is not None and value not in self.choices:
             raise ValueError(f"{owner}: {self.name} must be {self.describe()}, got {value!r}")
         if self.check is not None and not self.check(value):
             raise ValueError(f"{owner}: {self.name} must be {self.describe()}, got {value!r}")
         return value
+
+
+_KINDS = {"flag": bool, "count": int, "number": float, "choice": str}
+
+
+def core_schema(core_name: str) -> List[Dict[str, Any]]:
+    """The options the C++ core ``core_name`` declares (``OptionSpec``, cpp/include/msrnn/core.hpp):
+    one dict each with name, kind, default, range (lo, hi, lo_open, hi_open), choices, per_layer,
+    rule and doc."""
+    return list(_core.core_schema(core_name))
+
+
+def _range_check(spec: Dict[str, Any]) -> Optional[Callable[[Any], bool]]:
+    lo, hi, lo_open, hi_open = spec["lo"], spec["hi"], spec["lo_open"], spec["hi_open"]
+    if spec["kind"] == "count":
+        return lambda v: v >= lo
+    if spec["kind"] != "number" or (lo is None and hi is None):
+        return None
+
+    def check(v) -> bool:
+        above = lo is None or (v > lo if lo_open else v >= lo)
+        below = hi is None or (v < hi if hi_open else v <= hi)
+        return above and below
+
+    return check
+
+
+def option_from_core(spec: Dict[str, Any], *, name: Optional[str] = None, default: Any = _MISSING) -> "Option":
+    """The :class:`Option` of one row of a core's table: its kind, default, range or choices and doc.
+    ``name`` exposes it under another keyword (then the family maps it: ``core=False``); ``default``
+    replaces the core's default (None: the family derives it from the other options)."""
+    return Option(
+        name or spec["name"],
+        _KINDS[spec["kind"]],
+        spec["default"] if default is _MISSING else default,
+        choices=tuple(spec["choices"]) or None,
+        check=_range_check(spec),
+        rule=spec["rule"],
+        doc=spec["doc"],
+        core=name is None,
+        declared="core",
+    )
+
+
+def core_declared(
+    core_name: str,
+    *,
+    derived: Tuple[str, ...] = (),
+    rename: Optional[Dict[str, str]] = None,
+    skip: Tuple[str, ...] = (),
+) -> Tuple["Option", ...]:
+    """The keyword options of the core ``core_name``, built from its declared table, in its order.
+
+    ``derived``: options whose default the family derives from the other options (their keyword
+    defaults to None; the family's ``core_options`` fills them in, or the core's default applies).
+    ``rename``: core name -> the family's keyword for it (the family maps it back). ``skip``: rows
+    the family sets from keywords of its own; rows read per layer (``name_l{l}``) are always left to
+    the family, as are the rows it replaces with an Option of ``replaces_core=True``.
+    """
+    rename = rename or {}
+    out = []
+    for spec in core_schema(core_name):
+        if spec["per_layer"] or spec["name"] in skip:
+            continue
+        default = None if spec["name"] in derived else _MISSING
+        out.append(option_from_core(spec, name=rename.get(spec["name"]), default=default))
+    return tuple(out)
+
+
+def core_default(core_name: str, option: str):
+    """The default the core ``core_name`` declares for ``option`` (layer 0's for a per-layer row)."""
+    for spec in core_schema(core_name):
+        if spec["name"] == option:
+            return spec["default"]
+    raise KeyError(f"the {core_name} core declares no option {option!r}")
 
 
 def _positive_int(v) -> bool:
@@ -423,7 +515,7 @@ class LanguageModel:
         family option declared with ``core=True``, under its own name. A family overrides this to
         map options (and may fill ``sizes`` or resolve ``None`` values in ``values``, which the
         config then stores)."""
-        return {o.name: values[o.name] for o in self.family_options if o.core}
+        return {o.name: values[o.name] for o in self.family_options if o.core and values[o.name] is not None}
 
     # ---- parameters -------------------------------------------------------------------------
     def _views(self, flat: np.ndarray) -> Dict[str, np.ndarray]:

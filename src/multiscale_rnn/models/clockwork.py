@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import LanguageModel, Option
+from .base import LanguageModel, core_declared
 
 __all__ = ["ClockworkRNN"]
 
@@ -37,10 +37,7 @@ class ClockworkRNN(LanguageModel):
     core_name = "clockwork"
     aliases = ("clockwork", "cw-rnn")
     example_options = dict(embed_size=8, hidden_sizes=(12,), modules=3)  # periods 1, 2, 4
-    family_options = (
-        Option("modules", int, 4, check=lambda v: v >= 1, rule=">= 1", doc="g, the number of modules"),
-        Option("base", int, 2, check=lambda v: v >= 2, rule=">= 2", doc="module i runs every base**i steps"),
-    )
+    family_options = core_declared("clockwork")
 
     def periods(self):
         """T_i = base^i for the g modules, fastest first."""

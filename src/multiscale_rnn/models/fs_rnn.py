@@ -44,12 +44,11 @@ from typing import Tuple, Union
 
 import numpy as np
 
-from .base import LanguageModel, Option
+from .base import LanguageModel, Option, core_declared
 
 __all__ = ["FSRNN", "StackedLSTM", "SequentialLSTM"]
 
 LayerNorm = Union[bool, str]
-_CELLS = ("lstm", "gru")
 
 
 def _layer_norm_flags(layer_norm: LayerNorm) -> Tuple[bool, bool]:
@@ -76,10 +75,6 @@ def _cell_options(cells, values) -> dict:
     )
 
 
-def _probability(name: str) -> Option:
-    return Option(name, float, 0.0, check=lambda p: 0.0 <= p < 1.0, rule="in [0, 1)")
-
-
 _LAYER_NORM = Option(
     "layer_norm",
     object,
@@ -88,34 +83,22 @@ _LAYER_NORM = Option(
     core=False,
     doc="True (each gate and the cell state), 'cell', 'gates' or False",
 )
-_CELL_OPTIONS = (
-    _probability("zoneout_c"),
-    _probability("zoneout_h"),
-    Option(
-        "layer_norm_eps",
-        float,
-        1e-5,
-        check=lambda v: 0.0 < v < 1.0,
-        rule="in (0, 1)",
-        core=False,
-        doc="epsilon of every layer norm (the authors' code: 1e-3)",
-    ),
-    Option(
-        "bias_before_norm",
-        bool,
-        False,
-        core=False,
-        doc="a trainable bias before each gate's layer norm (the authors' code: True)",
-    ),
-    Option(
-        "orthogonal_init",
-        str,
-        "blocks",
-        choices=("blocks", "whole"),
-        core=False,
-        doc="orthogonal initialisation of each gate block or of each whole matrix (the authors' code)",
-    ),
+_ORTHOGONAL_INIT = Option(
+    "orthogonal_init",
+    str,
+    "blocks",
+    choices=("blocks", "whole"),
+    core=False,
+    doc="orthogonal initialisation of each gate block or of each whole matrix (the authors' code)",
 )
+# layer_norm stands for the core's layer_norm_gates and layer_norm_cell (_layer_norm_flags)
+_SET_BY_LAYER_NORM = ("layer_norm_gates", "layer_norm_cell")
+
+
+def _chain_options(core_name: str):
+    """The options of the stacked and sequential LSTM: their core's table (cpp/src/fs_rnn.cpp), with
+    ``layer_norm`` for its two layer-norm flags, and the initialisation's option."""
+    return core_declared(core_name, skip=_SET_BY_LAYER_NORM) + (_LAYER_NORM, _ORTHOGONAL_INIT)
 
 
 def paper_init(model: LanguageModel, seed: int = 0) -> None:
@@ -158,13 +141,13 @@ class FSRNN(LanguageModel):
     example_options = dict(embed_size=8, fast_size=10, slow_size=12)
     positional = ("vocab_size", "embed_size", "fast_size", "slow_size")
     family_options = (
-        Option("fast_size", int, None, check=lambda v: v >= 1, rule=">= 1", core=False),
-        Option("slow_size", int, None, check=lambda v: v >= 1, rule=">= 1", core=False),
-        Option("fast_cells", int, 2, check=lambda k: k >= 2, rule=">= 2"),
-        Option("cell", str, "lstm", choices=_CELLS, core=False),
-        Option("slow_cell", str, None, choices=_CELLS, core=False),
+        Option("fast_size", int, None, check=lambda v: v >= 1, rule=">= 1", core=False, doc="H_F"),
+        Option("slow_size", int, None, check=lambda v: v >= 1, rule=">= 1", core=False, doc="H_S"),
+        # the core's table (cpp/src/fs_rnn.cpp): its fast_cell is the keyword cell, its slow_cell follows it
+        *core_declared("fs_rnn", rename={"fast_cell": "cell"}, derived=("slow_cell",), skip=_SET_BY_LAYER_NORM),
         _LAYER_NORM,
-    ) + _CELL_OPTIONS
+        _ORTHOGONAL_INIT,
+    )
 
     def core_options(self, values, sizes):
         fast, slow, hidden = values.pop("fast_size"), values.pop("slow_size"), sizes["hidden_sizes"]
@@ -189,7 +172,6 @@ class FSRNN(LanguageModel):
 
 class _ChainOrStack(LanguageModel):
     defaults = dict(layer_norm="cell")
-    family_options = (Option("cell", str, "lstm", choices=_CELLS), _LAYER_NORM) + _CELL_OPTIONS
 
     def core_options(self, values, sizes):
         return dict(cell=values["cell"], **_cell_options((values["cell"],), values))
@@ -206,6 +188,7 @@ class StackedLSTM(_ChainOrStack):
 
     core_name = "stacked_lstm"
     example_options = dict(embed_size=8, hidden_sizes=(10, 10))
+    family_options = _chain_options("stacked_lstm")
 
 
 class SequentialLSTM(_ChainOrStack):
@@ -216,3 +199,4 @@ class SequentialLSTM(_ChainOrStack):
 
     core_name = "sequential_lstm"
     example_options = dict(embed_size=8, hidden_sizes=(10, 10))
+    family_options = _chain_options("sequential_lstm")

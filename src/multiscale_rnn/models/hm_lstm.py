@@ -30,7 +30,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from .base import LanguageModel, Option, sequence_and_symbols
+from .base import LanguageModel, Option, core_declared, core_default, sequence_and_symbols
 
 __all__ = ["HMLSTM", "HMTrace", "boundary_scores", "first_seen", "recipe_defaults", "WORD_RECIPE", "PHRASE_RECIPE"]
 
@@ -196,7 +196,14 @@ def _check_count(values: list, detectors: int, name: str, owner: str) -> None:
 #: The default recipe by depth (docs/models/hm_lstm.md, "The default recipe"): the values that the options
 #: left at their defaults take. Up to 2 layers, the word recipe (z^1 at the word ends): every detector
 #: reads everything, z read as a blend, a rate target on layer 1, one warm-up for all detectors.
-WORD_RECIPE = dict(detector_input="all", gradient="blend", rate_target=0.18, rate_weight=5.0, warmup=500)
+#: Its values for the core's options are the core's own defaults (cpp/src/hm_lstm.cpp).
+WORD_RECIPE = dict(
+    detector_input="all",
+    gradient=core_default("hm_lstm", "gradient"),
+    rate_target=core_default("hm_lstm", "rate_target"),
+    rate_weight=core_default("hm_lstm", "rate_weight"),
+    warmup=500,
+)
 #: From 3 layers, the phrase recipe (z^1 at the word ends, z^2 at the phrase ends): every detector reads only
 #: the layer below, z^1 read as a blend and z^2 as a switch, rate targets on layers 1 and 2 held harder,
 #: layer 2's detector started 1000 updates after layer 1's.
@@ -321,12 +328,9 @@ class HMLSTM(LanguageModel):
     defaults = dict(embed_size=128, hidden_sizes=(512, 512, 512), head="linear")
     #: zhat of every column when a boundary row restarts at the end of the warm-up (weights 0)
     RESTART_ZHAT = 0.05
-    family_options = (
-        Option("boundary", str, "step", choices=("step", "sample", "soft")),
-        Option("top_boundary", bool, False),
-        Option("copy_z", str, "carry", choices=("carry", "recompute")),
-        Option("flush_cut", bool, True),
-        Option("top_down", bool, True),
+    # the core's table (cpp/src/hm_lstm.cpp), its defaults the word recipe; rate_weight by depth; the per-layer
+    # rows (blend_l{l}, detector_below_l{l}, rate_target_l{l}) set from the keywords below
+    family_options = core_declared("hm_lstm", derived=("rate_weight",), skip=("gradient",)) + (
         Option(
             "gradient",
             object,
@@ -334,6 +338,8 @@ class HMLSTM(LanguageModel):
             check=_per_detector_ok(("switch", "blend")),
             rule="'switch' or 'blend', or a list of those (one per layer with a detector)",
             core=False,
+            replaces_core=True,
+            doc="how z gets its gradient, by depth (the core's gradient and blend_l{l})",
         ),
         Option(
             "detector_input",
@@ -342,12 +348,8 @@ class HMLSTM(LanguageModel):
             check=_per_detector_ok(("all", "below")),
             rule="'all' or 'below', or a list of those (one per layer with a detector)",
             core=False,
+            doc="what each boundary row reads, by depth (the core's detector_below_l{l})",
         ),
-        Option("slope", float, 1.0, check=lambda a: a > 0, rule="> 0"),
-        Option("layer_norm", bool, False),
-        Option("skip", bool, True),
-        Option("rate_penalty", float, 0.0, check=lambda v: v >= 0 and np.isfinite(v), rule=">= 0"),
-        Option("rate_weight", float, None, check=lambda v: v >= 0, rule=">= 0"),
         Option(
             "rate_target",
             object,
@@ -355,6 +357,8 @@ class HMLSTM(LanguageModel):
             check=_rate_target_ok,
             rule="in [0, 1], or a list of those (one per layer with a detector), or None, or 'auto'",
             core=False,
+            replaces_core=True,
+            doc="r_l of the rate-target term, by depth (the core's rate_target_l{l})",
         ),
         Option(
             "warmup",
@@ -363,6 +367,7 @@ class HMLSTM(LanguageModel):
             check=_warmup_ok,
             rule="an integer >= 0, or a list of those (one per layer with a detector)",
             core=False,
+            doc="updates each detector is held off for, by depth (the Trainer's schedule)",
         ),
         Option(
             "rate_ramp",
@@ -371,8 +376,17 @@ class HMLSTM(LanguageModel):
             check=_warmup_ok,
             rule="an integer >= 0, or a list of those (one per layer with a detector)",
             core=False,
+            doc="updates over which a rate target rises from 0 once its detector starts",
         ),
-        Option("boundary_bias", float, 0.0, check=lambda v: np.isfinite(v), rule="finite", core=False),
+        Option(
+            "boundary_bias",
+            float,
+            0.0,
+            check=lambda v: np.isfinite(v),
+            rule="finite",
+            core=False,
+            doc="added to every boundary row's bias at initialisation",
+        ),
     )
 
     def reset_parameters(self, seed: int = 0) -> None:

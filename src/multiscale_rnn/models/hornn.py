@@ -22,12 +22,9 @@ See docs/models/hornn.md for the readings chosen where the paper leaves a choice
 
 from __future__ import annotations
 
-from .base import LanguageModel, Option
+from .base import LanguageModel, core_declared, core_default
 
 __all__ = ["HORNN", "POOLINGS", "ACTIVATIONS"]
-
-POOLINGS = ("plain", "max", "fofe", "gated")
-ACTIVATIONS = ("sigmoid", "tanh", "relu")
 
 
 class HORNN(LanguageModel):
@@ -42,35 +39,19 @@ class HORNN(LanguageModel):
     core_name = "hornn"
     aliases = ("higher-order-rnn",)
     example_options = dict(embed_size=8, hidden_sizes=(12,), order=3, pooling="gated")
-    family_options = (
-        Option(
-            "order",
-            int,
-            3,
-            check=lambda v: 1 <= v <= 255,
-            rule="in [1, 255]",
-            doc="N, the number of previous states each layer reads",
-        ),
-        Option("pooling", str, "plain", choices=POOLINGS, doc="how the N paths combine"),
-        Option(
-            "alpha",
-            float,
-            None,
-            check=lambda v: 0.0 < v < 1.0,
-            rule="in (0, 1)",
-            core=False,
-            doc="FOFE forgetting factor (fofe pooling only; 0.6 by default)",
-        ),
-        Option("activation", str, "sigmoid", choices=ACTIVATIONS, doc="f, the hidden activation"),
-        Option("bias", bool, True, doc="biases b (and the gates' b^g_n), absent from the paper's equations"),
-    )
+    # the core's table (cpp/src/hornn.cpp); alpha is left out unless pooling is "fofe"
+    family_options = core_declared("hornn", derived=("alpha",))
 
     def core_options(self, values, sizes):
-        opts = {o.name: values[o.name] for o in self.family_options if o.core}
+        opts = super().core_options(values, sizes)
         if values["pooling"] == "fofe":
             if values["alpha"] is None:
-                values["alpha"] = 0.6
+                values["alpha"] = core_default("hornn", "alpha")
             opts["alpha"] = values["alpha"]
         elif values["alpha"] is not None:
             raise ValueError(f"HORNN: alpha applies to pooling='fofe' only, got pooling={values['pooling']!r}")
         return opts
+
+
+POOLINGS = next(o.choices for o in HORNN.family_options if o.name == "pooling")
+ACTIVATIONS = next(o.choices for o in HORNN.family_options if o.name == "activation")

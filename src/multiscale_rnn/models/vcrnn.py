@@ -29,7 +29,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from .base import LanguageModel, Option, sequence_and_symbols
+from .base import LanguageModel, core_declared, sequence_and_symbols
 
 __all__ = ["VCRNN", "VCGRU", "VCTrace", "sharpness_schedule", "equivalent_dim", "corpus_equivalent_dim"]
 
@@ -83,53 +83,13 @@ def sharpness_schedule(start: float = 0.1, end: float = 1.0, per_epoch: float = 
     return linear(start, end, per_epoch)
 
 
-def _mean_m_check(v) -> bool:
-    return 0.0 <= v <= 1.0
-
-
 class _VCBase(LanguageModel):
     """Shared options and accounting of the VCRNN and VCGRU (see the module docstring)."""
 
     defaults = dict(embed_size=None, hidden_sizes=(1024,))
     aux_terms = ("vc_penalty",)
     example_options = dict(hidden_sizes=(12,), penalty_weight=0.05, block=4)
-    family_options = (
-        Option(
-            "sharpness",
-            float,
-            1.0,
-            check=lambda v: v > 0,
-            rule="> 0",
-            doc="lambda of the mask (annealed: sharpness_schedule())",
-        ),
-        Option(
-            "eps",
-            float,
-            0.01,
-            check=lambda v: 0 < v < 0.5,
-            rule="in (0, 0.5)",
-            doc="Thres_eps: mask values above 1 - eps become 1, below eps 0",
-        ),
-        Option(
-            "mask_index",
-            str,
-            "zero",
-            choices=("zero", "one"),
-            doc="i = 0..D-1 (m = 1 updates every unit) or i = 1..D (eq. 8 literally)",
-        ),
-        Option("penalty", str, "l1", choices=("l1", "one_sided", "l2"), doc="f of the penalty on m_t"),
-        Option("penalty_weight", float, 0.01, check=lambda v: v >= 0, rule=">= 0", doc="w of the penalty"),
-        Option("target", float, 0.3, check=_mean_m_check, rule="in [0, 1]", doc="m_bar of the penalty"),
-        Option("skip", bool, True, doc="compute only the leading d_t x d_t blocks (False: masked full path)"),
-        Option(
-            "block",
-            int,
-            16,
-            check=lambda v: v >= 1,
-            rule=">= 1",
-            doc="d_t is rounded up to a multiple of this to group the streams of a step",
-        ),
-    )
+    family_options = core_declared("vcrnn")  # the VCGRU's table is the same (cpp/src/vcrnn.cpp)
 
     def core_options(self, values, sizes):
         owner = type(self).__name__
