@@ -69,7 +69,9 @@ def cmd_run(args) -> int:
     languages = part["languages"] if args.languages is None else [int(x) for x in args.languages.split(",")]
     seeds = part["seeds"] if args.seeds is None else [int(x) for x in args.seeds.split(",")]
     if not set(seeds) <= set(part["seeds"]):
-        raise SystemExit(f"error: seeds {sorted(set(seeds) - set(part['seeds']))} are not in the {args.part} part of {SPLIT}")
+        raise SystemExit(
+            f"error: seeds {sorted(set(seeds) - set(part['seeds']))} are not in the {args.part} part of {SPLIT}"
+        )
     new = 0
     for config in args.config.split(","):
         for layers in [int(x) for x in args.layers.split(",")]:
