@@ -200,3 +200,126 @@ class SequentialLSTM(_ChainOrStack):
     core_name = "sequential_lstm"
     example_options = dict(embed_size=8, hidden_sizes=(10, 10))
     family_options = _chain_options("sequential_lstm")
+
+
+# The presets of this family (``multiscale-rnn train --preset NAME``; ``multiscale_rnn.presets`` gathers
+# every registered family's): settings with the keys of a TOML config file (docs/cli.md).
+def _fs_lstm(data, fast, slow, k, dropout, zoneout_c, zoneout_h, embed, bptt, lr, epochs, schedule, about):
+    """One column of the FS-RNN paper's Table 3: Adam, gradient norm clipped to 1, batch 128; the
+    cells as the authors' code has them (docs/models/fs_rnn.md, "Readings"): layer-norm epsilon
+    1e-3, a bias before each gate's layer norm, whole-matrix orthogonal initialisation."""
+    return {
+        "about": about,
+        "model": "fsrnn",
+        "embed_size": embed,
+        "hidden_sizes": [fast, slow],
+        "dropout": dropout,
+        "options": {
+            "fast_cells": k,
+            "cell": "lstm",
+            "layer_norm": True,
+            "zoneout_c": zoneout_c,
+            "zoneout_h": zoneout_h,
+            "layer_norm_eps": 1e-3,
+            "bias_before_norm": True,
+            "orthogonal_init": "whole",
+        },
+        "data": data,
+        "epochs": epochs,
+        "batch_size": 128,
+        "bptt": bptt,
+        "optimizer": "adam",
+        "lr": lr,
+        "clip_norm": 1.0,
+        **schedule,
+    }
+
+
+# Penn Treebank: lr / 10 for the last 20 of 200 epochs. enwik8: lr / 10 whenever the validation
+# loss has not improved for two epochs in a row.
+_PTB_RULE = {"lr_schedule": "multistep", "lr_milestones": [180], "lr_factor": 10.0}
+_ENWIK8_RULE = {"lr_schedule": "plateau", "lr_factor": 10.0, "patience": 1}
+_FS_SOURCE = "Mujika et al. 2017, Table 3 (needs --data-path). "
+
+_COLUMNS = {
+    "ptb-char-fs-lstm-2": _fs_lstm(
+        "ptb-char",
+        700,
+        400,
+        2,
+        0.35,
+        0.5,
+        0.1,
+        128,
+        150,
+        2e-3,
+        200,
+        _PTB_RULE,
+        _FS_SOURCE + "FS-LSTM-2 on Penn Treebank characters: fast cells 700, slow cell 400, layer norm, "
+        "zoneout 0.5 (cells) / 0.1 (hidden), dropout 0.35; 1.19 BPC in the paper.",
+    ),
+    "ptb-char-fs-lstm-4": _fs_lstm(
+        "ptb-char",
+        500,
+        400,
+        4,
+        0.35,
+        0.5,
+        0.1,
+        128,
+        150,
+        2e-3,
+        200,
+        _PTB_RULE,
+        _FS_SOURCE + "FS-LSTM-4 on Penn Treebank characters: four fast cells of 500, slow cell 400; "
+        "1.193 BPC in the paper.",
+    ),
+    "enwik8-fs-lstm-2": _fs_lstm(
+        "enwik8",
+        900,
+        1500,
+        2,
+        0.2,
+        0.3,
+        0.05,
+        256,
+        150,
+        1e-3,
+        35,
+        _ENWIK8_RULE,
+        _FS_SOURCE + "FS-LSTM-2 on enwik8: fast cells 900, slow cell 1500, dropout 0.2, zoneout 0.3 / "
+        "0.05; 1.290 BPC in the paper.",
+    ),
+    "enwik8-fs-lstm-4": _fs_lstm(
+        "enwik8",
+        730,
+        1500,
+        4,
+        0.2,
+        0.3,
+        0.05,
+        256,
+        150,
+        1e-3,
+        35,
+        _ENWIK8_RULE,
+        _FS_SOURCE + "FS-LSTM-4 on enwik8: four fast cells of 730, slow cell 1500; 1.277 BPC in the paper.",
+    ),
+    "enwik8-large-fs-lstm-4": _fs_lstm(
+        "enwik8",
+        1200,
+        1500,
+        4,
+        0.25,
+        0.3,
+        0.05,
+        256,
+        100,
+        1e-3,
+        50,
+        _ENWIK8_RULE,
+        _FS_SOURCE + "Large FS-LSTM-4 on enwik8: four fast cells of 1200, slow cell 1500, dropout 0.25, "
+        "100 steps; 1.245 BPC in the paper.",
+    ),
+}
+PRESETS = {name: {**preset, "out": f"runs/{name}.npz"} for name, preset in _COLUMNS.items()}

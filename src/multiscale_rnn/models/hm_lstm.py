@@ -653,3 +653,129 @@ class HMLSTM(LanguageModel):
             tolerance=int(tolerance),
             detectors=np.isin(np.arange(L), self.detector_layers),
         )
+
+
+# The presets of this family (``multiscale-rnn train --preset NAME``; ``multiscale_rnn.presets`` gathers
+# every registered family's): settings with the keys of a TOML config file (docs/cli.md).
+PRESETS = {
+    "ptb-char-hm-lstm": {
+        "about": "The paper's Penn Treebank setting (Chung, Ahn & Bengio 2017, Section 4.1; needs --data-path): "
+        "a LayerNorm HM-LSTM of 3 layers of 512 units, embedding 128, gated output module with an "
+        "output embedding of 512, step boundaries with slope annealing a = min(5, 1 + 0.04 epoch), "
+        "Adam 2e-3, batch 64, 100 steps, gradient norm clipped to 1, learning rate divided by 50 "
+        "when validation stops improving. The paper gives no epoch count; 100 epochs is where the "
+        "slope reaches 5.",
+        "model": "hmlstm",
+        "embed_size": 128,
+        "hidden_sizes": [512, 512, 512],
+        "data": "ptb-char",
+        "options": {
+            "boundary": "step",
+            "layer_norm": True,
+            "head": "gated",
+            "head_size": 512,
+            "gradient": "switch",
+            "flush_cut": False,
+            "detector_input": "all",
+            "rate_target": None,
+            "warmup": 0,
+        },
+        "anneal": {"slope": [1.0, 5.0, 0.04]},
+        "epochs": 100,
+        "batch_size": 64,
+        "bptt": 100,
+        "optimizer": "adam",
+        "lr": 2e-3,
+        "clip_norm": 1.0,
+        "lr_schedule": "plateau",
+        "lr_factor": 50.0,
+        "patience": 0,
+        "out": "runs/ptb-char-hm-lstm.npz",
+    },
+    **{
+        f"{name}-hm-lstm-recipe": {
+            "about": f"The package's HM-LSTM recipe on {what} (needs --data-path), as measured in "
+            'docs/models/hm_lstm.md, "Real text with the default recipe": 3 layers of 128, embedding 64, '
+            "layer norm, linear head, boundary warm-up, rate targets 0.18 on layer 1 and 0.06 on layer 2 "
+            "(without the second, layer 2's boundaries drift), slope 1, Adam 2e-3, batch 64, 100 steps, "
+            f"gradient norm clipped to 1, {budget}.",
+            "model": "hmlstm",
+            "embed_size": 64,
+            "hidden_sizes": [128, 128, 128],
+            "data": name,
+            # the word recipe (hm_lstm.WORD_RECIPE) with a second target: a 3-layer model's own defaults are the
+            # phrase recipe
+            "options": {
+                "layer_norm": True,
+                "detector_input": "all",
+                "gradient": "blend",
+                "rate_target": [0.18, 0.06],
+                "rate_weight": 5.0,
+                "warmup": 500,
+            },
+            "epochs": epochs,
+            "batch_size": 64,
+            "bptt": 100,
+            "optimizer": "adam",
+            "lr": 2e-3,
+            "clip_norm": 1.0,
+            "out": f"runs/{name}-hm-lstm-recipe.npz",
+        }
+        for name, what, epochs, budget in (
+            (
+                "ptb-char",
+                "Penn Treebank characters",
+                13,
+                "13 epochs (the measured budget, about 45 minutes on one core)",
+            ),
+            (
+                "text8",
+                "text8",
+                5,
+                "5 epochs (the measured budget on the prefix in shared/data, about 40 minutes on one "
+                "core; 5 epochs of the full text8 take 8 times longer)",
+            ),
+        )
+    },
+    "synthetic-hm-lstm": {
+        "about": "A small HM-LSTM on the generated hierarchical text with the default recipe (boundary "
+        "warm-up, rate target, five restarts of which the lowest validation BPC is kept): its "
+        "first-layer boundaries come to mark the ends of the words within a minute (see "
+        'docs/models/hm_lstm.md, "The default recipe").',
+        "model": "hmlstm",
+        "embed_size": 16,
+        "hidden_sizes": [32, 32],
+        "data": "synthetic",
+        "data_options": {"n_chars": 40_000, "seed": 0},
+        "epochs": 40,
+        "batch_size": 32,
+        "bptt": 50,
+        "optimizer": "adam",
+        "lr": 5e-3,
+        "clip_norm": 1.0,
+        "restarts": 5,
+        "out": "runs/synthetic-hm-lstm.npz",
+    },
+    "synthetic-hm-lstm-phrases": {
+        "about": "A 3-layer HM-LSTM on the generated hierarchical text with the default recipe, which from 3 "
+        "layers is the phrase recipe: its first layer marks the words and its second layer the phrases "
+        '(docs/models/hm_lstm.md, "The default recipe"): every boundary detector reads only the '
+        "layer below, z^1 read as a blend and z^2 as a switch, rate targets 0.18 and 0.05 with weight "
+        "20, layer 1's detector started after 500 updates and layer 2's after 1500, five runs compared "
+        "just before layer 2's detector starts (after 65 epochs) and the one of lowest validation BPC "
+        "trained on to 100 (one to two and a half minutes on 2 cores).",
+        "model": "hmlstm",
+        "embed_size": 16,
+        "hidden_sizes": [32, 32, 32],
+        "data": "synthetic",
+        "data_options": {"n_chars": 40_000, "seed": 0, "valid_fraction": 0.1, "test_fraction": 0.0},  # the study's
+        "epochs": 100,
+        "batch_size": 32,
+        "bptt": 50,
+        "optimizer": "adam",
+        "lr": 5e-3,
+        "clip_norm": 1.0,
+        "restarts": 5,
+        "out": "runs/synthetic-hm-lstm-phrases.npz",
+    },
+}

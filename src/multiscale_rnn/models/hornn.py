@@ -55,3 +55,55 @@ class HORNN(LanguageModel):
 
 POOLINGS = next(o.choices for o in HORNN.family_options if o.name == "pooling")
 ACTIVATIONS = next(o.choices for o in HORNN.family_options if o.name == "activation")
+
+
+# The presets of this family (``multiscale-rnn train --preset NAME``; ``multiscale_rnn.presets`` gathers
+# every registered family's): settings with the keys of a TOML config file (docs/cli.md).
+def _preset(pooling, corpus="ptb"):
+    """Soltani & Jiang 2016, Section 4: a 3rd-order HORNN of sigmoid units on PTB words (400 units,
+    Section 4.1) or text8 words (500 units, Section 4.2)."""
+    ptb = corpus == "ptb"
+    H = 400 if ptb else 500
+    schedule = (
+        "halved when the validation loss does not improve"
+        if ptb
+        else "5 epochs at the initial rate, then halved after every epoch"
+    )
+    table = (
+        "Table 2 (order 3): plain 108, max 109, FOFE 101, gated 100 test perplexity"
+        if ptb
+        else "Table 4 (order 3): plain 172, max 163, FOFE 154, gated 144 test perplexity (text8, 44k words)"
+    )
+    return {
+        "about": f"Soltani & Jiang 2016, Section {'4.1' if ptb else '4.2'} (needs --data-path): a 3rd-order {pooling} "
+        f"HORNN, one layer of {H} sigmoid units, embedding {H}, SGD lr 0.05 with momentum 0.9 (the "
+        f"paper's 0.5 without momentum, docs/training.md), {schedule}, batch 20, BPTT 30, gradients "
+        "clipped to [-5, 5]. Full softmax: a preset cannot give the class head its class sizes (they come "
+        "from the corpus's counts; train from Python with head='class', docs/models/hornn.md). Not "
+        "included: the paper's N(0, 0.1^2) initialisation (call msr.init.gaussian), weight decay (value "
+        f"not given) and column normalisation (Trainer(constraint=...)). {table}.",
+        "model": "hornn",
+        "embed_size": H,
+        "hidden_sizes": [H],
+        "data": f"{corpus}-word",
+        "options": {
+            "order": 3,
+            "pooling": pooling,
+            "activation": "sigmoid",
+            **({"alpha": 0.6} if pooling == "fofe" else {}),
+        },
+        "epochs": 20 if ptb else 10,
+        "batch_size": 20,
+        "bptt": 30,
+        "optimizer": "sgd",
+        "lr": 0.05,
+        "momentum": 0.9,
+        "clip_norm": None,
+        "clip_value": 5.0,
+        "lr_factor": 2.0,
+        **({"lr_schedule": "plateau", "patience": 0} if ptb else {"lr_schedule": "halve", "halve_after": 5}),
+        "out": f"runs/{corpus}-word-hornn-{pooling}.npz",
+    }
+
+
+PRESETS = {f"{c}-word-hornn-{p}": _preset(p, c) for c in ("ptb", "text8") for p in ("plain", "max", "fofe", "gated")}

@@ -37,3 +37,58 @@ class ElmanRNN(LanguageModel):
     core_name = "rnn_tanh"
     aliases = ("rnn", "rnn_tanh", "elman")
     example_options = dict(embed_size=8, hidden_sizes=(12, 12))
+
+
+# The presets of this family (``multiscale-rnn train --preset NAME``; ``multiscale_rnn.presets`` gathers
+# every registered family's): settings with the keys of a TOML config file (docs/cli.md).
+PRESETS = {
+    "quick": {
+        "about": "A one-minute demonstration on 2 cores: a 1-layer LSTM of 256 units, two epochs of the "
+        "shipped text (The Devil's Dictionary, 345k training characters).",
+        "model": "lstm",
+        "embed_size": 64,
+        "hidden_sizes": [256],
+        "data": "embedded",
+        "epochs": 2,
+        "batch_size": 16,
+        "bptt": 50,
+        "optimizer": "adam",
+        "lr": 4e-3,
+        "clip_norm": 1.0,
+        "out": "runs/quick.npz",
+    },
+    "synthetic": {
+        "about": "A small LSTM on the generated hierarchical text (characters -> words -> phrases).",
+        "model": "lstm",
+        "embed_size": 32,
+        "hidden_sizes": [128],
+        "data": "synthetic",
+        "data_options": {"n_chars": 200_000, "seed": 0},
+        "epochs": 2,
+        "batch_size": 32,
+        "bptt": 100,
+        "optimizer": "adam",
+        "lr": 3e-3,
+        "clip_norm": 1.0,
+        "out": "runs/synthetic.npz",
+    },
+    "ptb-char-lstm": {
+        "about": "A standard LSTM baseline on Penn Treebank characters (needs --data-path): 1 layer of 1000 "
+        "units, Adam 2e-3, batch 128, 100 steps, gradient norm clipped to 1, learning rate halved "
+        "when validation stops improving.",
+        "model": "lstm",
+        "embed_size": 128,
+        "hidden_sizes": [1000],
+        "data": "ptb-char",
+        "epochs": 20,
+        "batch_size": 128,
+        "bptt": 100,
+        "optimizer": "adam",
+        "lr": 2e-3,
+        "clip_norm": 1.0,
+        "lr_schedule": "plateau",
+        "lr_factor": 2.0,
+        "patience": 0,
+        "out": "runs/ptb-char-lstm.npz",
+    },
+}

@@ -186,3 +186,82 @@ def corpus_equivalent_dim(
         state = KEEP
         ds.append(model.records()["d"][0])
     return model.equivalent_dim(np.concatenate(ds), gates)
+
+
+# The presets of this family (``multiscale-rnn train --preset NAME``; ``multiscale_rnn.presets`` gathers
+# every registered family's): settings with the keys of a TOML config file (docs/cli.md).
+def _preset(model, data, hidden, target, about, data_options=None, epochs=10):
+    """A setting of Jernite et al. 2017 (Section 5): one VC layer, embedding = hidden size, the symmetric l1
+    penalty towards m_bar, sharpness 0.1 + 0.1 per epoch up to 1. The paper gives no optimiser, batch,
+    penalty weight or epoch count: Adam 2e-3, batch 32, 100 steps, clip 1, weight 0.01, 10 epochs (where
+    the sharpness reaches 1) are this package's choices."""
+    return {
+        "about": "Jernite et al. 2017, " + about,
+        "model": model,
+        "embed_size": hidden,
+        "hidden_sizes": [hidden],
+        "data": data,
+        "data_options": data_options or {},
+        "options": {"target": target, "penalty": "l1", "penalty_weight": 0.01},
+        "anneal": {"sharpness": [0.1, 1.0, 0.1]},
+        "epochs": epochs,
+        "batch_size": 32,
+        "bptt": 100,
+        "optimizer": "adam",
+        "lr": 2e-3,
+        "clip_norm": 1.0,
+        "lr_schedule": "plateau",
+        "lr_factor": 2.0,
+        "patience": 0,
+    }
+
+
+PRESETS = {
+    "ptb-char-vcrnn": _preset(
+        "vcrnn",
+        "ptb-char",
+        1024,
+        0.3,
+        "Table 3 (needs --data-path): VCRNN-1024 on Penn Treebank characters; 1.46 bpc at RNN-d 760 "
+        "in the paper (m_bar not given; 0.3 here).",
+    ),
+    "ptb-char-vcgru": _preset(
+        "vcgru",
+        "ptb-char",
+        1024,
+        0.3,
+        "Table 3 (needs --data-path): VCGRU-1024 on Penn Treebank characters; 1.42 bpc at RNN-d 648 "
+        "in the paper (m_bar not given; 0.3 here).",
+    ),
+    "ptb-bits-vcrnn": _preset(
+        "vcrnn",
+        "ptb-bits",
+        1000,
+        0.3,
+        "Table 3 and Figure 2 (needs --data-path): VCRNN-1000 on Penn Treebank bits with 8 buffer "
+        "bits after each character (0 and 24 in the paper's other panels: set data_options); "
+        "0.215-0.231 bits per bit at RNN-d 340-460 without buffer in the paper.",
+        data_options={"buffer_bits": 8},
+    ),
+    "nottingham-vcrnn": _preset(
+        "vcrnn",
+        "nottingham",
+        500,
+        0.3,
+        "Table 1 (needs --data-path to the nottingham_abc folder): a VCRNN on folk tunes in ABC "
+        "notation, one symbol per (pitch, length), standing in for the paper's Irish tunes "
+        "(the paper: VCRNN-500 at RNN-d 233, test perplexity 8.51 on its own corpus).",
+    ),
+    **{
+        f"text8-vcgru-{t}": _preset(
+            "vcgru",
+            "text8",
+            1024,
+            t,
+            f"Table 3 (needs --data-path): VCGRU-1024 on text8 characters with m_bar = {t}; "
+            + {0.3: "1.69 bpc at RNN-d 464", 0.4: "1.64 bpc at RNN-d 648", 0.5: "1.63 bpc at RNN-d 820"}[t]
+            + " in the paper.",
+        )
+        for t in (0.3, 0.4, 0.5)
+    },
+}

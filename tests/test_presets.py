@@ -1,0 +1,75 @@
+"""The presets: each family declares its own (``PRESETS`` in the module that defines it) and
+``multiscale_rnn.presets`` gathers them from the registry; the merged table is unchanged by where
+the entries live (a snapshot of its JSON), and no code outside a family's files names the family."""
+
+import hashlib
+import io
+import json
+import sys
+import tokenize
+from pathlib import Path
+
+import pytest
+
+import multiscale_rnn as msr
+from multiscale_rnn import presets
+
+# json.dumps(PRESETS, sort_keys=True) when the presets moved from presets.py to their families.
+SNAPSHOT_SHA256 = "55af7d8f25e41dd01f5421a5270bc15f072885c46f50f65c102ab700a252373a"
+SNAPSHOT_NAMES = sorted(
+    ["quick", "synthetic", "ptb-char-lstm", "ptb-char-hm-lstm", "ptb-char-hm-lstm-recipe", "text8-hm-lstm-recipe"]
+    + ["synthetic-hm-lstm", "synthetic-hm-lstm-phrases", "ptb-char-fs-lstm-2", "ptb-char-fs-lstm-4"]
+    + ["enwik8-fs-lstm-2", "enwik8-fs-lstm-4", "enwik8-large-fs-lstm-4"]
+    + [f"{c}-word-hornn-{p}" for c in ("ptb", "text8") for p in ("plain", "max", "fofe", "gated")]
+    + ["ptb-char-vcrnn", "ptb-char-vcgru", "ptb-bits-vcrnn", "nottingham-vcrnn"]
+    + [f"text8-vcgru-{t}" for t in ("0.3", "0.4", "0.5")]
+)
+
+SRC = Path(msr.__file__).resolve().parent
+
+
+def test_merged_presets_equal_the_snapshot():
+    assert sorted(presets.PRESETS) == SNAPSHOT_NAMES
+    text = json.dumps(presets.PRESETS, sort_keys=True)
+    assert hashlib.sha256(text.encode()).hexdigest() == SNAPSHOT_SHA256
+    assert presets.DEFAULT_PRESET == "quick" and presets.DEFAULT_PRESET in presets.PRESETS
+    assert presets.family_presets() == presets.PRESETS
+
+
+def test_every_preset_comes_from_a_registered_family_module():
+    modules = {sys.modules[cls.__module__] for cls in msr.MODELS.values()}
+    owners = {name: m.__name__ for m in modules for name in getattr(m, "PRESETS", {})}
+    assert set(owners) == set(presets.PRESETS)
+    for name, module in owners.items():
+        model = presets.PRESETS[name]["model"]  # the preset builds a class of the module that declares it
+        classes = [c for c in msr.MODELS.values() if c.__module__ == module]
+        keys = {k.lower().replace("-", "").replace("_", "") for c in classes for k in (c.__name__, *c.aliases)}
+        assert model.lower().replace("-", "").replace("_", "") in keys, (name, model, module)
+
+
+def test_a_name_two_families_declare_is_refused(monkeypatch):
+    rnn = sys.modules[msr.LSTM.__module__]
+    monkeypatch.setattr(rnn, "PRESETS", {**rnn.PRESETS, "ptb-char-vcrnn": {"model": "lstm"}})
+    with pytest.raises(ValueError, match="'ptb-char-vcrnn' is declared twice"):
+        presets.family_presets()
+
+
+def _own_files(cls) -> set:
+    """The files of src/ a family may name itself in: the models and references, and every module named
+    after the family's model module (``analysis/vcrnn_computation.py`` serves the VCRNN family)."""
+    stem = Path(sys.modules[cls.__module__].__file__).stem
+    return {p for p in SRC.rglob("*.py") if p.parent.name in ("models", "reference") or stem in p.stem}
+
+
+def _code_names(path: Path) -> set:
+    """The names a module's code uses (comments and strings left out: docs may mention any family)."""
+    tokens = tokenize.generate_tokens(io.StringIO(path.read_text()).readline)
+    return {t.string for t in tokens if t.type == tokenize.NAME}
+
+
+@pytest.mark.parametrize("name", sorted(msr.MODELS))
+def test_no_code_outside_a_family_names_it(name):
+    cls = msr.MODELS[name]
+    allowed = _own_files(cls) | {SRC / "__init__.py", SRC / "models" / "__init__.py"}
+    named = [str(p.relative_to(SRC)) for p in sorted(SRC.rglob("*.py")) if p not in allowed and name in _code_names(p)]
+    assert not named, f"{name} is named in {named}"
