@@ -1,9 +1,11 @@
-"""Plots (Matplotlib). Every function takes ``ax=`` (a new figure when None) and returns the Axes."""
+"""Plots (Matplotlib). Every function takes ``ax=`` (a new figure when None) and returns the Axes. One module
+per family and what it shows: ``hm_lstm_boundaries``, ``vcrnn_computation``, ``fs_rnn_dynamics``,
+``hornn_gradient_reach``; ``curves`` holds the drawing helpers they share."""
 
-from .boundaries import boundaries, boundary_rows, hidden_norms
-from .computation import bit_profile, class_computation, computation_profile
-from .dynamics import bpc_by_position, gradient_decay, relative_loss, state_change
-from .gradient_reach import gradient_reach
+from .fs_rnn_dynamics import bpc_by_position, gradient_decay, relative_loss, state_change
+from .hm_lstm_boundaries import boundaries, boundary_rows, hidden_norms
+from .hornn_gradient_reach import gradient_reach
+from .vcrnn_computation import bit_profile, class_computation, computation_profile
 
 __all__ = [
     "boundaries",

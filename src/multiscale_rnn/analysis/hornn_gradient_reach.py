@@ -24,7 +24,7 @@ from typing import Dict, Mapping, Optional
 
 import numpy as np
 
-from .dynamics import cell_names, gradient_decay
+from .fs_rnn_dynamics import cell_names, gradient_decay
 
 __all__ = ["gradient_reach", "compare_reach", "relative_reach", "reach_length"]
 

@@ -2,7 +2,7 @@
 Table 2 of Jernite et al. (2017), from a trace of the model (``model.trace(...)``: any object
 with ``tokens`` (T,), ``text`` (T symbols or None), ``m`` (T,) the scheduler's m_t in [0, 1],
 ``d`` (T,) the dimensions updated at each step, ``e`` (D, T) the update mask and
-``equivalent_dim``). Plots in :mod:`multiscale_rnn.plot.computation`.
+``equivalent_dim``). Plots in :mod:`multiscale_rnn.plot.vcrnn_computation`.
 
 At step t the scheduler reads h_{t-1} and x_t, m_t = sigma(u . h_{t-1} + v . x_t + b), and only
 the first ceil(m_t D) dimensions (softly, through e_t) are updated; m_t is therefore attributed

@@ -1,5 +1,5 @@
 """Plot of the gradient reaching back in time (Soltani & Jiang 2016, Figures 2-3 motivation) from
-``multiscale_rnn.analysis.gradient_reach``."""
+``multiscale_rnn.analysis.hornn_gradient_reach``."""
 
 from __future__ import annotations
 

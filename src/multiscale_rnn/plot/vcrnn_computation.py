@@ -1,7 +1,7 @@
 """The variable-computation figures of Jernite et al. (2017): per-character computation along a
 text (Figure 3), computation of the top dimensions by bit position (Figure 2) and mean m_t per
 symbol class (Table 2), drawn from a trace (``model.trace(...)``: ``tokens``, ``text``, ``m``,
-``d``, ``e``, ``equivalent_dim``). The numbers come from :mod:`multiscale_rnn.analysis.computation`.
+``d``, ``e``, ``equivalent_dim``). The numbers come from :mod:`multiscale_rnn.analysis.vcrnn_computation`.
 
 Artists carry a gid so that they can be found again: ``"computation"`` (the bars of m_t or of
 the means), ``"space"`` (word-boundary marks), ``"buffer"`` (bars of buffer bits).
@@ -14,7 +14,7 @@ from typing import Dict, Optional, Sequence, Union
 import numpy as np
 
 from .._checks import positive_int
-from ..analysis.computation import bit_position_profile, character_profile, music_computation
+from ..analysis.vcrnn_computation import bit_position_profile, character_profile, music_computation
 from ..data.bits import BITS_PER_CHAR
 
 __all__ = ["computation_profile", "bit_profile", "class_computation"]
