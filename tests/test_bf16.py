@@ -20,9 +20,8 @@ import numpy as np
 import pytest
 
 import multiscale_rnn as msr
-from multiscale_rnn._native import core as _core
 
-AMX_WHY = _core.amx_bf16_unavailable_reason()
+AMX_WHY = msr.amx_bf16_unavailable_reason()
 needs_amx = pytest.mark.skipif(AMX_WHY is not None, reason=f"AMX bfloat16 kernel unavailable: {AMX_WHY}")
 
 
@@ -67,13 +66,13 @@ def test_rounding_is_nearest_even():
         dtype=np.float32,
     )
     x = np.concatenate([x, special])[:, None]
-    got = _core.blocks.round_to_bf16(x)[:, 0]
+    got = msr.testing.blocks().round_to_bf16(x)[:, 0]
     want = np_round_bf16(x[:, 0])
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
     # ties go to the even neighbour: 1 + 2^-8 lies halfway between 1 and 1 + 2^-7
     assert got[-13] == 1.0 and got[-12] == 1.0 and got[-11] == 1 + 2**-6 and got[-10] == 1 + 2**-7
     assert np.isinf(got[-7]) and np.isinf(got[-6]) and got[-5] == 0.0 and np.signbit(got[-4])
-    nan = _core.blocks.round_to_bf16(np.array([[np.nan]], dtype=np.float32))
+    nan = msr.testing.blocks().round_to_bf16(np.array([[np.nan]], dtype=np.float32))
     assert np.isnan(nan[0, 0])
 
 
@@ -95,7 +94,7 @@ SIZES = [(148, 44, 5, 7), (280, 82, 33, 12), (64, 32, 16, 16), (12, 5, 1, 5), (9
 @pytest.mark.parametrize("M,K,N,K1", SIZES)
 def test_emulated_product_equals_rounded_numpy(M, K, N, K1):
     A, b, X, exact, scale = product_case(M, K, N, K1, seed=M + N)
-    got = _core.blocks.bf16_step_product(A, b, X, K1, "emulated")
+    got = msr.testing.blocks().bf16_step_product(A, b, X, K1, "emulated")
     assert np.max(np.abs(got - exact) / scale) < 1e-6  # float32 summation order only
 
 
@@ -103,8 +102,8 @@ def test_emulated_product_equals_rounded_numpy(M, K, N, K1):
 @pytest.mark.parametrize("M,K,N,K1", SIZES)
 def test_amx_product_equals_emulated(M, K, N, K1):
     A, b, X, exact, scale = product_case(M, K, N, K1, seed=M + N)
-    amx = _core.blocks.bf16_step_product(A, b, X, K1, "amx")
-    emu = _core.blocks.bf16_step_product(A, b, X, K1, "emulated")
+    amx = msr.testing.blocks().bf16_step_product(A, b, X, K1, "amx")
+    emu = msr.testing.blocks().bf16_step_product(A, b, X, K1, "emulated")
     assert np.max(np.abs(amx - exact) / scale) < 1e-6
     np.testing.assert_allclose(amx, emu, rtol=1e-5, atol=1e-5 * scale.max())
 

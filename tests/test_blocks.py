@@ -4,10 +4,10 @@ and its forward against a NumPy reference."""
 import numpy as np
 import pytest
 
-from multiscale_rnn._native import core
+import multiscale_rnn as msr
 from multiscale_rnn.testing import numeric_gradient, relative_error
 
-blk = core.blocks
+blk = msr.testing.blocks()
 TOL = 1e-6
 
 

@@ -1,6 +1,6 @@
 """The optimised kernels of the core equal the plain reference kernels they replace.
 
-``_core.set_reference_kernels(True)`` selects the plain versions (Eigen products one step after
+``msr.set_reference_kernels(True)`` selects the plain versions (Eigen products one step after
 another); the default is the fast path (packed recurrent weights, one OpenMP region per time
 loop with units split over threads). Both run in float64 here and must agree to rounding, with
 sizes that leave partial panels, partial column blocks and units split unevenly over threads.
@@ -10,19 +10,18 @@ import numpy as np
 import pytest
 
 import multiscale_rnn as msr
-from multiscale_rnn._native import core as _core
 from multiscale_rnn.testing import assert_runs_equal, run_chunks
 
 
 @pytest.fixture
 def reference_off():
     yield
-    _core.set_reference_kernels(False)
+    msr.set_reference_kernels(False)
 
 
 def run(model, chunks, reference):
     """Logits, loss, gradients and final state over two chunks with the state carried."""
-    _core.set_reference_kernels(reference)
+    msr.set_reference_kernels(reference)
     return run_chunks(model, chunks)
 
 
@@ -39,10 +38,10 @@ def test_lstm_fast_equals_reference(reference_off, threads, E, H, B, L):
 
 
 def test_reference_switch_round_trips(reference_off):
-    _core.set_reference_kernels(True)
-    assert _core.reference_kernels()
-    _core.set_reference_kernels(False)
-    assert not _core.reference_kernels()
+    msr.set_reference_kernels(True)
+    assert msr.reference_kernels()
+    msr.set_reference_kernels(False)
+    assert not msr.reference_kernels()
 
 
 def test_float32_fast_close_to_reference(reference_off):

@@ -7,7 +7,6 @@ import pytest
 
 import multiscale_rnn as msr
 from multiscale_rnn.analysis import by_step
-from multiscale_rnn.models.base import _core
 from multiscale_rnn.reference import fs_rnn as reference
 from multiscale_rnn.testing import (
     assert_runs_equal,
@@ -299,13 +298,15 @@ def test_bad_options():
     with pytest.raises(ValueError, match="equal"):
         msr.SequentialLSTM(V, E, (HF, HS))
     with pytest.raises(ValueError, match="fast size, slow size"):
-        _core.LanguageModelF32("fs_rnn", V, E, [HF, HS, 3])
+        msr.testing.core_model("fs_rnn", V, E, [HF, HS, 3], dtype="float32")
     with pytest.raises(ValueError, match="no option 'bogus'"):
-        _core.LanguageModelF32("fs_rnn", V, E, [HF, HS], options={"bogus": 1.0})
+        msr.testing.core_model("fs_rnn", V, E, [HF, HS], options={"bogus": 1.0}, dtype="float32")
     with pytest.raises(ValueError, match="layer_norm_cell"):
-        _core.LanguageModelF32("stacked_lstm", V, E, [HF], options={"cell": "gru", "layer_norm_cell": True})
+        msr.testing.core_model(
+            "stacked_lstm", V, E, [HF], options={"cell": "gru", "layer_norm_cell": True}, dtype="float32"
+        )
     with pytest.raises(ValueError, match="(?i)true or false"):
-        _core.LanguageModelF32("fs_rnn", V, E, [HF, HS], options={"layer_norm_gates": 0.5})
+        msr.testing.core_model("fs_rnn", V, E, [HF, HS], options={"layer_norm_gates": 0.5}, dtype="float32")
 
 
 def test_rebuild_from_config():
@@ -508,12 +509,12 @@ def _fast_and_reference(make, B, T=5, chunks=2):
     out = []
     try:
         for plain in (False, True):
-            _core.set_reference_kernels(plain)
+            msr.set_reference_kernels(plain)
             model = make()  # same seed: the same weights and the same zoneout/dropout draws
             perturb(model, np.random.default_rng(3))
             out.append(run_chunks(model, pieces))
     finally:
-        _core.set_reference_kernels(False)
+        msr.set_reference_kernels(False)
     return out
 
 

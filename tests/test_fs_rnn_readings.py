@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 import multiscale_rnn as msr
-from multiscale_rnn.models.base import _core
 from multiscale_rnn.reference import fs_rnn as reference
 from multiscale_rnn.testing import assert_runs_equal, check_model_gradients, run_chunks
 
@@ -157,12 +156,12 @@ def test_fast_steps_equal_reference_kernels(cell, threads):
     msr.set_num_threads(threads)
     try:
         for plain in (False, True):
-            _core.set_reference_kernels(plain)
+            msr.set_reference_kernels(plain)
             model = msr.FSRNN(V, 7, 37, 19, cell=cell, zoneout_h=0.2, dropout=0.2, dtype="float64", seed=11, **OFFICIAL)
             perturb(model, np.random.default_rng(3))
             out.append(run_chunks(model, pieces))
     finally:
-        _core.set_reference_kernels(False)
+        msr.set_reference_kernels(False)
         msr.set_num_threads(2)
     assert_runs_equal(*out)
 
@@ -250,6 +249,8 @@ def test_bad_options():
     with pytest.raises(ValueError, match="orthogonal_init"):
         msr.FSRNN(V, E, HF, HS, orthogonal_init="rows")
     with pytest.raises(ValueError, match="bias_before_norm"):
-        _core.LanguageModelF32("fs_rnn", V, E, [HF, HS], options={"layer_norm_gates": 0, "bias_before_norm": 1})
+        msr.testing.core_model(
+            "fs_rnn", V, E, [HF, HS], options={"layer_norm_gates": 0, "bias_before_norm": 1}, dtype="float32"
+        )
     with pytest.raises(ValueError, match="layer_norm_eps"):
-        _core.LanguageModelF32("stacked_lstm", V, E, [HF], options={"layer_norm_eps": -1.0})
+        msr.testing.core_model("stacked_lstm", V, E, [HF], options={"layer_norm_eps": -1.0}, dtype="float32")

@@ -7,7 +7,6 @@ import pytest
 
 import multiscale_rnn as msr
 from multiscale_rnn.analysis import by_step, compare_reach, gradient_reach, reach_length, relative_reach
-from multiscale_rnn.models.base import _core
 
 V, E = 13, 5
 POOLINGS = ("plain", "max", "fofe", "gated")
@@ -62,13 +61,13 @@ def test_state_gradients_fast_equal_reference_kernels(pooling):
     state = random_state(model, rng, B)
     runs = []
     for reference, threads in ((True, 1), (False, 1), (False, 2)):
-        _core.set_reference_kernels(reference)
+        msr.set_reference_kernels(reference)
         msr.set_num_threads(threads)
         try:
             model.loss_and_grad(tok, tgt, state)
             runs.append(model.record_gradients())
         finally:
-            _core.set_reference_kernels(False)
+            msr.set_reference_kernels(False)
     for run in runs[1:]:
         for k in runs[0]:
             np.testing.assert_allclose(run[k], runs[0][k], rtol=1e-12, atol=1e-14, err_msg=k)

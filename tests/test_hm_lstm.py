@@ -305,7 +305,6 @@ def test_threads_equal_reference_kernels(opts):
     """Streams split over 1, 2 and 3 threads with packed products (B = 7, so splits are uneven) give
     what the plain reference (one stream of control, Eigen products) gives, in evaluation and
     training, over two chunks with the state carried; sample boundaries draw alike."""
-    from multiscale_rnn._native import core as _core
 
     rng = np.random.default_rng(23)
     Bn, Tn = 7, 5
@@ -316,12 +315,12 @@ def test_threads_equal_reference_kernels(opts):
     try:
         for threads, plain in ((1, True), (1, False), (2, False), (3, False)):
             msr.set_num_threads(threads)
-            _core.set_reference_kernels(plain)
+            msr.set_reference_kernels(plain)
             m = make(hidden=hidden, z_bias=-0.7, **opts)
             st = random_state(m, np.random.default_rng(29), batch=Bn)
             results[(threads, plain)] = run_chunks(m, chunks, st)
     finally:
-        _core.set_reference_kernels(False)
+        msr.set_reference_kernels(False)
     ref, st_ref = results.pop((1, True))
     ops = np.concatenate([r[f"op_l{l}"] for c in ref for r in (c[3],) for l in (1, 2)])
     assert {0, 1, 2} <= set(np.unique(ops).astype(int)), "the check should see COPY, UPDATE and FLUSH"
@@ -402,7 +401,7 @@ def test_bad_options_and_state():
     with pytest.raises(ValueError, match="copy_z"):
         msr.HMLSTM(V, E, HS, copy_z="keep")
     with pytest.raises(ValueError, match="no option 'slop'"):
-        msr._core.LanguageModelF64("hm_lstm", V, E, list(HS), 0.0, 0, {"slop": 1.0})
+        msr.testing.core_model("hm_lstm", V, E, list(HS), 0.0, 0, {"slop": 1.0})
     with pytest.raises(ValueError, match="slope"):
         msr.HMLSTM(V, E, HS, slope=-1.0)
     with pytest.raises(ValueError, match="head"):

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 import multiscale_rnn as msr
-from multiscale_rnn.models.base import _core
 from multiscale_rnn.models.hornn import HORNN
 from multiscale_rnn.testing import assert_runs_equal, check_model_gradients, run_chunks
 
@@ -230,13 +229,13 @@ def test_fast_equals_reference_kernels(pooling):
             chunks = two_chunks(np.random.default_rng(T), B=Bn, T=T)
             for threads, reference in ((1, True), (1, False), (2, False), (3, False)):
                 msr.set_num_threads(threads)
-                _core.set_reference_kernels(reference)
+                msr.set_reference_kernels(reference)
                 m = make(hidden=(9, 5), order=3, pooling=pooling)
                 perturb(m, np.random.default_rng(8))
                 st = random_state(m, np.random.default_rng(9), Bn)
                 cases[(T, threads, reference)] = run_chunks(m, chunks, st)
     finally:
-        _core.set_reference_kernels(False)
+        msr.set_reference_kernels(False)
         msr.set_num_threads(threads0)
     for T in (5, 2):
         ref = cases[(T, 1, True)]

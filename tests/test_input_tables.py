@@ -2,7 +2,7 @@
 
 For token inputs an LSTM's first-layer input term is W_ih e_{x_t} + b, one column of the table
 P = W_ih E + b (4H, V), built once per call; evaluation forwards (``forward``, ``loss``) read P
-instead of a product per step when 4 V <= T*B. ``_core.set_input_tables(False)`` selects the plain
+instead of a product per step when 4 V <= T*B. ``msr.set_input_tables(False)`` selects the plain
 path (embedding, then the core's forward); the two must agree to rounding order.
 """
 
@@ -10,21 +10,20 @@ import numpy as np
 import pytest
 
 import multiscale_rnn as msr
-from multiscale_rnn._native import core as _core
 
-AMX_WHY = _core.amx_bf16_unavailable_reason()
+AMX_WHY = msr.amx_bf16_unavailable_reason()
 
 
 @pytest.fixture(autouse=True)
 def tables_on():
     yield
-    _core.set_input_tables(True)
+    msr.set_input_tables(True)
     msr.set_num_threads(1)
 
 
 def evaluate(model, chunks, tables, state):
     """Logits, loss, per-token losses and states of evaluation passes over chunks, state carried."""
-    _core.set_input_tables(tables)
+    msr.set_input_tables(tables)
     out = []
     for tok, tgt in chunks:
         logits, _ = model.forward(tok, state)
@@ -86,7 +85,7 @@ def test_training_and_reference_kernels_unaffected():
     tok, tgt = chunks[0]
     grads, rng_state = [], model.get_rng_state()
     for tables in (True, False):
-        _core.set_input_tables(tables)
+        msr.set_input_tables(tables)
         model.set_rng_state(rng_state)  # the same dropout masks
         model.zero_grad()
         loss, g, _ = model.loss_and_grad(tok, tgt, state)
@@ -94,11 +93,11 @@ def test_training_and_reference_kernels_unaffected():
     assert grads[0][0] == grads[1][0]
     for k in grads[1][1]:
         assert np.array_equal(grads[0][1][k], grads[1][1][k]), k
-    _core.set_reference_kernels(True)
+    msr.set_reference_kernels(True)
     try:
         a, b = evaluate(model, chunks, True, state), evaluate(model, chunks, False, state)
     finally:
-        _core.set_reference_kernels(False)
+        msr.set_reference_kernels(False)
     assert np.array_equal(a[-1][0], b[-1][0])
 
 
@@ -143,7 +142,7 @@ def test_real_valued_inputs_have_no_table():
     tgt = rng.integers(0, 7, (B, T))
     out = []
     for tables in (True, False):
-        _core.set_input_tables(tables)
+        msr.set_input_tables(tables)
         out.append((model.forward(u, None)[0], model.loss(u, tgt, None)[0]))
     assert np.array_equal(out[0][0], out[1][0]) and out[0][1] == out[1][1]
     assert np.isfinite(out[0][1])
@@ -156,14 +155,14 @@ def test_parameter_changes_are_seen():
     before, _ = model.forward(tok, state)
     model.parameters()["embedding.weight"][tok[0, 0]] += 0.5
     after, _ = model.forward(tok, state)
-    _core.set_input_tables(False)
+    msr.set_input_tables(False)
     plain, _ = model.forward(tok, state)
     assert not np.allclose(before, after)
     np.testing.assert_allclose(after, plain, rtol=1e-12, atol=1e-13)
 
 
 def bf16_forward(model, precision, tok, state, tables):
-    _core.set_input_tables(tables)
+    msr.set_input_tables(tables)
     model.inference_precision = precision
     try:
         return model.forward(tok, state)

@@ -1,6 +1,5 @@
 """Every instruction-set variant of the core that this CPU can run gives the same model."""
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -9,7 +8,6 @@ import sys
 import pytest
 
 import multiscale_rnn as msr
-from multiscale_rnn import _native
 
 SCRIPT = """
 import json, numpy as np, multiscale_rnn as msr
@@ -28,9 +26,7 @@ def run(isa):
 
 def runnable():
     """The variants this CPU can run, best first, and whether each is built."""
-    flags = _native._cpu_flags()
-    isas = [isa for isa in ("avx512", "avx2") if _native._FLAGS_NEEDED[isa] <= flags] + ["baseline"]
-    return [(isa, importlib.util.find_spec(f"multiscale_rnn.{_native._MODULES[isa]}") is not None) for isa in isas]
+    return [(isa, built) for isa, built, _ in msr.testing.isa_variants()]
 
 
 def test_baseline_is_built():
@@ -60,4 +56,5 @@ def test_chosen_variant_is_the_best_built_one():
     forced = os.environ.get("MULTISCALE_RNN_ISA")
     expected = forced or next(isa for isa, built in runnable() if built)
     assert msr.ISA == expected
-    assert msr._core.__name__ == f"multiscale_rnn.{_native._MODULES[expected]}"
+    module = {isa: m for isa, _, m in msr.testing.isa_variants()}[expected]
+    assert type(msr.testing.core_model("lstm", 5, 4, [6])).__module__ == module

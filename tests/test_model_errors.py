@@ -28,7 +28,7 @@ def test_ids_are_checked_once_by_the_core(model):
     with pytest.raises(IndexError, match=r"token id 99 at \(stream 0, step 1\)"):
         model.forward(np.array([[1, 99, 2]], np.int32))
     with pytest.raises(IndexError, match=r"token id -3 at \(stream 0, step 2\)"):
-        msr._core.LanguageModelF32("lstm", 10, 4, [6]).forward(np.array([[1, 2, -3]], np.int32), False)
+        msr.testing.core_model("lstm", 10, 4, [6], dtype="float32").forward(np.array([[1, 2, -3]], np.int32), False)
 
 
 def test_wrong_dtype_and_shape(model):

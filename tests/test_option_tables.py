@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 import multiscale_rnn as msr
-from multiscale_rnn._native import core as native
 from multiscale_rnn.models import hm_lstm
 from multiscale_rnn.models.base import SHARED_OPTIONS, core_schema
 
@@ -18,7 +17,7 @@ def _rows(cls):
 
 
 def test_every_registered_core_has_a_table():
-    cores = set(native.core_names())
+    cores = set(msr.testing.core_names())
     assert {cls.core_name for cls in FAMILIES} <= cores
     for name in cores:
         for row in core_schema(name):
@@ -80,7 +79,7 @@ def test_a_value_outside_a_declared_range_is_refused_by_both(cls):
         assert row["rule"] in str(e.value)
         m = cls.example(vocab, dtype="float64")
         with pytest.raises(ValueError, match=o.name):
-            native.LanguageModelF64(
+            msr.testing.core_model(
                 cls.core_name,
                 vocab,
                 int(m.config["embed_size"]),
@@ -96,7 +95,7 @@ def test_hornn_alpha_range_is_the_papers_in_python_and_the_core():
     with pytest.raises(ValueError, match=r"alpha must be a number in \(0, 1\)"):
         msr.HORNN(5, 4, (6,), pooling="fofe", alpha=1.0)
     with pytest.raises(ValueError, match=r"'alpha' must be a finite number in \(0, 1\)"):
-        native.LanguageModelF64("hornn", 5, 4, [6], 0.0, 0, {"pooling": "fofe", "alpha": 1.0})
+        msr.testing.core_model("hornn", 5, 4, [6], 0.0, 0, {"pooling": "fofe", "alpha": 1.0})
     assert msr.HORNN(5, 4, (6,), pooling="fofe").config["alpha"] == core_schema("hornn")[2]["default"] == 0.6
 
 
@@ -113,8 +112,8 @@ def test_hm_lstm_word_recipe_is_the_cores_defaults():
     # the core alone, no options: the same numbers as the 2-layer family model's options
     rng = np.random.default_rng(0)
     x = rng.integers(0, 5, size=(2, 4)).astype(np.int32)
-    bare = native.LanguageModelF64("hm_lstm", 5, 4, [6, 6], 0.0, 0, {})
-    full = native.LanguageModelF64("hm_lstm", 5, 4, [6, 6], 0.0, 0, dict(two.options))
+    bare = msr.testing.core_model("hm_lstm", 5, 4, [6, 6], 0.0, 0, {})
+    full = msr.testing.core_model("hm_lstm", 5, 4, [6, 6], 0.0, 0, dict(two.options))
     bare.flat_params()[:] = full.flat_params()[:] = rng.normal(0, 0.3, size=full.flat_params().size)
     bare.reset_state(2)
     full.reset_state(2)

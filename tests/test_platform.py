@@ -15,22 +15,22 @@ KINDS = {"embedding", "input", "recurrent", "bias", "gain", "shift", "output", "
 
 
 def test_every_core_is_registered_and_named_in_errors():
-    names = msr._core.core_names()
+    names = msr.testing.core_names()
     with pytest.raises(ValueError, match="unknown core 'nope'; known cores: .*'hm_lstm'"):
-        msr._core.LanguageModelF64("nope", V, E, [4])
+        msr.testing.core_model("nope", V, E, [4])
     for cls in msr.MODELS.values():
         assert cls.core_name in names, cls
 
 
 def test_core_options_are_read_by_one_reader():
     with pytest.raises(ValueError, match="the lstm core has no option 'slope'; it takes none"):
-        msr._core.LanguageModelF64("lstm", V, E, [4], options={"slope": 1.0})
+        msr.testing.core_model("lstm", V, E, [4], options={"slope": 1.0})
     with pytest.raises(ValueError, match="the hm_lstm option 'boundary' must be a string, got 1"):
-        msr._core.LanguageModelF64("hm_lstm", V, E, [4, 4], options={"boundary": 1.0})
+        msr.testing.core_model("hm_lstm", V, E, [4, 4], options={"boundary": 1.0})
     with pytest.raises(ValueError, match="the fs_rnn option 'fast_cells' must be a whole number >= 2, got 1.5"):
-        msr._core.LanguageModelF64("fs_rnn", V, E, [4, 4], options={"fast_cells": 1.5})
+        msr.testing.core_model("fs_rnn", V, E, [4, 4], options={"fast_cells": 1.5})
     with pytest.raises(ValueError, match="option 'cell' must be one of 'lstm', 'gru', got 'elman'"):
-        msr._core.LanguageModelF64("stacked_lstm", V, E, [4], options={"cell": "elman"})
+        msr.testing.core_model("stacked_lstm", V, E, [4], options={"cell": "elman"})
 
 
 @pytest.mark.parametrize("name", sorted(msr.MODELS))

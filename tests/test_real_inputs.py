@@ -65,4 +65,4 @@ def test_core_refuses_nan_itself():
     with pytest.raises(ValueError, match=r"\(stream 0, step 1, feature 2\) is not finite"):
         model.forward(x)
     with pytest.raises(TypeError, match="int32"):
-        msr._core.LanguageModelF32("lstm", 5, 4, [6]).forward(np.zeros((1, 2)), False)
+        msr.testing.core_model("lstm", 5, 4, [6], dtype="float32").forward(np.zeros((1, 2)), False)

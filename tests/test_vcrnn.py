@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 import multiscale_rnn as msr
-from multiscale_rnn._native import core as _core
 from multiscale_rnn.models.vcrnn import VCTrace, corpus_equivalent_dim, equivalent_dim, sharpness_schedule
 from multiscale_rnn.testing import assert_runs_equal, numeric_gradient, run_chunks
 
@@ -264,7 +263,7 @@ def test_skipping_equals_masking_on_threads(cls, threads):
 @pytest.fixture
 def plain_kernels_off():
     yield
-    _core.set_reference_kernels(False)
+    msr.set_reference_kernels(False)
 
 
 def spread_vcrnn(Dw, seed, dtype="float64", sched_bias=0.0, **kw):
@@ -305,7 +304,7 @@ def test_packed_products_equal_plain_staircase(plain_kernels_off, case, threads)
     try:
         msr.set_num_threads(threads)
         for plain in (False, True):
-            _core.set_reference_kernels(plain)
+            msr.set_reference_kernels(plain)
             m = spread_vcrnn(Dw, 40, sched_bias=bias, block=block, mask_index=index, sharpness=lam)
             runs[plain] = run_chunks(m, chunks, st)
             d = m.records()["d"][0]
@@ -318,7 +317,7 @@ def test_packed_products_equal_plain_staircase(plain_kernels_off, case, threads)
             assert check, (expect, d)
     finally:
         msr.set_num_threads(old)
-        _core.set_reference_kernels(False)
+        msr.set_reference_kernels(False)
     # the two sum in different orders (panels of rows against Eigen's blocks), and these models amplify
     # rounding (sched weights x4, sharpness up to 4); m saturates at 0 or 1 in the "all" cases (zero
     # scheduler gradients)
@@ -335,7 +334,7 @@ def test_packed_products_float32_and_time_record(plain_kernels_off):
     tok, tgt = (np.random.default_rng(s).integers(0, V, (Bw, 5)) for s in (46, 47))
     out = {}
     for plain in (False, True):
-        _core.set_reference_kernels(plain)
+        msr.set_reference_kernels(plain)
         m = spread_vcrnn(Dw, 45, dtype="float32", block=3, sharpness=2.0)
         loss, grads, st = m.loss_and_grad(tok, tgt)
         out[plain] = (float(loss), grads, st["h_l0"])
@@ -345,7 +344,7 @@ def test_packed_products_float32_and_time_record(plain_kernels_off):
         assert (tm[4].sum() > 0) == (not plain) and (tm[9].sum() > 0) == (not plain)  # packing
         m.forward(tok)
         assert m.records()["time"][5:].sum() == 0  # an inference forward: no backward phases
-    _core.set_reference_kernels(False)
+    msr.set_reference_kernels(False)
     assert out[False][0] == pytest.approx(out[True][0], rel=1e-5)
     for name, g in out[True][1].items():
         np.testing.assert_allclose(out[False][1][name], g, rtol=2e-3, atol=1e-4 * np.abs(g).max(), err_msg=name)

@@ -34,7 +34,18 @@ import numpy as np
 from ._checks import is_number, non_negative_number, positive_number
 from ._native import core as _core
 
-__all__ = ["Optimizer", "Adam", "SGD", "OPTIMIZERS", "optimizer_from_state", "ColumnNorm"]
+__all__ = [
+    "Optimizer",
+    "Adam",
+    "SGD",
+    "OPTIMIZERS",
+    "optimizer_from_state",
+    "ColumnNorm",
+    "global_norm",
+    "clip_by_norm",
+    "clip_by_value",
+    "all_finite",
+]
 
 
 class Optimizer:
@@ -266,3 +277,24 @@ class ColumnNorm:
 
     def __repr__(self) -> str:
         return f"ColumnNorm(max_norm={self.max_norm!r}, kinds={self.kinds!r}, names={self.names!r})"
+
+
+def global_norm(g: np.ndarray) -> float:
+    """The Euclidean norm of a flat gradient (float32 or float64), summed in float64."""
+    return float(_core.global_norm(g))
+
+
+def clip_by_norm(g: np.ndarray, max_norm: float) -> float:
+    """Scale the flat gradient ``g`` in place so that its norm is at most ``max_norm`` (> 0, else
+    ``ValueError``); returns the norm before clipping (the trainer's ``clip_norm``)."""
+    return float(_core.clip_by_norm(g, max_norm))
+
+
+def clip_by_value(g: np.ndarray, limit: float) -> None:
+    """Clip every entry of the flat gradient ``g`` to [-limit, limit] in place (the trainer's ``clip_value``)."""
+    _core.clip_by_value(g, limit)
+
+
+def all_finite(g: np.ndarray) -> bool:
+    """Whether every entry of the flat array ``g`` is finite."""
+    return bool(_core.all_finite(g))

@@ -1,11 +1,90 @@
-"""Finite-difference gradient checks, used by the test suite and available to users who want to
-check a model configuration of their own (build it with ``dtype="float64"``)."""
+"""Checks used by the test suite and available to users who want to check a model configuration of
+their own: finite-difference gradient checks (build the model with ``dtype="float64"``), runs compared
+chunk by chunk, and the switches and handles of the C++ core that such checks need: the kernel paths
+(:func:`kernel_switches`), the core's own model without a family's Python checks (:func:`core_model`),
+its registered cores and option tables, its float64 building blocks (:func:`blocks`) and the
+instruction-set variants this CPU can run (:func:`isa_variants`)."""
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Optional
+import contextlib
+import importlib.util
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
+
+from . import _native
+from ._native import core as _core
+from .models.base import core_schema
+
+__all__ = [
+    "numeric_gradient",
+    "relative_error",
+    "check_model_gradients",
+    "run_chunks",
+    "assert_runs_equal",
+    "kernel_switches",
+    "core_model",
+    "core_names",
+    "core_schema",
+    "blocks",
+    "isa_variants",
+]
+
+
+@contextlib.contextmanager
+def kernel_switches(*, reference_kernels: Optional[bool] = None, input_tables: Optional[bool] = None) -> Iterator[None]:
+    """Within the ``with`` block, run the core's plain reference kernels or its fast paths
+    (``reference_kernels``, :func:`multiscale_rnn.set_reference_kernels`) and let evaluation forwards
+    use per-token input tables or not (``input_tables``, :func:`multiscale_rnn.set_input_tables`); a
+    switch given as None is left as it is. Both are restored on leaving the block, also on an error."""
+    before = (bool(_core.reference_kernels()), bool(_core.input_tables()))
+    try:
+        if reference_kernels is not None:
+            _core.set_reference_kernels(bool(reference_kernels))
+        if input_tables is not None:
+            _core.set_input_tables(bool(input_tables))
+        yield
+    finally:
+        _core.set_reference_kernels(before[0])
+        _core.set_input_tables(before[1])
+
+
+def core_model(
+    core_name: str,
+    vocab_size: int,
+    embed_size: int,
+    hidden_sizes: Sequence[int],
+    dropout: float = 0.0,
+    seed: int = 0,
+    options: Optional[Dict[str, Any]] = None,
+    dtype: str = "float64",
+) -> Any:
+    """The C++ core's language model of the registered core ``core_name``, built directly: none of the
+    family class's Python checks run, so a test sees the core's own refusals (``ValueError`` naming
+    the option). ``options`` are the core's options by name (its table, :func:`core_schema`)."""
+    cls = {"float32": _core.LanguageModelF32, "float64": _core.LanguageModelF64}[dtype]
+    return cls(core_name, vocab_size, embed_size, list(hidden_sizes), dropout, seed, dict(options or {}))
+
+
+def core_names() -> List[str]:
+    """The names of the cores registered in the C++ core."""
+    return list(_core.core_names())
+
+
+def blocks() -> Any:
+    """The core's building blocks bound in float64 (and the bfloat16 rounding and step product), for
+    checks of the pieces one at a time."""
+    return _core.blocks
+
+
+def isa_variants() -> List[Tuple[str, bool, str]]:
+    """The instruction-set variants of the core this CPU can run, best first: (name, built, module),
+    e.g. ``("avx2", True, "multiscale_rnn._core_avx2")``; ``multiscale_rnn.ISA`` is the one loaded."""
+    flags = _native._cpu_flags()
+    isas = [isa for isa in ("avx512", "avx2") if _native._FLAGS_NEEDED[isa] <= flags] + ["baseline"]
+    modules = [f"multiscale_rnn.{_native._MODULES[isa]}" for isa in isas]
+    return [(isa, importlib.util.find_spec(m) is not None, m) for isa, m in zip(isas, modules)]
 
 
 def numeric_gradient(
