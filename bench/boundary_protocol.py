@@ -1,7 +1,8 @@
 """The boundary-discovery protocol: HM-LSTM recipes judged on random languages no recipe was tuned on.
 
 The languages are those of ``multiscale_rnn.data.languages`` (every property drawn per language id);
-``bench/boundary_split.json`` fixes, before any held-out run, which languages and text seeds tune
+the split (``boundary_split.json`` in the package's data resources, read by
+``multiscale_rnn.reproduce.hm_lstm.load_split``) fixes, before any held-out run, which languages and text seeds tune
 recipes (``--part tune``) and which are held back (``--part heldout``). Choose recipes on the tune
 part only; report every held-out run (docs/studies/boundary_protocol.md).
 
@@ -30,12 +31,10 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-SPLIT = HERE / "boundary_split.json"
+SPLIT = HERE.parent / "src" / "multiscale_rnn" / "data" / "resources" / "boundary_split.json"  # for messages
 
 
 def _key(r) -> tuple:
@@ -58,8 +57,9 @@ def cmd_run(args) -> int:
 
     import multiscale_rnn as msr
     from multiscale_rnn.data.languages import draw_language, generate
+    from multiscale_rnn.reproduce.hm_lstm import load_split
 
-    split = json.loads(SPLIT.read_text())
+    split = load_split()
     part = split[args.part]
     msr.set_num_threads(args.threads)
     from multiscale_rnn._native import ISA as isa
@@ -117,35 +117,12 @@ def cmd_run(args) -> int:
     return 0
 
 
-def _dist(values) -> str:
-    v = np.asarray(values, dtype=float)
-    if v.size == 0:
-        return "-"
-    return f"{np.median(v):.2f} [{v.min():.2f}, {v.max():.2f}]"
-
-
 def cmd_report(args) -> int:
+    """The distribution table of the finished runs (``multiscale_rnn.reproduce.hm_lstm.report_table``)."""
+    from multiscale_rnn.reproduce.hm_lstm import report_table
+
     rows = [json.loads(line) for path in args.files for line in Path(path).read_text().splitlines() if line.strip()]
-    groups = {}
-    for r in rows:
-        groups.setdefault((r["config"], r["layers"], r["part"]), []).append(r)
-    print(
-        "| configuration | layers | part | runs | spaced: z1 F1 >= 0.9 | spaced z1 F1 | unspaced z1 F1 | "
-        "z1 rate | z2 F1 (phrases) | z2 rate | valid BPC | update reduction |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for (config, layers, part), rs in sorted(groups.items()):
-        spaced = [r for r in rs if r["spaced"]]
-        unspaced = [r for r in rs if not r["spaced"]]
-        ok = sum(r["f1_l0"] >= 0.9 for r in spaced)
-        share = f"{ok}/{len(spaced)} ({100 * ok / max(1, len(spaced)):.0f} %)"
-        z2 = _dist([r["f1_l1"] for r in rs if "f1_l1" in r])
-        z2rate = _dist([r["rate_l1"] for r in rs if "rate_l1" in r])
-        print(
-            f"| `{config}` | {layers} | {part} | {len(rs)} | {share} | {_dist([r['f1_l0'] for r in spaced])} | "
-            f"{_dist([r['f1_l0'] for r in unspaced])} | {_dist([r['rate_l0'] for r in rs])} | {z2} | {z2rate} | "
-            f"{_dist([r['bpc'] for r in rs])} | {_dist([r['reduction'] for r in rs])} |"
-        )
+    print(report_table(rows))
     return 0
 
 

@@ -17,84 +17,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
-import numpy as np
-
 import multiscale_rnn as msr
-from multiscale_rnn.models.base import KEEP
-from multiscale_rnn.models.vcrnn import sharpness_schedule
-
-
-def mean_m(model, ids, batch_size: int = 16, chunk: int = 500) -> tuple:
-    """(mean m_t, RNN-d) of ``model`` reading ``ids`` in evaluation mode as ``batch_size`` streams."""
-    T = len(ids) // batch_size
-    streams = np.asarray(ids[: T * batch_size]).reshape(batch_size, T)
-    ms, ds = [], []
-    state = None
-    for t0 in range(0, T, chunk):
-        model.forward(streams[:, t0 : t0 + chunk], state)
-        state = KEEP
-        rec = model.records()
-        ms.append(rec["m"][0])
-        ds.append(rec["d"][0])
-    return float(np.concatenate(ms).mean()), float(model.equivalent_dim(np.concatenate(ds)))
+from multiscale_rnn.reproduce.vcrnn import mean_m, train_vc, vc_label  # noqa: F401 - the script's names
 
 
 def run(corpus, args, model_name: str, weight: float, seed: int, out: Path) -> list:
-    cls = {"vcrnn": msr.VCRNN, "vcgru": msr.VCGRU}[model_name]
-    model = cls(
-        corpus.vocab_size,
-        embed_size=args.hidden,
-        hidden_sizes=(args.hidden,),
-        target=args.target,
-        penalty="l1",
-        penalty_weight=weight,
-        seed=seed,
-    )
-    trainer = msr.Trainer(
-        model,
-        msr.optim.Adam(args.lr),
-        clip_norm=1.0,
-        batch_size=32,
-        bptt=100,
-        seed=seed,
-        progress=False,
-        model_options={"sharpness": sharpness_schedule()},
-        divergence=0.1,
-    )
-    label = f"{model_name}-H{args.hidden}-w{weight:g}-m{args.target:g}-seed{seed}"
-    ck = out / f"{label}.npz"
-    train = corpus.train[: args.train_chars]
-    valid = corpus.valid[: args.valid_chars]
-    rows = []
-    for epochs in range(1, args.epochs + 1):
-        t0 = time.perf_counter()
-        history = trainer.fit(train, valid=valid, epochs=epochs, checkpoint=ck, resume="auto")
-        m, rnn_d = mean_m(model, valid)
-        r = dict(
-            label=label,
-            model=model_name,
-            hidden=args.hidden,
-            weight=weight,
-            target=args.target,
-            seed=seed,
-            epoch=epochs,
-            valid_bpc=history[-1]["valid_bpc"],
-            mean_m=m,
-            rnn_d=rnn_d,
-            seconds=time.perf_counter() - t0,
-            isa=msr._native.ISA,
-            threads=msr.get_num_threads(),
-        )
-        rows.append(r)
-        print(
-            f"{label} epoch {epochs}: valid {r['valid_bpc']:.3f} bpc, mean m {m:.3f} (m_bar {args.target}), "
-            f"RNN-d {rnn_d:.0f} of {args.hidden}",
-            flush=True,
-        )
-    return rows
+    """One (model, w, seed), one epoch a call from its checkpoint in ``out``: its rows, one per epoch
+    (``multiscale_rnn.reproduce.vcrnn.train_vc``, which ``multiscale-rnn reproduce vcrnn-table3`` runs)."""
+    return train_vc(corpus, args, model_name, weight, seed, out, progress=True)
 
 
 def main(argv=None) -> int:
@@ -122,7 +54,7 @@ def main(argv=None) -> int:
     for model_name in args.models.split(","):
         for w in [float(x) for x in args.weights.split(",")]:
             for seed in [int(s) for s in args.seeds.split(",")]:
-                label = f"{model_name}-H{args.hidden}-w{w:g}-m{args.target:g}-seed{seed}"
+                label = vc_label(model_name, args.hidden, w, args.target, seed)
                 if (label, args.epochs) in done:
                     continue
                 rows = run(corpus, args, model_name, w, seed, args.out)

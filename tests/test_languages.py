@@ -8,7 +8,7 @@ import pytest
 
 from multiscale_rnn.data.languages import PHRASE_MARKS, SENTENCE_MARKS, draw_language, generate
 
-SPLIT = Path(__file__).resolve().parents[1] / "bench" / "boundary_split.json"
+SPLIT = Path(__file__).resolve().parents[1] / "src" / "multiscale_rnn" / "data" / "resources" / "boundary_split.json"
 
 
 def test_a_language_id_names_one_language_and_a_seed_one_text():

@@ -1,5 +1,5 @@
 """The commands that read a checkpoint, ``multiscale-rnn evaluate`` and ``sample`` (with finding the corpus
-and vocabulary to read it with), and ``presets``."""
+and vocabulary to read it with), ``presets`` and ``reproduce``."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from ..training import evaluate, sample
 from .build import corpus_bits_label, load_corpus, set_threads
 from .settings import key_values, resolve_data
 
-__all__ = ["cmd_evaluate", "cmd_sample", "cmd_presets"]
+__all__ = ["cmd_evaluate", "cmd_sample", "cmd_presets", "cmd_reproduce"]
 
 
 def _load_checkpoint(path, best: bool):
@@ -198,4 +198,26 @@ def cmd_presets(args) -> int:
     for name, p in sorted(_presets.PRESETS.items()):
         default = " (default)" if name == _presets.DEFAULT_PRESET else ""
         print(f"{name}{default}: {p.get('about', '')}")
+    return 0
+
+
+def cmd_reproduce(args) -> int:
+    """``multiscale-rnn reproduce``: ``--list``, a run (resumed where it stopped) and its report, or
+    ``--report`` of a results folder."""
+    from .. import reproduce
+
+    if args.list:
+        print(reproduce.listing())
+        return 0
+    if args.name is None:
+        raise ValueError("reproduce needs a NAME (or --list): one of " + ", ".join(reproduce.REPRODUCTIONS))
+    if args.report:
+        out = args.out or f"runs/reproduce/{reproduce.get(args.name).name}"
+        print(reproduce.report(args.name, out))
+        return 0
+    if args.max_units is not None:
+        positive_int(args.max_units, "max_units")
+    set_threads(args.threads)
+    path = reproduce.run(args.name, args.budget, args.out, args.data_path, not args.quiet, args.max_units)
+    print(path.read_text())
     return 0

@@ -1,5 +1,5 @@
 """The command line's parser: ``train`` with its flags by group, ``evaluate`` and ``sample`` of a checkpoint,
-``presets``; one-line errors."""
+``presets``, ``reproduce``; one-line errors."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 from typing import List
 
 from .. import presets as _presets
-from .commands import cmd_evaluate, cmd_presets, cmd_sample
+from .commands import cmd_evaluate, cmd_presets, cmd_reproduce, cmd_sample
 from .settings import parse_value, sizes
 from .train import cmd_train
 
@@ -65,7 +65,7 @@ def bind_dash_values(parser: argparse.ArgumentParser, argv: List[str]) -> List[s
 def build_parser() -> argparse.ArgumentParser:
     """The parser of ``multiscale-rnn``: its commands, each with its flags and the function it runs (``func``)."""
     p = Parser(prog="multiscale-rnn", description="Train, evaluate and sample multiscale recurrent language models.")
-    sub = p.add_subparsers(dest="command", required=True, metavar="{train,evaluate,sample,presets}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{train,evaluate,sample,presets,reproduce}")
     S = argparse.SUPPRESS  # flags not given stay out of the namespace, so presets and configs show through
 
     t = sub.add_parser("train", help="train a model, write a checkpoint and its history", argument_default=S)
@@ -79,7 +79,23 @@ def build_parser() -> argparse.ArgumentParser:
     _checkpoint_commands(sub)
     pr = sub.add_parser("presets", help="list the named presets")
     pr.set_defaults(func=cmd_presets)
+    _reproduce_command(sub)
     return p
+
+
+def _reproduce_command(sub) -> None:
+    """``reproduce``: rerun a paper's table or figure (``multiscale_rnn.reproduce``), or list them."""
+    r = sub.add_parser("reproduce", help="rerun a paper's table or figure and write its report (--list: which)")
+    r.add_argument("name", nargs="?", help="the reproduction (see --list)")
+    r.add_argument("--list", action="store_true", help="list the reproductions, their budgets and scales")
+    r.add_argument("--budget", type=float, metavar="MINUTES", help="time for the whole run (default: its own)")
+    r.add_argument("--out", help="folder of checkpoints, results and REPORT.md (default runs/reproduce/NAME)")
+    r.add_argument("--data-path", help="folder of the data the reproduction needs (see --list)")
+    r.add_argument("--threads", type=int)
+    r.add_argument("--max-units", type=int, metavar="N", help="stop this session after N newly finished models")
+    r.add_argument("--report", action="store_true", help="print the report of --out without training")
+    r.add_argument("--quiet", action="store_true", help="no progress display")
+    r.set_defaults(func=cmd_reproduce)
 
 
 def _model_and_data_flags(t) -> None:

@@ -1,0 +1,126 @@
+"""Reproductions of the papers' tables and figures, one command each (docs/reproduce.md).
+
+    multiscale-rnn reproduce --list
+    multiscale-rnn reproduce hornn-table2 --data-path ../shared/data/ptb --budget 180 --out runs/hornn
+
+    import multiscale_rnn as msr
+    msr.reproduce.run("hornn-table2", budget_minutes=180, out="runs/hornn", data_path="../shared/data/ptb")
+
+Each reproduction (``REPRODUCTIONS``) declares its paper and table, its default budget (minutes), the
+scale a budget runs at, the data it needs, a resumable ``run`` and a ``report``. A run trains what
+``out`` lacks, resuming from the checkpoints there after an interruption (at the granularity of a model's
+epoch), stops when its budget is spent, and writes ``out/REPORT.md``: the table beside the paper's
+numbers, the machine, the seeds and the time taken. A budget under one minute runs the smoke scale
+(tiny models, for tests).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Dict, Optional, Union
+
+from . import fs_rnn, hm_lstm, hornn, vcrnn
+from ._common import Budget, BudgetSpent, Reproduction, Results, machine_line
+
+__all__ = ["REPRODUCTIONS", "Reproduction", "get", "run", "report", "listing"]
+
+REPRODUCTIONS: Dict[str, Reproduction] = {
+    r.name: r for r in (hornn.REPRODUCTION, hm_lstm.REPRODUCTION, vcrnn.REPRODUCTION, fs_rnn.REPRODUCTION)
+}
+
+
+def get(name: str) -> Reproduction:
+    """The reproduction called ``name``; ``ValueError`` naming it and the known ones otherwise."""
+    if name not in REPRODUCTIONS:
+        raise ValueError(f"unknown reproduction {name!r}; known: {', '.join(REPRODUCTIONS)}")
+    return REPRODUCTIONS[name]
+
+
+def _check_data(r: Reproduction, data_path) -> Optional[Path]:
+    """The data folder, checked to hold the files ``r`` needs (errors name the reproduction and the path)."""
+    if not r.data_files:
+        return None
+    if data_path is None:
+        raise ValueError(f"{r.name} needs --data-path: a folder holding {', '.join(r.data_files)}")
+    path = Path(data_path)
+    missing = [f for f in r.data_files if not (path / f).is_file()]
+    if missing:
+        raise FileNotFoundError(f"{r.name}: --data-path {path} lacks {', '.join(missing)}")
+    return path
+
+
+def report(name: str, out: Union[str, Path]) -> str:
+    """The markdown report of what ``out`` holds for reproduction ``name`` (nothing is written)."""
+    r = get(name)
+    out = Path(out)
+    if not out.is_dir():
+        raise FileNotFoundError(f"{name}: no results folder {out}")
+    rows = Results(out).rows()
+    spent = Budget(0.0, out).before
+    seconds = sum(x.get("seconds", 0.0) for x in rows) if spent == 0.0 else spent
+    return "\n".join(
+        [
+            f"# {r.name}: {r.what}",
+            "",
+            f"Paper: {r.paper}.",
+            "",
+            r.report(out),
+            "",
+            machine_line(rows),
+            "",
+            f"Seeds: {r.seeds}. Time taken: {seconds / 60:.1f} min over {len(rows)} result row(s).",
+            "",
+        ]
+    )
+
+
+def run(
+    name: str,
+    budget_minutes: Optional[float] = None,
+    out: Union[str, Path, None] = None,
+    data_path: Union[str, Path, None] = None,
+    progress: bool = True,
+    max_units: Optional[int] = None,
+) -> Path:
+    """Run (or resume) reproduction ``name`` into ``out`` (default ``runs/reproduce/NAME``) within
+    ``budget_minutes`` (default: its own; the time of earlier sessions counts), then write
+    ``out/REPORT.md`` and return its path. ``max_units`` stops this session after that many newly
+    finished models; the report then shows what is done."""
+    r = get(name)
+    minutes = r.default_budget if budget_minutes is None else float(budget_minutes)
+    if not minutes > 0:
+        raise ValueError(f"{name}: budget_minutes must be > 0, got {budget_minutes!r}")
+    path = _check_data(r, data_path)
+    out = Path("runs/reproduce") / name if out is None else Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    budget = Budget(minutes, out, max_units)
+    t0 = time.perf_counter()
+    try:
+        r.run(out, budget, progress, path)
+        stopped = None
+    except BudgetSpent as e:
+        stopped = str(e)
+    budget.save()
+    text = report(name, out)
+    text += f"\nScale: {r.scale(minutes)}; budget {minutes:g} min. This session: {time.perf_counter() - t0:.0f} s"
+    text += f", stopped: {stopped} (run again to resume).\n" if stopped else ", complete.\n"
+    (out / "REPORT.md").write_text(text)
+    if progress:
+        print(f"{name}: report in {out / 'REPORT.md'}" + (f" ({stopped})" if stopped else ""), flush=True)
+    return out / "REPORT.md"
+
+
+def listing() -> str:
+    """The ``reproduce --list`` text: every reproduction, its default budget and scale, its data."""
+    lines = []
+    for r in REPRODUCTIONS.values():
+        data = f"--data-path with {', '.join(r.data_files)}" if r.data_files else "no data (generated)"
+        lines.append(f"{r.name}: {r.paper}")
+        lines.append(f"    {r.what}")
+        lines.append(
+            f"    default budget {r.default_budget:g} min ({'reduced scale' if r.reduced else 'full scale'}): "
+            f"{r.scale(r.default_budget)}"
+        )
+        lines.append(f"    needs {data}")
+    return "\n".join(lines)

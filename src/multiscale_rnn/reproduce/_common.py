@@ -1,0 +1,176 @@
+"""What every reproduction shares: its declaration (``Reproduction``), the budget of a run, the results
+file of finished units (JSON lines, one object per unit or epoch), the machine line of a report, and
+the progress lines of a run."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Dict, Iterable, List, Optional, Tuple
+
+__all__ = [
+    "Reproduction",
+    "Budget",
+    "BudgetSpent",
+    "Results",
+    "cpu_name",
+    "machine",
+    "markdown_table",
+    "say",
+]
+
+
+@dataclass(frozen=True)
+class Reproduction:
+    """One reproducible table or figure of a paper.
+
+    ``run(out_dir, budget, progress, data_path)`` trains what is missing in ``out_dir`` (resuming from
+    the checkpoints there) and stops when ``budget`` says so; ``report(out_dir)`` returns the markdown
+    of what ``out_dir`` holds, the paper's numbers beside ours. ``data_files`` are the files
+    ``--data-path`` must hold (empty: generated data, no path needed). ``scale(minutes)`` describes the
+    scale a budget runs at; ``minutes(budget)`` estimates the wall-clock time a run takes."""
+
+    name: str
+    paper: str
+    what: str
+    default_budget: float
+    reduced: bool
+    scale: Callable[[float], str]
+    run: Callable
+    report: Callable[[Path], str]
+    data_files: Tuple[str, ...] = ()
+    seeds: str = "0"
+
+
+#: Below this many minutes a run is the smoke scale: tiny models on whatever data is given (for tests).
+SMOKE_MINUTES = 1.0
+
+
+class BudgetSpent(Exception):
+    """Raised inside a run when its budget (minutes, or units of this session) is spent."""
+
+
+class Budget:
+    """The time a reproduction may take over all its sessions, and the units this session may finish.
+
+    The minutes spent are kept in ``out_dir/spent.json`` (updated after every epoch), so that a run
+    killed and started again counts the time of its earlier sessions. ``max_units`` (tests, or a
+    session of a known length) stops the session after that many newly finished units."""
+
+    def __init__(self, minutes: float, out_dir: Path, max_units: Optional[int] = None):
+        self.minutes = float(minutes)
+        self.smoke = self.minutes < SMOKE_MINUTES
+        self.path = Path(out_dir) / "spent.json"
+        self.max_units = max_units
+        self.units_done = 0
+        self.before = json.loads(self.path.read_text())["seconds"] if self.path.exists() else 0.0
+        self.t0 = time.perf_counter()
+
+    def seconds(self) -> float:
+        """Seconds spent over every session of this run, this one included."""
+        return self.before + time.perf_counter() - self.t0
+
+    def save(self) -> None:
+        """Write the seconds spent so far (called after every epoch and unit)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text(json.dumps({"seconds": self.seconds()}))
+
+    def check(self) -> None:
+        """Raise ``BudgetSpent`` when the minutes or this session's units are used up."""
+        self.save()
+        if self.max_units is not None and self.units_done >= self.max_units:
+            raise BudgetSpent(f"stopped after {self.units_done} unit(s) (max_units)")
+        if not self.smoke and self.seconds() >= 60.0 * self.minutes:
+            raise BudgetSpent(f"the budget of {self.minutes:g} minutes is spent")
+
+    def unit_finished(self) -> None:
+        """Count a unit finished in this session."""
+        self.units_done += 1
+        self.save()
+
+
+class Results:
+    """``out_dir/results.jsonl``: one JSON object per finished unit (or epoch), appended as they finish."""
+
+    def __init__(self, out_dir: Path):
+        self.path = Path(out_dir) / "results.jsonl"
+
+    def rows(self) -> List[dict]:
+        """Every row, in the order written (none when the file does not exist)."""
+        if not self.path.exists():
+            return []
+        return [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+
+    def find(self, key: Dict) -> Optional[dict]:
+        """The first row holding every item of ``key``, or None."""
+        for r in self.rows():
+            if all(r.get(k) == v for k, v in key.items()):
+                return r
+        return None
+
+    def append(self, row: Dict) -> None:
+        """Append one row."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a") as f:
+            f.write(json.dumps(row) + "\n")
+
+
+def cpu_name() -> str:
+    """The CPU's model name from /proc/cpuinfo ("unknown" where there is none), for the records."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
+def machine() -> Dict:
+    """The machine a unit ran on: CPU, cores, instruction-set module, threads (stored with each row)."""
+    from .. import _native, get_num_threads
+
+    return dict(cpu=cpu_name(), cores=os.cpu_count(), isa=_native.ISA, threads=get_num_threads())
+
+
+def machine_line(rows: Iterable[dict]) -> str:
+    """The report's machine line: the machines the rows record (an older row may lack the cores), or
+    this machine when no row records one."""
+    seen = []
+    for r in rows:
+        if "cpu" in r:
+            m = f"{r['cpu']}, instruction-set module `{r.get('isa', '?')}`, {r.get('threads', '?')} thread(s)"
+            if m not in seen:
+                seen.append(m)
+    if not seen:
+        m = machine()
+        seen.append(f"{m['cpu']}, instruction-set module `{m['isa']}`, {m['threads']} thread(s)")
+    return "Machine: " + "; ".join(seen) + f" ({os.cpu_count()} cores here)"
+
+
+def fmt(value, digits: int = 3) -> str:
+    """A number for a table (``-`` for None or NaN)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def markdown_table(header: List[str], rows: List[List]) -> str:
+    """A markdown table."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def say(progress: bool, text: str) -> None:
+    """A progress line on standard error when ``progress`` is on."""
+    if progress:
+        print(text, file=sys.stderr, flush=True)

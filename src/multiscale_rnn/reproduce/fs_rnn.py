@@ -1,0 +1,162 @@
+"""``fs-rnn-table3``: Mujika et al. 2017, the FS-LSTM-2 against a stacked and a sequential LSTM with the
+same number of parameters on Penn Treebank characters (the comparison of Section 4.2, with the
+training of Table 3), at a reduced scale.
+
+All three use the setting of Section 4.2: layer norm on the cell states only (``layer_norm="cell"``), no
+dropout or zoneout. The FS-LSTM-2 has fast cells of ``fast`` units and a slow cell of ``slow``; the
+stacked LSTM (2 layers) and the sequential LSTM (3 cells one after another in each step, as many as the
+FS-LSTM-2's chain F1, S, F2) take the hidden size whose parameter count is closest to the FS-LSTM's.
+Adam 2e-3, gradient norm clipped to 1, batch 32, BPTT 100, the model of lowest validation BPC tested.
+Each model trains one epoch a call from ``OUT/<label>.npz``; each epoch is a line of ``OUT/results.jsonl``.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from ._common import SMOKE_MINUTES, Reproduction, Results, fmt, machine, markdown_table, say
+
+__all__ = ["REPRODUCTION", "matched_size", "PAPER"]
+
+#: Table 1 of the paper (test BPC on Penn Treebank, parameters): the paper reports no stacked or
+#: sequential LSTM of equal size in a table (Section 4.2 compares their dynamics).
+PAPER = {"fs-lstm-2": "1.190 (7.2M parameters, fast 700, slow 400)", "stacked-lstm": "2-layer LSTM: 1.243"}
+CHARS_PER_SECOND = 4_000  # an estimate of the reduced models on one thread
+
+
+def _models(vocab_size, embed, fast, slow, seed):
+    """Builders of the three models by hidden size (the FS-LSTM-2's is fixed by fast and slow)."""
+    import multiscale_rnn as msr
+
+    common = dict(layer_norm="cell", seed=seed)
+    return {
+        "fs-lstm-2": lambda h: msr.FSRNN(vocab_size, embed, fast_size=fast, slow_size=slow, fast_cells=2, **common),
+        "stacked-lstm": lambda h: msr.StackedLSTM(vocab_size, embed, (h, h), **common),
+        "sequential-lstm": lambda h: msr.SequentialLSTM(vocab_size, embed, (h, h, h), **common),
+    }
+
+
+def _count(model) -> int:
+    n = model.num_parameters
+    return int(n() if callable(n) else n)
+
+
+def matched_size(build, params: int) -> int:
+    """The hidden size whose model's parameter count is closest to ``params`` (doubling, then bisection:
+    only models near the answer's size are built)."""
+    lo, hi = 1, 8
+    while _count(build(hi)) <= params:
+        lo, hi = hi, 2 * hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _count(build(mid)) <= params:
+            lo = mid
+        else:
+            hi = mid
+    return min((lo, hi), key=lambda h: abs(_count(build(h)) - params))
+
+
+class _Settings:
+    """The scale of a budget: below a minute the smoke scale, else half the paper's sizes."""
+
+    def __init__(self, minutes: float):
+        self.smoke = minutes < SMOKE_MINUTES
+        if self.smoke:
+            self.fast, self.slow, self.embed, self.train_chars, self.valid_chars, self.epochs = (
+                12,
+                8,
+                8,
+                4_000,
+                1_000,
+                1,
+            )
+            return
+        self.fast, self.slow, self.embed, self.train_chars, self.valid_chars = 350, 200, 128, 1_000_000, 100_000
+        self.epochs = max(1, min(10, int(60.0 * minutes / 3 / (self.train_chars / CHARS_PER_SECOND))))
+
+
+def _train(corpus, s, name, build, hidden, out_dir, budget, progress, results):
+    """Train one model epoch by epoch from its checkpoint, append each new epoch's row, test at the end."""
+    import multiscale_rnn as msr
+
+    model = build(hidden)
+    label = f"{name}-H{hidden}-seed0"
+    trainer = msr.Trainer(model, msr.optim.Adam(2e-3), clip_norm=1.0, batch_size=32, bptt=100, progress=progress)
+    done = {r["epoch"] for r in results.rows() if r["label"] == label}
+    train, valid = corpus.train[: s.train_chars], corpus.valid[: s.valid_chars]
+    for epoch in range(1, s.epochs + 1):
+        t0 = time.perf_counter()
+        history = trainer.fit(train, valid=valid, epochs=epoch, checkpoint=Path(out_dir) / f"{label}.npz",
+                              resume="auto", restore_best=epoch == s.epochs)  # fmt: skip
+        row = dict(label=label, model=name, hidden=hidden, params=_count(model), epoch=epoch,
+                   valid_bpc=history[-1]["valid_bpc"], seconds=time.perf_counter() - t0)  # fmt: skip
+        if epoch == s.epochs:
+            row["test_bpc"] = msr.evaluate(model, corpus.test[: s.valid_chars], batch_size=16)["bpc"]
+            row.update(machine())
+        if epoch not in done or "test_bpc" in row:
+            results.append(row)
+        say(progress, f"{label} epoch {epoch}: valid {row['valid_bpc']:.3f} bpc")
+        if epoch < s.epochs:
+            budget.check()
+
+
+def run(out_dir: Path, budget, progress: bool, data_path) -> None:
+    """The FS-LSTM-2, then the stacked and the sequential LSTM of its parameter count."""
+    import multiscale_rnn as msr
+
+    corpus = msr.data.load("ptb-char", path=str(data_path))
+    s = _Settings(budget.minutes)
+    builds = _models(corpus.vocab_size, s.embed, s.fast, s.slow, 0)
+    params = _count(builds["fs-lstm-2"](0))
+    results = Results(out_dir)
+    for i, (name, build) in enumerate(builds.items(), 1):
+        hidden = s.fast if name == "fs-lstm-2" else matched_size(build, params)
+        label = f"{name}-H{hidden}-seed0"
+        if any(r["label"] == label and "test_bpc" in r for r in results.rows()):
+            continue
+        budget.check()
+        say(progress, f"[{i}/{len(builds)}] {label}: {params:,} parameters, {s.epochs} epoch(s)")
+        _train(corpus, s, name, build, hidden, out_dir, budget, progress, results)
+        budget.unit_finished()
+
+
+def report(out_dir: Path) -> str:
+    """The tested epoch of each model, its parameters, BPC, beside the paper's."""
+    rows = []
+    for r in Results(out_dir).rows():
+        if "test_bpc" in r:
+            rows.append([r["label"], f"{r['params']:,}", r["epoch"], fmt(r["valid_bpc"]), fmt(r["test_bpc"]),
+                         PAPER.get(r["model"], "-")])  # fmt: skip
+    return "\n".join(
+        [
+            "PTB characters, layer norm on the cells, no dropout or zoneout (Section 4.2's setting), equal "
+            "parameter counts; the paper's numbers are its full-size regularised models (Table 1).",
+            "",
+            markdown_table(["model", "parameters", "epochs", "valid BPC", "test BPC", "paper (test BPC)"], rows),
+        ]
+    )
+
+
+def scale(minutes: float) -> str:
+    """The scale note of a budget."""
+    s = _Settings(minutes)
+    if s.smoke:
+        return "smoke scale: fast 12, slow 8, 1 epoch on 4,000 characters"
+    return (
+        f"reduced: fast cells 350, slow 200 (the paper's 700 / 400), no regularisation, "
+        f"the first 1M training characters, {s.epochs} epoch(s) per model"
+    )
+
+
+REPRODUCTION = Reproduction(
+    name="fs-rnn-table3",
+    paper="Mujika et al. 2017, Fast-Slow Recurrent Neural Networks",
+    what="FS-LSTM-2 against stacked and sequential LSTMs of equal parameters on PTB characters (Table 3's training)",
+    default_budget=180.0,
+    reduced=True,
+    scale=scale,
+    run=run,
+    report=report,
+    data_files=("ptb.char.train.txt", "ptb.char.valid.txt", "ptb.char.test.txt"),
+)

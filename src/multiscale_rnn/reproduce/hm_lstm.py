@@ -1,0 +1,175 @@
+"""``hm-lstm-boundaries``: the boundary-discovery protocol (docs/studies/boundary_protocol.md) on its
+held-out part, with the package's default HM-LSTM recipe.
+
+The languages are those of ``multiscale_rnn.data.languages``; the split (``boundary_split.json`` in
+the package's data resources) fixes which languages and text seeds tune recipes and which are held
+back. A unit is one (layers, language, seed): the package's defaults for the depth (the word recipe
+with 2 layers), five restarts compared by ``msr.best_of``, 40 epochs, hidden 32, on
+``generate(language, 40_000, seed)`` split 90/10, scored on the first 2,000 validation characters: F1
+at tolerance 1 of z^1 against the word ends and of z^2 against the phrase ends (as first seen), each
+layer's boundary rate, validation BPC and the share of layer updates skipped. Rows have the layout of
+``bench/boundary_protocol.py``'s output, whose ``report`` this module's ``report_table`` is.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from importlib.resources import files
+from pathlib import Path
+
+import numpy as np
+
+from ._common import SMOKE_MINUTES, Reproduction, Results, machine, say
+
+__all__ = ["REPRODUCTION", "load_split", "score_package_run", "report_table", "dist"]
+
+RECIPE_EPOCHS = 40  # the default recipe with 2 layers (880 updates of 32 x 50 characters)
+PHRASE_EPOCHS = 100  # with 3 layers
+SECONDS_PER_RUN = 70  # measured median of the 2-layer runs on the tune part, one thread
+
+
+def load_split() -> dict:
+    """The protocol's split: ``tune`` and ``heldout`` (``languages``, ``seeds``), ``n_chars``."""
+    return json.loads(files("multiscale_rnn.data").joinpath("resources", "boundary_split.json").read_text())
+
+
+def score_package_run(text, layers, seed, hidden=32, epochs=None, restarts=5, read=2000, progress=False):
+    """Train the package's default HM-LSTM for ``layers`` on the ``HierarchicalText`` ``text`` (five
+    restarts, the one with the lowest BPC on the validation text after the scored part kept) and score it:
+    a dict with ``f1_l{l}``, ``rate_l{l}`` (layers with a detector), ``bpc``, ``reduction``, ``seconds``."""
+    import multiscale_rnn as msr
+
+    corpus = text.corpus(valid_fraction=0.1, test_fraction=0.0)
+    epochs = epochs or (RECIPE_EPOCHS if layers <= 2 else PHRASE_EPOCHS)
+    t0 = time.perf_counter()
+    model, _ = msr.best_of(
+        lambda s: msr.HMLSTM(corpus.vocab_size, 16, [hidden] * layers, seed=s),
+        corpus.train,
+        corpus.valid[read:],
+        restarts=restarts,
+        epochs=epochs,
+        seed=seed * restarts,
+        select_after="auto",
+        make_optimizer=lambda: msr.optim.Adam(5e-3),
+        clip_norm=1.0,
+        batch_size=32,
+        bptt=50,
+        progress=progress,
+    )
+    out = {"seconds": time.perf_counter() - t0, "bpc": msr.evaluate(model, corpus.valid, batch_size=16)["bpc"]}
+    tr = model.trace(corpus.valid[:read])
+    out["updates"], out["reduction"] = tr.updates.tolist(), tr.reduction
+    for l, what in ((0, "word"), (1, "phrase")):
+        if l < layers - 1:
+            z = tr.z[l] > 0.5
+            ref = msr.first_seen(corpus.boundaries["valid"][what][:read])
+            out[f"f1_l{l}"] = msr.boundary_scores(z, ref, 1)["f1"]
+            out[f"rate_l{l}"] = float(z.mean())
+    return out
+
+
+def dist(values) -> str:
+    """Median and range of ``values`` (``-`` for none)."""
+    v = np.asarray(values, dtype=float)
+    if v.size == 0:
+        return "-"
+    return f"{np.median(v):.2f} [{v.min():.2f}, {v.max():.2f}]"
+
+
+def report_table(rows) -> str:
+    """Per configuration, depth and part: the share of spaced (language, seed) pairs with z^1 F1 >= 0.9,
+    and the median and range of every figure, spaced and unspaced apart (a markdown table)."""
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["config"], r["layers"], r["part"]), []).append(r)
+    lines = [
+        "| configuration | layers | part | runs | spaced: z1 F1 >= 0.9 | spaced z1 F1 | unspaced z1 F1 | "
+        "z1 rate | z2 F1 (phrases) | z2 rate | valid BPC | update reduction |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for (config, layers, part), rs in sorted(groups.items()):
+        spaced = [r for r in rs if r["spaced"]]
+        unspaced = [r for r in rs if not r["spaced"]]
+        ok = sum(r["f1_l0"] >= 0.9 for r in spaced)
+        share = f"{ok}/{len(spaced)} ({100 * ok / max(1, len(spaced)):.0f} %)"
+        z2 = dist([r["f1_l1"] for r in rs if "f1_l1" in r])
+        z2rate = dist([r["rate_l1"] for r in rs if "rate_l1" in r])
+        lines.append(
+            f"| `{config}` | {layers} | {part} | {len(rs)} | {share} | {dist([r['f1_l0'] for r in spaced])} | "
+            f"{dist([r['f1_l0'] for r in unspaced])} | {dist([r['rate_l0'] for r in rs])} | {z2} | {z2rate} | "
+            f"{dist([r['bpc'] for r in rs])} | {dist([r['reduction'] for r in rs])} |"
+        )
+    return "\n".join(lines)
+
+
+def _units(smoke: bool):
+    """(layers, language, seed) of the held-out part (smoke: two languages, one seed, 2,000 characters)."""
+    part = load_split()["heldout"]
+    if smoke:
+        return [(2, language, part["seeds"][0]) for language in part["languages"][:2]]
+    return [(2, language, seed) for language in part["languages"] for seed in part["seeds"]]
+
+
+def run(out_dir: Path, budget, progress: bool, data_path=None) -> None:
+    """Train and score every held-out (language, seed) not yet in ``out_dir/results.jsonl``."""
+    from ..data.languages import draw_language, generate
+
+    n_chars = 4_000 if budget.smoke else load_split()["n_chars"]
+    units = _units(budget.smoke)
+    results = Results(out_dir)
+    for i, (layers, language, seed) in enumerate(units, 1):
+        base = dict(config="package", layers=layers, part="heldout", language=language, seed=seed)
+        if results.find(base) is not None:
+            continue
+        budget.check()
+        spec = draw_language(language)
+        t0 = time.perf_counter()
+        kw = dict(hidden=8, epochs=1, restarts=1, read=200) if budget.smoke else {}
+        r = score_package_run(generate(spec, n_chars, seed), layers, seed, progress=False, **kw)
+        r.update(base, text=f"language{language}", spaced=bool(spec.separator), phrases=spec.phrases)
+        r.update(machine(), wall=time.perf_counter() - t0)
+        results.append(r)
+        say(
+            progress,
+            f"[{i}/{len(units)}] language {language} seed {seed}: z1 F1 {r['f1_l0']:.2f} (rate {r['rate_l0']:.2f}), "
+            f"BPC {r['bpc']:.3f}, {r['wall']:.0f} s",
+        )
+        budget.unit_finished()
+
+
+def report(out_dir: Path) -> str:
+    """The distribution table of the finished runs, and the protocol's target."""
+    rows = Results(out_dir).rows()
+    return "\n".join(
+        [
+            "Held-out languages of the protocol (docs/studies/boundary_protocol.md), the package's default "
+            "recipe. Target: z^1 F1 >= 0.9 against word ends on >= 80 % of the spaced (language, seed) pairs. "
+            "Median [min, max].",
+            "",
+            report_table(rows),
+        ]
+    )
+
+
+def scale(minutes: float) -> str:
+    """The scale note of a budget."""
+    if minutes < SMOKE_MINUTES:
+        return "smoke scale: 2 languages, 1 seed, 4,000 characters, 1 epoch, 1 restart"
+    n = len(_units(False))
+    return (
+        f"the protocol's full held-out part with 2 layers ({n} runs, ~{SECONDS_PER_RUN} s each); 3 layers not included"
+    )
+
+
+REPRODUCTION = Reproduction(
+    name="hm-lstm-boundaries",
+    paper="Chung, Ahn & Bengio 2017, Hierarchical Multiscale RNNs (boundary discovery)",
+    what="the boundary protocol's held-out languages: z^1 F1 against word ends, rates, BPC",
+    default_budget=180.0,
+    reduced=False,
+    scale=scale,
+    run=run,
+    report=report,
+    seeds="text seeds 10-14 of the held-out part; model seeds 5*seed .. 5*seed+4",
+)

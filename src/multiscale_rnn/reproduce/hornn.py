@@ -1,0 +1,269 @@
+"""``hornn-table2``: Soltani & Jiang 2016, Table 2 (test perplexity of HORNNs against order and pooling
+on word-level Penn Treebank), with the order-1 RNN of their Table 3.
+
+The paper's recipe (docs/training.md): 400 sigmoid units, the class-based softmax, N(0, 0.1^2)
+initialisation, SGD with momentum 0.9 and learning rate 1.0 (the paper's 0.5 read as applying to a sum
+over the 30 steps of a chunk: on 300k words, 2 epochs, the plain RNN's validation perplexity was 516 at
+0.05, 331 at 0.5, 312 at 1.0 and 341 at 3.0), weight decay 1e-5, clipping by value at 5, column
+normalisation at 2.0, batch 20, BPTT 30, the learning rate halved after every epoch whose validation
+loss does not decrease, and the stopping rule of ``should_stop``.
+
+The checkpoint directory is the one of ``bench/repro_hornn_ptb.py --checkpoints DIR``:
+``DIR/<pooling>-N<order>-H<hidden>-seed<seed>.npz`` per model (one epoch a call, resumed after an
+interruption) and one line of ``DIR/results.jsonl`` per finished model.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from ._common import SMOKE_MINUTES, Reproduction, Results, fmt, machine, markdown_table, say
+
+__all__ = ["REPRODUCTION", "HornnSettings", "should_stop", "train_model", "finished", "PAPER"]
+
+STOP_IMPROVEMENT = math.log(1.003)  # an epoch "improves" when valid perplexity falls by more than 0.3 %
+
+#: Table 2 of the paper (test perplexity by pooling and order) and the RNN of its Table 3.
+PAPER = {
+    ("plain", 1): 123,
+    ("plain", 2): 111,
+    ("plain", 3): 108,
+    ("plain", 4): 109,
+    ("max", 2): 110,
+    ("max", 3): 109,
+    ("max", 4): 108,
+    ("fofe", 2): 103,
+    ("fofe", 3): 101,
+    ("fofe", 4): 100,
+    ("gated", 2): 102,
+    ("gated", 3): 100,
+    ("gated", 4): 100,
+}
+
+#: The models trained, in order: the RNN, order 3 with every pooling, then orders 2 and 4 of the two best.
+UNITS = [
+    ("plain", 1),
+    ("plain", 3),
+    ("max", 3),
+    ("fofe", 3),
+    ("gated", 3),
+    ("fofe", 2),
+    ("gated", 2),
+    ("fofe", 4),
+    ("gated", 4),
+]
+
+WORDS_PER_SECOND = 5_000  # a conservative one-thread rate of the 400-unit models (9,000 for the RNN alone)
+
+
+@dataclass
+class HornnSettings:
+    """The settings of a HORNN run (the attributes ``bench/repro_hornn_ptb.py``'s arguments have)."""
+
+    hidden: int = 400
+    train_tokens: int = 100_000_000
+    epochs: int = 20
+    lr: float = 1.0
+    seed: int = 0
+    threads: int = 1
+    progress: bool = False
+    checkpoints: Optional[str] = None
+
+
+def should_stop(valid_losses) -> bool:
+    """The stopping rule (our reading; the paper names the halving, not when to stop): the learning
+    rate is halved after every epoch whose validation loss does not improve (ReduceOnPlateau), and
+    training stops after the second epoch that improves the validation perplexity by less than 0.3 %
+    (as Mikolov's RNNLM toolkit, whose schedule the paper follows on text8), or after ``epochs``."""
+    misses = sum(1 for a, b in zip(valid_losses, valid_losses[1:]) if a - b < STOP_IMPROVEMENT)
+    return misses >= 2
+
+
+def label(pooling: str, order: int, alpha=None) -> str:
+    """A model's name in the checkpoint directory (``plain-N3``, ``fofe-N3-alpha0.6``)."""
+    return f"{pooling}-N{order}" + ("" if alpha is None else f"-alpha{alpha}")
+
+
+def train_model(corpus, classes, args, pooling="plain", order=1, alpha=None, budget=None):
+    """Train one HORNN with the paper's recipe; (valid, test perplexity, seconds, epochs). With
+    ``args.checkpoints``, one epoch a call from the model's checkpoint there (an interrupted run goes on
+    where it stopped) until ``should_stop`` or ``args.epochs``; ``budget.check()`` after each epoch."""
+    import multiscale_rnn as msr
+
+    kw = dict(order=order, pooling=pooling, activation="sigmoid", seed=args.seed, head="class", head_classes=classes)
+    if alpha is not None:
+        kw["alpha"] = alpha
+    model = msr.HORNN(corpus.vocab_size, args.hidden, (args.hidden,), **kw)
+    msr.init.gaussian(model, 0.1, rng=args.seed)
+    trainer = msr.Trainer(
+        model,
+        msr.optim.SGD(args.lr, momentum=0.9, weight_decay=1e-5),
+        clip_value=5.0,
+        batch_size=20,
+        bptt=30,
+        unit="word",
+        progress=args.progress,
+        lr_schedule=msr.schedules.ReduceOnPlateau(factor=2.0, patience=0),
+        constraint=msr.optim.ColumnNorm(2.0),
+    )
+    t0 = time.perf_counter()
+    train = corpus.train[: args.train_tokens]
+    if args.checkpoints is None:
+        trainer.fit(train, valid=corpus.valid, epochs=args.epochs)
+        epochs = args.epochs
+    else:
+        ck = Path(args.checkpoints) / f"{label(pooling, order, alpha)}-H{args.hidden}-seed{args.seed}.npz"
+        for epochs in range(1, args.epochs + 1):
+            history = trainer.fit(train, valid=corpus.valid, epochs=epochs, checkpoint=ck, resume="auto")
+            if should_stop([r["valid_loss"] for r in history]):
+                break
+            if budget is not None and epochs < args.epochs:
+                budget.check()
+    valid = msr.evaluate(model, corpus.valid, batch_size=20, bptt=30)["perplexity"]
+    test = msr.evaluate(model, corpus.test, batch_size=20, bptt=30)["perplexity"]
+    return valid, test, time.perf_counter() - t0, epochs
+
+
+def _key(corpus, args, pooling, order, alpha):
+    return dict(
+        pooling=pooling,
+        order=order,
+        alpha=alpha,
+        hidden=args.hidden,
+        seed=args.seed,
+        train_tokens=min(args.train_tokens, len(corpus.train)),
+        max_epochs=args.epochs,
+        lr=args.lr,
+    )
+
+
+def finished(corpus, classes, args, pooling, order, alpha=None, budget=None):
+    """``train_model``'s (valid, test, seconds); with ``args.checkpoints``, read from DIR/results.jsonl
+    when that model finished before, else trained and appended there (with its epochs and machine)."""
+    if args.checkpoints is None:
+        return train_model(corpus, classes, args, pooling, order, alpha)[:3]
+    key = _key(corpus, args, pooling, order, alpha)
+    results = Results(Path(args.checkpoints))
+    done = results.find(key)
+    if done is not None:
+        return done["valid"], done["test"], done["seconds"]
+    Path(args.checkpoints).mkdir(parents=True, exist_ok=True)
+    valid, test, sec, epochs = train_model(corpus, classes, args, pooling, order, alpha, budget=budget)
+    results.append(dict(key, valid=valid, test=test, seconds=sec, epochs=epochs, **machine()))
+    return valid, test, sec
+
+
+def settings_for(minutes: float, train_words: Optional[int] = None) -> HornnSettings:
+    """The scale of a budget: below a minute the smoke scale (16 units, 1 epoch, 2,000 words), else the
+    paper's 400 units on all of the training words and as many epochs per model (at most 20) as the
+    budget shared by the 9 models allows at ``WORDS_PER_SECOND``."""
+    if minutes < SMOKE_MINUTES:
+        return HornnSettings(hidden=16, train_tokens=2_000, epochs=1)
+    words = train_words or 929_589
+    epochs = int(60.0 * minutes / len(UNITS) / (words / WORDS_PER_SECOND))
+    return HornnSettings(epochs=max(1, min(20, epochs)))
+
+
+def scale(minutes: float) -> str:
+    """The scale note of a budget."""
+    s = settings_for(minutes)
+    if minutes < SMOKE_MINUTES:
+        return "smoke scale: 16 units, 1 epoch on 2,000 words"
+    return f"the paper's size (400 units), all training words, at most {s.epochs} epoch(s) per model"
+
+
+def run(out_dir: Path, budget, progress: bool, data_path) -> None:
+    """Train every model of ``UNITS`` not yet in ``out_dir/results.jsonl``."""
+    import multiscale_rnn as msr
+
+    corpus = msr.data.load("ptb-word", path=str(data_path)).by_frequency()
+    classes = msr.data.class_sizes(corpus.counts())
+    args = settings_for(budget.minutes, len(corpus.train))
+    args.checkpoints, args.progress, args.threads = str(out_dir), progress, msr.get_num_threads()
+    for i, (pooling, order) in enumerate(UNITS, 1):
+        key = _key(corpus, args, pooling, order, None)
+        if Results(out_dir).find(key) is not None:
+            continue
+        budget.check()
+        say(progress, f"[{i}/{len(UNITS)}] {pooling} N={order}: H {args.hidden}, up to {args.epochs} epoch(s)")
+        valid, test, sec = finished(corpus, classes, args, pooling, order, budget=budget)
+        say(progress, f"[{i}/{len(UNITS)}] {pooling} N={order}: test {test:.1f}, valid {valid:.1f}, {sec:.0f} s")
+        budget.unit_finished()
+
+
+def report(out_dir: Path) -> str:
+    """Table 2 beside ours: test perplexity (valid in brackets) of every model in ``out_dir/results.jsonl``
+    (the latest row of each pooling and order without alpha), and a row per model with its epochs."""
+    rows = [r for r in Results(out_dir).rows() if r.get("alpha") is None]
+    latest = {}
+    for r in rows:
+        latest[(r["pooling"], r["order"])] = r
+    if ("plain", 1) in latest:  # one path: every pooling but FOFE's and the gate's is the RNN
+        latest.setdefault(("max", 1), latest[("plain", 1)])
+    table = []
+    for pooling in ("plain", "max", "fofe", "gated"):
+        cells = [pooling]
+        for order in (1, 2, 3, 4):
+            ours = latest.get((pooling, order))
+            paper = PAPER.get((pooling, order), PAPER[("plain", 1)] if (order, pooling) == (1, "max") else None)
+            mine = "-" if ours is None else f"{ours['test']:.1f} ({ours['valid']:.1f})"
+            cells.append(f"{mine} / {fmt(paper)}")
+        table.append(cells)
+    out = [
+        "Test perplexity, ours (validation in brackets) / the paper's; N=1 is the RNN (paper: Table 3, "
+        "Mikolov et al. 2011). `-`: not trained yet.",
+        "",
+        markdown_table(["pooling", "N=1", "N=2", "N=3", "N=4"], table),
+        "",
+        markdown_table(
+            ["model", "hidden", "training words", "epochs (max)", "lr", "test", "valid", "seconds"],
+            [
+                [
+                    label(r["pooling"], r["order"]),
+                    r["hidden"],
+                    f"{r['train_tokens']:,}",
+                    f"{r.get('epochs', '?')} ({r['max_epochs']})",
+                    r["lr"],
+                    f"{r['test']:.1f}",
+                    f"{r['valid']:.1f}",
+                    f"{r['seconds']:.0f}",
+                ]
+                for r in rows
+            ],
+        ),
+    ]
+    return "\n".join(out + _in_progress(Path(out_dir), rows))
+
+
+def _in_progress(out_dir: Path, rows) -> list:
+    """Lines for the models with a checkpoint's history but no result yet: their last epoch."""
+    import json
+
+    finished_names = {f"{label(r['pooling'], r['order'])}-H{r['hidden']}-seed{r['seed']}" for r in rows}
+    lines = []
+    for path in sorted(out_dir.glob("*.history.json")):
+        name = path.name[: -len(".history.json")]
+        history = json.loads(path.read_text())
+        if name in finished_names or not history:
+            continue
+        last = history[-1]
+        ppl = last.get("valid_perplexity")
+        lines.append(f"- in progress: {name}, epoch {last['epoch']}, valid perplexity {fmt(ppl, 1)}")
+    return ["", "Not finished yet:", ""] + lines if lines else []
+
+
+REPRODUCTION = Reproduction(
+    name="hornn-table2",
+    paper="Soltani & Jiang 2016, Higher Order Recurrent Neural Networks",
+    what="Table 2: PTB word test perplexity against order (2-4) and pooling (plain, max, FOFE, gated), with the RNN",
+    default_budget=180.0,
+    reduced=True,
+    scale=scale,
+    run=run,
+    report=report,
+    data_files=("ptb.train.txt", "ptb.valid.txt", "ptb.test.txt"),
+)

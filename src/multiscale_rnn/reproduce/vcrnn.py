@@ -1,0 +1,190 @@
+"""``vcrnn-table3``: Jernite et al. 2017, Table 3 (left): VCRNN and VCGRU on Penn Treebank characters,
+their mean m_t, equivalent dimension (RNN-d) and BPC, beside an Elman RNN and a GRU of the same RNN-d
+(an Elman RNN of size n counts n, a GRU sqrt(2) n, as in the paper's table).
+
+Each model trains one epoch a call from its checkpoint (``OUT/<label>.npz``) with the paper's schedule
+(symmetric L1 penalty towards m_bar, the mask's sharpness from 0.1 up by 0.1 per epoch to 1), Adam
+2e-3, batch 32, BPTT 100, gradient norm clipped to 1, the divergence guard on; every epoch is a line
+of ``OUT/results.jsonl`` in the layout of ``bench/vc_calibrate.py`` (label, model, hidden, weight,
+target, seed, epoch, valid_bpc, mean_m, rnn_d, seconds, isa, threads), whose runs ``report`` reads too.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ._common import SMOKE_MINUTES, Reproduction, Results, fmt, machine, markdown_table, say
+
+__all__ = ["REPRODUCTION", "mean_m", "train_vc", "vc_label", "PAPER"]
+
+#: Table 3 (left) of the paper: BPC and RNN-d of the 1024-unit models.
+PAPER = {"vcrnn": (1.46, 760), "vcgru": (1.42, 648)}
+GATES = {"elman": 1.0, "gru": math.sqrt(2), "vcrnn": 1.0, "vcgru": math.sqrt(2)}
+CHARS_PER_SECOND = 7_000  # an estimate of the 1024-unit VC models on one thread
+
+
+def mean_m(model, ids, batch_size: int = 16, chunk: int = 500) -> tuple:
+    """(mean m_t, RNN-d) of a VC ``model`` reading ``ids`` in evaluation mode as ``batch_size`` streams."""
+    T = len(ids) // batch_size
+    streams = np.asarray(ids[: T * batch_size]).reshape(batch_size, T)
+    ms, ds = [], []
+    state = None
+    for t0 in range(0, T, chunk):
+        model.forward(streams[:, t0 : t0 + chunk], state)
+        state = "keep"  # carry the state to the next chunk
+        rec = model.records()
+        ms.append(rec["m"][0])
+        ds.append(rec["d"][0])
+    return float(np.concatenate(ms).mean()), float(model.equivalent_dim(np.concatenate(ds)))
+
+
+def vc_label(model_name: str, hidden: int, weight, target, seed: int) -> str:
+    """A model's name in the results (``vcrnn-H512-w0.1-m0.3-seed0``; ``gru-H460-seed0`` for a baseline)."""
+    if weight is None:
+        return f"{model_name}-H{hidden}-seed{seed}"
+    return f"{model_name}-H{hidden}-w{weight:g}-m{target:g}-seed{seed}"
+
+
+def _build(model_name, vocab_size, hidden, weight, target, seed):
+    import multiscale_rnn as msr
+
+    if model_name in ("vcrnn", "vcgru"):
+        cls = {"vcrnn": msr.VCRNN, "vcgru": msr.VCGRU}[model_name]
+        return cls(vocab_size, embed_size=hidden, hidden_sizes=(hidden,), target=target, penalty="l1",
+                   penalty_weight=weight, seed=seed)  # fmt: skip
+    cls = {"elman": msr.ElmanRNN, "gru": msr.GRU}[model_name]
+    return cls(vocab_size, embed_size=hidden, hidden_sizes=(hidden,), seed=seed)
+
+
+def train_vc(corpus, settings, model_name, weight, seed, out: Path, budget=None, progress=False, test=False):
+    """Train one model epoch by epoch from its checkpoint in ``out``; its rows (one per epoch; the last
+    with ``test_bpc`` when ``test``). ``settings`` has ``hidden``, ``target``, ``lr``, ``epochs``,
+    ``train_chars``, ``valid_chars``; a baseline (``elman``, ``gru``) takes ``weight=None``."""
+    import multiscale_rnn as msr
+
+    vc = model_name in ("vcrnn", "vcgru")
+    hidden = settings.hidden
+    model = _build(model_name, corpus.vocab_size, hidden, weight, settings.target, seed)
+    trainer = msr.Trainer(
+        model,
+        msr.optim.Adam(settings.lr),
+        clip_norm=1.0,
+        batch_size=32,
+        bptt=100,
+        seed=seed,
+        progress=progress,
+        model_options={"sharpness": msr.sharpness_schedule()} if vc else None,
+        divergence=0.1,
+    )
+    label = vc_label(model_name, hidden, weight, settings.target, seed)
+    train, valid = corpus.train[: settings.train_chars], corpus.valid[: settings.valid_chars]
+    rows = []
+    for epochs in range(1, settings.epochs + 1):
+        t0 = time.perf_counter()
+        history = trainer.fit(train, valid=valid, epochs=epochs, checkpoint=out / f"{label}.npz", resume="auto")
+        m, rnn_d = mean_m(model, valid) if vc else (None, GATES[model_name] * hidden)
+        r = dict(label=label, model=model_name, hidden=hidden, weight=weight, target=settings.target if vc else None,
+                 seed=seed, epoch=epochs, valid_bpc=history[-1]["valid_bpc"], mean_m=m, rnn_d=rnn_d,
+                 seconds=time.perf_counter() - t0, isa=msr._native.ISA, threads=msr.get_num_threads())  # fmt: skip
+        rows.append(r)
+        mm = "" if m is None else f", mean m {m:.3f} (m_bar {settings.target})"
+        say(progress, f"{label} epoch {epochs}: valid {r['valid_bpc']:.3f} bpc{mm}, RNN-d {rnn_d:.0f} of {hidden}")
+        if budget is not None and epochs < settings.epochs:
+            budget.check()
+    if test:
+        rows[-1]["test_bpc"] = msr.evaluate(model, corpus.test[: settings.valid_chars], batch_size=16)["bpc"]
+        rows[-1].update(machine())
+    return rows
+
+
+class _Settings:
+    """The scale of a budget: below a minute the smoke scale, else the paper's 1024 units."""
+
+    def __init__(self, minutes: float):
+        self.smoke = minutes < SMOKE_MINUTES
+        self.target, self.lr, self.weight = 0.3, 2e-3, 0.01
+        if self.smoke:
+            self.hidden, self.train_chars, self.valid_chars, self.epochs = 8, 4_000, 1_000, 1
+            return
+        self.hidden, self.train_chars, self.valid_chars = 1024, 1_000_000, 100_000
+        per_epoch = self.train_chars / CHARS_PER_SECOND
+        self.epochs = max(1, min(10, int(60.0 * minutes / 4 / per_epoch)))
+
+
+def _finished_unit(results, label, epochs):
+    return next((r for r in results.rows() if r["label"] == label and r["epoch"] == epochs and "test_bpc" in r), None)
+
+
+def run(out_dir: Path, budget, progress: bool, data_path) -> None:
+    """VCRNN-D and VCGRU-D, then an Elman RNN and a GRU of their measured RNN-d."""
+    import multiscale_rnn as msr
+
+    corpus = msr.data.load("ptb-char", path=str(data_path))
+    s = _Settings(budget.minutes)
+    results = Results(out_dir)
+    plan = [("vcrnn", None), ("vcgru", None), ("elman", "vcrnn"), ("gru", "vcgru")]
+    for i, (name, like) in enumerate(plan, 1):
+        unit_s = s
+        if like is not None:  # the size whose RNN-d is the VC model's
+            vc = _finished_unit(results, vc_label(like, s.hidden, s.weight, s.target, 0), s.epochs)
+            unit_s = _Settings(budget.minutes)
+            unit_s.hidden = max(1, int(round(vc["rnn_d"] / GATES[name])))
+        weight = s.weight if like is None else None
+        label = vc_label(name, unit_s.hidden, weight, s.target, 0)
+        if _finished_unit(results, label, s.epochs) is not None:
+            continue
+        budget.check()
+        say(progress, f"[{i}/{len(plan)}] {label}: {s.epochs} epoch(s) on {s.train_chars:,} characters")
+        done = {r["epoch"] for r in results.rows() if r["label"] == label}
+        for r in train_vc(corpus, unit_s, name, weight, 0, Path(out_dir), budget, progress, test=True):
+            if r["epoch"] not in done or "test_bpc" in r:
+                results.append(r)
+        budget.unit_finished()
+
+
+def report(out_dir: Path) -> str:
+    """The last epoch of every model in ``out_dir/results.jsonl``, beside the paper's Table 3."""
+    last = {}
+    for r in Results(out_dir).rows():
+        if r["label"] not in last or r["epoch"] >= last[r["label"]]["epoch"]:
+            last[r["label"]] = r
+    rows = []
+    for r in last.values():
+        paper = PAPER.get(r["model"]) if r.get("weight") is not None else None
+        rows.append([r["label"], r["hidden"], fmt(r.get("target"), 2), fmt(r.get("weight"), 3), r["epoch"],
+                     fmt(r.get("mean_m"), 3), f"{r['rnn_d']:.0f}", fmt(r["valid_bpc"]), fmt(r.get("test_bpc")),
+                     "-" if paper is None else f"{paper[0]} @ RNN-d {paper[1]} (1024 units)"])  # fmt: skip
+    header = ["model", "D", "m_bar", "penalty", "epochs", "mean m", "RNN-d", "valid BPC", "test BPC", "paper"]
+    return "\n".join(
+        [
+            "PTB characters. RNN-d: an Elman RNN of size n counts n, a GRU sqrt(2) n; a VC model its measured "
+            "equivalent dimension on the validation text. The paper gives no m_bar or penalty weight.",
+            "",
+            markdown_table(header, rows),
+        ]
+    )
+
+
+def scale(minutes: float) -> str:
+    """The scale note of a budget."""
+    s = _Settings(minutes)
+    if s.smoke:
+        return "smoke scale: 8 units, 1 epoch on 4,000 characters"
+    return f"the paper's 1024 units, the first 1M training characters, {s.epochs} epoch(s) per model"
+
+
+REPRODUCTION = Reproduction(
+    name="vcrnn-table3",
+    paper="Jernite et al. 2017, Variable Computation in Recurrent Neural Networks",
+    what="Table 3 (left): VCRNN / VCGRU on PTB characters, mean m, RNN-d, BPC, beside Elman / GRU of the same RNN-d",
+    default_budget=180.0,
+    reduced=True,
+    scale=scale,
+    run=run,
+    report=report,
+    data_files=("ptb.char.train.txt", "ptb.char.valid.txt", "ptb.char.test.txt"),
+)

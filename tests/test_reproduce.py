@@ -1,0 +1,112 @@
+"""``multiscale-rnn reproduce`` and ``msr.reproduce``: the list, a run's report, resuming an interrupted
+run, the errors, and reports of results folders written by the bench scripts. Every run here is the
+smoke scale (a budget under one minute) on tiny corpora written in tmp_path."""
+
+import json
+import random
+
+import pytest
+
+import multiscale_rnn as msr
+from multiscale_rnn.cli import main
+
+NAMES = ["hornn-table2", "hm-lstm-boundaries", "vcrnn-table3", "fs-rnn-table3"]
+HEADERS = {
+    "hornn-table2": "| pooling | N=1 | N=2 | N=3 | N=4 |",
+    "hm-lstm-boundaries": "| configuration | layers | part | runs | spaced: z1 F1 >= 0.9 |",
+    "vcrnn-table3": "| model | D | m_bar | penalty | epochs | mean m | RNN-d | valid BPC | test BPC | paper |",
+    "fs-rnn-table3": "| model | parameters | epochs | valid BPC | test BPC | paper (test BPC) |",
+}
+
+
+@pytest.fixture
+def ptb(tmp_path):
+    """A tiny stand-in for the PTB folder: word files and character files (``_`` between words)."""
+    rng = random.Random(0)
+    words = ["".join(rng.choice("abcdefghij") for _ in range(rng.randint(2, 5))) for _ in range(60)]
+    folder = tmp_path / "ptb"
+    folder.mkdir()
+    for split, n in (("train", 300), ("valid", 40), ("test", 40)):
+        lines = [" ".join(rng.choice(words) for _ in range(12)) for _ in range(n)]
+        (folder / f"ptb.{split}.txt").write_text("\n".join(lines) + "\n")
+        chars = [" _ ".join(" ".join(w) for w in line.split()) for line in lines]
+        (folder / f"ptb.char.{split}.txt").write_text("\n".join(chars) + "\n")
+    return folder
+
+
+def test_list_names_every_reproduction_with_its_budget_and_scale(capsys):
+    assert main(["reproduce", "--list"]) == 0
+    out = capsys.readouterr().out
+    for name in NAMES:
+        assert f"{name}: " in out
+    assert out.count("default budget 180 min") == 4
+    assert "(reduced scale)" in out and "(full scale)" in out
+    assert "needs --data-path with ptb.train.txt" in out and "needs no data (generated)" in out
+    for r in msr.reproduce.REPRODUCTIONS.values():
+        assert r.default_budget <= 180
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_run_writes_its_report(name, ptb, tmp_path):
+    out = tmp_path / "out"
+    path = msr.reproduce.run(name, budget_minutes=0.1, out=out, data_path=ptb, progress=False)
+    text = path.read_text()
+    assert path == out / "REPORT.md"
+    assert text.startswith(f"# {name}: ")
+    assert HEADERS[name] in text
+    assert "\nMachine: " in text and "instruction-set module `" in text
+    assert "Seeds: " in text and "Time taken: " in text and "smoke scale" in text and "complete." in text
+
+
+def test_an_interrupted_run_resumes_without_redoing_finished_units(ptb, tmp_path, capsys):
+    out = tmp_path / "hornn"
+    argv = ["reproduce", "hornn-table2", "--budget", "0.1", "--data-path", str(ptb), "--out", str(out), "--quiet"]
+    assert main(argv + ["--max-units", "1"]) == 0
+    assert "stopped after 1 unit(s)" in capsys.readouterr().out
+    first = (out / "results.jsonl").read_text().splitlines()
+    assert len(first) == 1 and (out / "plain-N1-H16-seed0.npz").exists()
+    assert main(argv) == 0
+    rows = (out / "results.jsonl").read_text().splitlines()
+    assert rows[0] == first[0]  # the finished model was read back, not trained again
+    assert len(rows) == 9
+    assert len({(json.loads(r)["pooling"], json.loads(r)["order"]) for r in rows}) == 9
+    assert "complete." in (out / "REPORT.md").read_text()
+
+
+def test_errors_name_the_reproduction_and_the_path(ptb, tmp_path, capsys):
+    assert main(["reproduce", "no-such-table", "--out", str(tmp_path / "o")]) == 1
+    assert "unknown reproduction 'no-such-table'; known: hornn-table2" in capsys.readouterr().err
+    assert main(["reproduce", "hornn-table2", "--out", str(tmp_path / "o")]) == 1
+    assert "hornn-table2 needs --data-path: a folder holding ptb.train.txt" in capsys.readouterr().err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["reproduce", "vcrnn-table3", "--data-path", str(empty), "--out", str(tmp_path / "o")]) == 1
+    err = capsys.readouterr().err
+    assert f"vcrnn-table3: --data-path {empty} lacks ptb.char.train.txt" in err
+    with pytest.raises(ValueError, match="budget_minutes must be > 0"):
+        msr.reproduce.run("hm-lstm-boundaries", budget_minutes=0, out=tmp_path / "o")
+
+
+def test_reports_read_the_bench_scripts_folders(tmp_path):
+    # repro_hornn_ptb.py --checkpoints DIR: results.jsonl rows and a model still training
+    hornn = tmp_path / "hornn"
+    hornn.mkdir()
+    key = dict(pooling="plain", order=1, alpha=None, hidden=400, seed=0, train_tokens=929589, max_epochs=20, lr=1.0)
+    row = dict(key, valid=150.0, test=140.0, seconds=3600.0, epochs=12, cpu="AMD EPYC", isa="avx2", threads=1)
+    (hornn / "results.jsonl").write_text(json.dumps(row) + "\n")
+    (hornn / "gated-N3-H400-seed0.history.json").write_text(json.dumps([{"epoch": 4, "valid_perplexity": 170.0}]))
+    text = msr.reproduce.report("hornn-table2", hornn)
+    assert "| plain | 140.0 (150.0) / 123 |" in text
+    assert "in progress: gated-N3-H400-seed0, epoch 4, valid perplexity 170.0" in text
+    assert "Machine: AMD EPYC, instruction-set module `avx2`, 1 thread(s)" in text
+    # vc_calibrate.py --out DIR: one row per epoch; the last epoch of each model is shown
+    vc = tmp_path / "vc"
+    vc.mkdir()
+    rows = [dict(label="vcrnn-H512-w0.1-m0.3-seed0", model="vcrnn", hidden=512, weight=0.1, target=0.3, seed=0,
+                 epoch=e, valid_bpc=2.0 - 0.1 * e, mean_m=0.3, rnn_d=300.0, seconds=10.0, isa="avx2", threads=1)
+            for e in (1, 2)]  # fmt: skip
+    (vc / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    text = msr.reproduce.report("vcrnn-table3", vc)
+    assert "| vcrnn-H512-w0.1-m0.3-seed0 | 512 | 0.30 | 0.100 | 2 | 0.300 | 300 | 1.800 | - |" in text
+    with pytest.raises(FileNotFoundError, match="no results folder"):
+        msr.reproduce.report("vcrnn-table3", tmp_path / "missing")
