@@ -1,5 +1,7 @@
 """multiscale-rnn: multiscale recurrent neural networks with a fast C++ core."""
 
+from typing import Optional
+
 from . import analysis, checkpoint, data, init, models, optim, plot, reproduce, schedules, testing, training
 from ._native import ISA
 from ._native import core as _core
@@ -33,7 +35,37 @@ def get_num_threads() -> int:
     return int(_core.get_num_threads())
 
 
-def amx_bf16_unavailable_reason():
+def set_reference_kernels(on: bool) -> None:
+    """Run the core's plain reference kernels (``True``: Eigen products one step after another, no
+    threads over units) instead of its optimised fast paths (``False``, the default). Both compute the
+    same function and agree to rounding; the switch is process-wide and exists to check the fast paths
+    (``multiscale_rnn.testing.kernel_switches`` sets it for a ``with`` block)."""
+    if not isinstance(on, bool):
+        raise TypeError(f"on must be a bool, got {on!r}")
+    _core.set_reference_kernels(on)
+
+
+def reference_kernels() -> bool:
+    """Whether the core runs its plain reference kernels (:func:`set_reference_kernels`)."""
+    return bool(_core.reference_kernels())
+
+
+def set_input_tables(on: bool) -> None:
+    """Let evaluation forwards over token ids read a per-token table of the first layer's input term
+    (``True``, the default, when the vocabulary is small against the chunk) or compute it per step
+    (``False``, the plain path). Both agree to rounding; the switch is process-wide and exists to check
+    the tables (``multiscale_rnn.testing.kernel_switches`` sets it for a ``with`` block)."""
+    if not isinstance(on, bool):
+        raise TypeError(f"on must be a bool, got {on!r}")
+    _core.set_input_tables(on)
+
+
+def input_tables() -> bool:
+    """Whether evaluation forwards may use per-token input tables (:func:`set_input_tables`)."""
+    return bool(_core.input_tables())
+
+
+def amx_bf16_unavailable_reason() -> Optional[str]:
     """None when this process can run the AMX bfloat16 kernel (``inference_precision =
     "bfloat16"``), else a sentence saying why not (no AMX-BF16 on the CPU, tile state refused by
     the OS, or a core module built without the kernel)."""
@@ -61,6 +93,10 @@ __all__ = list(models.__all__) + [
     "get_num_threads",
     "max_threads",
     "amx_bf16_unavailable_reason",
+    "set_reference_kernels",
+    "reference_kernels",
+    "set_input_tables",
+    "input_tables",
     "ISA",
     "__version__",
 ]
