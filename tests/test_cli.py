@@ -228,7 +228,7 @@ def test_settings_precedence():
 @pytest.mark.parametrize("name", ["ptb-char-hm-lstm-recipe", "text8-hm-lstm-recipe"])
 def test_real_text_hm_lstm_recipe_presets(name):
     # the measured real-text recipe: 3 x 128 with layer norm, the linear head, the boundary warm-up and
-    # a rate target on layer 2 as well as layer 1 (docs/models/hm_lstm.md, "Real text with the default recipe")
+    # a rate target on layer 2 as well as layer 1 (docs/studies/hm_lstm_real_text.md)
     s = resolve_settings(preset=name)
     assert s["data"] == name.removesuffix("-hm-lstm-recipe") and s["epochs"] in (13, 5)
     m = model_from_settings(s, vocab_size=50)

@@ -1,6 +1,7 @@
 """The boundary study's oracles (bench/study_hm_boundaries.py): the constraints that fix layer 1's
 boundaries on the spaces and layer 2's at the phrase ends, at every word end or nowhere, on which
-the documented comparison of likelihoods rests (docs/models/hm_lstm.md)."""
+the documented comparison of likelihoods rests (docs/studies/hm_lstm_boundary_study.md,
+docs/studies/hm_lstm_recipes.md)."""
 
 import importlib.util
 from pathlib import Path
