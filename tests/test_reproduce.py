@@ -56,6 +56,8 @@ def test_a_run_writes_its_report(name, ptb, tmp_path):
     assert HEADERS[name] in text
     assert "\nMachine: " in text and "instruction-set module `" in text
     assert "Seeds: " in text and "Time taken: " in text and "smoke scale" in text and "complete." in text
+    pictures = sorted(out.glob("*.png"))
+    assert pictures and all(f"![{p.stem}]({p.name})" in text for p in pictures)
 
 
 def test_an_interrupted_run_resumes_without_redoing_finished_units(ptb, tmp_path, capsys):

@@ -59,6 +59,7 @@ def report(name: str, out: Union[str, Path]) -> str:
     rows = Results(out).rows()
     spent = Budget(0.0, out).before
     seconds = sum(x.get("seconds", 0.0) for x in rows) if spent == 0.0 else spent
+    pictures = [f"![{p.stem}]({p.name})" for p in sorted(out.glob("*.png"))]
     return "\n".join(
         [
             f"# {r.name}: {r.what}",
@@ -67,6 +68,7 @@ def report(name: str, out: Union[str, Path]) -> str:
             "",
             r.report(out),
             "",
+            *([*pictures, ""] if pictures else []),
             machine_line(rows),
             "",
             f"Seeds: {r.seeds}. Time taken: {seconds / 60:.1f} min over {len(rows)} result row(s).",
@@ -102,6 +104,8 @@ def run(
     except BudgetSpent as e:
         stopped = str(e)
     budget.save()
+    if r.figures is not None:
+        r.figures(out)
     text = report(name, out)
     text += f"\nScale: {r.scale(minutes)}; budget {minutes:g} min. This session: {time.perf_counter() - t0:.0f} s"
     text += f", stopped: {stopped} (run again to resume).\n" if stopped else ", complete.\n"

@@ -22,6 +22,8 @@ __all__ = [
     "machine",
     "markdown_table",
     "say",
+    "figure",
+    "epoch_curves",
 ]
 
 
@@ -33,7 +35,8 @@ class Reproduction:
     the checkpoints there) and stops when ``budget`` says so; ``report(out_dir)`` returns the markdown
     of what ``out_dir`` holds, the paper's numbers beside ours. ``data_files`` are the files
     ``--data-path`` must hold (empty: generated data, no path needed). ``scale(minutes)`` describes the
-    scale a budget runs at; ``minutes(budget)`` estimates the wall-clock time a run takes."""
+    scale a budget runs at. ``figures(out_dir)``, when given, draws the report's figures into ``out_dir``
+    (PNG files, which the report shows) after a run."""
 
     name: str
     paper: str
@@ -45,6 +48,7 @@ class Reproduction:
     report: Callable[[Path], str]
     data_files: Tuple[str, ...] = ()
     seeds: str = "0"
+    figures: Optional[Callable[[Path], None]] = None
 
 
 #: Below this many minutes a run is the smoke scale: tiny models on whatever data is given (for tests).
@@ -174,3 +178,39 @@ def say(progress: bool, text: str) -> None:
     """A progress line on standard error when ``progress`` is on."""
     if progress:
         print(text, file=sys.stderr, flush=True)
+
+
+def figure(out_dir: Path, name: str, draw: Callable) -> Path:
+    """``draw(ax)`` on a new figure saved as ``out_dir/name`` (a PNG; matplotlib without a display)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    draw(ax)
+    fig.tight_layout()
+    path = Path(out_dir) / name
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def epoch_curves(out_dir: Path, name: str, value: str, ylabel: str) -> None:
+    """The figure of ``value`` against the epoch for every ``label`` of ``out_dir/results.jsonl``."""
+    curves: Dict[str, Dict[int, float]] = {}
+    for r in Results(out_dir).rows():
+        if "label" in r and "epoch" in r and r.get(value) is not None:
+            curves.setdefault(r["label"], {})[r["epoch"]] = r[value]
+    if not curves:
+        return
+
+    def draw(ax):
+        for label, points in curves.items():
+            epochs = sorted(points)
+            ax.plot(epochs, [points[e] for e in epochs], marker="o", label=label)
+        ax.set_xlabel("epoch")
+        ax.set_ylabel(ylabel)
+        ax.legend(fontsize=7)
+
+    figure(out_dir, name, draw)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ._common import SMOKE_MINUTES, Reproduction, Results, fmt, machine, markdown_table, say
+from ._common import SMOKE_MINUTES, Reproduction, Results, epoch_curves, fmt, machine, markdown_table, say
 
 __all__ = ["REPRODUCTION", "matched_size", "PAPER"]
 
@@ -159,4 +159,5 @@ REPRODUCTION = Reproduction(
     run=run,
     report=report,
     data_files=("ptb.char.train.txt", "ptb.char.valid.txt", "ptb.char.test.txt"),
+    figures=lambda out: epoch_curves(out, "valid_bpc_by_epoch.png", "valid_bpc", "validation BPC"),
 )

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._common import SMOKE_MINUTES, Reproduction, Results, machine, say
+from ._common import SMOKE_MINUTES, Reproduction, Results, figure, machine, say
 
 __all__ = ["REPRODUCTION", "load_split", "score_package_run", "report_table", "dist"]
 
@@ -152,6 +152,25 @@ def report(out_dir: Path) -> str:
     )
 
 
+def figures(out_dir: Path) -> None:
+    """``z1_f1.png``: the z^1 F1 of every held-out run, spaced and unspaced languages apart."""
+    rows = Results(out_dir).rows()
+    if not rows:
+        return
+
+    def draw(ax):
+        for spaced, name in ((True, "spaced"), (False, "unspaced")):
+            values = [r["f1_l0"] for r in rows if r["spaced"] == spaced]
+            if values:
+                ax.hist(values, bins=np.linspace(0, 1, 21), alpha=0.6, label=f"{name} ({len(values)} runs)")
+        ax.axvline(0.9, color="k", linestyle="--", linewidth=1)
+        ax.set_xlabel("z¹ F1 against word ends (tolerance 1)")
+        ax.set_ylabel("runs")
+        ax.legend(fontsize=7)
+
+    figure(out_dir, "z1_f1.png", draw)
+
+
 def scale(minutes: float) -> str:
     """The scale note of a budget."""
     if minutes < SMOKE_MINUTES:
@@ -172,4 +191,5 @@ REPRODUCTION = Reproduction(
     run=run,
     report=report,
     seeds="text seeds 10-14 of the held-out part; model seeds 5*seed .. 5*seed+4",
+    figures=figures,
 )

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from ._common import SMOKE_MINUTES, Reproduction, Results, fmt, machine, markdown_table, say
+from ._common import SMOKE_MINUTES, Reproduction, Results, figure, fmt, machine, markdown_table, say
 
 __all__ = ["REPRODUCTION", "HornnSettings", "should_stop", "train_model", "finished", "PAPER"]
 
@@ -256,6 +256,33 @@ def _in_progress(out_dir: Path, rows) -> list:
     return ["", "Not finished yet:", ""] + lines if lines else []
 
 
+def figures(out_dir: Path) -> None:
+    """``perplexity_by_order.png``: test perplexity against order per pooling, ours (solid) and the
+    paper's (dashed), the RNN at N = 1 in both."""
+    latest = {}
+    for r in Results(out_dir).rows():
+        if r.get("alpha") is None:
+            latest[(r["pooling"], r["order"])] = r["test"]
+    if not latest:
+        return
+
+    def draw(ax):
+        for i, pooling in enumerate(("plain", "max", "fofe", "gated")):
+            color = f"C{i}"
+            ours = {n: latest.get((pooling, n), latest.get(("plain", 1)) if n == 1 else None) for n in (1, 2, 3, 4)}
+            xs = [n for n, v in ours.items() if v is not None]
+            ax.plot(xs, [ours[n] for n in xs], marker="o", color=color, label=f"{pooling} (ours)")
+            paper = [PAPER.get((pooling, n), PAPER[("plain", 1)] if n == 1 else None) for n in (1, 2, 3, 4)]
+            ax.plot([1, 2, 3, 4], paper, linestyle="--", color=color, alpha=0.6)
+        ax.set_xticks([1, 2, 3, 4])
+        ax.set_xlabel("order N (1: the RNN)")
+        ax.set_ylabel("test perplexity")
+        ax.set_title("PTB words; dashed: the paper", fontsize=9)
+        ax.legend(fontsize=7)
+
+    figure(out_dir, "perplexity_by_order.png", draw)
+
+
 REPRODUCTION = Reproduction(
     name="hornn-table2",
     paper="Soltani & Jiang 2016, Higher Order Recurrent Neural Networks",
@@ -266,4 +293,5 @@ REPRODUCTION = Reproduction(
     run=run,
     report=report,
     data_files=("ptb.train.txt", "ptb.valid.txt", "ptb.test.txt"),
+    figures=figures,
 )

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._common import SMOKE_MINUTES, Reproduction, Results, fmt, machine, markdown_table, say
+from ._common import SMOKE_MINUTES, Reproduction, Results, epoch_curves, fmt, machine, markdown_table, say
 
 __all__ = ["REPRODUCTION", "mean_m", "train_vc", "vc_label", "PAPER"]
 
@@ -187,4 +187,5 @@ REPRODUCTION = Reproduction(
     run=run,
     report=report,
     data_files=("ptb.char.train.txt", "ptb.char.valid.txt", "ptb.char.test.txt"),
+    figures=lambda out: epoch_curves(out, "valid_bpc_by_epoch.png", "valid_bpc", "validation BPC"),
 )
