@@ -39,7 +39,7 @@ def test_list_names_every_reproduction_with_its_budget_and_scale(capsys):
     out = capsys.readouterr().out
     for name in NAMES:
         assert f"{name}: " in out
-    assert out.count("default budget 180 min") == 4
+    assert out.count("default budget 180 min, takes about ") == 4
     assert "(reduced scale)" in out and "(full scale)" in out
     assert "needs --data-path with ptb.train.txt" in out and "needs no data (generated)" in out
     for r in msr.reproduce.REPRODUCTIONS.values():

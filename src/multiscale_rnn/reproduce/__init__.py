@@ -122,9 +122,10 @@ def listing() -> str:
         data = f"--data-path with {', '.join(r.data_files)}" if r.data_files else "no data (generated)"
         lines.append(f"{r.name}: {r.paper}")
         lines.append(f"    {r.what}")
+        takes = r.default_budget if r.estimate is None else r.estimate(r.default_budget)
         lines.append(
-            f"    default budget {r.default_budget:g} min ({'reduced scale' if r.reduced else 'full scale'}): "
-            f"{r.scale(r.default_budget)}"
+            f"    default budget {r.default_budget:g} min, takes about {takes:.0f} min on one thread "
+            f"({'reduced scale' if r.reduced else 'full scale'}): {r.scale(r.default_budget)}"
         )
         lines.append(f"    needs {data}")
     return "\n".join(lines)

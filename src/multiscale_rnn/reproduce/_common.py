@@ -36,7 +36,8 @@ class Reproduction:
     of what ``out_dir`` holds, the paper's numbers beside ours. ``data_files`` are the files
     ``--data-path`` must hold (empty: generated data, no path needed). ``scale(minutes)`` describes the
     scale a budget runs at. ``figures(out_dir)``, when given, draws the report's figures into ``out_dir``
-    (PNG files, which the report shows) after a run."""
+    (PNG files, which the report shows) after a run. ``estimate(minutes)`` is the wall-clock minutes a
+    run at that budget is expected to take on one thread (at most the budget, where a run stops)."""
 
     name: str
     paper: str
@@ -49,6 +50,7 @@ class Reproduction:
     data_files: Tuple[str, ...] = ()
     seeds: str = "0"
     figures: Optional[Callable[[Path], None]] = None
+    estimate: Optional[Callable[[float], float]] = None
 
 
 #: Below this many minutes a run is the smoke scale: tiny models on whatever data is given (for tests).

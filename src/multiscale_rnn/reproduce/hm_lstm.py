@@ -192,4 +192,5 @@ REPRODUCTION = Reproduction(
     report=report,
     seeds="text seeds 10-14 of the held-out part; model seeds 5*seed .. 5*seed+4",
     figures=figures,
+    estimate=lambda minutes: min(minutes, len(_units(minutes < SMOKE_MINUTES)) * SECONDS_PER_RUN / 60.0),
 )

@@ -168,6 +168,15 @@ def settings_for(minutes: float, train_words: Optional[int] = None) -> HornnSett
     return HornnSettings(epochs=max(1, min(20, epochs)))
 
 
+def estimate(minutes: float) -> float:
+    """Expected minutes: every model for all its epochs at ``WORDS_PER_SECOND`` (the stopping rule may end
+    a model sooner), at most the budget."""
+    if minutes < SMOKE_MINUTES:
+        return minutes
+    s = settings_for(minutes)
+    return min(minutes, len(UNITS) * s.epochs * 929_589 / WORDS_PER_SECOND / 60.0)
+
+
 def scale(minutes: float) -> str:
     """The scale note of a budget."""
     s = settings_for(minutes)
@@ -294,4 +303,5 @@ REPRODUCTION = Reproduction(
     report=report,
     data_files=("ptb.train.txt", "ptb.valid.txt", "ptb.test.txt"),
     figures=figures,
+    estimate=estimate,
 )
