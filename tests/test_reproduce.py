@@ -112,3 +112,25 @@ def test_reports_read_the_bench_scripts_folders(tmp_path):
     assert "| vcrnn-H512-w0.1-m0.3-seed0 | 512 | 0.30 | 0.100 | 2 | 0.300 | 300 | 1.800 | - |" in text
     with pytest.raises(FileNotFoundError, match="no results folder"):
         msr.reproduce.report("vcrnn-table3", tmp_path / "missing")
+
+
+def test_a_model_stopped_between_epochs_resumes_from_its_checkpoint(ptb, tmp_path):
+    from types import SimpleNamespace
+
+    from multiscale_rnn.reproduce import BudgetSpent
+    from multiscale_rnn.reproduce.vcrnn import train_vc
+
+    class StopAfterOne:
+        def check(self):
+            raise BudgetSpent("stopped after one epoch")
+
+    corpus = msr.data.load("ptb-char", path=str(ptb))
+    s = SimpleNamespace(hidden=8, target=0.3, lr=2e-3, epochs=2, train_chars=4_000, valid_chars=1_000)
+    with pytest.raises(BudgetSpent):
+        train_vc(corpus, s, "vcrnn", 0.01, 0, tmp_path, budget=StopAfterOne())
+    history = json.loads((tmp_path / "vcrnn-H8-w0.01-m0.3-seed0.history.json").read_text())
+    assert [h["epoch"] for h in history] == [1]
+    rows = train_vc(corpus, s, "vcrnn", 0.01, 0, tmp_path, test=True)
+    history = json.loads((tmp_path / "vcrnn-H8-w0.01-m0.3-seed0.history.json").read_text())
+    assert [h["epoch"] for h in history] == [1, 2]  # epoch 1 read back from the checkpoint, epoch 2 trained
+    assert [r["epoch"] for r in rows] == [1, 2] and "test_bpc" in rows[-1]

@@ -23,7 +23,7 @@ from typing import Dict, Optional, Union
 from . import fs_rnn, hm_lstm, hornn, vcrnn
 from ._common import Budget, BudgetSpent, Reproduction, Results, machine_line
 
-__all__ = ["REPRODUCTIONS", "Reproduction", "get", "run", "report", "listing"]
+__all__ = ["REPRODUCTIONS", "Reproduction", "BudgetSpent", "get", "run", "report", "listing"]
 
 REPRODUCTIONS: Dict[str, Reproduction] = {
     r.name: r for r in (hornn.REPRODUCTION, hm_lstm.REPRODUCTION, vcrnn.REPRODUCTION, fs_rnn.REPRODUCTION)
