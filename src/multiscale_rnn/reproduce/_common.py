@@ -24,6 +24,7 @@ __all__ = [
     "say",
     "figure",
     "epoch_curves",
+    "UnitProgress",
 ]
 
 
@@ -180,6 +181,38 @@ def say(progress: bool, text: str) -> None:
     """A progress line on standard error when ``progress`` is on."""
     if progress:
         print(text, file=sys.stderr, flush=True)
+
+
+class UnitProgress:
+    """Progress over a reproduction's units for runs whose training shows none of its own: a bar where
+    one is drawn (a terminal, a Jupyter notebook: the package's ``_progress.bar_class``), else lines."""
+
+    def __init__(self, progress: bool, total: int, done: int, name: str):
+        self.progress, self.bar = progress, None
+        if progress:
+            from ..training.progress import progress_mode
+
+            if progress_mode(True) == "bar":
+                from .._progress import bar_class
+
+                self.bar = bar_class()(total=total, initial=done, desc=name, unit="run")
+
+    def line(self, text: str) -> None:
+        """A line above the bar, or on standard error."""
+        if self.bar is not None:
+            self.bar.write(text)
+        else:
+            say(self.progress, text)
+
+    def advance(self) -> None:
+        """One more unit finished."""
+        if self.bar is not None:
+            self.bar.update(1)
+
+    def close(self) -> None:
+        """Close the bar (kept on screen)."""
+        if self.bar is not None:
+            self.bar.close()
 
 
 def figure(out_dir: Path, name: str, draw: Callable) -> Path:

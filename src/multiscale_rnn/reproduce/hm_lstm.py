@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._common import SMOKE_MINUTES, Reproduction, Results, figure, machine, say
+from ._common import SMOKE_MINUTES, Reproduction, Results, UnitProgress, figure, machine
 
 __all__ = ["REPRODUCTION", "load_split", "score_package_run", "report_table", "dist"]
 
@@ -113,29 +113,44 @@ def _units(smoke: bool):
 
 def run(out_dir: Path, budget, progress: bool, data_path=None) -> None:
     """Train and score every held-out (language, seed) not yet in ``out_dir/results.jsonl``."""
-    from ..data.languages import draw_language, generate
-
     n_chars = 4_000 if budget.smoke else load_split()["n_chars"]
     units = _units(budget.smoke)
     results = Results(out_dir)
-    for i, (layers, language, seed) in enumerate(units, 1):
-        base = dict(config="package", layers=layers, part="heldout", language=language, seed=seed)
-        if results.find(base) is not None:
-            continue
-        budget.check()
-        spec = draw_language(language)
-        t0 = time.perf_counter()
-        kw = dict(hidden=8, epochs=1, restarts=1, read=200) if budget.smoke else {}
-        r = score_package_run(generate(spec, n_chars, seed), layers, seed, progress=False, **kw)
-        r.update(base, text=f"language{language}", spaced=bool(spec.separator), phrases=spec.phrases)
-        r.update(machine(), wall=time.perf_counter() - t0)
-        results.append(r)
-        say(
-            progress,
-            f"[{i}/{len(units)}] language {language} seed {seed}: z1 F1 {r['f1_l0']:.2f} (rate {r['rate_l0']:.2f}), "
-            f"BPC {r['bpc']:.3f}, {r['wall']:.0f} s",
-        )
-        budget.unit_finished()
+    done = sum(results.find(_base(*u)) is not None for u in units)
+    bar = UnitProgress(progress, len(units), done, "hm-lstm-boundaries")
+    try:
+        for i, unit in enumerate(units, 1):
+            if results.find(_base(*unit)) is None:
+                budget.check()
+                _one_run(results, unit, n_chars, budget.smoke, lambda text: bar.line(f"[{i}/{len(units)}] {text}"))
+                bar.advance()
+                budget.unit_finished()
+    finally:
+        bar.close()
+
+
+def _base(layers, language, seed) -> dict:
+    """The fields that name a unit in the results."""
+    return dict(config="package", layers=layers, part="heldout", language=language, seed=seed)
+
+
+def _one_run(results, unit, n_chars, smoke, line) -> None:
+    """Train and score one (layers, language, seed), append its row and print its line."""
+    from ..data.languages import draw_language, generate
+
+    layers, language, seed = unit
+    base = _base(*unit)
+    spec = draw_language(language)
+    t0 = time.perf_counter()
+    kw = dict(hidden=8, epochs=1, restarts=1, read=200) if smoke else {}
+    r = score_package_run(generate(spec, n_chars, seed), layers, seed, progress=False, **kw)
+    r.update(base, text=f"language{language}", spaced=bool(spec.separator), phrases=spec.phrases)
+    r.update(machine(), wall=time.perf_counter() - t0)
+    results.append(r)
+    line(
+        f"language {language} seed {seed}: z1 F1 {r['f1_l0']:.2f} (rate {r['rate_l0']:.2f}), "
+        f"BPC {r['bpc']:.3f}, {r['wall']:.0f} s"
+    )
 
 
 def report(out_dir: Path) -> str:
