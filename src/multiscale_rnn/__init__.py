@@ -1,11 +1,19 @@
 """multiscale-rnn: multiscale recurrent neural networks with a fast C++ core."""
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from . import analysis, checkpoint, data, init, models, optim, plot, reproduce, schedules, testing, training
 from ._native import ISA
 from ._native import core as _core
 from .models import *  # noqa: F401,F403 - every model family, its classes and helpers (models.__all__)
+
+if TYPE_CHECKING:  # the same names for type checkers, which do not run the loop of models/__init__.py
+    from .models.clockwork import *  # noqa: F403
+    from .models.fs_rnn import *  # noqa: F403
+    from .models.hm_lstm import *  # noqa: F403
+    from .models.hornn import *  # noqa: F403
+    from .models.rnn import *  # noqa: F403
+    from .models.vcrnn import *  # noqa: F403
 from .training import History, Trainer, best_of, evaluate, sample
 
 __version__ = "0.1.0"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, Callable, Collection, Mapping, Optional, Tuple
+from typing import Any, Callable, Collection, Literal, Mapping, Optional, Tuple, overload
 
 import numpy as np
 
@@ -46,6 +46,12 @@ def is_number(v: Any) -> bool:
     return isinstance(v, numbers.Integral) or math.isfinite(v)
 
 
+@overload
+def positive_int(value: Any, name: str, allow_none: Literal[False] = False) -> int: ...
+@overload
+def positive_int(value: Any, name: str, allow_none: bool) -> Optional[int]: ...
+
+
 def positive_int(value: Any, name: str, allow_none: bool = False) -> Optional[int]:
     """``value`` as an ``int`` when it is an integer >= 1 (or None, with ``allow_none``); else
     ``ValueError`` "NAME must be a positive integer, got VALUE"."""
@@ -73,6 +79,12 @@ def int_at_least(value: Any, name: str, minimum: int) -> int:
     if value < minimum:
         raise ValueError(f"{name} must be at least {minimum}, got {value}")
     return int(value)
+
+
+@overload
+def positive_number(value: Any, name: str, allow_none: Literal[False] = False) -> float: ...
+@overload
+def positive_number(value: Any, name: str, allow_none: bool) -> Optional[float]: ...
 
 
 def positive_number(value: Any, name: str, allow_none: bool = False) -> Optional[float]:

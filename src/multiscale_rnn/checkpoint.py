@@ -131,7 +131,7 @@ def save(
             "meta": _text(meta_json),
         }
     )
-    return atomic_write(path, lambda f: np.savez(f, **arrays))
+    return atomic_write(path, lambda f: np.savez(f, **arrays))  # type: ignore[arg-type]  # numpy's stub: **kwds as allow_pickle
 
 
 # ---- load ----------------------------------------------------------------------------------------

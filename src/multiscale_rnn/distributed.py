@@ -77,7 +77,7 @@ def _mark(e: BaseException) -> BaseException:
     """Mark an exception as raised on every rank at once (the command line then reports it once and
     ends normally instead of aborting the job)."""
     try:
-        e.all_ranks = True
+        setattr(e, "all_ranks", True)
     except AttributeError:  # pragma: no cover - built-in exceptions accept attributes
         pass
     return e

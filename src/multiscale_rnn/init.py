@@ -15,7 +15,7 @@ parameter (``model.parameter_roles()``), never from parameter names.
 from __future__ import annotations
 
 import fnmatch
-from typing import Optional
+from typing import Any, Dict, Optional
 
 import numpy as np
 
@@ -95,7 +95,7 @@ def forget_bias(model, value: float = 1.0, pattern: str = "*", prefer: str = "bi
     gate_bias = {
         n for n, r in roles.items() if r.unit and params[n].shape == (4 * r.unit,) and r.kind in ("bias", "shift")
     }
-    chosen = {}
+    chosen: Dict[str, Any] = {}
     for name, _ in _select(model, pattern):
         r = roles[name]
         if name in gate_bias:

@@ -177,8 +177,10 @@ class SGD(Optimizer):
         super().__init__(lr, weight_decay)
         self.momentum = non_negative_number(momentum, "momentum")
 
+    _scratch: Optional[np.ndarray] = None  # momentum = 0: what the kernel is given as its buffer
+
     @property
-    def buffers(self) -> Tuple[str, ...]:
+    def buffers(self) -> Tuple[str, ...]:  # type: ignore[override]  # a class attribute elsewhere; here it depends on momentum
         return ("momentum_buffer",) if self.momentum else ()
 
     def hyper(self) -> dict:
@@ -191,7 +193,7 @@ class SGD(Optimizer):
 
     def _empty_like(self, w: np.ndarray) -> np.ndarray:
         # momentum = 0: a scratch buffer the kernel never reads or writes, kept across steps.
-        if getattr(self, "_scratch", None) is None or self._scratch.shape != w.shape or self._scratch.dtype != w.dtype:
+        if self._scratch is None or self._scratch.shape != w.shape or self._scratch.dtype != w.dtype:
             self._scratch = np.zeros_like(w)
         return self._scratch
 

@@ -27,7 +27,7 @@ checkpoints, so a resumed run continues the same schedule.
 from __future__ import annotations
 
 import math
-from typing import Callable, Optional
+from typing import Callable, Optional, cast
 
 from ._checks import is_int, is_number, positive_number
 
@@ -246,7 +246,7 @@ class Linear:
         if (per_epoch is None) == (per_step is None):
             raise ValueError("a linear schedule needs exactly one of per_epoch and per_step")
         self.per = "epoch" if per_step is None else "step"
-        rate = per_epoch if per_step is None else per_step
+        rate = cast(float, per_epoch if per_step is None else per_step)  # exactly one is given
         self.start, self.end, self.per_epoch = float(start), float(end), float(rate)
         for k, v in self.params().items():
             if not math.isfinite(v):
@@ -306,4 +306,5 @@ def step(before: float, after: float, at_epoch: Optional[float] = None, at_step:
     once the boundaries have settled: ``{"blend": step(1, 0, at_epoch=4)}``."""
     if (at_epoch is None) == (at_step is None):
         raise ValueError("a step schedule needs exactly one of at_epoch and at_step")
-    return Step(before, after, at_epoch if at_step is None else at_step, "epoch" if at_step is None else "step")
+    at = cast(float, at_epoch if at_step is None else at_step)  # exactly one is given
+    return Step(before, after, at, "epoch" if at_step is None else "step")

@@ -110,7 +110,7 @@ def numeric_gradient(
 def relative_error(a: np.ndarray, b: np.ndarray) -> float:
     """||a - b|| / max(||a||, ||b||, 1e-12)."""
     a, b = np.asarray(a, float), np.asarray(b, float)
-    return float(np.linalg.norm(a - b) / max(np.linalg.norm(a), np.linalg.norm(b), 1e-12))
+    return float(np.linalg.norm(a - b) / max(float(np.linalg.norm(a)), float(np.linalg.norm(b)), 1e-12))
 
 
 def check_model_gradients(

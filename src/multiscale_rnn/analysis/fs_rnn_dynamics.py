@@ -143,7 +143,7 @@ def state_change(
     names = cell_names(model, state)
     streams = batchify(ids, B)
     prev = None
-    out = {k: [] for k in names}
+    out: Dict[str, list] = {k: [] for k in names}
     state_ = None
     for x, y in chunks(streams, bptt):
         _, state_ = model.loss(x, y, state_)

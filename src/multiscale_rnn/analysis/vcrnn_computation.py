@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from typing import Any, Dict, Hashable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Hashable, List, Optional, Sequence, Tuple, Union, cast
 
 import numpy as np
 
@@ -97,6 +97,7 @@ def _top_rows(D: int, top: Union[float, int, Sequence[int], slice]) -> np.ndarra
             raise ValueError(f"top as a fraction must be in (0, 1], got {top}")
         rows = np.arange(D - max(1, math.ceil(top * D - 1e-9)), D)
     elif is_int(top):
+        top = cast(int, top)
         if not 1 <= top <= D:
             raise ValueError(f"top as a count must be in 1..{D}, got {top}")
         rows = np.arange(D - int(top), D)
@@ -138,7 +139,8 @@ def bit_position_profile(
     pos = bit_positions(T, buffer_bits, offset) if positions is None else np.asarray(positions).reshape(-1)
     if pos.shape[0] != T:
         raise ValueError(f"positions has {pos.shape[0]} entries but the trace has {T} steps")
-    return {int(p): v for p, v in mean_by_class(values, pos.tolist()).items()}
+    means = cast(Dict[Any, float], mean_by_class(values, pos.tolist()))  # without counts: one dict
+    return {int(p): v for p, v in means.items()}
 
 
 def class_order(classes) -> List[Hashable]:

@@ -109,6 +109,7 @@ def _checkpoint_data(args, ck, need_corpus: bool):
                 f"the vocabulary of {corpus.name} differs from the one stored in {path} (both "
                 f"{model_v} symbols{where}): give --data of the corpus the model was trained on"
             )
+    assert vocab is not None  # the corpus's when none was stored
     if vocab.size != model_v:  # a stored vocabulary (the checkpoint's own check covers this too)
         raise ValueError(f"the vocabulary stored in {path} has {vocab.size} symbols and its model {model_v}")
     return corpus, vocab

@@ -7,6 +7,7 @@ import os
 import re
 import sys
 import traceback
+from typing import Callable, List, Match, Pattern, Tuple, Union
 
 from .settings import flag
 
@@ -27,7 +28,7 @@ _OWN_FLAGS = ("vocab_size", "embed_size", "hidden_sizes", "dropout", "dtype", "s
 
 
 #: Messages of the package written for Python callers, in the words of the command line: (pattern, words).
-_CLI_WORDS = [
+_CLI_WORDS: List[Tuple[Pattern[str], Union[str, Callable[[Match[str]], str]]]] = [
     (
         re.compile(r"(\w+) got unexpected arguments? ('[^;]+); it takes (.*)$"),
         lambda m: (

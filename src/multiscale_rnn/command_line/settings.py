@@ -75,7 +75,7 @@ def load_config(path) -> Dict[str, Any]:
     try:
         import tomllib
     except ModuleNotFoundError:  # Python < 3.11
-        import tomli as tomllib
+        import tomli as tomllib  # type: ignore[no-redef]  # the same interface
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"config file not found: {path}")
@@ -103,7 +103,7 @@ SETTING_RULES: Dict[str, Rule] = {
     "model": _STRING,
     "embed_size": _POSITIVE_INT,
     "hidden_sizes": (
-        lambda v: isinstance(v, list) and v and all(is_int(h) and h >= 1 for h in v),
+        lambda v: isinstance(v, list) and bool(v) and all(is_int(h) and h >= 1 for h in v),
         "a list of positive integers",
     ),
     "dropout": (lambda v: is_number(v) and 0 <= v < 1, "a number in [0, 1)"),

@@ -133,6 +133,7 @@ def bit_corpus(
     ``bytes``) or from a character :class:`Corpus` passed as ``train`` (its splits are decoded
     and kept; ``valid`` / ``test`` must then be omitted). ``name`` defaults to the corpus name +
     ``"-bits"`` (or ``"bits"``)."""
+    texts: Dict[str, Any]  # split -> text (str or bytes), train always present
     if isinstance(train, Corpus):
         if valid is not None or test is not None:
             raise ValueError("pass either a Corpus (its splits are used) or texts, not both")

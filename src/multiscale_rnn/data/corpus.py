@@ -19,7 +19,7 @@ the training alphabet (50 symbols for PTB characters, 27 for text8).
 """
 
 from collections import Counter
-from typing import Any, Dict, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Optional, Sequence, Tuple, Union, cast
 
 import numpy as np
 
@@ -208,7 +208,8 @@ def char_corpus(
     for split, text in texts.items():
         if text is None and split != "train":
             continue
-        _check_text(text, f"{name} {split}", allow_bytes=(level == "byte"))
+        _check_text(text, f"{name} {split}", allow_bytes=(level == "byte"))  # refuses None for train
+        text = cast(Union[str, bytes], text)
         refuse_blank(text, f"{name} {split} text")
         codes[split] = text_codes(text, level)
     train_codes = codes["train"]
@@ -262,8 +263,8 @@ def word_corpus(
     for split, text in (("train", train_text), ("valid", valid_text), ("test", test_text)):
         if text is None and split != "train":
             continue
-        _check_text(text, f"{name} {split}", allow_bytes=False)
-        tokens[split] = tokenize_words(text)
+        _check_text(text, f"{name} {split}", allow_bytes=False)  # refuses None for train
+        tokens[split] = tokenize_words(cast(str, text))
         if not tokens[split]:
             raise ValueError(f"{name} {split} text has no tokens (only whitespace)")
     counts = Counter(tokens["train"])

@@ -21,7 +21,7 @@ import zipfile
 from contextlib import closing
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
-from typing import IO, Dict, Optional, Sequence, Tuple, Union
+from typing import IO, Any, Dict, Optional, Sequence, Tuple, Union
 
 __all__ = [
     "ENV_CACHE",
@@ -169,7 +169,7 @@ def _verify(what: str, got: Tuple[int, str, Optional[str]], sha256=None, size=No
         )
 
 
-def _write_atomically(dest: Path, src: IO[bytes], what: str, check: Dict, progress=None) -> None:
+def _write_atomically(dest: Path, src: Any, what: str, check: Dict, progress=None) -> None:  # src: has read(n) -> bytes
     """Stream ``src`` into ``dest`` through a temporary file in the same folder;
     rename it only if the checks in ``check`` (sha256, size, prefix) pass."""
     dest.parent.mkdir(parents=True, exist_ok=True)

@@ -278,14 +278,16 @@ def _fixed_or_proportional(n: int) -> Tuple[int, int]:
 
 def _ptb_char(raw: _Raw) -> Corpus:
     names = {s: f"ptb.char.{s}.txt" for s in ("train", "valid", "test")}
-    texts = [ptb_char_text(decode_utf8(raw[n], raw.where[n], s, advice=_DAMAGED)) for s, n in names.items()]
-    return char_corpus(*texts, name="ptb-char")
+    train, valid, test = [
+        ptb_char_text(decode_utf8(raw[n], raw.where[n], s, advice=_DAMAGED)) for s, n in names.items()
+    ]
+    return char_corpus(train, valid, test, name="ptb-char")
 
 
 def _ptb_word(raw: _Raw) -> Corpus:
     names = {s: f"ptb.{s}.txt" for s in ("train", "valid", "test")}
-    texts = [decode_utf8(raw[n], raw.where[n], s, advice=_DAMAGED) for s, n in names.items()]
-    return word_corpus(*texts, name="ptb-word")
+    train, valid, test = [decode_utf8(raw[n], raw.where[n], s, advice=_DAMAGED) for s, n in names.items()]
+    return word_corpus(train, valid, test, name="ptb-word")
 
 
 def _text8_text(raw: _Raw) -> str:

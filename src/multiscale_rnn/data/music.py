@@ -41,7 +41,7 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union, cast
 
 import numpy as np
 
@@ -161,7 +161,7 @@ def symbol_classes(symbols: Iterable[Any], by: str = "length") -> List[str]:
     out = []
     for s in symbols:
         info = symbol_info(s)
-        out.append(_fmt_length(info.length) if by == "length" and info.kind == "note" else info.kind)
+        out.append(_fmt_length(cast(Fraction, info.length)) if by == "length" and info.kind == "note" else info.kind)
     return out
 
 
@@ -305,7 +305,7 @@ class _Parser:
                 m = re.match(r"\((\d)(?::(\d?)(?::(\d?))?)?", line[i:])
                 if m:
                     p = int(m.group(1))
-                    q = (
+                    tq = (  # ABC's (p:q:r): p notes in the time of q, for the next r notes
                         int(m.group(2))
                         if m.group(2)
                         else (
@@ -317,12 +317,13 @@ class _Parser:
                         )
                     )
                     r = int(m.group(3)) if m.group(3) else p
-                    self.tuplet = [Fraction(q, p)] * r
+                    self.tuplet = [Fraction(tq, p)] * r
                     i += m.end()
                 else:
                     i += 1  # a slur
             elif c in "<>":
                 m = re.match(r"[<>]{1,3}", line[i:])
+                assert m is not None  # c is one of them
                 self.apply_broken(m.group(0))
                 i += m.end()
             elif c in "|:" or (c == "[" and i + 1 < n and line[i + 1] in "|123456789"):
@@ -339,6 +340,7 @@ class _Parser:
                 i = j + 1
             elif c == "[":
                 body = _CHORD.match(line, i + 1)
+                assert body is not None  # the pattern matches the empty string too
                 j = body.end()
                 notes = [
                     (m.group(1), m.group(2), m.group(3), _multiplier(m.group(4), m.group(5)))
@@ -349,11 +351,12 @@ class _Parser:
                 closed = j < n and line[j] == "]"  # an unclosed chord ends at its last note
                 after = re.match(r"(\d*)((?:/+\d*)*)", line[j + 1 :]) if closed else None
                 midis = [self._midi(a, l, o) for a, l, o, _ in notes]
-                q = self._length(notes[0][3] * (_multiplier(after.group(1), after.group(2)) if closed else 1))
+                q = self._length(notes[0][3] * (_multiplier(after.group(1), after.group(2)) if after else 1))
                 self.emit(f"{_pitch_name(max(midis))}:{_fmt_length(q)}")
-                i = j + 1 + after.end() if closed else j
+                i = j + 1 + after.end() if after else j
             elif c in "zxZ":
                 m = _REST.match(line, i)
+                assert m is not None  # c starts a rest
                 if c == "Z":
                     count = int(m.group(2)) if m.group(2) else 1
                     q = self.meter * 4 * count
@@ -478,6 +481,6 @@ def music_corpus(
     corpus = Corpus(
         ids["train"], ids.get("valid"), ids.get("test"), vocab, name, "word", unknown=unknown, boundaries=bounds
     )
-    corpus.tunes = by_split
-    corpus.token_unit = "symbol"  # figures are per music symbol (bits/symbol), not per word
+    setattr(corpus, "tunes", by_split)
+    setattr(corpus, "token_unit", "symbol")  # figures are per music symbol (bits/symbol), not per word
     return corpus

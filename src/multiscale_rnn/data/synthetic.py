@@ -210,8 +210,8 @@ def synthetic_hierarchy(
         phrase_successors,
     )
     rng = np.random.default_rng(p["seed"])
-    lexicon, classes, templates, successors = _grammar(rng, p)
-    text, ends = _phrases(rng, p, lexicon, classes, templates, successors)
+    words, classes, templates, successors = _grammar(rng, p)
+    text, ends = _phrases(rng, p, words, classes, templates, successors)
     n_chars = p["n_chars"]
     is_mark = np.isin(text_codes(text, "codepoint"), [ord(c) for c in punctuation])
     words_end = np.zeros(n_chars, dtype=bool)
@@ -221,7 +221,7 @@ def synthetic_hierarchy(
         text=text,
         word_boundaries=words_end,
         phrase_boundaries=is_mark,
-        lexicon=lexicon,
+        lexicon=words,
         classes=classes,
         templates=templates,
         params=p,
@@ -323,7 +323,8 @@ def _grammar(rng, p: Dict[str, Any]):
     (word_lo, word_hi), (phrase_lo, phrase_hi) = p["word_len"], p["phrase_len"]
     alphabet, punctuation = p["alphabet"], p["punctuation"]
     if p["lexicon"] == "trie":
-        lexicon = _trie_lexicon(rng, n_words, word_lo, word_hi, *p["branching"], alphabet)
+        branch_lo, branch_hi = p["branching"]
+        lexicon = _trie_lexicon(rng, n_words, word_lo, word_hi, branch_lo, branch_hi, alphabet)
         # dealt in the trie's order, round robin: words that share every letter but the last
         # (siblings) fall in different classes, so the class too is known only at the last letter
         classes = [list(range(c, n_words, n_classes)) for c in range(n_classes)]

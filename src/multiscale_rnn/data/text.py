@@ -14,7 +14,7 @@ byte value. ``unit="word"`` splits on whitespace with ``<eos>`` at each newline
 """
 
 from pathlib import Path
-from typing import Dict, Optional, Union
+from typing import Any, Dict, Optional, Union, cast
 
 from .._checks import is_number
 from .corpus import Corpus, char_corpus, refuse_blank, split_points, word_corpus
@@ -89,21 +89,22 @@ def text_corpus(
         label = name or path.stem
     if raw["train"] is not None and len(raw["train"]) == 0:
         raise ValueError(f"{sources['train']} is empty")
+    texts: Dict[str, Any]  # the splits as str (bytes at level 'byte'), None where absent
     if level == "byte":
-        texts = raw
+        texts = cast(Dict[str, Any], raw)
     else:
         texts = {
             s: (None if r is None else decode_utf8(r, sources[s], s if path.is_dir() else None)) for s, r in raw.items()
         }
     if not path.is_dir():
-        whole = texts["train"]
-        refuse_blank(whole, str(path))
-        a, b = split_points(len(whole), valid_fraction, test_fraction)
-        texts = {"train": whole[:a], "valid": whole[a:b] or None, "test": whole[b:] or None}
-        unit_name = "characters" if isinstance(whole, str) else "bytes"
+        full = texts["train"]
+        refuse_blank(full, str(path))
+        a, b = split_points(len(full), valid_fraction, test_fraction)
+        texts = {"train": full[:a], "valid": full[a:b] or None, "test": full[b:] or None}
+        unit_name = "characters" if isinstance(full, str) else "bytes"
         where = {
             s: f"{path}: its {s} split ({unit_name} {i:,} to {j:,})"
-            for s, i, j in (("train", 0, a), ("valid", a, b), ("test", b, len(whole)))
+            for s, i, j in (("train", 0, a), ("valid", a, b), ("test", b, len(full)))
         }
     else:
         where = {s: f"{p} ({s} split)" for s, p in sources.items()}

@@ -13,7 +13,7 @@ unknown symbol even when there is an unknown id.
 """
 
 from collections import Counter
-from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterable, List, Optional, Tuple, Union, cast
 
 import numpy as np
 
@@ -176,7 +176,7 @@ class Vocab:
             return NotImplemented
         return (self.unit, self.level, self.unk, self.itos) == (other.unit, other.level, other.unk, other.itos)
 
-    __hash__ = None  # mutable-looking container; compare by value only
+    __hash__ = None  # type: ignore[assignment]  # mutable-looking container; compare by value only
 
     def __repr__(self) -> str:
         level = f", level={self.level!r}" if self.level else ""
@@ -204,7 +204,7 @@ class Vocab:
         """Like :meth:`encode`, also returning a :class:`collections.Counter` of
         the symbols that were replaced by the unknown id."""
         if self.unit == "char" and isinstance(data, (str, bytes, bytearray, memoryview)):
-            codes = text_codes(data, self.level)
+            codes = text_codes(data, cast(str, self.level))  # a character vocabulary has its level
             ids, found = self._map_codes(codes)
             symbols_at = (lambda p: chr(int(codes[p]))) if self.level == "codepoint" else (lambda p: int(codes[p]))
         else:
@@ -268,7 +268,7 @@ class Vocab:
             raise ValueError(f"decode expects a 1-D sequence of ids, got shape {arr.shape}")
         if arr.size and not np.issubdtype(arr.dtype, np.integer):
             raise TypeError(f"ids must be integers, got dtype {arr.dtype}")
-        bad = np.flatnonzero((arr < 0) | (arr >= self.size)) if arr.size else ()
+        bad = np.flatnonzero((arr < 0) | (arr >= self.size)) if arr.size else np.zeros(0, dtype=np.intp)
         if len(bad):
             p = int(bad[0])
             raise ValueError(f"id {int(arr[p])} at position {p} is out of range for a vocabulary of size {self.size}")

@@ -427,7 +427,7 @@ class LanguageModel:
                 params.append(P(name, P.KEYWORD_ONLY, default=cls.defaults.get(name, o.default)))
         return inspect.Signature(params)
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:  # the keywords: the generated __signature__
         cls = type(self)
         owner = cls.__name__
         if len(args) > len(cls.positional):
@@ -453,7 +453,7 @@ class LanguageModel:
         values = {
             name: o.validate(owner, kwargs.get(name, cls.defaults.get(name, o.default))) for name, o in options.items()
         }
-        sizes = {name: kwargs.get(name, cls.defaults.get(name)) for name in sizes_names}
+        sizes: Dict[str, Any] = {name: kwargs.get(name, cls.defaults.get(name)) for name in sizes_names}
         core_options = self.core_options(values, sizes)
         vocab_size, embed_size, hidden_sizes = sizes["vocab_size"], sizes["embed_size"], sizes["hidden_sizes"]
         for what, v in (("vocab_size", vocab_size), ("embed_size", embed_size)):
@@ -481,10 +481,10 @@ class LanguageModel:
         )  # too large, or more than the memory: refused before the core allocates
         self.vocab_size = int(vocab_size)
         self.input_size = input_size
-        self.options = dict(core_options)
+        self.options: Dict[str, Any] = dict(core_options)
         # Everything needed to rebuild the model (checkpoints store it as JSON): the sizes and
         # every option's value, except options left at None (chosen from the others).
-        self.config = dict(
+        self.config: Dict[str, Any] = dict(
             model=owner, vocab_size=int(vocab_size), embed_size=int(embed_size), hidden_sizes=list(hidden)
         )
         self.config.update({k: v for k, v in values.items() if v is not None})

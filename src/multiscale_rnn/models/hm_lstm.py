@@ -26,7 +26,7 @@ h^e_t = ReLU(sum_l g^l_t W^e_l h^l_t), then the softmax. See docs/models/hm_lstm
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -172,7 +172,7 @@ def _per_detector_ok(choices):
 
     def ok(v) -> bool:
         vals = [v] if isinstance(v, str) else list(v) if isinstance(v, (list, tuple)) else None
-        return bool(vals) and all(isinstance(x, str) and x in choices for x in vals)
+        return bool(vals) and all(isinstance(x, str) and x in choices for x in vals or ())
 
     return ok
 
@@ -462,7 +462,7 @@ class HMLSTM(LanguageModel):
         L = self.num_layers
         return [l for l in range(L) if l < L - 1 or bool(self.config["top_boundary"])]
 
-    def default_model_options(self) -> Dict[str, object]:
+    def default_model_options(self) -> Dict[str, Any]:
         """The boundary warm-up the Trainer applies unless its ``model_options`` name ``detectors`` (or
         ``detectors_l{l}``): every detector held off for the first ``warmup`` updates, then on,
         ``{"detectors": step(0, 1, at_step=warmup)}``; with a list, layer l's detector for the first
@@ -472,6 +472,7 @@ class HMLSTM(LanguageModel):
 
         w = self.config.get("warmup", 0)
         starts = self.warmup_counts()
+        out: Dict[str, Any]
         if not isinstance(w, list):
             out = {"detectors": step(0, 1, at_step=w)} if w > 0 else {}
         else:
@@ -570,13 +571,13 @@ class HMLSTM(LanguageModel):
         if name == "detectors":
             layers = self.detector_layers
         elif name.startswith("detectors_l"):
-            l = name[len("detectors_l") :]
-            if not (l.isdigit() and int(l) in self.detector_layers):
+            suffix = name[len("detectors_l") :]
+            if not (suffix.isdigit() and int(suffix) in self.detector_layers):
                 raise ValueError(
                     f"unknown option {name!r}: the layers with a boundary detector are "
                     + ", ".join(f"'detectors_l{d}'" for d in self.detector_layers)
                 )
-            layers = [int(l)]
+            layers = [int(suffix)]
         else:
             super().set_option(name, value)
             return

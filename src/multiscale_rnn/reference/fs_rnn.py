@@ -14,7 +14,7 @@ interface of ``multiscale_rnn.reference``) and by ``bench/bench_fs_rnn.py`` in f
 
 from __future__ import annotations
 
-from typing import Dict, Optional
+from typing import Any, Dict, Optional
 
 import numpy as np
 
@@ -26,7 +26,7 @@ STATE = ("h_fast", "c_fast", "h_slow", "c_slow")
 
 
 def forward(
-    P: Dict[str, "object"],
+    P: Dict[str, Any],
     tok,
     state: Optional[dict] = None,
     *,

@@ -9,7 +9,7 @@ masked model written the natural way (``forward`` in float32).
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Dict, Optional
 
 import numpy as np
 
@@ -68,6 +68,7 @@ def forward(
                 Uh, Utd = Uh * keep, (Utd * keep if Utd is not None else None)
             s = (r * h[l]) @ Uh.T + (zb * hb) @ P[f"weight_ih_l{l}"].T + P[f"bias_l{l}"]
             if l + 1 < L and config["top_down"]:
+                assert Utd is not None  # every layer below the top has its top-down weights
                 s = s + (zp * h[l + 1]) @ Utd.T
             gates = s[:, : 4 * n]
             if config["layer_norm"]:
@@ -96,6 +97,7 @@ def forward(
                 if config["boundary"] == "step":
                     zn = zhat + ((zhat > 0.5).to(dt) - zhat).detach()
                 elif config["boundary"] == "sample":
+                    assert drawn is not None, "sampled boundaries are replayed from the core's draws"
                     d = torch.as_tensor(np.asarray(drawn[f"znew_l{l}"])[:, t, None], dtype=dt)
                     zn = zhat + (d - zhat).detach()
                 else:
@@ -148,7 +150,7 @@ def loss_and_grad(model, inputs, targets, state: Optional[dict] = None, mask=Non
             raise ValueError("boundary='sample': pass records=model.records() of the same chunk (the draws to replay)")
         drawn = {k: np.asarray(v)[0].reshape(T, B).T for k, v in records.items() if k.startswith("znew_")}
     st = {k: torch.tensor(np.asarray(v, dtype=np.float64)) for k, v in (state or {}).items()}
-    terms = {}
+    terms: Dict[str, Any] = {}
     logits, new = forward(Pin, config, tok, st, drawn, terms)
     xent = torch_objective(logits, targets, mask)
     L = len(config["hidden_sizes"])

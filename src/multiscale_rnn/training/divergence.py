@@ -71,5 +71,6 @@ class DivergenceGuard(Hook):
             f"Lower the learning rate or tighten clipping to go on, or pass divergence=None "
             f"(--divergence none) to train through it."
         )
+        assert self.baseline is not None  # a run diverges from a best figure, whose parameters were kept
         trainer.model.flat_parameters()[...] = self.baseline["params"]
         run.stop(warning=message, save=False)

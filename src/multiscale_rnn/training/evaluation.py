@@ -7,13 +7,17 @@ character on character corpora, bits per word on word corpora), ``perplexity`` =
 from __future__ import annotations
 
 import math
-from typing import Dict, List
+from typing import TYPE_CHECKING, Any, Dict, List
 
 import numpy as np
 
 from .. import data
 from .._checks import is_int, positive_int, positive_number
 from ..distributed import data_parallel
+
+if TYPE_CHECKING:
+    from ..data.vocab import Vocab
+    from ..models.base import LanguageModel
 
 __all__ = ["LN2", "BITS_LABELS", "bits", "bits_label", "perplexity", "evaluate", "sample"]
 
@@ -61,7 +65,9 @@ def _checked_ids(model, ids, batch_size, bptt) -> np.ndarray:
     return ids
 
 
-def evaluate(model, ids, batch_size: int = 16, bptt: int = 100, *, distributed=None) -> Dict[str, float]:
+def evaluate(
+    model: LanguageModel, ids: Any, batch_size: int = 16, bptt: int = 100, *, distributed: Any = None
+) -> Dict[str, float]:
     """Evaluation-mode loss of ``model`` on 1-D token ids.
 
     The ids are cut into ``B = min(batch_size, len(ids) // 2)`` contiguous streams, each read from
@@ -109,7 +115,9 @@ def _start_id(vocab) -> int:
     return 0
 
 
-def sample(model, vocab, prompt: str = "", length: int = 200, temperature: float = 1.0, seed: int = 0) -> str:
+def sample(
+    model: LanguageModel, vocab: Vocab, prompt: str = "", length: int = 200, temperature: float = 1.0, seed: int = 0
+) -> str:
     """Generate ``length`` symbols after ``prompt`` and return the prompt and the generated text.
 
     The prompt is encoded with ``vocab`` and read in one pass; then each step draws the next symbol

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import math
 from pathlib import Path
-from typing import Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Union, cast
 
 import numpy as np
 
@@ -16,6 +16,9 @@ from ..storage import check_writable
 from .evaluation import evaluate
 from .inputs import training_data
 from .trainer import Trainer
+
+if TYPE_CHECKING:
+    from ..models.base import LanguageModel
 
 __all__ = ["best_of", "auto_select_after"]
 
@@ -147,9 +150,9 @@ def _keep(results: list, best, train, epochs: int, select_after, fit_kw: dict, c
 
 
 def best_of(
-    make_model: Callable[[int], object],
-    train,
-    valid=None,
+    make_model: Callable[[int], LanguageModel],
+    train: Any,
+    valid: Any = None,
     *,
     restarts: int = 3,
     epochs: int = 1,
@@ -158,11 +161,11 @@ def best_of(
     eval_batch_size: int = 16,
     fit_kw: Optional[dict] = None,
     checkpoint: Union[str, Path, None] = None,
-    vocab=None,
+    vocab: Any = None,
     extra: Optional[dict] = None,
     select_after: Union[int, str, None] = "auto",
-    **trainer_kw,
-):
+    **trainer_kw: Any,
+) -> Tuple[LanguageModel, List[Dict[str, Any]]]:
     """Random restarts selected by the validation likelihood: train ``restarts`` candidates and keep the one with the
     lowest loss on ``valid``.
 
@@ -214,7 +217,8 @@ def best_of(
         if select_after == "auto":  # resolved on the first candidate: they share the configuration
             select_after = auto_select_after(model, train, trainer.batch_size, trainer.bptt, epochs)
         what = f"candidate {i + 1}/{restarts} (seed {s})"
-        results.append(_compared(trainer, train, valid, select_after or epochs, fit_kw, eval_batch_size, what))
+        after = cast(int, select_after or epochs)  # "auto" resolved above
+        results.append(_compared(trainer, train, valid, after, fit_kw, eval_batch_size, what))
         if _better(results, i, best):
             best = (i, trainer)
     return _keep(results, best, train, epochs, select_after, fit_kw, checkpoint, vocab, extra)

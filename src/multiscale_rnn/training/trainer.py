@@ -20,7 +20,7 @@ import re
 import time
 import warnings
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, Union, cast
 
 import numpy as np
 
@@ -36,6 +36,10 @@ from .hooks import CheckpointWriter, FitRun, LogCalls, Step, check_hooks
 from .inputs import training_data
 from .progress import ProgressDisplay
 from .state import check_state, ids_fingerprint
+
+if TYPE_CHECKING:
+    from ..models.base import LanguageModel
+    from ..schedules import LRSchedule
 
 __all__ = ["Trainer", "merged_model_options"]
 
@@ -109,23 +113,23 @@ class Trainer:
 
     def __init__(
         self,
-        model,
+        model: LanguageModel,
         optimizer: Optional[Optimizer] = None,
         clip_norm: Optional[float] = None,
         clip_value: Optional[float] = None,
         batch_size: int = 64,
         bptt: int = 100,
-        lr_schedule=None,
+        lr_schedule: Optional[LRSchedule] = None,
         model_options: Optional[Dict[str, Union[float, Callable]]] = None,
         seed: int = 0,
         progress: bool = True,
         eval_batch_size: Optional[int] = None,
         unit: str = "char",
         constraint: Optional[Callable] = None,
-        distributed=False,
+        distributed: Any = False,
         divergence: Optional[float] = None,
-        hooks=(),
-    ):
+        hooks: Sequence[Any] = (),  # objects with event methods (a Hook or any other)
+    ) -> None:
         self.model = model
         self.optimizer = optimizer if optimizer is not None else Adam()
         if not isinstance(self.optimizer, Optimizer):
@@ -240,7 +244,7 @@ class Trainer:
                 f"the checkpoint has learning-rate schedule {saved_sched and saved_sched.get('name')}, "
                 f"this trainer has {self.lr_schedule!r}"
             )
-        if saved_sched is not None:
+        if saved_sched is not None and self.lr_schedule is not None:  # both or neither (checked above)
             self.lr_schedule.load_state_dict(saved_sched)
         saved_opts = set((state.get("model_options") or {}))
         if saved_opts != set(self.model_options):
@@ -315,6 +319,7 @@ class Trainer:
                 f"{path} was trained with {type(ck.optimizer).__name__}, this trainer "
                 f"uses {type(self.optimizer).__name__}"
             )
+        assert ck.optimizer_state is not None  # saved with its optimiser (checked above)
         try:
             self.optimizer.load_state_dict(ck.optimizer_state)
             self.load_state_dict(ck.trainer_state)
@@ -494,11 +499,13 @@ class Trainer:
         """Continue from ``run.checkpoint`` when asked (its vocabulary and training data must be the run's),
         else seed the model's generator when this trainer has not trained yet."""
         checkpoint, dist = run.checkpoint, self.dist
-        if dist is None:
+        if checkpoint is None:  # resume needs a checkpoint (_checked_run refuses it without one)
+            resuming = False
+        elif dist is None:
             resuming = run.resume is True or (run.resume == "auto" and Path(checkpoint).exists())
         else:
             resuming = run.resume is True or (run.resume == "auto" and dist.on_root(lambda: Path(checkpoint).exists()))
-        if resuming:
+        if resuming and checkpoint is not None:
             ck = self.resume_from(checkpoint)
             if run.vocab is None:  # the vocabulary stays in the checkpoints of the continued run
                 run.vocab = ck.vocab
@@ -554,7 +561,8 @@ class Trainer:
             self._sum_aux = {}
         else:  # the carried state holds all B streams (whatever the number of ranks that saved it)
             dist = self.dist
-            self.model.set_state(self._carried if dist is None else dist.local_state(self._carried, self.batch_size))
+            carried = cast(Dict[str, np.ndarray], self._carried)  # set at the end of every chunk
+            self.model.set_state(carried if dist is None else dist.local_state(carried, self.batch_size))
 
     def _save_position(self, run: FitRun) -> None:
         """A checkpoint within an epoch: the carried state of all streams, then ``on_checkpoint``."""
@@ -628,7 +636,7 @@ class Trainer:
                 f"{what} at chunk {k + 1}/{run.n_chunks} of epoch {self.epoch + 1} (step {self.step + 1}); "
                 f"training stopped before updating the parameters{kept}"
             )
-            error.all_ranks = True  # the reduced loss and gradient are the same on every rank
+            setattr(error, "all_ranks", True)  # the reduced loss and gradient are the same on every rank
             raise error
         return norm
 
@@ -666,7 +674,7 @@ class Trainer:
     def _epoch_row(self, run: FitRun) -> dict:
         """The figures of the epoch just trained: training loss (and terms), options, validation."""
         train_loss = self._sum_loss / max(self._tokens, 1)
-        row = {
+        row: Dict[str, Any] = {
             "epoch": self.epoch + 1,
             "train_loss": train_loss,
             "train_bpc": bits(train_loss),
