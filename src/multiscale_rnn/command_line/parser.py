@@ -92,7 +92,7 @@ def _reproduce_command(sub) -> None:
     r.add_argument("--out", help="folder of checkpoints, results and REPORT.md (default runs/reproduce/NAME)")
     r.add_argument("--data-path", help="folder of the data the reproduction needs (see --list)")
     r.add_argument("--threads", type=int)
-    r.add_argument("--max-units", type=int, metavar="N", help="stop this session after N newly finished models")
+    r.add_argument("--max-units", type=int, metavar="N", help="stop this call after N newly finished models")
     r.add_argument("--report", action="store_true", help="print the report of --out without training")
     r.add_argument("--quiet", action="store_true", help="no progress display")
     r.set_defaults(func=cmd_reproduce)

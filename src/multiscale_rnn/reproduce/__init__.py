@@ -86,8 +86,8 @@ def run(
     max_units: Optional[int] = None,
 ) -> Path:
     """Run (or resume) reproduction ``name`` into ``out`` (default ``runs/reproduce/NAME``) within
-    ``budget_minutes`` (default: its own; the time of earlier sessions counts), then write
-    ``out/REPORT.md`` and return its path. ``max_units`` stops this session after that many newly
+    ``budget_minutes`` (default: its own; the time of earlier calls counts), then write
+    ``out/REPORT.md`` and return its path. ``max_units`` stops this call after that many newly
     finished models; the report then shows what is done."""
     r = get(name)
     minutes = r.default_budget if budget_minutes is None else float(budget_minutes)
@@ -107,7 +107,7 @@ def run(
     if r.figures is not None:
         r.figures(out)
     text = report(name, out)
-    text += f"\nScale: {r.scale(minutes)}; budget {minutes:g} min. This session: {time.perf_counter() - t0:.0f} s"
+    text += f"\nScale: {r.scale(minutes)}; budget {minutes:g} min. This call: {time.perf_counter() - t0:.0f} s"
     text += f", stopped: {stopped} (run again to resume).\n" if stopped else ", complete.\n"
     (out / "REPORT.md").write_text(text)
     if progress:

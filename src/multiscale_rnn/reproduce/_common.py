@@ -59,15 +59,15 @@ SMOKE_MINUTES = 1.0
 
 
 class BudgetSpent(Exception):
-    """Raised inside a run when its budget (minutes, or units of this session) is spent."""
+    """Raised inside a run when its budget (minutes, or units of this call) is spent."""
 
 
 class Budget:
-    """The time a reproduction may take over all its sessions, and the units this session may finish.
+    """The time a reproduction may take over all its calls, and the units this call may finish.
 
     The minutes spent are kept in ``out_dir/spent.json`` (updated after every epoch), so that a run
-    killed and started again counts the time of its earlier sessions. ``max_units`` (tests, or a
-    session of a known length) stops the session after that many newly finished units."""
+    killed and started again counts the time of its earlier calls. ``max_units`` (tests, or a
+    call of a known length) stops the call after that many newly finished units."""
 
     def __init__(self, minutes: float, out_dir: Path, max_units: Optional[int] = None):
         self.minutes = float(minutes)
@@ -79,7 +79,7 @@ class Budget:
         self.t0 = time.perf_counter()
 
     def seconds(self) -> float:
-        """Seconds spent over every session of this run, this one included."""
+        """Seconds spent over every call of this run, this one included."""
         return self.before + time.perf_counter() - self.t0
 
     def save(self) -> None:
@@ -88,7 +88,7 @@ class Budget:
         self.path.write_text(json.dumps({"seconds": self.seconds()}))
 
     def check(self) -> None:
-        """Raise ``BudgetSpent`` when the minutes or this session's units are used up."""
+        """Raise ``BudgetSpent`` when the minutes or this call's units are used up."""
         self.save()
         if self.max_units is not None and self.units_done >= self.max_units:
             raise BudgetSpent(f"stopped after {self.units_done} unit(s) (max_units)")
@@ -96,7 +96,7 @@ class Budget:
             raise BudgetSpent(f"the budget of {self.minutes:g} minutes is spent")
 
     def unit_finished(self) -> None:
-        """Count a unit finished in this session."""
+        """Count a unit finished in this call."""
         self.units_done += 1
         self.save()
 
