@@ -44,6 +44,21 @@ def test_reference_switch_round_trips(reference_off):
     assert not msr.reference_kernels()
 
 
+def test_kernel_switches_are_restored_after_a_block():
+    assert (msr.reference_kernels(), msr.input_tables()) == (False, True)  # the defaults
+    with pytest.raises(RuntimeError, match="inside"):
+        with msr.testing.kernel_switches(reference_kernels=True, input_tables=False):
+            assert (msr.reference_kernels(), msr.input_tables()) == (True, False)
+            raise RuntimeError("inside")
+    assert (msr.reference_kernels(), msr.input_tables()) == (False, True)
+    with msr.testing.kernel_switches(input_tables=False):  # None leaves a switch as it is
+        assert (msr.reference_kernels(), msr.input_tables()) == (False, False)
+    assert msr.input_tables()
+    for switch in (msr.set_reference_kernels, msr.set_input_tables):
+        with pytest.raises(TypeError, match="bool"):
+            switch(1)
+
+
 def test_float32_fast_close_to_reference(reference_off):
     """The float32 model at the benchmark's shape ratios: fast and plain agree to float32 rounding."""
     msr.set_num_threads(2)
