@@ -149,15 +149,15 @@ def machine() -> Dict:
 def machine_line(rows: Iterable[dict]) -> str:
     """The report's machine line: the machines the rows record (an older row may lack the cores), or
     this machine when no row records one."""
-    seen = []
+    seen: List[str] = []
     for r in rows:
         if "cpu" in r:
             m = f"{r['cpu']}, instruction-set module `{r.get('isa', '?')}`, {r.get('threads', '?')} thread(s)"
             if m not in seen:
                 seen.append(m)
     if not seen:
-        m = machine()
-        seen.append(f"{m['cpu']}, instruction-set module `{m['isa']}`, {m['threads']} thread(s)")
+        here = machine()
+        seen.append(f"{here['cpu']}, instruction-set module `{here['isa']}`, {here['threads']} thread(s)")
     return "Machine: " + "; ".join(seen) + f" ({os.cpu_count()} cores here)"
 
 

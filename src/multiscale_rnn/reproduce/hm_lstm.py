@@ -17,6 +17,7 @@ import json
 import time
 from importlib.resources import files
 from pathlib import Path
+from typing import Dict
 
 import numpy as np
 
@@ -80,7 +81,7 @@ def dist(values) -> str:
 def report_table(rows) -> str:
     """Per configuration, depth and part: the share of spaced (language, seed) pairs with z^1 F1 >= 0.9,
     and the median and range of every figure, spaced and unspaced apart (a markdown table)."""
-    groups = {}
+    groups: Dict[tuple, list] = {}
     for r in rows:
         groups.setdefault((r["config"], r["layers"], r["part"]), []).append(r)
     lines = [

@@ -19,7 +19,7 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, Dict, Optional
 
 from ._common import SMOKE_MINUTES, Reproduction, Results, figure, fmt, machine, markdown_table, say
 
@@ -208,7 +208,7 @@ def report(out_dir: Path) -> str:
     """Table 2 beside ours: test perplexity (valid in brackets) of every model in ``out_dir/results.jsonl``
     (the latest row of each pooling and order without alpha), and a row per model with its epochs."""
     rows = [r for r in Results(out_dir).rows() if r.get("alpha") is None]
-    latest = {}
+    latest: Dict[tuple, Any] = {}
     for r in rows:
         latest[(r["pooling"], r["order"])] = r
     if ("plain", 1) in latest:  # one path: every pooling but FOFE's and the gate's is the RNN
@@ -268,7 +268,7 @@ def _in_progress(out_dir: Path, rows) -> list:
 def figures(out_dir: Path) -> None:
     """``perplexity_by_order.png``: test perplexity against order per pooling, ours (solid) and the
     paper's (dashed), the RNN at N = 1 in both."""
-    latest = {}
+    latest: Dict[tuple, Any] = {}
     for r in Results(out_dir).rows():
         if r.get("alpha") is None:
             latest[(r["pooling"], r["order"])] = r["test"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
+from typing import Dict
 
 import numpy as np
 
@@ -149,7 +150,7 @@ def run(out_dir: Path, budget, progress: bool, data_path) -> None:
 
 def report(out_dir: Path) -> str:
     """The last epoch of every model in ``out_dir/results.jsonl``, beside the paper's Table 3."""
-    last = {}
+    last: Dict[str, dict] = {}
     for r in Results(out_dir).rows():
         if r["label"] not in last or r["epoch"] >= last[r["label"]]["epoch"]:
             last[r["label"]] = r
