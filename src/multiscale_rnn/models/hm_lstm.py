@@ -258,7 +258,7 @@ class HMLSTM(LanguageModel):
       or False (eq. 5 as printed).
     - ``top_down``: True (paper, eq. 5: the top-down term on FLUSH) or False (beyond the paper: no
       top-down term and no ``weight_td``; with the flush cut a boundary then costs layer l all it knew,
-      which with layer norm raised the mean boundary F1 in docs/models/hm_lstm.md's study).
+      which with layer norm raised the mean boundary F1 in docs/studies/hm_lstm_boundary_study.md).
     - ``gradient`` (by depth: ``"blend"`` up to 2 layers, ``["blend", "switch"]`` from 3; ``"blend"`` with
       soft boundaries): ``"blend"`` (z also gets gradient through eq. 2-3 written as blends;
       the only choice for soft boundaries) or ``"switch"`` (the paper's text: the operation choice is
@@ -288,7 +288,7 @@ class HMLSTM(LanguageModel):
       (``Loss.aux["boundary_target"]``). ``rate_weight`` (by depth: 5 up to 2 layers, 20 from 3): mu.
       Beyond the paper. On real text a 3-layer model with the word recipe's options wants a target on
       layer 2 too, ``[0.18, 0.06]``: without one its detector drifts to 1 on every step, or swings between
-      rare and constant boundaries with the BPC swinging too (docs/models/hm_lstm.md, "Real text with the
+      rare and constant boundaries with the BPC swinging too (docs/studies/hm_lstm_real_text.md, "Real text with the
       word recipe"; the presets ``ptb-char-hm-lstm-recipe`` and ``text8-hm-lstm-recipe`` set it).
     - ``warmup`` (by depth: 500 up to 2 layers, ``[500, 1500]`` from 3): the Trainer holds every detector
       off (z = 0, layer 1 a plain LSTM) for this many updates, then restarts each boundary row just below
@@ -302,7 +302,7 @@ class HMLSTM(LanguageModel):
       Trainer applies it as the model's schedule ``rate_target_l{l}`` (``schedules.linear``, negative, so no
       target, while the detector is held), also when the caller schedules the detectors. With the 3-layer
       defaults on real text, ``rate_ramp=[1000, 0]`` kept z^1 on the spaces most of the time, where the full
-      target at once switched a set of letters on for good (docs/models/hm_lstm.md, "Real text with the
+      target at once switched a set of letters on for good (docs/studies/hm_lstm_real_text.md, "Real text with the
       3-layer defaults"). Beyond the paper.
     - ``slope``: a of the hard sigmoid (annealed during training through ``set_option("slope", a)``).
     - ``layer_norm``: layer normalisation of each gate block of s^l_t (gains 1, shifts 0 at init).
@@ -551,7 +551,7 @@ class HMLSTM(LanguageModel):
     def selection_step(self) -> Optional[int]:
         """With a warm-up per layer whose starts differ (the phrase recipe), the update at which the last
         detector starts: restarts compared just before it are judged on the boundaries of the layers
-        below, which the last detector then builds on (docs/models/hm_lstm.md, "The phrase recipe");
+        below, which the last detector then builds on (docs/studies/hm_lstm_recipes.md, "The phrase recipe");
         otherwise None (compared at the end)."""
         if not isinstance(self.config.get("warmup", 0), list):
             return None
@@ -696,7 +696,7 @@ PRESETS = {
     **{
         f"{name}-hm-lstm-recipe": {
             "about": f"The package's HM-LSTM recipe on {what} (needs --data-path), as measured in "
-            'docs/models/hm_lstm.md, "Real text with the default recipe": 3 layers of 128, embedding 64, '
+            'docs/studies/hm_lstm_real_text.md, "Real text with the word recipe": 3 layers of 128, embedding 64, '
             "layer norm, linear head, boundary warm-up, rate targets 0.18 on layer 1 and 0.06 on layer 2 "
             "(without the second, layer 2's boundaries drift), slope 1, Adam 2e-3, batch 64, 100 steps, "
             f"gradient norm clipped to 1, {budget}.",
