@@ -193,9 +193,8 @@ class Option:
             if not isinstance(value, str):
                 raise bad_type
         elif self.kind is list:
-            if not isinstance(value, (list, tuple)):
+            if not isinstance(value, (list, tuple)):  # a tuple is the right type, refused by the check (JSON)
                 raise bad_type
-            value = list(value)
         if self.choices is not None and value not in self.choices:
             raise ValueError(f"{owner}: {self.name} must be {self.describe()}, got {value!r}")
         if self.check is not None and not self.check(value):
