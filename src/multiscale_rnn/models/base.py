@@ -125,6 +125,7 @@ def as_values(x, input_size: int, dtype) -> np.ndarray:
 
 
 _MISSING = object()
+_SIZES = ("vocab_size", "embed_size", "hidden_sizes")  # the model's sizes, given beside its options
 
 
 @dataclass(frozen=True)
@@ -426,21 +427,22 @@ class LanguageModel:
                 params.append(P(name, P.KEYWORD_ONLY, default=cls.defaults.get(name, o.default)))
         return inspect.Signature(params)
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:  # the keywords: the generated __signature__
-        cls = type(self)
+    @classmethod
+    def _bind_arguments(cls, args: tuple, kwargs: Dict[str, Any]) -> Dict[str, Any]:
+        """The call's arguments by name (the positional ones named by ``positional``), or TypeError for
+        too many, a repeated or an unknown argument, or a missing vocab_size."""
         owner = cls.__name__
         if len(args) > len(cls.positional):
             raise TypeError(
                 f"{owner} takes at most {len(cls.positional)} positional arguments "
                 f"({', '.join(cls.positional)}), got {len(args)}"
             )
+        kwargs = dict(kwargs)
         for name, value in zip(cls.positional, args):
             if name in kwargs:
                 raise TypeError(f"{owner} got multiple values for argument {name!r}")
             kwargs[name] = value
-        options = cls.all_options()
-        sizes_names = ("vocab_size", "embed_size", "hidden_sizes")
-        allowed = set(options) | set(sizes_names) | set(cls.positional)
+        allowed = set(cls.all_options()) | set(_SIZES) | set(cls.positional)
         unknown = sorted(set(kwargs) - allowed)
         if unknown:
             raise TypeError(
@@ -449,6 +451,14 @@ class LanguageModel:
             )
         if "vocab_size" not in kwargs:
             raise TypeError(f"{owner} needs vocab_size")
+        return kwargs
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:  # the keywords: the generated __signature__
+        cls = type(self)
+        owner = cls.__name__
+        kwargs = cls._bind_arguments(args, kwargs)
+        options = cls.all_options()
+        sizes_names = _SIZES
         values = {
             name: o.validate(owner, kwargs.get(name, cls.defaults.get(name, o.default))) for name, o in options.items()
         }
