@@ -5,17 +5,7 @@ from __future__ import annotations
 
 import time
 
-
-def cpu_name():
-    """The CPU's model name from /proc/cpuinfo ("unknown" where there is none), for the figures' records."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
+from multiscale_rnn.reproduce._common import cpu_name  # noqa: F401  (the benchmarks' records name the CPU)
 
 
 def timed(steps, reps):

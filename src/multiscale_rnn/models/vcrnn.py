@@ -25,13 +25,13 @@ docs/models/vcrnn.md for every option and reading.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Tuple
 
 import numpy as np
 
 from .base import LanguageModel, core_declared, sequence_and_symbols
 
-__all__ = ["VCRNN", "VCGRU", "VCTrace", "sharpness_schedule", "equivalent_dim", "corpus_equivalent_dim"]
+__all__ = ["VCRNN", "VCGRU", "VCTrace", "sharpness_schedule", "equivalent_dim", "corpus_equivalent_dim", "corpus_trace"]
 
 
 def equivalent_dim(d, hidden_size: int, unit: str = "vcrnn", gates: Optional[float] = None) -> float:
@@ -162,12 +162,10 @@ class VCGRU(_VCBase):
     aliases = ("vc-gru",)
 
 
-def corpus_equivalent_dim(
-    model: _VCBase, tokens, batch_size: int = 1, chunk: int = 1000, gates: Optional[float] = None
-) -> float:
-    """RNN-d of ``model`` reading a corpus (1-D token ids) in evaluation mode: the stream is cut into
-    ``batch_size`` parallel streams read in chunks of ``chunk`` steps with the state carried, and the
-    measured d_t of every step of every stream enter :func:`equivalent_dim`."""
+def corpus_trace(model: _VCBase, tokens, batch_size: int = 1, chunk: int = 1000) -> Tuple[np.ndarray, np.ndarray]:
+    """(m, d) of ``model`` reading a corpus (1-D token ids) in evaluation mode: the stream is cut into
+    ``batch_size`` parallel streams read in chunks of ``chunk`` steps with the state carried; ``m`` and
+    ``d`` hold m_t and d_t of every step of every stream (1-D, in reading order)."""
     from .base import KEEP
 
     tok = np.asarray(tokens)
@@ -179,13 +177,24 @@ def corpus_equivalent_dim(
     if T < 1:
         raise ValueError(f"{len(tok)} tokens cannot fill {batch_size} streams")
     streams = tok[: T * batch_size].reshape(batch_size, T)
-    ds = []
+    ms, ds = [], []
     state = None
     for t0 in range(0, T, chunk):
         model.forward(streams[:, t0 : t0 + chunk], state)
         state = KEEP
-        ds.append(model.records()["d"][0])
-    return model.equivalent_dim(np.concatenate(ds), gates)
+        rec = model.records()
+        ms.append(rec["m"][0])
+        ds.append(rec["d"][0])
+    return np.concatenate(ms), np.concatenate(ds)
+
+
+def corpus_equivalent_dim(
+    model: _VCBase, tokens, batch_size: int = 1, chunk: int = 1000, gates: Optional[float] = None
+) -> float:
+    """RNN-d of ``model`` reading a corpus (1-D token ids) in evaluation mode (:func:`corpus_trace`): the
+    measured d_t of every step of every stream enter :func:`equivalent_dim`."""
+    _, d = corpus_trace(model, tokens, batch_size, chunk)
+    return model.equivalent_dim(d, gates)
 
 
 # The presets of this family (``multiscale-rnn train --preset NAME``; ``multiscale_rnn.presets`` gathers

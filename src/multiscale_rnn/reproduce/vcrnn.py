@@ -16,8 +16,6 @@ import time
 from pathlib import Path
 from typing import Dict
 
-import numpy as np
-
 from ._common import SMOKE_MINUTES, Reproduction, Results, epoch_curves, fmt, machine, markdown_table, say
 
 __all__ = ["REPRODUCTION", "mean_m", "train_vc", "vc_label", "PAPER"]
@@ -31,17 +29,10 @@ CHARS_PER_SECOND = 5_200
 
 def mean_m(model, ids, batch_size: int = 16, chunk: int = 500) -> tuple:
     """(mean m_t, RNN-d) of a VC ``model`` reading ``ids`` in evaluation mode as ``batch_size`` streams."""
-    T = len(ids) // batch_size
-    streams = np.asarray(ids[: T * batch_size]).reshape(batch_size, T)
-    ms, ds = [], []
-    state = None
-    for t0 in range(0, T, chunk):
-        model.forward(streams[:, t0 : t0 + chunk], state)
-        state = "keep"  # carry the state to the next chunk
-        rec = model.records()
-        ms.append(rec["m"][0])
-        ds.append(rec["d"][0])
-    return float(np.concatenate(ms).mean()), float(model.equivalent_dim(np.concatenate(ds)))
+    from ..models.vcrnn import corpus_trace
+
+    m, d = corpus_trace(model, ids, batch_size, chunk)
+    return float(m.mean()), float(model.equivalent_dim(d))
 
 
 def vc_label(model_name: str, hidden: int, weight, target, seed: int) -> str:
