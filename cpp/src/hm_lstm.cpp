@@ -64,10 +64,8 @@ HMLSTMOptions hm_lstm_options(CoreOptions& opts, Index L) {
   o.detector_below.assign(size_t(L), 0);
   for (Index l = 0; l < L; ++l) {
     // a reading given for layer l, else the one of `gradient`
-    o.blend[size_t(l)] = opts.given(cat("blend_l", l)) ? opts.flag("blend", l) : blend;
-    MSRNN_CHECK(o.blend[size_t(l)] || o.boundary != HMBoundary::Soft, "HM-LSTM gradient 'switch' needs binary "
-                "boundaries; with boundary 'soft' the cases of eq. 2 are blends, so blend_l", l,
-                " must be 1 ('blend')");
+    const bool b = opts.given(cat("blend_l", l)) ? opts.flag("blend", l) : blend;
+    o.blend[size_t(l)] = check_blend(cat("blend_l", l), b ? 1.0 : 0.0, o.boundary);
     o.detector_below[size_t(l)] = opts.flag("detector_below", l);
   }
   o.top_boundary = opts.flag("top_boundary");
