@@ -20,13 +20,15 @@ import sys
 from pathlib import Path
 
 import multiscale_rnn as msr
+from multiscale_rnn.reproduce._common import Results
 from multiscale_rnn.reproduce.vcrnn import mean_m, train_vc, vc_label  # noqa: F401 - the script's names
 
 
-def run(corpus, args, model_name: str, weight: float, seed: int, out: Path) -> list:
+def run(corpus, args, model_name: str, weight: float, seed: int, out: Path, on_row) -> list:
     """One (model, w, seed), one epoch a call from its checkpoint in ``out``: its rows, one per epoch
-    (``multiscale_rnn.reproduce.vcrnn.train_vc``, which ``multiscale-rnn reproduce vcrnn-table3`` runs)."""
-    return train_vc(corpus, args, model_name, weight, seed, out, progress=True)
+    trained, each passed to ``on_row`` when made (``multiscale_rnn.reproduce.vcrnn.train_vc``, which
+    ``multiscale-rnn reproduce vcrnn-table3`` runs)."""
+    return train_vc(corpus, args, model_name, weight, seed, out, progress=True, on_row=on_row)
 
 
 def main(argv=None) -> int:
@@ -57,11 +59,8 @@ def main(argv=None) -> int:
                 label = vc_label(model_name, args.hidden, w, args.target, seed)
                 if (label, args.epochs) in done:
                     continue
-                rows = run(corpus, args, model_name, w, seed, args.out)
-                with open(results, "a") as f:
-                    for r in rows:
-                        if (r["label"], r["epoch"]) not in done:
-                            f.write(json.dumps(r) + "\n")
+                keep = lambda r: None if (r["label"], r["epoch"]) in done else Results(args.out).append(r)  # noqa: E731
+                run(corpus, args, model_name, w, seed, args.out, keep)
     return 0
 
 

@@ -126,11 +126,18 @@ def test_a_model_stopped_between_epochs_resumes_from_its_checkpoint(ptb, tmp_pat
 
     corpus = msr.data.load("ptb-char", path=str(ptb))
     s = SimpleNamespace(hidden=8, target=0.3, lr=2e-3, epochs=2, train_chars=4_000, valid_chars=1_000)
+    whole = train_vc(corpus, s, "vcrnn", 0.01, 0, tmp_path / "whole", test=True)  # never stopped
+    written = []
     with pytest.raises(BudgetSpent):
-        train_vc(corpus, s, "vcrnn", 0.01, 0, tmp_path, budget=StopAfterOne())
+        train_vc(corpus, s, "vcrnn", 0.01, 0, tmp_path, budget=StopAfterOne(), on_row=written.append)
     history = json.loads((tmp_path / "vcrnn-H8-w0.01-m0.3-seed0.history.json").read_text())
     assert [h["epoch"] for h in history] == [1]
-    rows = train_vc(corpus, s, "vcrnn", 0.01, 0, tmp_path, test=True)
+    assert [r["epoch"] for r in written] == [1]  # the stopped run's finished epoch is kept
+    rows = train_vc(corpus, s, "vcrnn", 0.01, 0, tmp_path, test=True, on_row=written.append)
     history = json.loads((tmp_path / "vcrnn-H8-w0.01-m0.3-seed0.history.json").read_text())
     assert [h["epoch"] for h in history] == [1, 2]  # epoch 1 read back from the checkpoint, epoch 2 trained
-    assert [r["epoch"] for r in rows] == [1, 2] and "test_bpc" in rows[-1]
+    assert [r["epoch"] for r in rows] == [1, 2] and "test_bpc" in rows[-1] and written[-1] is rows[-1]
+    for got, want in zip(written[:1] + rows, whole[:1] + whole):  # the uninterrupted run's figures, bit for bit
+        assert (got["epoch"], got["valid_bpc"], got["mean_m"], got["rnn_d"]) == (
+            want["epoch"], want["valid_bpc"], want["mean_m"], want["rnn_d"])  # fmt: skip
+    assert rows[-1]["test_bpc"] == whole[-1]["test_bpc"]

@@ -171,6 +171,28 @@ def test_lr_schedule_and_model_options_are_applied():
         plain.fit(ids)
 
 
+
+def test_a_resumed_run_with_nothing_left_to_train_keeps_the_annealed_options(tmp_path):
+    """A checkpoint's option values are set again on resume: a finished run read back and evaluated gives
+    the numbers it reported (the VCRNN's sharpness annealed to 0.3, not its default 1)."""
+    ids = tiny_ids(900)
+
+    def run():
+        model = msr.VCRNN(11, hidden_sizes=(8,), seed=0)
+        trainer = msr.Trainer(model, msr.optim.Adam(lr=0.01), batch_size=4, bptt=20, progress=False,
+                              model_options={"sharpness": linear(0.1, 1.0, per_epoch=0.1)})  # fmt: skip
+        return model, trainer, trainer.fit(ids, valid=ids[:300], epochs=3, checkpoint=tmp_path / "vc.npz",
+                                           resume="auto")  # fmt: skip
+
+    trained, _, hist = run()
+    again, trainer, hist2 = run()  # nothing left to train
+    assert [r["options"]["sharpness"] for r in hist] == pytest.approx([0.1, 0.2, 0.3])
+    assert trainer.option_values == {"sharpness": hist[-1]["options"]["sharpness"]}
+    assert len(hist2) == 3 and hist2[-1]["valid_bpc"] == hist[-1]["valid_bpc"]
+    want, got = msr.evaluate(trained, ids[:300]), msr.evaluate(again, ids[:300])
+    assert got["loss"] == want["loss"]
+
+
 class TestSample:
     @pytest.fixture(scope="class")
     @classmethod

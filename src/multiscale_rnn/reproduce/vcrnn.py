@@ -53,10 +53,14 @@ def _build(model_name, vocab_size, hidden, weight, target, seed):
     return cls(vocab_size, embed_size=hidden, hidden_sizes=(hidden,), seed=seed)
 
 
-def train_vc(corpus, settings, model_name, weight, seed, out: Path, budget=None, progress=False, test=False):
-    """Train one model epoch by epoch from its checkpoint in ``out``; its rows (one per epoch; the last
-    with ``test_bpc`` when ``test``). ``settings`` has ``hidden``, ``target``, ``lr``, ``epochs``,
-    ``train_chars``, ``valid_chars``; a baseline (``elman``, ``gru``) takes ``weight=None``."""
+def train_vc(corpus, settings, model_name, weight, seed, out: Path, budget=None, progress=False, test=False,
+             on_row=None):  # fmt: skip
+    """Train one model epoch by epoch from its checkpoint in ``out``; its rows, one per epoch trained by this
+    call or read back from the checkpoint (the last with ``test_bpc`` when ``test``), each passed to
+    ``on_row`` as soon as it is made, so a run stopped by ``budget`` keeps the rows of its finished epochs.
+    An epoch the checkpoint had already passed gets no row: the model in hand is a later epoch's, so its
+    figures would be. ``settings`` has ``hidden``, ``target``, ``lr``, ``epochs``, ``train_chars``,
+    ``valid_chars``; a baseline (``elman``, ``gru``) takes ``weight=None``."""
     import multiscale_rnn as msr
 
     vc = model_name in ("vcrnn", "vcgru")
@@ -79,18 +83,22 @@ def train_vc(corpus, settings, model_name, weight, seed, out: Path, budget=None,
     for epochs in range(1, settings.epochs + 1):
         t0 = time.perf_counter()
         history = trainer.fit(train, valid=valid, epochs=epochs, checkpoint=out / f"{label}.npz", resume="auto")
+        if len(history) > epochs:  # the checkpoint is past this epoch
+            continue
         m, rnn_d = mean_m(model, valid) if vc else (None, GATES[model_name] * hidden)
         r = dict(label=label, model=model_name, hidden=hidden, weight=weight, target=settings.target if vc else None,
                  seed=seed, epoch=epochs, valid_bpc=history[-1]["valid_bpc"], mean_m=m, rnn_d=rnn_d,
                  seconds=time.perf_counter() - t0, isa=msr._native.ISA, threads=msr.get_num_threads())  # fmt: skip
+        if test and epochs == settings.epochs:
+            r["test_bpc"] = msr.evaluate(model, corpus.test[: settings.valid_chars], batch_size=16)["bpc"]
+            r.update(machine())
         rows.append(r)
+        if on_row is not None:
+            on_row(r)
         mm = "" if m is None else f", mean m {m:.3f} (m_bar {settings.target})"
         say(progress, f"{label} epoch {epochs}: valid {r['valid_bpc']:.3f} bpc{mm}, RNN-d {rnn_d:.0f} of {hidden}")
         if budget is not None and epochs < settings.epochs:
             budget.check()
-    if test:
-        rows[-1]["test_bpc"] = msr.evaluate(model, corpus.test[: settings.valid_chars], batch_size=16)["bpc"]
-        rows[-1].update(machine())
     return rows
 
 
@@ -133,9 +141,8 @@ def run(out_dir: Path, budget, progress: bool, data_path) -> None:
         budget.check()
         say(progress, f"[{i}/{len(plan)}] {label}: {s.epochs} epoch(s) on {s.train_chars:,} characters")
         done = {r["epoch"] for r in results.rows() if r["label"] == label}
-        for r in train_vc(corpus, unit_s, name, weight, 0, Path(out_dir), budget, progress, test=True):
-            if r["epoch"] not in done or "test_bpc" in r:
-                results.append(r)
+        keep = lambda r: None if r["epoch"] in done and "test_bpc" not in r else results.append(r)  # noqa: E731
+        train_vc(corpus, unit_s, name, weight, 0, Path(out_dir), budget, progress, test=True, on_row=keep)
         budget.unit_finished()
 
 

@@ -251,6 +251,15 @@ class Trainer:
             raise ValueError(
                 f"the checkpoint anneals model options {sorted(saved_opts)}, this trainer {sorted(self.model_options)}"
             )
+        # the options' values at the checkpoint, set again: a resumed run with nothing left to train leaves
+        # the model as it was saved (an evaluation sees the annealed sharpness, slope, ... not the defaults)
+        self._applied = {}
+        for name, entry in (state.get("model_options") or {}).items():
+            value = entry.get("value") if isinstance(entry, dict) else None
+            if value is not None:
+                self._set_option(name, float(value))
+                self._applied[name] = float(value)
+        self.option_values = dict(self._applied)
         self.epoch, self.chunk, self.step = int(state["epoch"]), int(state["chunk"]), int(state["step"])
         self._sum_loss, self._tokens = float(state["sum_loss"]), int(state["tokens"])
         self._sum_aux = {str(k): float(v) for k, v in (state.get("sum_aux") or {}).items()}
