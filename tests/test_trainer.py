@@ -171,7 +171,6 @@ def test_lr_schedule_and_model_options_are_applied():
         plain.fit(ids)
 
 
-
 def test_a_resumed_run_with_nothing_left_to_train_keeps_the_annealed_options(tmp_path):
     """A checkpoint's option values are set again on resume: a finished run read back and evaluated gives
     the numbers it reported (the VCRNN's sharpness annealed to 0.3, not its default 1)."""
