@@ -31,7 +31,7 @@ from multiscale_rnn.reproduce.hornn import finished, should_stop, train_model  #
 
 
 def run(corpus, classes, args, pooling="plain", order=1, alpha=None):
-    """One model with the paper's recipe: (valid, test perplexity, seconds, epochs)."""
+    """One model with the paper's recipe: (valid, test perplexity, seconds, epochs, best epoch)."""
     return train_model(corpus, classes, args, pooling, order, alpha)
 
 

@@ -89,7 +89,8 @@ def label(pooling: str, order: int, alpha=None) -> str:
 
 
 def train_model(corpus, classes, args, pooling="plain", order=1, alpha=None, budget=None):
-    """Train one HORNN with the paper's recipe; (valid, test perplexity, seconds, epochs). With
+    """Train one HORNN with the paper's recipe; (valid, test perplexity, seconds, epochs, best epoch), the
+    perplexities those of the epoch with the lowest validation loss. With
     ``args.checkpoints``, one epoch a call from the model's checkpoint there (an interrupted run goes on
     where it stopped) until ``should_stop`` or ``args.epochs``; ``budget.check()`` after each epoch."""
     import multiscale_rnn as msr
@@ -123,9 +124,10 @@ def train_model(corpus, classes, args, pooling="plain", order=1, alpha=None, bud
                 break
             if budget is not None and epochs < args.epochs:
                 budget.check()
+    trainer.restore_best()  # the epoch of lowest validation loss, not the last (which stopped on a miss)
     valid = msr.evaluate(model, corpus.valid, batch_size=20, bptt=30)["perplexity"]
     test = msr.evaluate(model, corpus.test, batch_size=20, bptt=30)["perplexity"]
-    return valid, test, time.perf_counter() - t0, epochs
+    return valid, test, time.perf_counter() - t0, epochs, trainer.best_epoch
 
 
 def _key(corpus, args, pooling, order, alpha):
@@ -152,8 +154,8 @@ def finished(corpus, classes, args, pooling, order, alpha=None, budget=None):
     if done is not None:
         return done["valid"], done["test"], done["seconds"]
     Path(args.checkpoints).mkdir(parents=True, exist_ok=True)
-    valid, test, sec, epochs = train_model(corpus, classes, args, pooling, order, alpha, budget=budget)
-    results.append(dict(key, valid=valid, test=test, seconds=sec, epochs=epochs, **machine()))
+    valid, test, sec, epochs, best = train_model(corpus, classes, args, pooling, order, alpha, budget=budget)
+    results.append(dict(key, valid=valid, test=test, seconds=sec, epochs=epochs, best_epoch=best, **machine()))
     return valid, test, sec
 
 
