@@ -159,3 +159,25 @@ def test_a_hornn_is_scored_at_its_best_epoch_not_its_last(ptb, tmp_path):
     assert len(losses) == epochs and best == 1 + int(np.argmin(losses)) and best < epochs
     assert valid == pytest.approx(math.exp(min(losses)), rel=1e-9)
     assert valid < math.exp(losses[-1]) and math.isfinite(test)
+
+
+def test_fs_rnn_models_are_compared_at_equal_training_time(tmp_path):
+    """The equal-time table: T is the shortest model's total time; each model's best epoch ended by T."""
+    from multiscale_rnn.reproduce.fs_rnn import equal_time
+
+    def row(label, epoch, seconds, bpc):
+        return dict(label=label, model=label, hidden=8, params=100, epoch=epoch, seconds=seconds, valid_bpc=bpc)
+
+    rows = [row("fs", 1, 60.0, 2.0), row("fs", 2, 60.0, 1.8), row("seq", 1, 50.0, 2.2), row("seq", 2, 50.0, 1.9)]
+    rows += [row("seq", 3, 50.0, 1.7), row("slow", 1, 200.0, 1.5)]
+    T, best = equal_time(rows)
+    assert T == 120.0  # fs: 60 + 60; seq's third epoch ends at 150 and slow's first at 200
+    assert best == {"fs": 1.8, "seq": 1.9, "slow": None}
+    assert equal_time([]) == (0.0, {})
+    from multiscale_rnn.reproduce._common import Results
+
+    for r in rows:
+        Results(tmp_path).append(r)
+    text = msr.reproduce.report("fs-rnn-table3", tmp_path)
+    assert "within 2.0 minutes of training and validation" in text
+    assert "| fs | 1.800 |" in text and "| slow | - |" in text
