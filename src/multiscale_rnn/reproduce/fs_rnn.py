@@ -131,7 +131,7 @@ def equal_time(rows) -> tuple:
     curves: Dict[str, Dict[int, dict]] = {}
     for r in rows:
         curves.setdefault(r["label"], {})[r["epoch"]] = r
-    ends = {}
+    ends: Dict[str, list] = {}
     for label, by_epoch in curves.items():
         t, ends[label] = 0.0, []
         for e in sorted(by_epoch):
