@@ -16,7 +16,7 @@ See ``docs/data.md`` for the corpora, the unseen-symbol rule and the caching.
 from .batching import batchify, check_length, chunks, num_chunks
 from .bits import BitCorpus, bit_corpus, bit_positions, text_bits
 from .classes import class_sizes
-from .corpus import SPLITS, Corpus, char_corpus, split_contiguous, word_boundaries, word_corpus
+from .corpus import SPLITS, Corpus, char_corpus, clause_boundaries, split_contiguous, word_boundaries, word_corpus
 from .download import (
     ENV_CACHE,
     SOURCES,
@@ -52,6 +52,7 @@ __all__ = [
     "class_sizes",
     "tokenize_words",
     "word_boundaries",
+    "clause_boundaries",
     "split_contiguous",
     "load",
     "LOADERS",

@@ -26,7 +26,7 @@ import numpy as np
 from .._checks import is_int
 from .vocab import UNK_CHAR, UNK_WORD, Vocab, text_codes, tokenize_words
 
-__all__ = ["Corpus", "char_corpus", "word_corpus", "word_boundaries", "split_contiguous", "SPLITS"]
+__all__ = ["Corpus", "char_corpus", "word_corpus", "word_boundaries", "clause_boundaries", "split_contiguous", "SPLITS"]
 
 SPLITS = ("train", "valid", "test")
 
@@ -306,6 +306,33 @@ def word_boundaries(text: str) -> np.ndarray:
     ends = ~space
     ends[:-1] &= space[1:]
     return ends
+
+
+#: The marks that end a clause (with the end of a line) for :func:`clause_boundaries`.
+CLAUSE_MARKS = ".,;:?!\n"
+
+
+def clause_boundaries(text: str, marks: str = CLAUSE_MARKS) -> np.ndarray:
+    """Boolean array of ``len(text)``: ``True`` at the last character of every clause, a clause ending
+    where one of ``marks`` (by default ``. , ; : ? !`` and the end of a line) follows, spaces and tabs
+    between them allowed. That last character is neither whitespace nor a mark, so a run of marks
+    (``"?\\n"``, ``".\\n\\n"``) ends one clause, and a text without marks (text8) has none.
+
+    >>> clause_boundaries("ab, c.\\nd").astype(int).tolist()
+    [0, 1, 0, 0, 1, 0, 0, 0]
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    if not isinstance(marks, str) or not marks:
+        raise ValueError(f"marks must be a non-empty str, got {marks!r}")
+    codes = text_codes(text, "codepoint")
+    is_mark = np.isin(codes, text_codes(marks, "codepoint"))
+    blank = np.isin(codes, _SPACE_CODES) & ~is_mark  # whitespace that is not itself a mark
+    out = np.zeros(len(codes), dtype=bool)
+    kept = np.flatnonzero(~blank)  # the positions that are not blank, in order
+    # a clause ends at a kept position that is not a mark when the next kept one is a mark
+    out[kept[:-1]] = ~is_mark[kept[:-1]] & is_mark[kept[1:]]
+    return out
 
 
 def split_points(n: int, valid_fraction: float, test_fraction: float) -> Tuple[int, int]:

@@ -16,6 +16,8 @@ ptb-bits       ptb-char as 8 ASCII bits per character (+ ``buffer_bits`` zero bi
 embedded-bits  embedded as bits, the same way
 nottingham     folk tunes in ABC (local ``path`` only): one symbol per (pitch, length), rest,
                bar line, tune end; 80 % / 10 % / 10 % of the tunes, seeded
+python-stdlib  the running Python's standard library as source code (or ``path``, a source tree): the
+               first 5M characters of its .py files, 90 % / 5 % / 5 % (``data.python_source``)
 text           your own text (``path`` only): a file cut 90 % / 5 % / 5 %, or a folder of
                train.txt / valid.txt / test.txt; named after the file (``data.text``)
 =============  ======================================================================
@@ -33,6 +35,7 @@ from .bits import bit_corpus
 from .corpus import Corpus, char_corpus, refuse_blank, split_contiguous, word_corpus
 from .download import fetch, open_archive_members
 from .music import music_corpus, read_abc_tunes
+from .python_source import python_stdlib_corpus
 from .synthetic import synthetic_hierarchy
 from .text import decode_utf8, text_corpus
 
@@ -50,6 +53,7 @@ LOADERS = (
     "ptb-bits",
     "embedded-bits",
     "nottingham",
+    "python-stdlib",
     "text",
 )
 
@@ -68,6 +72,7 @@ _OPTIONS = {
     "embedded-bits": ("buffer_bits",),
     "nottingham": ("valid_fraction", "test_fraction", "seed"),
     "text": ("unit", "level", "valid_fraction", "test_fraction", "name"),
+    "python-stdlib": ("max_chars",),
 }
 
 #: SHA-256 of the shipped text (after decompression).
@@ -163,6 +168,8 @@ def load(
     bad = sorted(set(options) - set(_OPTIONS.get(key, ())))
     if bad:
         raise TypeError(f"load({key!r}) got unexpected option(s): {', '.join(bad)}")
+    if key == "python-stdlib":
+        return python_stdlib_corpus(path, url=url, sha256=sha256, **options)
     if key == "text":
         if path is None:
             raise ValueError(

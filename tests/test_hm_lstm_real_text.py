@@ -1,0 +1,113 @@
+"""The real-text protocol's script (bench/hm_lstm_real_text.py): the known boundaries and their scores,
+the rate ratio and the targets, and a run stopped after one block and resumed giving the line of an
+uninterrupted run (a tiny model on a tiny source tree, a few seconds)."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import multiscale_rnn as msr
+
+SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "hm_lstm_real_text.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("hm_lstm_real_text", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def marks(a) -> str:
+    return "".join("^" if v else "." for v in a)
+
+
+def test_clause_ends_on_a_known_text(bench):
+    text = "Yes, she said. Go!\nx = f(a, b)\n\nend ;"
+    # the last character of each clause: before ",", ".", "!", a line end, " ;" (one end for ")" + 2 line ends)
+    assert marks(msr.data.clause_boundaries(text)) == "..^.........^...^........^...^....^.."
+    refs = bench.reference_boundaries(text)
+    # as first seen: the mark (or the space before it) after each clause's last character
+    assert marks(refs["clause"]) == "...^.........^...^........^...^....^."
+    # word ends first seen at the whitespace after each word (a line end too; none after the last)
+    assert marks(refs["word"]) == "....^...^.....^...^.^.^....^..^....^."
+    assert not bench.reference_boundaries("no marks in text8 style")["clause"].any()
+
+
+def test_scores_rate_ratio_and_targets(bench):
+    refs = {"word": np.array([0, 0, 1, 0, 0, 1, 0, 0, 1, 0], bool), "clause": np.array([0] * 5 + [1] + [0] * 4, bool)}
+    z = np.array([[0, 0, 1, 0, 0, 1, 0, 0, 1, 0], [0, 0, 0, 0, 0, 1, 0, 0, 0, 0]], dtype=float)
+    s = bench.score_boundaries(z, refs)
+    assert s["f1_l0"] == 1.0 and s["f1_l0_exact"] == 1.0 and s["f1_l1"] == 1.0
+    assert s["rate_l0"] == pytest.approx(0.3) and s["rate_l1"] == pytest.approx(0.1)
+    assert s["rate_ratio"] == pytest.approx(1 / 3) and s["targets_met"] is True
+    # z^1 one step late: still a hit at tolerance 1, not exactly
+    late = bench.score_boundaries(np.roll(z, 1, axis=1), refs)
+    assert late["f1_l0"] == 1.0 and late["f1_l0_exact"] == 0.0
+    # z^2 as often as z^1: the ratio fails the target however good its F1
+    same = bench.score_boundaries(np.array([z[0], z[0]]), refs)
+    assert same["rate_ratio"] == 1.0 and same["targets_met"] is False
+    assert bench.rate_ratio(0.05, 0.2) == pytest.approx(0.25) and bench.rate_ratio(0.1, 0.0) is None
+    # no clause end in the text (text8): z^2 is scored against nothing, the targets are not judged
+    none = bench.score_boundaries(z, dict(refs, clause=np.zeros(10, bool)))
+    assert none["f1_l1"] is None and none["targets_met"] is None and none["rate_ratio"] == pytest.approx(1 / 3)
+    # one layer with a detector (2 layers): no z^2 figures
+    assert "f1_l1" not in bench.score_boundaries(z[:1], refs)
+
+
+def tiny_args(tree: Path, out: Path, *more) -> list:
+    return [
+        "--data", "python-stdlib", "--data-path", str(tree), "--seeds", "0", "--layers", "3", "--hidden", "12",
+        "--embed", "8", "--batch-size", "4", "--bptt", "10", "--max-chunks", "6", "--block", "3", "--recipe",
+        "--rate-target", "0.18,0.06", "--valid-chars", "300", "--trace-chars", "300", "--probe-chars", "50",
+        "--out", str(out), *more,
+    ]  # fmt: skip
+
+
+def source_tree(root: Path) -> Path:
+    root.mkdir()
+    lines = [f"def f{i}(a, b):\n    return a + {i} * b  # sum, product; done.\n" for i in range(200)]
+    (root / "m.py").write_text("".join(lines))
+    return root
+
+
+def rows(out: Path) -> list:
+    return [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+
+
+def test_a_stopped_run_resumes_to_the_uninterrupted_line(bench, tmp_path, capsys):
+    tree = source_tree(tmp_path / "src")
+    msr.set_num_threads(1)
+    assert bench.main(["run", *tiny_args(tree, tmp_path / "whole", "--no-figures")]) == 0
+    assert bench.main(tiny_args(tree, tmp_path / "cut", "--stop-after", "1")) == 0  # one block of three chunks
+    assert not (tmp_path / "cut" / "results.jsonl").exists()
+    (folder,) = [p for p in (tmp_path / "cut").iterdir() if p.is_dir()]
+    assert json.loads((folder / "spent.json").read_text())["chunks"] == 3
+    assert bench.main(tiny_args(tree, tmp_path / "cut")) == 0
+    (whole,), (cut,) = rows(tmp_path / "whole"), rows(tmp_path / "cut")
+    assert cut["chunks"] == whole["chunks"] == 6
+    assert cut["figures"] == [f"{folder.name}/fig3.png", f"{folder.name}/fig4.png"]
+    assert all((tmp_path / "cut" / f).is_file() for f in cut["figures"])
+    for r in (whole, cut):
+        r.pop("seconds"), r.pop("figures", None)
+    assert cut == whole
+    assert whole["corpus"] == "python-stdlib" and whole["isa"] == msr._native.ISA and whole["threads"] == 1
+    assert whole["clause_ends"] > 0 and set(whole) >= {"f1_l0", "f1_l1", "rate_l0", "rate_l1", "rate_ratio"}
+    assert {"valid_bpc", "reduction", "cpu"} <= set(whole)
+    # a run already in the file is skipped
+    assert bench.main(tiny_args(tree, tmp_path / "cut")) == 0
+    assert len(rows(tmp_path / "cut")) == 1 and "already" in capsys.readouterr().out
+    assert bench.main(["report", str(tmp_path / "cut")]) == 0
+    table = capsys.readouterr().out
+    assert "| python-stdlib | `recipe+target0.18_0.06` | 3 x 12 |" in table and "Machine:" in table
+
+
+def test_bad_corpus_or_seed_is_refused(bench, tmp_path):
+    with pytest.raises(SystemExit, match="enwik8"):
+        bench.main(["--data", "enwik8", "--out", str(tmp_path)])
+    with pytest.raises(SystemExit, match="seeds"):
+        bench.main(["--data", "text8", "--seeds", "7", "--out", str(tmp_path)])
