@@ -10,7 +10,8 @@ every epoch. One optimiser step per chunk::
     finite; optimiser step; constraint
 
 ``fit`` is a loop over these steps; around them it calls the hooks (``hooks.py``): the progress
-display, the ``log`` callable, the divergence guard, the checkpoint writer, then ``Trainer(hooks=...)``.
+display, the ``log`` callable, the divergence guard, the CSV log, TensorBoard, the checkpoint writer,
+then ``Trainer(hooks=...)``.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from .divergence import DivergenceGuard
 from .evaluation import BITS_LABELS, bits, evaluate
 from .hooks import CheckpointWriter, FitRun, LogCalls, Step, check_hooks
 from .inputs import training_data
+from .logs import CsvLog, TensorBoardLog, csv_path, writer_class
 from .progress import ProgressDisplay
 from .state import check_state, ids_fingerprint
 
@@ -106,6 +108,9 @@ class Trainer:
         the figures. None (the default) turns the guard off. Needs validation data. Off by default
         because some recipes are not monotone: an HM-LSTM's validation figure jumps for a few epochs
         after each detector starts.
+    tensorboard : a folder for TensorBoard event files of the run's figures (every step and epoch), or None
+        (the default). Needs tensorboardX (``pip install "multiscale-rnn[tensorboard]"``): ``ImportError``
+        naming it otherwise.
     hooks : objects called on the events of ``fit`` (epoch start, every step, evaluation, epoch end,
         checkpoint, ...) after the trainer's own; see ``multiscale_rnn.training.hooks`` for the events
         and ``Hook`` for a base class. A hook may stop the run (``run.stop()``).
@@ -128,6 +133,7 @@ class Trainer:
         constraint: Optional[Callable] = None,
         distributed: Any = False,
         divergence: Optional[float] = None,
+        tensorboard: Union[str, Path, None] = None,
         hooks: Sequence[Any] = (),  # objects with event methods (a Hook or any other)
     ) -> None:
         self.model = model
@@ -156,6 +162,11 @@ class Trainer:
         self.divergence = None if divergence is None else float(divergence)
         self.diverged: Optional[dict] = None  # the epoch the guard stopped at, with its figures
         self._guard = DivergenceGuard()  # kept from one fit call to the next: its baseline carries on
+        if tensorboard is not None and not isinstance(tensorboard, (str, Path)):
+            raise TypeError(f"tensorboard must be a folder path (str or Path) or None, got {tensorboard!r:.60}")
+        if tensorboard is not None:
+            writer_class()  # ImportError naming the extra, before any work
+        self.tensorboard = None if tensorboard is None else Path(tensorboard)
         self.hooks = check_hooks(hooks)
         self.dist = data_parallel(distributed)  # None, or a distributed.DataParallel
         self.history = History()
@@ -392,6 +403,7 @@ class Trainer:
         of ``fit`` (``multiscale_rnn.training.hooks``); ``Trainer(hooks=[...])`` adds your own.
         """
         run = self._prepare(train, valid, epochs, checkpoint, resume, max_chunks, log, checkpoint_every, vocab, extra)
+        run.emit("on_fit_start")
         while self.epoch < run.epochs and not run.stopping and not run.budget_spent():
             if not self._train_epoch(run):  # stopped within the epoch (max_chunks or a hook): keep the position
                 if run.save_on_stop:
@@ -423,7 +435,9 @@ class Trainer:
         if run.checkpoint is not None and self.speaks and Path(run.checkpoint).exists():
             run.last_checkpoint = Path(run.checkpoint)
         speaking = [ProgressDisplay(self)] + ([LogCalls(run.log)] if run.log is not None else [])
-        run.hooks = (speaking if self.speaks else []) + [self._guard, CheckpointWriter()] + self.hooks
+        own = [self._guard, CsvLog()]
+        own += [TensorBoardLog(self.tensorboard)] if self.tensorboard is not None else []
+        run.hooks = (speaking if self.speaks else []) + own + [CheckpointWriter()] + self.hooks
         return run
 
     def _checked_run(self, train, valid, epochs, checkpoint, resume, max_chunks, log, checkpoint_every, vocab, extra):
@@ -439,6 +453,9 @@ class Trainer:
         if checkpoint is not None and self.speaks:
             check_writable(checkpoint, "checkpoint")
             check_writable(history_path(checkpoint), "history")
+            check_writable(csv_path(checkpoint), "CSV log")
+        if self.tensorboard is not None and self.speaks:
+            check_writable(self.tensorboard / "events.probe", "tensorboard folder")
         train_ids, valid, vocab = training_data(self.model, train, valid, vocab)
         ids = np.asarray(train_ids)
         data.check_length(ids, self.batch_size, self.bptt, "train")
