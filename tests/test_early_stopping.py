@@ -139,3 +139,53 @@ def test_a_saved_state_of_the_wrong_type_is_refused():
         with pytest.raises(ValueError, match="trainer state 'early_stopping' must be an object with 'best'"):
             check_state({**state, "early_stopping": bad})
 
+
+# ---- the command line ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def noisy_text(tmp_path):
+    """Your own text: a noisy cycle of 11 letters, small enough to overfit in a few epochs."""
+    path = tmp_path / "noisy.txt"
+    path.write_text("".join("abcdefghijk"[i] for i in _ids(4000, 0)))
+    return path
+
+
+def test_the_command_line_stops_early_and_reports_the_best_epoch(tmp_path, noisy_text, capsys):
+    from multiscale_rnn.cli import main
+    from multiscale_rnn.trainer import History, history_path
+
+    out = tmp_path / "run.npz"
+    tiny = ["--embed-size", "8", "--hidden-sizes", "32", "--batch-size", "4", "--bptt", "20", "--lr", "0.03"]
+    args = ["train", "--data", str(noisy_text), *tiny, "--threads", "1", "--no-progress", "--out", str(out)]
+    assert main([*args, "--epochs", "30", "--early-stopping", "3"]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    history = History.load(history_path(out))
+    best = min(history, key=lambda r: r["valid_loss"])
+    assert len(history) < 30 and history[-1]["early_stop"] is True
+    assert last.startswith(
+        f"done after {len(history)} epoch(s), {history[-1]['steps']} steps (stopped early: no better validation "
+        f"loss for 3 epochs); best epoch {best['epoch']} (its parameters restored): valid bpc {best['valid_bpc']:.4f}"
+    )
+    state = checkpoint.load(out).trainer_state
+    assert state["early_stopping"]["stopped_epoch"] == len(history) and state["best_epoch"] == best["epoch"]
+    # resumed with a larger patience, the run trains on
+    more = ["--epochs", str(len(history) + 1), "--early-stopping", "9", "--threads", "1", "--no-progress"]
+    assert main(["train", "--resume", "--out", str(out), *more]) == 0
+    assert f"done after {len(history) + 1} epoch(s)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "flags, words",
+    [
+        (["--early-stopping", "-1"], "early-stopping must be a positive integer of epochs (or none), got -1"),
+        (["--early-stopping", "0"], "early-stopping must be a positive integer of epochs (or none), got 0"),
+        (["--early-stopping", "3", "--min-delta", "nan"], "min-delta must be a finite number >= 0 (nats), got nan"),
+        (["--min-delta", "0.1"], "min-delta = 0.1 is the smallest improvement early stopping counts, and early"),
+    ],
+)
+def test_the_command_line_refuses_bad_early_stopping_flags(tmp_path, noisy_text, capsys, flags, words):
+    from multiscale_rnn.cli import main
+
+    assert main(["train", "--data", str(noisy_text), "--out", str(tmp_path / "x.npz"), *flags]) == 1
+    assert words in capsys.readouterr().err
