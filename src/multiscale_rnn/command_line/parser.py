@@ -260,6 +260,15 @@ def _checkpoint_commands(sub) -> None:
             c.add_argument("--prompt", default="")
             c.add_argument("--length", type=int, default=200)
             c.add_argument("--temperature", type=float, default=1.0)
+            c.add_argument("--top-k", type=int, help="draw only from the K most likely symbols at each step")
+            c.add_argument(
+                "--top-p",
+                type=float,
+                help="draw only from the smallest set of most likely symbols whose probability reaches P (0 < P <= 1)",
+            )
+            c.add_argument(
+                "--num-samples", type=int, default=1, help="samples of the prompt, seeded --seed, --seed + 1, ..."
+            )
             c.add_argument("--seed", type=int, default=0)
             c.add_argument(
                 "--allow-unknown",
