@@ -448,7 +448,8 @@ class Trainer:
         if run.checkpoint is not None and self.speaks and Path(run.checkpoint).exists():
             run.last_checkpoint = Path(run.checkpoint)
         speaking = [ProgressDisplay(self)] + ([LogCalls(run.log)] if run.log is not None else [])
-        own = [self._guard] + ([self.early_stopping] if self.early_stopping is not None else []) + [CsvLog()]
+        own: List[Any] = [self._guard] + ([self.early_stopping] if self.early_stopping is not None else [])
+        own += [CsvLog()]
         own += [TensorBoardLog(self.tensorboard)] if self.tensorboard is not None else []
         run.hooks = (speaking if self.speaks else []) + own + [CheckpointWriter()] + self.hooks
         return run
