@@ -398,9 +398,10 @@ class Trainer:
         ids, pass ``vocab=corpus.vocab``; when resuming, the checkpoint's unless given, and a
         different one is refused). ``checkpoint``: a path written at the end of every
         epoch, every ``checkpoint_every`` chunks, and when ``max_chunks`` stops the run, with the
-        history beside it (``x.history.json``). ``resume``: True continues from ``checkpoint``
-        (which must exist), "auto" when it exists; the continuation gives the same losses, bit for
-        bit, as an uninterrupted run. ``max_chunks``: stop after this many chunks in this call.
+        history beside it (``x.history.json``) and the CSV of every optimiser step (``x.csv``,
+        ``training.logs``; a resumed run continues it without duplicated or lost rows). ``resume``: True
+        continues from ``checkpoint`` (which must exist), "auto" when it exists; the continuation gives
+        the same losses, bit for bit, as an uninterrupted run. ``max_chunks``: stop after this many chunks in this call.
         ``log``: a callable receiving a dict after every chunk (``event="chunk"``) and epoch
         (``event="epoch"``). ``restore_best``: load the best parameters at the end. ``extra`` (a
         JSON-able dict) is stored in the checkpoint.
