@@ -102,7 +102,7 @@ def test_nan_stops_training_and_keeps_last_checkpoint(tmp_path):
     saved = ck.read_bytes()
     ckp = load_checkpoint(ck)  # still the good one from the end of epoch 1
     assert ckp.trainer_state["epoch"] == 1 and np.all(np.isfinite(ckp.model.flat_parameters()))
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.history.json", "run.npz"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.csv", "run.history.json", "run.npz"]
     assert ck.read_bytes() == saved
     # a NaN gradient with a finite loss is caught as well (checked before the update)
     model2 = msr.LSTM(11, 8, (16,), seed=0)

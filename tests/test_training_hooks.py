@@ -27,6 +27,9 @@ class Recorder(Hook):
     def __init__(self):
         self.events = []
 
+    def on_fit_start(self, run):
+        self.events.append(("on_fit_start", run.trainer.step))
+
     def on_epoch_start(self, run):
         self.events.append(("on_epoch_start", run.trainer.epoch + 1, run.trainer.chunk))
 
@@ -66,7 +69,7 @@ def test_the_events_come_in_order(tmp_path):
         + [("on_step", e, c) for c in range(11, 16)]
         + [("on_chunks_end",), ("on_evaluate", e), ("on_epoch_end", e), ("on_checkpoint", e, 0)]
     )
-    assert rec.events == one_epoch(1) + one_epoch(2) + [("on_fit_end",)]
+    assert rec.events == [("on_fit_start", 0)] + one_epoch(1) + one_epoch(2) + [("on_fit_end",)]
 
 
 def test_a_hook_sees_what_log_receives():

@@ -14,7 +14,7 @@ if TYPE_CHECKING:  # the same names for type checkers, which do not run the loop
     from .models.hornn import *  # noqa: F403
     from .models.rnn import *  # noqa: F403
     from .models.vcrnn import *  # noqa: F403
-from .training import History, Trainer, best_of, evaluate, sample
+from .training import EarlyStopping, History, Trainer, best_of, evaluate, sample
 
 __version__ = "0.1.0"
 
@@ -83,6 +83,7 @@ def amx_bf16_unavailable_reason() -> Optional[str]:
 __all__ = list(models.__all__) + [
     "models",
     "Trainer",
+    "EarlyStopping",
     "History",
     "best_of",
     "evaluate",

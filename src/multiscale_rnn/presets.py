@@ -38,6 +38,9 @@ DEFAULTS: Dict[str, Any] = {
     "clip_norm": 1.0,  # null / "none" to switch off
     "clip_value": None,
     "divergence": None,  # bits per token above the best valid figure that stop a diverged run (e.g. 0.1); null: off
+    "early_stopping": None,  # epochs without a better validation loss that stop the run (e.g. 3); null: off
+    "min_delta": 0.0,  # early stopping: the decrease of the validation loss (nats) that counts as better
+    "tensorboard": None,  # a folder for TensorBoard event files; null: none
     "lr_schedule": "constant",  # constant | halve | plateau
     "lr_factor": 2.0,  # halve / plateau: divide by this
     "patience": 0,  # plateau

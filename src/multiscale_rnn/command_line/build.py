@@ -14,7 +14,7 @@ from ..data.synthetic import synthetic_hierarchy
 from ..models.registry import build_model
 from ..optim import SGD, Adam
 from ..schedules import linear, make_lr_schedule
-from ..training import bits_label
+from ..training import EarlyStopping, bits_label
 
 __all__ = [
     "model_from_settings",
@@ -101,6 +101,8 @@ def trainer_kw(s, corpus) -> Dict[str, Any]:
         eval_batch_size=s["eval_batch_size"],
         unit=token_unit(corpus),
         divergence=s.get("divergence"),
+        early_stopping=None if s.get("early_stopping") is None else EarlyStopping(s["early_stopping"], s["min_delta"]),
+        tensorboard=s.get("tensorboard"),
     )
 
 

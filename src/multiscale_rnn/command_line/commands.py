@@ -185,12 +185,32 @@ def cmd_sample(args) -> int:
         raise ValueError(f"--length must be an integer >= 0, got {args.length}")
     positive_number(args.temperature, "--temperature")
     non_negative_int(args.seed, "--seed")
+    if args.top_k is not None and args.top_k < 1:
+        raise ValueError(f"--top-k must be an integer >= 1 (the most likely symbols drawn from), got {args.top_k}")
+    if args.top_p is not None and not 0 < args.top_p <= 1:
+        raise ValueError(f"--top-p must be a number in (0, 1] (a probability mass), got {args.top_p}")
+    positive_int(args.num_samples, "--num-samples")
     set_threads(args.threads)
     ck = _load_checkpoint(args.checkpoint, args.best)
     _set_precision(ck.model, args.precision)
     _, vocab = _checkpoint_data(args, ck, need_corpus=False)
     _check_prompt(args, vocab)
-    print(sample(ck.model, vocab, prompt=args.prompt, length=args.length, temperature=args.temperature, seed=args.seed))
+    n = args.num_samples
+    texts = sample(
+        ck.model,
+        vocab,
+        prompt=args.prompt,
+        length=args.length,
+        temperature=args.temperature,
+        seed=args.seed,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        num_samples=n,
+    )
+    for i, text in enumerate(texts):
+        if n > 1:
+            print(f"--- sample {i + 1}/{n} (seed {args.seed + i}) ---")
+        print(text)
     return 0
 
 

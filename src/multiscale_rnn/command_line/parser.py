@@ -144,6 +144,19 @@ def _optimisation_flags(g) -> None:
         help="stop when validation bits per token exceed the best by more than this, keeping the best "
         "parameters (e.g. 0.1; off by default)",
     )
+    g.add_argument(
+        "--early-stopping",
+        type=parse_value,
+        metavar="PATIENCE",
+        help="stop once the validation loss has not improved for this many epochs, and keep the best "
+        "epoch's parameters (off by default; --patience is the plateau schedule's)",
+    )
+    g.add_argument(
+        "--min-delta",
+        type=float,
+        metavar="NATS",
+        help="early stopping: how much lower the validation loss must be to count as better (default 0)",
+    )
     g.add_argument("--lr-schedule", choices=["constant", "halve", "plateau", "multistep"])
     g.add_argument("--lr-factor", type=float, help="divide the learning rate by this (halve, plateau, multistep)")
     g.add_argument("--patience", type=int, help="plateau: epochs without improvement before dividing")
@@ -193,9 +206,15 @@ def _run_flags(g) -> None:
     )
     g.add_argument("--threads", type=int)
     g.add_argument(
+        "--tensorboard",
+        metavar="DIR",
+        help="also write TensorBoard event files of the run's figures to DIR (needs "
+        "pip install \"multiscale-rnn[tensorboard]\"; 'none' for none)",
+    )
+    g.add_argument(
         "--out",
-        help="checkpoint path (.npz); the history goes beside it (.history.json); default "
-        "from the preset (and the corpus when it is not the preset's)",
+        help="checkpoint path (.npz); the history (.history.json) and the CSV of every step (.csv) go beside "
+        "it; default from the preset (and the corpus when it is not the preset's)",
     )
     g.add_argument(
         "--overwrite",
@@ -241,6 +260,15 @@ def _checkpoint_commands(sub) -> None:
             c.add_argument("--prompt", default="")
             c.add_argument("--length", type=int, default=200)
             c.add_argument("--temperature", type=float, default=1.0)
+            c.add_argument("--top-k", type=int, help="draw only from the K most likely symbols at each step")
+            c.add_argument(
+                "--top-p",
+                type=float,
+                help="draw only from the smallest set of most likely symbols whose probability reaches P (0 < P <= 1)",
+            )
+            c.add_argument(
+                "--num-samples", type=int, default=1, help="samples of the prompt, seeded --seed, --seed + 1, ..."
+            )
             c.add_argument("--seed", type=int, default=0)
             c.add_argument(
                 "--allow-unknown",

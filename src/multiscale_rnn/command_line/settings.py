@@ -121,6 +121,9 @@ SETTING_RULES: Dict[str, Rule] = {
     "clip_norm": (lambda v: is_number(v) and v > 0, "a finite number > 0 (or none)"),
     "clip_value": (lambda v: is_number(v) and v > 0, "a finite number > 0 (or none)"),
     "divergence": (lambda v: is_number(v) and v > 0, "a number of bits > 0 (or none)"),
+    "early_stopping": (lambda v: is_int(v) and v >= 1, "a positive integer of epochs (or none)"),
+    "min_delta": (lambda v: is_number(v) and v >= 0, "a finite number >= 0 (nats)"),
+    "tensorboard": (lambda v: isinstance(v, str) and v != "", "a folder (or none)"),
     "lr_schedule": _STRING,
     "lr_factor": (lambda v: is_number(v) and v > 0, "a finite number > 0"),
     "lr_every": (lambda v: v in ("epoch", "step"), "epoch or step"),
@@ -146,6 +149,8 @@ NULLABLE = (
     "clip_norm",
     "clip_value",
     "divergence",
+    "early_stopping",
+    "tensorboard",
     "threads",
     "max_chunks",
     "checkpoint_every",
@@ -160,6 +165,11 @@ def check_settings(settings: Dict[str, Any]) -> None:
     key = first_bad_entry(settings, SETTING_RULES, nullable=NULLABLE)
     if key is not None:
         raise ValueError(f"{key.replace('_', '-')} must be {SETTING_RULES[key][1]}, got {settings.get(key)!r}")
+    if settings.get("min_delta") and settings.get("early_stopping") is None:
+        raise ValueError(
+            f"min-delta = {settings['min_delta']} is the smallest improvement early stopping counts, and early "
+            f"stopping is off: give --early-stopping PATIENCE too (or leave --min-delta out)"
+        )
     if is_int(settings.get("select_after")) and settings.get("restarts", 1) > 1:  # one run: nothing to compare
         if settings["select_after"] > settings.get("epochs", 1):
             raise ValueError(

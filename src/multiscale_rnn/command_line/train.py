@@ -81,14 +81,15 @@ def _train(args, dist) -> int:
     extra = {"settings": {k: v for k, v in s.items() if k not in ("progress",)}}
     if s["restarts"] > 1:
         model, epoch, step = _train_restarts(args, dist, s, corpus, out, log, extra, ranks.say)
+        best = ""
     else:
-        epoch, step = _train_one(args, dist, s, corpus, model, out, log, extra)
+        epoch, step, best = _train_one(args, dist, s, corpus, model, out, log, extra)
         if saved is not None and saved["epoch"] >= int(s["epochs"]):
             ranks.say(
                 f"{out} has already completed {saved['epoch']} epoch(s) and --epochs is {s['epochs']}: nothing to "
                 f"train. To train on, pass a larger --epochs (e.g. --resume --epochs {saved['epoch'] + s['epochs']})"
             )
-    _report(ranks, s, corpus, model, dist, label, f"done after {epoch} epoch(s), {step} steps", out, step)
+    _report(ranks, s, corpus, model, dist, label, f"done after {epoch} epoch(s), {step} steps{best}", out, step)
     return 0
 
 
@@ -134,7 +135,8 @@ def _epoch_lines(s: Dict[str, Any], label: str) -> Callable:
 
 
 def _train_one(args, dist, s, corpus, model, out: Path, log, extra) -> tuple:
-    """One run (``restarts`` = 1), resumed with ``--resume``; returns its epochs and steps."""
+    """One run (``restarts`` = 1), resumed with ``--resume``; returns its epochs, steps and what early stopping
+    did (for the last line: the best epoch, whose parameters the model holds; empty without early stopping)."""
     trainer = Trainer(model, optimizer=build_optimizer(s), seed=s["seed"], distributed=dist, **trainer_kw(s, corpus))
     trainer.fit(
         corpus.train,
@@ -148,7 +150,22 @@ def _train_one(args, dist, s, corpus, model, out: Path, log, extra) -> tuple:
         vocab=corpus.vocab,
         extra=extra,
     )
-    return trainer.epoch, trainer.step
+    return trainer.epoch, trainer.step, _early_stopping_note(trainer, int(s["epochs"]))
+
+
+def _early_stopping_note(trainer, epochs: int) -> str:
+    """The words of the last line on early stopping: whether it stopped the run, and the best epoch (whose
+    parameters the model holds once the run is over, stopped early or not)."""
+    stopper = trainer.early_stopping
+    if stopper is None or trainer.best_epoch is None:
+        return ""
+    stopped = (
+        f" (stopped early: no better validation loss for {stopper.patience} epochs)"
+        if stopper.stopped_epoch is not None
+        else ""
+    )
+    over = stopper.stopped_epoch is not None or trainer.epoch >= epochs
+    return f"{stopped}; best epoch {trainer.best_epoch}" + (" (its parameters restored)" if over else " so far")
 
 
 def _report(ranks: _Ranks, s, corpus, model, dist, label: str, done: str, out: Path, step: int) -> None:

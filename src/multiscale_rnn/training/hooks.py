@@ -8,6 +8,7 @@ takes the :class:`FitRun` of the ``fit`` call first; ``run.trainer`` is the trai
 
 Events, in the order they come::
 
+    on_fit_start(run)              ``fit`` is about to train: its arguments are checked and a resume is done
     on_epoch_start(run)            an epoch starts or goes on (run.trainer.chunk chunks of it are done)
     on_model_changed(run, names)   the model's own schedules changed its options ``names`` (a boundary
                                    detector started after its warm-up): from here it is another model
@@ -45,6 +46,7 @@ __all__ = ["EVENTS", "Hook", "Step", "FitRun", "check_hooks", "LogCalls", "Check
 
 #: The events of ``fit``, in the order they come.
 EVENTS = (
+    "on_fit_start",
     "on_epoch_start",
     "on_model_changed",
     "on_step",
@@ -58,6 +60,9 @@ EVENTS = (
 
 class Hook:
     """A hook that does nothing on every event; subclass it and override the events you need."""
+
+    def on_fit_start(self, run: "FitRun") -> None:
+        """``fit`` is about to train (after the checks and the resume; ``run.trainer.step`` steps are done)."""
 
     def on_epoch_start(self, run: "FitRun") -> None:
         """An epoch starts, or goes on from ``run.trainer.chunk`` (a resumed or continued run)."""

@@ -79,11 +79,15 @@ def _check_arguments(make_model, restarts, seed, epochs, select_after, make_opti
 
 
 def _candidate_trainer(model, seed: int, make_optimizer, eval_batch_size: int, trainer_kw: dict) -> Trainer:
-    """A candidate's trainer: a fresh optimiser, and a copy of the learning-rate schedule (it may keep state)."""
+    """A candidate's trainer: a fresh optimiser, a copy of the learning-rate schedule and of early stopping (they
+    keep state), and TensorBoard files in a folder of its own (``DIR/seed-N``)."""
     opt = make_optimizer() if make_optimizer is not None else Adam()
     kw = dict(trainer_kw)
-    if kw.get("lr_schedule") is not None:
-        kw["lr_schedule"] = copy.deepcopy(kw["lr_schedule"])
+    for key in ("lr_schedule", "early_stopping"):
+        if kw.get(key) is not None:
+            kw[key] = copy.deepcopy(kw[key])
+    if kw.get("tensorboard") is not None:
+        kw["tensorboard"] = Path(kw["tensorboard"]) / f"seed-{seed}"
     return Trainer(model, optimizer=opt, seed=seed, eval_batch_size=eval_batch_size, **kw)
 
 

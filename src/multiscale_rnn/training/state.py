@@ -37,6 +37,17 @@ STATE_RULES: Dict[str, Rule] = {
         lambda v: isinstance(v, dict) and is_int(v.get("tokens")) and is_int(v.get("crc32")),
         "an object with integer 'tokens' and 'crc32'",
     ),
+    "early_stopping": (
+        lambda v: (
+            isinstance(v, dict)
+            and (v.get("best") is None or is_number(v["best"]))
+            and all(v.get(k) is None or (is_int(v[k]) and v[k] >= 1) for k in ("best_epoch", "stopped_epoch"))
+            and is_int(v.get("bad"))
+            and v["bad"] >= 0
+        ),
+        "an object with 'best' (a finite number or null), 'best_epoch' and 'stopped_epoch' (integers >= 1 or "
+        "null) and 'bad' (an integer >= 0)",
+    ),
     "rank_rngs": (
         lambda v: isinstance(v, np.ndarray) and v.ndim == 2 and v.shape[0] >= 1 and v.dtype == np.uint64,
         "a (ranks, words) uint64 array",
@@ -54,6 +65,7 @@ OPTIONAL_STATE = (
     "lr_schedule",
     "model_options",
     "data",
+    "early_stopping",
     "rank_rngs",
 )
 

@@ -10,7 +10,8 @@ every epoch. One optimiser step per chunk::
     finite; optimiser step; constraint
 
 ``fit`` is a loop over these steps; around them it calls the hooks (``hooks.py``): the progress
-display, the ``log`` callable, the divergence guard, the checkpoint writer, then ``Trainer(hooks=...)``.
+display, the ``log`` callable, the divergence guard, early stopping, the CSV log, TensorBoard, the checkpoint
+writer, then ``Trainer(hooks=...)``.
 """
 
 from __future__ import annotations
@@ -31,9 +32,11 @@ from ..distributed import data_parallel
 from ..optim import Adam, Optimizer
 from ..storage import History, check_writable, history_path
 from .divergence import DivergenceGuard
+from .early_stopping import EarlyStopping
 from .evaluation import BITS_LABELS, bits, evaluate
 from .hooks import CheckpointWriter, FitRun, LogCalls, Step, check_hooks
 from .inputs import training_data
+from .logs import CsvLog, TensorBoardLog, csv_path, writer_class
 from .progress import ProgressDisplay
 from .state import check_state, ids_fingerprint
 
@@ -106,6 +109,12 @@ class Trainer:
         the figures. None (the default) turns the guard off. Needs validation data. Off by default
         because some recipes are not monotone: an HM-LSTM's validation figure jumps for a few epochs
         after each detector starts.
+    early_stopping : an ``EarlyStopping(patience, min_delta)``: stop once the validation loss has not improved
+        for ``patience`` epochs and put the best parameters back at the end (``training.early_stopping``);
+        its counters are saved in checkpoints. None (the default): off.
+    tensorboard : a folder for TensorBoard event files of the run's figures (every step and epoch), or None
+        (the default). Needs tensorboardX (``pip install "multiscale-rnn[tensorboard]"``): ``ImportError``
+        naming it otherwise.
     hooks : objects called on the events of ``fit`` (epoch start, every step, evaluation, epoch end,
         checkpoint, ...) after the trainer's own; see ``multiscale_rnn.training.hooks`` for the events
         and ``Hook`` for a base class. A hook may stop the run (``run.stop()``).
@@ -128,6 +137,8 @@ class Trainer:
         constraint: Optional[Callable] = None,
         distributed: Any = False,
         divergence: Optional[float] = None,
+        early_stopping: Optional[EarlyStopping] = None,
+        tensorboard: Union[str, Path, None] = None,
         hooks: Sequence[Any] = (),  # objects with event methods (a Hook or any other)
     ) -> None:
         self.model = model
@@ -156,6 +167,16 @@ class Trainer:
         self.divergence = None if divergence is None else float(divergence)
         self.diverged: Optional[dict] = None  # the epoch the guard stopped at, with its figures
         self._guard = DivergenceGuard()  # kept from one fit call to the next: its baseline carries on
+        if early_stopping is not None and not isinstance(early_stopping, EarlyStopping):
+            raise TypeError(
+                f"early_stopping must be an EarlyStopping(patience, min_delta) or None, got {early_stopping!r:.60}"
+            )
+        self.early_stopping = early_stopping
+        if tensorboard is not None and not isinstance(tensorboard, (str, Path)):
+            raise TypeError(f"tensorboard must be a folder path (str or Path) or None, got {tensorboard!r:.60}")
+        if tensorboard is not None:
+            writer_class()  # ImportError naming the extra, before any work
+        self.tensorboard = None if tensorboard is None else Path(tensorboard)
         self.hooks = check_hooks(hooks)
         self.dist = data_parallel(distributed)  # None, or a distributed.DataParallel
         self.history = History()
@@ -225,6 +246,7 @@ class Trainer:
                 k: {"value": self._applied.get(k), "schedule": repr(s)} for k, s in self.model_options.items()
             },
             "data": self._data_id,
+            "early_stopping": self.early_stopping.state_dict() if self.early_stopping is not None else None,
             **({"rank_rngs": self._rank_rngs} if self._rank_rngs is not None else {}),
         }
 
@@ -272,6 +294,8 @@ class Trainer:
         self._data_id = state.get("data")
         rngs = state.get("rank_rngs")
         self._rank_rngs = None if rngs is None else np.array(rngs, copy=True)
+        if self.early_stopping is not None:
+            self.early_stopping.load_state_dict(state.get("early_stopping"))
 
     def save_checkpoint(self, path: Union[str, Path], vocab=None, extra: Optional[dict] = None) -> Path:
         """Write model, optimiser, progress and history to ``path`` and the history to its JSON.
@@ -374,9 +398,10 @@ class Trainer:
         ids, pass ``vocab=corpus.vocab``; when resuming, the checkpoint's unless given, and a
         different one is refused). ``checkpoint``: a path written at the end of every
         epoch, every ``checkpoint_every`` chunks, and when ``max_chunks`` stops the run, with the
-        history beside it (``x.history.json``). ``resume``: True continues from ``checkpoint``
-        (which must exist), "auto" when it exists; the continuation gives the same losses, bit for
-        bit, as an uninterrupted run. ``max_chunks``: stop after this many chunks in this call.
+        history beside it (``x.history.json``) and the CSV of every optimiser step (``x.csv``,
+        ``training.logs``; a resumed run continues it without duplicated or lost rows). ``resume``: True
+        continues from ``checkpoint`` (which must exist), "auto" when it exists; the continuation gives
+        the same losses, bit for bit, as an uninterrupted run. ``max_chunks``: stop after this many chunks in this call.
         ``log``: a callable receiving a dict after every chunk (``event="chunk"``) and epoch
         (``event="epoch"``). ``restore_best``: load the best parameters at the end. ``extra`` (a
         JSON-able dict) is stored in the checkpoint.
@@ -392,6 +417,7 @@ class Trainer:
         of ``fit`` (``multiscale_rnn.training.hooks``); ``Trainer(hooks=[...])`` adds your own.
         """
         run = self._prepare(train, valid, epochs, checkpoint, resume, max_chunks, log, checkpoint_every, vocab, extra)
+        run.emit("on_fit_start")
         while self.epoch < run.epochs and not run.stopping and not run.budget_spent():
             if not self._train_epoch(run):  # stopped within the epoch (max_chunks or a hook): keep the position
                 if run.save_on_stop:
@@ -423,7 +449,10 @@ class Trainer:
         if run.checkpoint is not None and self.speaks and Path(run.checkpoint).exists():
             run.last_checkpoint = Path(run.checkpoint)
         speaking = [ProgressDisplay(self)] + ([LogCalls(run.log)] if run.log is not None else [])
-        run.hooks = (speaking if self.speaks else []) + [self._guard, CheckpointWriter()] + self.hooks
+        own: List[Any] = [self._guard] + ([self.early_stopping] if self.early_stopping is not None else [])
+        own += [CsvLog()]
+        own += [TensorBoardLog(self.tensorboard)] if self.tensorboard is not None else []
+        run.hooks = (speaking if self.speaks else []) + own + [CheckpointWriter()] + self.hooks
         return run
 
     def _checked_run(self, train, valid, epochs, checkpoint, resume, max_chunks, log, checkpoint_every, vocab, extra):
@@ -439,6 +468,9 @@ class Trainer:
         if checkpoint is not None and self.speaks:
             check_writable(checkpoint, "checkpoint")
             check_writable(history_path(checkpoint), "history")
+            check_writable(csv_path(checkpoint), "CSV log")
+        if self.tensorboard is not None and self.speaks:
+            check_writable(self.tensorboard / "events.probe", "tensorboard folder")
         train_ids, valid, vocab = training_data(self.model, train, valid, vocab)
         ids = np.asarray(train_ids)
         data.check_length(ids, self.batch_size, self.bptt, "train")
@@ -446,6 +478,11 @@ class Trainer:
             valid = np.asarray(valid)
             if len(valid) < 2:
                 raise ValueError(f"the valid split has {len(valid)} tokens; evaluation needs at least 2")
+        elif self.early_stopping is not None:
+            raise ValueError(
+                "early_stopping watches the validation loss, and fit has no validation data: pass valid= "
+                "(or a corpus with a valid split), or leave early_stopping out"
+            )
         streams = data.batchify(ids, self.batch_size)
         if streams.min() < 0 or streams.max() >= self.model.vocab_size:
             bad = int(np.flatnonzero((ids < 0) | (ids >= self.model.vocab_size))[0])
