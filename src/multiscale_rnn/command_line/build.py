@@ -14,7 +14,7 @@ from ..data.synthetic import synthetic_hierarchy
 from ..models.registry import build_model
 from ..optim import SGD, Adam
 from ..schedules import linear, make_lr_schedule
-from ..training import bits_label
+from ..training import Trainer, bits_label
 
 __all__ = [
     "model_from_settings",
@@ -22,6 +22,7 @@ __all__ = [
     "build_lr_schedule",
     "anneal_schedule",
     "trainer_kw",
+    "trainer_from_settings",
     "load_corpus",
     "token_unit",
     "corpus_bits_label",
@@ -101,6 +102,14 @@ def trainer_kw(s, corpus) -> Dict[str, Any]:
         eval_batch_size=s["eval_batch_size"],
         unit=token_unit(corpus),
         divergence=s.get("divergence"),
+    )
+
+
+def trainer_from_settings(s, corpus, model, distributed=None):
+    """The Trainer of a run: ``model`` with the optimiser, seed, schedules, clipping and batch of the settings
+    ``s`` (``trainer_kw``), over MPI when ``distributed`` is given."""
+    return Trainer(
+        model, optimizer=build_optimizer(s), seed=s["seed"], distributed=distributed, **trainer_kw(s, corpus)
     )
 
 
