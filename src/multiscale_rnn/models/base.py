@@ -393,6 +393,9 @@ class LanguageModel:
     # Keyword arguments of a tiny model of the family with every one of its ``aux_terms`` switched
     # on (:meth:`example`); every family declares them, None for abstract bases.
     example_options: Optional[Dict[str, Any]] = None
+    # The torch.nn recurrent layer computing this family's core with the same parameter names and layouts
+    # ("LSTM", "GRU", "RNN"), for ``multiscale_rnn.export.to_torch``; None when PyTorch has none.
+    torch_layer: Optional[str] = None
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
