@@ -51,7 +51,8 @@ def torch_families() -> Dict[str, str]:
     """The registered families with a ``torch.nn`` layer, by class name: {family: layer} (``torch_layer``)."""
     from .models import MODELS
 
-    return {name: cls.torch_layer for name, cls in sorted(MODELS.items()) if cls.torch_layer}
+    layers = {name: getattr(cls, "torch_layer", None) for name, cls in sorted(MODELS.items())}
+    return {name: layer for name, layer in layers.items() if layer}
 
 
 def state_dict(model: "LanguageModel", tensors: bool = False) -> Dict[str, Any]:
