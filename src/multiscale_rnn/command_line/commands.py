@@ -11,6 +11,7 @@ from .. import presets as _presets
 from .._checks import non_negative_int, positive_int, positive_number
 from ..checkpoint import load
 from ..data.vocab import describe_symbol, tokenize_words
+from ..storage import check_writable
 from ..training import evaluate, sample
 from .build import corpus_bits_label, load_corpus, set_threads
 from .settings import key_values, resolve_data
@@ -205,7 +206,8 @@ def cmd_plot(args) -> int:
     out = (
         Path(args.out) if args.out else Path(args.checkpoint).with_name(f"{Path(args.checkpoint).stem}-{args.kind}.png")
     )
-    figures.output_format(out)  # before any work: an extension the command does not write
+    figures.output_format(out)  # before any work: an extension the command does not write, a path it cannot
+    check_writable(out, "--out figure")
     if not args.text:
         raise ValueError('--text is empty: give the text the model reads, e.g. --text "the cat sat on the mat"')
     try:
