@@ -116,5 +116,8 @@ def test_build_refuses_bad_overrides_by_name():
         presets.build("quick", lerning_rate=1e-3)
     with pytest.raises(ValueError, match="batch-size must be a positive integer, got 0"):
         presets.build("quick", batch_size=0)
+    with pytest.raises(ValueError, match="progress must be True, False, 'bar' or 'lines', got 'yes'"):
+        presets.build("quick", progress="yes")
+    assert presets.build("quick", progress="lines").trainer.progress == "lines"
     with pytest.raises(FileNotFoundError, match="does not exist"):
         presets.build("ptb-char-hm-lstm", data_path="/nonexistent/ptb")

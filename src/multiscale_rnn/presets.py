@@ -126,9 +126,9 @@ def build(name: str, data_path: Optional[str] = None, **settings: Any) -> Preset
 
     The same code as ``multiscale-rnn train --preset NAME`` resolves the settings (defaults < the preset <
     ``settings``, each keyword a setting of docs/cli.md, as ``--flag`` would give it: ``epochs=1``,
-    ``hidden_sizes=[128]``, ``options={"slope": 2.0}``, ``progress=False``), loads the corpus
-    (``data_path``: where a corpus read from files is, or your own text under a preset of the shipped
-    ones), builds the model and the Trainer. Nothing is trained or written: call ``run.fit()`` (or
+    ``hidden_sizes=[128]``, ``options={"slope": 2.0}``; ``progress`` as the Trainer's: True, False, "bar" or
+    "lines"), loads the corpus (``data_path``: where a corpus read from files is, or your own text under a
+    preset of the shipped ones), builds the model and the Trainer. Nothing is trained or written: call ``run.fit()`` (or
     ``run.trainer.fit(run.corpus, ...)``). Progress shows as in ``Trainer(progress=True)``: a bar per
     epoch in a terminal or a notebook, plain lines in a log.
 
@@ -139,10 +139,14 @@ def build(name: str, data_path: Optional[str] = None, **settings: Any) -> Preset
 
     get_preset(name)  # an unknown name is refused before the settings are read
     flags = dict(settings)
+    progress = flags.pop("progress", True)  # the Trainer's: True, False, "bar" or "lines"
+    if progress not in (True, False, "bar", "lines"):
+        raise ValueError(f"progress must be True, False, 'bar' or 'lines', got {progress!r}")
+    flags["progress"] = progress is not False
     if data_path is not None:
         flags["data_path"] = str(data_path)
     s = resolve_settings(preset=name, flags=flags)
     set_threads(s["threads"])
     corpus = load_corpus(s)
     model = model_from_settings(s, corpus.vocab_size)
-    return PresetRun(model, trainer_from_settings(s, corpus, model), corpus, s)
+    return PresetRun(model, trainer_from_settings(s, corpus, model, progress=progress), corpus, s)

@@ -105,12 +105,14 @@ def trainer_kw(s, corpus) -> Dict[str, Any]:
     )
 
 
-def trainer_from_settings(s, corpus, model, distributed=None):
+def trainer_from_settings(s, corpus, model, distributed=None, progress=None):
     """The Trainer of a run: ``model`` with the optimiser, seed, schedules, clipping and batch of the settings
-    ``s`` (``trainer_kw``), over MPI when ``distributed`` is given."""
-    return Trainer(
-        model, optimizer=build_optimizer(s), seed=s["seed"], distributed=distributed, **trainer_kw(s, corpus)
-    )
+    ``s`` (``trainer_kw``), over MPI when ``distributed`` is given; ``progress`` (the Trainer's True, False,
+    "bar" or "lines") in place of the settings' when given."""
+    kw = trainer_kw(s, corpus)
+    if progress is not None:
+        kw["progress"] = progress
+    return Trainer(model, optimizer=build_optimizer(s), seed=s["seed"], distributed=distributed, **kw)
 
 
 def load_corpus(settings):
