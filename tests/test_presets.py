@@ -74,3 +74,50 @@ def test_no_code_outside_a_family_names_it(name):
     allowed = _own_files(cls) | {SRC / "__init__.py", SRC / "models" / "__init__.py"}
     named = [str(p.relative_to(SRC)) for p in sorted(SRC.rglob("*.py")) if p not in allowed and name in _code_names(p)]
     assert not named, f"{name} is named in {named}"
+
+
+# ---- presets.build: a preset as Python objects ------------------------------------------------------
+def test_build_gives_the_command_lines_model_trainer_and_corpus(tmp_path):
+    run = presets.build("quick", epochs=1, hidden_sizes=[16], embed_size=8, progress=False)
+    model, trainer, corpus, s = run  # a named tuple
+    assert corpus.name == "embedded" and model.vocab_size == corpus.vocab_size == 84
+    assert isinstance(model, msr.LSTM) and model.config["hidden_sizes"] == [16]
+    assert (trainer.batch_size, trainer.bptt, trainer.clip_norm) == (16, 50, 1.0)  # the preset's
+    assert trainer.optimizer.lr == pytest.approx(4e-3)
+    assert s["epochs"] == 1 and s["preset"] == "quick"
+    # the model the command line builds from the same settings, parameter for parameter
+    from multiscale_rnn.command_line.build import model_from_settings
+    from multiscale_rnn.command_line.settings import resolve_settings
+
+    flags = dict(epochs=1, hidden_sizes=[16], embed_size=8, progress=False)
+    twin = model_from_settings(resolve_settings(preset="quick", flags=flags), corpus.vocab_size)
+    assert (twin.flat_parameters() == model.flat_parameters()).all()
+    history = run.fit(max_chunks=3, checkpoint=tmp_path / "q.npz")
+    assert trainer.step == 3 and history is trainer.history
+    assert msr.checkpoint.load(tmp_path / "q.npz").extra["settings"]["preset"] == "quick"
+
+
+def test_build_reads_a_corpus_from_data_path(tmp_path):
+    text = tmp_path / "mine.txt"
+    text.write_text("the cat sat on the mat. " * 200)
+    run = presets.build("quick", data_path=text, progress=False)
+    assert run.corpus.vocab_size == len(set("the cat sat on the mat.")) and run.settings["data"] == "text"
+
+
+def test_build_refuses_an_unknown_preset_naming_the_closest():
+    with pytest.raises(ValueError, match=r"unknown preset 'ptb-char-hmlstm' \(did you mean ptb-char-hm-lstm\?\)"):
+        presets.build("ptb-char-hmlstm")
+    with pytest.raises(TypeError, match="must be a str"):
+        presets.build(3)
+
+
+def test_build_refuses_bad_overrides_by_name():
+    with pytest.raises(ValueError, match=r"unknown setting\(s\) \['lerning_rate'\]"):
+        presets.build("quick", lerning_rate=1e-3)
+    with pytest.raises(ValueError, match="batch-size must be a positive integer, got 0"):
+        presets.build("quick", batch_size=0)
+    with pytest.raises(ValueError, match="progress must be True, False, 'bar' or 'lines', got 'yes'"):
+        presets.build("quick", progress="yes")
+    assert presets.build("quick", progress="lines").trainer.progress == "lines"
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        presets.build("ptb-char-hm-lstm", data_path="/nonexistent/ptb")

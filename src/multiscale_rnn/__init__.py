@@ -2,7 +2,21 @@
 
 from typing import TYPE_CHECKING, Optional
 
-from . import analysis, checkpoint, data, init, models, optim, plot, reproduce, schedules, testing, training
+from . import (
+    analysis,
+    checkpoint,
+    data,
+    export,
+    init,
+    models,
+    optim,
+    plot,
+    presets,
+    reproduce,
+    schedules,
+    testing,
+    training,
+)
 from ._native import ISA
 from ._native import core as _core
 from .models import *  # noqa: F401,F403 - every model family, its classes and helpers (models.__all__)
@@ -98,6 +112,8 @@ __all__ = list(models.__all__) + [
     "testing",
     "training",
     "reproduce",
+    "presets",
+    "export",
     "set_num_threads",
     "get_num_threads",
     "max_threads",

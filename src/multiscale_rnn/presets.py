@@ -5,14 +5,24 @@ the order of precedence is: built-in defaults < preset < ``--config`` file < com
 Each model family declares its own presets (``PRESETS`` in the module that defines it, e.g.
 ``models/hornn.py``); this module gathers those of every registered family. Add a paper's experiment
 there as one entry, with the source of its numbers in ``"about"``.
+
+From Python, :func:`build` gives a preset's model, Trainer and corpus in one call, built by the code
+the command line runs (``command_line/settings.py``, ``command_line/build.py``).
 """
 
 from __future__ import annotations
 
+import difflib
 import sys
-from typing import Any, Dict
+from typing import TYPE_CHECKING, Any, Dict, NamedTuple, Optional
 
-__all__ = ["DEFAULTS", "PRESETS", "get_preset", "DEFAULT_PRESET", "family_presets"]
+if TYPE_CHECKING:
+    from .data.corpus import Corpus
+    from .models.base import LanguageModel
+    from .storage import History
+    from .training import Trainer
+
+__all__ = ["DEFAULTS", "PRESETS", "get_preset", "DEFAULT_PRESET", "family_presets", "build", "PresetRun"]
 
 #: Every setting the command line knows, with its default.
 DEFAULTS: Dict[str, Any] = {
@@ -84,6 +94,62 @@ PRESETS: Dict[str, Dict[str, Any]] = family_presets()
 
 def get_preset(name: str) -> Dict[str, Any]:
     """A copy of the named preset (without its ``about`` text)."""
+    if not isinstance(name, str):
+        raise TypeError(f"a preset's name must be a str, got {type(name).__name__}")
     if name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r}; presets: {', '.join(sorted(PRESETS))}")
+        close = difflib.get_close_matches(name, list(PRESETS), n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise ValueError(f"unknown preset {name!r}{hint}; presets: {', '.join(sorted(PRESETS))}")
     return {k: v for k, v in PRESETS[name].items() if k != "about"}
+
+
+class PresetRun(NamedTuple):
+    """What :func:`build` returns: the preset's ``model``, its ``trainer`` (optimiser, schedules,
+    clipping, batch and seed of the preset), the ``corpus`` it trains on and the resolved ``settings``
+    (the keys of a TOML config, docs/cli.md; ``settings["epochs"]`` is the preset's length)."""
+
+    model: "LanguageModel"
+    trainer: "Trainer"
+    corpus: "Corpus"
+    settings: Dict[str, Any]
+
+    def fit(self, epochs: Optional[int] = None, **kwargs: Any) -> "History":
+        """``trainer.fit(corpus, epochs=settings["epochs"], ...)``: the run ``multiscale-rnn train --preset``
+        makes (one run: a preset's ``restarts`` are the command line's, ``msr.best_of`` from Python). A
+        checkpoint (``checkpoint=...``) records the settings, so that ``multiscale-rnn evaluate`` and
+        ``sample`` find the corpus as for one written by the command line."""
+        kwargs.setdefault("extra", {"settings": {k: v for k, v in self.settings.items() if k != "progress"}})
+        return self.trainer.fit(
+            self.corpus, epochs=int(self.settings["epochs"] if epochs is None else epochs), **kwargs
+        )
+
+
+def build(name: str, data_path: Optional[str] = None, **settings: Any) -> PresetRun:
+    """The command line's preset ``name`` as Python objects: ``(model, trainer, corpus, settings)``.
+
+    The same code as ``multiscale-rnn train --preset NAME`` resolves the settings (defaults < the preset <
+    ``settings``, each keyword a setting of docs/cli.md, as ``--flag`` would give it: ``epochs=1``,
+    ``hidden_sizes=[128]``, ``options={"slope": 2.0}``; ``progress`` as the Trainer's: True, False, "bar" or
+    "lines"), loads the corpus (``data_path``: where a corpus read from files is, or your own text under a
+    preset of the shipped ones), builds the model and the Trainer. Nothing is trained or written: call ``run.fit()`` (or
+    ``run.trainer.fit(run.corpus, ...)``). Progress shows as in ``Trainer(progress=True)``: a bar per
+    epoch in a terminal or a notebook, plain lines in a log.
+
+    ``ValueError`` for an unknown preset (naming the closest one and every preset) or an unknown or
+    ill-typed setting (naming it); ``FileNotFoundError`` for a corpus that is not at ``data_path``."""
+    from .command_line.build import load_corpus, model_from_settings, set_threads, trainer_from_settings
+    from .command_line.settings import resolve_settings
+
+    get_preset(name)  # an unknown name is refused before the settings are read
+    flags = dict(settings)
+    progress = flags.pop("progress", True)  # the Trainer's: True, False, "bar" or "lines"
+    if progress not in (True, False, "bar", "lines"):
+        raise ValueError(f"progress must be True, False, 'bar' or 'lines', got {progress!r}")
+    flags["progress"] = progress is not False
+    if data_path is not None:
+        flags["data_path"] = str(data_path)
+    s = resolve_settings(preset=name, flags=flags)
+    set_threads(s["threads"])
+    corpus = load_corpus(s)
+    model = model_from_settings(s, corpus.vocab_size)
+    return PresetRun(model, trainer_from_settings(s, corpus, model, progress=progress), corpus, s)

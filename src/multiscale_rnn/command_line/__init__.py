@@ -1,4 +1,4 @@
-"""The command line: ``multiscale-rnn train | evaluate | sample | presets | reproduce``
+"""The command line: ``multiscale-rnn train | evaluate | sample | plot | presets | reproduce``
 (or ``python -m multiscale_rnn``).
 
     multiscale-rnn train                                   # the quick preset: ~1 minute, prints BPC
@@ -13,7 +13,7 @@ Settings are resolved as defaults < preset < TOML config < flags (see ``docs/cli
     settings.py   merging presets, config files, flags and a resumed run's stored settings; their rules
     build.py      what a run is built from its settings (model, optimiser, schedules, corpus, Trainer arguments)
     train.py      the train command
-    commands.py   evaluate and sample (the commands that read a checkpoint), presets, reproduce
+    commands.py   evaluate, sample and plot (the commands that read a checkpoint), presets, reproduce
     parser.py     the parser: every command and its flags
     errors.py     one error line per failure, exit statuses, MPI jobs ended together
 """

@@ -14,7 +14,7 @@ from ..data.synthetic import synthetic_hierarchy
 from ..models.registry import build_model
 from ..optim import SGD, Adam
 from ..schedules import linear, make_lr_schedule
-from ..training import EarlyStopping, bits_label
+from ..training import EarlyStopping, Trainer, bits_label
 
 __all__ = [
     "model_from_settings",
@@ -22,6 +22,7 @@ __all__ = [
     "build_lr_schedule",
     "anneal_schedule",
     "trainer_kw",
+    "trainer_from_settings",
     "load_corpus",
     "token_unit",
     "corpus_bits_label",
@@ -104,6 +105,16 @@ def trainer_kw(s, corpus) -> Dict[str, Any]:
         early_stopping=None if s.get("early_stopping") is None else EarlyStopping(s["early_stopping"], s["min_delta"]),
         tensorboard=s.get("tensorboard"),
     )
+
+
+def trainer_from_settings(s, corpus, model, distributed=None, progress=None):
+    """The Trainer of a run: ``model`` with the optimiser, seed, schedules, clipping and batch of the settings
+    ``s`` (``trainer_kw``), over MPI when ``distributed`` is given; ``progress`` (the Trainer's True, False,
+    "bar" or "lines") in place of the settings' when given."""
+    kw = trainer_kw(s, corpus)
+    if progress is not None:
+        kw["progress"] = progress
+    return Trainer(model, optimizer=build_optimizer(s), seed=s["seed"], distributed=distributed, **kw)
 
 
 def load_corpus(settings):

@@ -1,20 +1,22 @@
-"""The commands that read a checkpoint, ``multiscale-rnn evaluate`` and ``sample`` (with finding the corpus
-and vocabulary to read it with), ``presets`` and ``reproduce``."""
+"""The commands that read a checkpoint, ``multiscale-rnn evaluate``, ``sample`` and ``plot`` (with finding the
+corpus and vocabulary to read it with), ``presets`` and ``reproduce``."""
 
 from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 from .. import presets as _presets
 from .._checks import non_negative_int, positive_int, positive_number
 from ..checkpoint import load
 from ..data.vocab import describe_symbol, tokenize_words
+from ..storage import check_writable
 from ..training import evaluate, sample
 from .build import corpus_bits_label, load_corpus, set_threads
 from .settings import key_values, resolve_data
 
-__all__ = ["cmd_evaluate", "cmd_sample", "cmd_presets", "cmd_reproduce"]
+__all__ = ["cmd_evaluate", "cmd_sample", "cmd_plot", "cmd_presets", "cmd_reproduce"]
 
 
 def _load_checkpoint(path, best: bool):
@@ -156,10 +158,11 @@ def _unknown_symbols(vocab, prompt: str):
     return [(i, describe_symbol(c, "codepoint")) for i, c in enumerate(prompt) if c not in vocab.stoi]
 
 
-def _check_prompt(args, vocab) -> None:
-    """Refuse a prompt with symbols the vocabulary lacks (naming them and where they are), unless
-    ``--allow-unknown`` and the vocabulary has an unknown symbol to read them as (then a note says so)."""
-    unknown = _unknown_symbols(vocab, args.prompt)
+def _check_symbols(args, vocab, text: str, flag: str) -> None:
+    """Refuse a text (``--prompt``, ``--text``) with symbols the vocabulary lacks (naming them and where they
+    are), unless ``--allow-unknown`` and the vocabulary has an unknown symbol to read them as (then a note says
+    so)."""
+    unknown = _unknown_symbols(vocab, text)
     if not unknown:
         return
     unit = "word" if vocab.unit == "word" else "byte" if vocab.level == "byte" else "character"
@@ -167,16 +170,17 @@ def _check_prompt(args, vocab) -> None:
         f" and {len(unknown) - 10} more" if len(unknown) > 10 else ""
     )
     what = f"{len(unknown)} {unit}(s) the vocabulary of {args.checkpoint} lacks ({vocab.size} symbols): {listed}"
+    where = "the prompt" if flag == "--prompt" else "the text"
     if vocab.unk is None:
         raise ValueError(
-            f"--prompt has {what}; the vocabulary has no unknown symbol to read them as: leave them out of the prompt"
+            f"{flag} has {what}; the vocabulary has no unknown symbol to read them as: leave them out of {where}"
         )
     if not args.allow_unknown:
         raise ValueError(
-            f"--prompt has {what}: leave them out of the prompt, or pass --allow-unknown to read them "
+            f"{flag} has {what}: leave them out of {where}, or pass --allow-unknown to read them "
             f"as the unknown symbol {vocab.unk!r}"
         )
-    print(f"note: --prompt: read as the unknown symbol {vocab.unk!r}: {listed}", file=sys.stderr, flush=True)
+    print(f"note: {flag}: read as the unknown symbol {vocab.unk!r}: {listed}", file=sys.stderr, flush=True)
 
 
 def cmd_sample(args) -> int:
@@ -194,7 +198,7 @@ def cmd_sample(args) -> int:
     ck = _load_checkpoint(args.checkpoint, args.best)
     _set_precision(ck.model, args.precision)
     _, vocab = _checkpoint_data(args, ck, need_corpus=False)
-    _check_prompt(args, vocab)
+    _check_symbols(args, vocab, args.prompt, "--prompt")
     n = args.num_samples
     texts = sample(
         ck.model,
@@ -211,6 +215,43 @@ def cmd_sample(args) -> int:
         if n > 1:
             print(f"--- sample {i + 1}/{n} (seed {args.seed + i}) ---")
         print(text)
+    return 0
+
+
+def cmd_plot(args) -> int:
+    """``multiscale-rnn plot``: the figure ``--kind`` of a checkpoint's model reading ``--text``, written as PNG
+    or SVG (``multiscale_rnn.plot.figure``, drawn by the family's own plot function)."""
+    from ..plot import figures
+
+    out = (
+        Path(args.out) if args.out else Path(args.checkpoint).with_name(f"{Path(args.checkpoint).stem}-{args.kind}.png")
+    )
+    figures.output_format(out)  # before any work: an extension the command does not write, a path it cannot
+    check_writable(out, "--out figure")
+    if not args.text:
+        raise ValueError('--text is empty: give the text the model reads, e.g. --text "the cat sat on the mat"')
+    try:
+        figures.check_kind(args.kind)
+    except ValueError as e:
+        raise ValueError(f"--kind {args.kind}: {e}") from None
+    set_threads(args.threads)
+    ck = _load_checkpoint(args.checkpoint, args.best)
+    try:
+        figures.check_kind(args.kind, ck.model)
+    except ValueError as e:
+        raise ValueError(f"--kind {args.kind} for {args.checkpoint}: {e}") from None
+    _, vocab = _checkpoint_data(args, ck, need_corpus=False)
+    _check_symbols(args, vocab, args.text, "--text")
+    import matplotlib
+
+    matplotlib.use("Agg")  # a file, no window
+    import matplotlib.pyplot as plt
+
+    fig = figures.figure(ck.model, args.kind, args.text, vocab, strict=False)
+    figures.save(fig, out)
+    plt.close(fig)
+    name = type(ck.model).__name__
+    print(f"{out}: {args.kind} of the {name} in {args.checkpoint} reading {len(args.text):,} characters")
     return 0
 
 

@@ -7,7 +7,8 @@ import argparse
 from typing import List
 
 from .. import presets as _presets
-from .commands import cmd_evaluate, cmd_presets, cmd_reproduce, cmd_sample
+from ..plot.figures import kinds as figure_kinds
+from .commands import cmd_evaluate, cmd_plot, cmd_presets, cmd_reproduce, cmd_sample
 from .settings import parse_value, sizes
 from .train import cmd_train
 
@@ -65,7 +66,7 @@ def bind_dash_values(parser: argparse.ArgumentParser, argv: List[str]) -> List[s
 def build_parser() -> argparse.ArgumentParser:
     """The parser of ``multiscale-rnn``: its commands, each with its flags and the function it runs (``func``)."""
     p = Parser(prog="multiscale-rnn", description="Train, evaluate and sample multiscale recurrent language models.")
-    sub = p.add_subparsers(dest="command", required=True, metavar="{train,evaluate,sample,presets,reproduce}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{train,evaluate,sample,plot,presets,reproduce}")
     S = argparse.SUPPRESS  # flags not given stay out of the namespace, so presets and configs show through
 
     t = sub.add_parser("train", help="train a model, write a checkpoint and its history", argument_default=S)
@@ -77,10 +78,32 @@ def build_parser() -> argparse.ArgumentParser:
     _run_flags(g)
     t.set_defaults(func=cmd_train)
     _checkpoint_commands(sub)
+    _plot_command(sub)
     pr = sub.add_parser("presets", help="list the named presets")
     pr.set_defaults(func=cmd_presets)
     _reproduce_command(sub)
     return p
+
+
+def _plot_command(sub) -> None:
+    """``plot``: a figure of a checkpoint's model reading a text (``multiscale_rnn.plot.figure``)."""
+    c = sub.add_parser("plot", help="draw a checkpoint's figure of a text (boundaries, heatmap, profile) to PNG or SVG")
+    c.add_argument("checkpoint", help="a .npz checkpoint")
+    every = "; ".join(f"{k} ({', '.join(v)})" for k, v in figure_kinds().items())
+    c.add_argument("--kind", required=True, help=f"the figure, one the model's family draws: {every}")
+    c.add_argument("--text", required=True, help="the text the model reads")
+    c.add_argument("--out", help="the file, .png or .svg (default: beside the checkpoint, NAME-KIND.png)")
+    c.add_argument("--best", action="store_true", help="use the best parameters (lowest validation loss)")
+    c.add_argument("--threads", type=int)
+    c.add_argument(
+        "--allow-unknown",
+        action="store_true",
+        help="read text symbols the vocabulary lacks as its unknown symbol (default: refuse them)",
+    )
+    c.add_argument("--data", help="corpus whose vocabulary to use when the checkpoint stores none")
+    c.add_argument("--data-path", help="local copy of the corpus; alone, beside a built-in corpus: your own text")
+    c.add_argument("--data-option", action="append", metavar="NAME=VALUE", help="corpus option (repeatable)")
+    c.set_defaults(func=cmd_plot)
 
 
 def _reproduce_command(sub) -> None:

@@ -11,8 +11,16 @@ from .._checks import is_int
 from ..checkpoint import load
 from ..distributed import DataParallel
 from ..storage import check_writable, history_path
-from ..training import Trainer, best_of, evaluate
-from .build import build_optimizer, corpus_bits_label, load_corpus, model_from_settings, set_threads, trainer_kw
+from ..training import best_of, evaluate
+from .build import (
+    build_optimizer,
+    corpus_bits_label,
+    load_corpus,
+    model_from_settings,
+    set_threads,
+    trainer_from_settings,
+    trainer_kw,
+)
 from .settings import IDENTITY, normal, settings_sources, show, train_settings
 
 __all__ = ["cmd_train"]
@@ -137,7 +145,7 @@ def _epoch_lines(s: Dict[str, Any], label: str) -> Callable:
 def _train_one(args, dist, s, corpus, model, out: Path, log, extra) -> tuple:
     """One run (``restarts`` = 1), resumed with ``--resume``; returns its epochs, steps and what early stopping
     did (for the last line: the best epoch, whose parameters the model holds; empty without early stopping)."""
-    trainer = Trainer(model, optimizer=build_optimizer(s), seed=s["seed"], distributed=dist, **trainer_kw(s, corpus))
+    trainer = trainer_from_settings(s, corpus, model, dist)
     trainer.fit(
         corpus.train,
         valid=corpus.valid,

@@ -393,6 +393,12 @@ class LanguageModel:
     # Keyword arguments of a tiny model of the family with every one of its ``aux_terms`` switched
     # on (:meth:`example`); every family declares them, None for abstract bases.
     example_options: Optional[Dict[str, Any]] = None
+    # The torch.nn recurrent layer computing this family's core with the same parameter names and layouts
+    # ("LSTM", "GRU", "RNN"), for ``multiscale_rnn.export.to_torch``; None when PyTorch has none.
+    torch_layer: Optional[str] = None
+    # The figures of a text this family draws (``multiscale-rnn plot``, ``multiscale_rnn.plot.figure``): kind ->
+    # what it shows, drawn by its ``draw_figure``; none by default.
+    figure_kinds: Dict[str, str] = {}
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -751,6 +757,13 @@ class LanguageModel:
         report overrides it (the HM-LSTM: its boundaries against known segments, detectors that
         never started)."""
         return []
+
+    def draw_figure(self, kind: str, text_or_tokens, vocab=None, ax=None):
+        """Draw the figure ``kind`` (one of ``figure_kinds``) of this model reading ``text_or_tokens`` (a text
+        encoded with ``vocab``, or 1-D token ids) on ``ax`` (a new figure when None) and return the Axes. A
+        family with figures overrides it with the plot functions of its own modules (the HM-LSTM:
+        ``plot.hm_lstm_boundaries``); :func:`multiscale_rnn.plot.figure` checks the kind and the text first."""
+        raise ValueError(f"{type(self).__name__} draws no figure of a text (figure_kinds is empty)")
 
     def selection_step(self) -> Optional[int]:
         """The update at which :func:`multiscale_rnn.best_of` compares restarts by default

@@ -507,6 +507,11 @@ class HMLSTM(LanguageModel):
         warm-up, or a run shorter than it)."""
         return [l for l in self.detector_layers if not self.options.get(f"detectors_l{l}", 1.0)]
 
+    figure_kinds = {
+        "boundaries": "z^l_t of every boundary detector above the text, white at a boundary (the paper's Figure 3)",
+        "heatmap": "||h^l_t|| of every layer, scaled to the layer's range, each detector's z^l_t under it (Figure 4)",
+    }
+
     def end_of_run_notes(self, corpus, steps: int) -> List[str]:
         """After a command-line training run: the boundary report (on a corpus that knows its segments)
         and the note on detectors that never started (see ``boundary_report``, ``held_off_note``)."""
@@ -609,6 +614,16 @@ class HMLSTM(LanguageModel):
     @slope.setter
     def slope(self, a: float) -> None:
         self.set_option("slope", a)
+
+    def draw_figure(self, kind: str, text_or_tokens, vocab=None, ax=None):
+        """``boundaries``: :func:`multiscale_rnn.plot.boundaries` (the paper's Figure 3) and ``heatmap``:
+        :func:`multiscale_rnn.plot.hidden_norms` (Figure 4, with its colour bar) of :meth:`trace` of the text."""
+        from ..plot import hm_lstm_boundaries as plots
+
+        trace = self.trace(text_or_tokens, vocab)
+        if kind == "boundaries":
+            return plots.boundaries(trace, width=min(90, len(trace)), ax=ax)  # rows of 90 steps, a short text in one
+        return plots.hidden_norms(trace, ax=ax)
 
     def trace(
         self, text_or_tokens, vocab=None, reference_boundaries=None, *, state=None, tolerance: int = 0

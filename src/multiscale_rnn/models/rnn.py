@@ -21,6 +21,7 @@ class LSTM(LanguageModel):
     """Stacked LSTM language model. ``hidden_sizes``: one size per layer, e.g. ``(512, 512, 512)``."""
 
     core_name = "lstm"
+    torch_layer = "LSTM"  # multiscale_rnn.export.to_torch
     example_options = dict(embed_size=8, hidden_sizes=(12, 12))
 
 
@@ -28,6 +29,7 @@ class GRU(LanguageModel):
     """Stacked GRU language model (PyTorch's GRU: r, z, n gates; b_hn inside the reset product)."""
 
     core_name = "gru"
+    torch_layer = "GRU"
     example_options = dict(embed_size=8, hidden_sizes=(12, 12))
 
 
@@ -36,6 +38,7 @@ class ElmanRNN(LanguageModel):
 
     core_name = "rnn_tanh"
     aliases = ("rnn", "rnn_tanh", "elman")
+    torch_layer = "RNN"  # nonlinearity tanh
     example_options = dict(embed_size=8, hidden_sizes=(12, 12))
 
 

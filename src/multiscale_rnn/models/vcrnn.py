@@ -124,6 +124,15 @@ class _VCBase(LanguageModel):
         """RNN-d of measured d_t values (see :func:`equivalent_dim`)."""
         return equivalent_dim(d, self.hidden_size, self.core_name, gates)
 
+    figure_kinds = {"profile": "m_t of every step as a bar over its symbol, spaces marked (the paper's Figure 3)"}
+
+    def draw_figure(self, kind: str, text_or_tokens, vocab=None, ax=None):
+        """``profile``: :func:`multiscale_rnn.plot.computation_profile` of :meth:`trace` of the text."""
+        from ..plot.vcrnn_computation import computation_profile
+
+        trace = self.trace(text_or_tokens, vocab)
+        return computation_profile(trace, width=min(80, len(trace)), ax=ax)  # rows of 80 steps, a short text in one
+
     def trace(self, text_or_tokens, vocab=None, state=None) -> VCTrace:
         """Read one sequence in evaluation mode and return what the scheduler did (a :class:`VCTrace`).
 

@@ -117,10 +117,13 @@ def boundaries(
     return ax
 
 
-def hidden_norms(trace, ax=None, cmap: str = "viridis", fontsize: float = 7.0, max_labels: int = 200):
+def hidden_norms(
+    trace, ax=None, cmap: str = "viridis", fontsize: float = 7.0, max_labels: int = 200, colorbar: bool = True
+):
     """Figure 4: a heatmap of ||h^l_t|| per layer (top layer first, each layer scaled to its own
-    range) with each layer's boundary row z^l_t (white 1, black 0) under it; symbols along x.
-    Flat runs in a layer's row are its COPY steps. Returns the Axes."""
+    range, (||h^l_t|| - min_t) / (max_t - min_t)) with each layer's boundary row z^l_t (white 1, black 0)
+    under it; symbols along x. Flat runs in a layer's row are its COPY steps. ``colorbar``: a colour bar
+    of that scale beside the Axes. Returns the Axes."""
     import matplotlib.pyplot as plt
 
     _check(trace)
@@ -144,6 +147,13 @@ def hidden_norms(trace, ax=None, cmap: str = "viridis", fontsize: float = 7.0, m
     if ax is None:
         _, ax = plt.subplots(figsize=(max(4.0, T * 0.1), 0.35 * len(rows) + 0.8))
     ax.imshow(img, aspect="auto", interpolation="nearest")
+    if colorbar:
+        from matplotlib.cm import ScalarMappable
+        from matplotlib.colors import Normalize
+
+        bar = ax.figure.colorbar(ScalarMappable(Normalize(0.0, 1.0), colors), ax=ax, fraction=0.03, pad=0.01)
+        bar.set_label("$\\|h^\\ell_t\\|$ in its layer's range", fontsize=fontsize)
+        bar.ax.tick_params(labelsize=fontsize)
     ax.set_yticks(range(len(rows)))
     ax.set_yticklabels(labels, fontsize=fontsize)
     if T <= max_labels:
