@@ -6,11 +6,11 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include "msrnn/amx_bf16.hpp"
-#include "msrnn/blocks.hpp"
-#include "msrnn/gemm.hpp"
-#include "msrnn/gru.hpp"
-#include "msrnn/lstm.hpp"
+#include "msrnn/kernels/amx_bf16.hpp"
+#include "msrnn/kernels/blocks.hpp"
+#include "msrnn/kernels/gemm.hpp"
+#include "msrnn/cores/gru.hpp"
+#include "msrnn/cores/lstm.hpp"
 
 namespace py = pybind11;
 using namespace msrnn;

@@ -4,10 +4,10 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include "msrnn/amx_bf16.hpp"
-#include "msrnn/gemm.hpp"
-#include "msrnn/language_model.hpp"
-#include "msrnn/optim.hpp"
+#include "msrnn/kernels/amx_bf16.hpp"
+#include "msrnn/kernels/gemm.hpp"
+#include "msrnn/model/language_model.hpp"
+#include "msrnn/kernels/optim.hpp"
 
 #include <algorithm>
 #include <cstring>
