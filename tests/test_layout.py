@@ -17,17 +17,7 @@ PYTHON_OVER = {
     ("src/multiscale_rnn/data/loaders.py", "load"),
     ("src/multiscale_rnn/data/music.py", "parse_line"),
 }
-CPP_OVER = {
-    ("cpp/src/cores/vcrnn.cpp", "VCLayer<S>::backward"),
-    ("cpp/src/cores/vcrnn.cpp", "VCLayer<S>::forward"),
-    ("cpp/src/cores/hm_lstm_backward.cpp", "HMLSTM<S>::layer_step_backward"),
-    ("cpp/src/cores/hm_lstm_backward.cpp", "HMLSTM<S>::backward"),
-    ("cpp/src/cores/hm_lstm_forward.cpp", "HMLSTM<S>::layer_step_forward"),
-    ("cpp/src/cores/hm_lstm_forward.cpp", "HMLSTM<S>::forward"),
-    ("cpp/src/cells/step_cell.cpp", "StepCell<S>::step"),
-    ("cpp/bindings/module.cpp", "bind_model"),
-    ("cpp/bindings/blocks.cpp", "bind_blocks"),
-}
+CPP_OVER: set = set()
 
 
 # cpp/include/msrnn/<role>/NAME.hpp and cpp/src/<role>/NAME.cpp (docs/development.md, "Layout")

@@ -36,11 +36,8 @@ template <class Mx> void check_rows(const Mx& a, Index rows, const char* what) {
   if (a.rows() != rows) throw py::value_error(cat(what, " has ", a.rows(), " rows, expected ", rows));
 }
 
-}  // namespace
-
-void bind_blocks(py::module_& parent) {
-  auto m = parent.def_submodule("blocks", "float64 building blocks (forward/backward pairs) for checks");
-
+// The non-recurrent blocks: embedding, linear map, layer normalisation, dropout mask, softmax cross-entropy.
+void bind_layer_blocks(py::module_& m) {
   m.def("embedding_forward", [](const M& W, const Ids& ids) {
     check_ids(ids, ids.size(), W.cols(), "token");
     M X(W.rows(), ids.size());
@@ -102,7 +99,10 @@ void bind_blocks(py::module_& parent) {
     softmax_xent_backward<double>(dZ, P, targets.data(), scale);
     return dZ;
   });
+}
 
+// The LSTM's and GRU's pointwise step parts, forward and backward.
+void bind_cell_blocks(py::module_& m) {
   // One step of the cells' pointwise parts (gates given as pre-activations).
   m.def("lstm_pointwise_forward", [](M a, const M& c_prev) {
     check_rows(a, 4 * c_prev.rows(), "pre-activations");
@@ -130,7 +130,10 @@ void bind_blocks(py::module_& parent) {
     gru_pointwise_backward<double>(dax, dah, dh_prev, dh, act, ah, h_prev);
     return py::make_tuple(dax, dah, dh_prev);
   });
+}
 
+// bfloat16 rounding and the bfloat16 step product.
+void bind_bf16_blocks(py::module_& m) {
   // bfloat16 (float32 arrays).
   using F = Mat<float>;
   m.def("round_to_bf16", [](const F& x) {
@@ -152,4 +155,13 @@ void bind_blocks(py::module_& parent) {
                       kernel == "amx" ? Bf16Kernel::Amx : Bf16Kernel::Emulated);
     return C;
   }, py::arg("A"), py::arg("b"), py::arg("X"), py::arg("K1"), py::arg("kernel"));
+}
+
+}  // namespace
+
+void bind_blocks(py::module_& parent) {
+  auto m = parent.def_submodule("blocks", "float64 building blocks (forward/backward pairs) for checks");
+  bind_layer_blocks(m);
+  bind_cell_blocks(m);
+  bind_bf16_blocks(m);
 }

@@ -141,31 +141,52 @@ ModelConfig make_config(const std::string& core, Index vocab, Index embed, const
   return c;
 }
 
-template <class S> void bind_model(py::module_& m, const char* name) {
+// The per-token loss weights (B, T) of loss_and_grad as a step-major vector (T*B), or empty for None.
+std::vector<double> read_weights(const py::object& weights, Index T, Index B) {
+  std::vector<double> w;
+  if (!weights.is_none()) {
+    auto a = py::cast<py::array_t<double, py::array::c_style | py::array::forcecast>>(weights);
+    if (a.ndim() != 2 || a.shape(0) != B || a.shape(1) != T)
+      throw py::value_error(cat("weights must have the targets' shape (", B, ", ", T, ")"));
+    w.resize(static_cast<size_t>(T * B));
+    auto r = a.unchecked<2>();
+    for (Index b = 0; b < B; ++b)
+      for (Index t = 0; t < T; ++t) w[t * B + b] = r(b, t);
+  }
+  return w;
+}
+
+// The batch statistics as a float64 array (K) for the Python reducer, which changes it in
+// place or returns the K values to use. It runs inside the computation, so it takes the GIL.
+// Empty for None; the reducer returned refers to `reducer`, which must outlive it.
+StatisticsReducer python_reducer(const py::object& reducer) {
+  StatisticsReducer reduce;
+  if (!reducer.is_none()) {
+    if (!PyCallable_Check(reducer.ptr()))
+      throw py::type_error(cat("reducer must be callable, got ", py::str(py::type::of(reducer)).cast<std::string>()));
+    reduce = [&reducer](std::vector<double>& values) {
+      py::gil_scoped_acquire gil;
+      const auto K = static_cast<py::ssize_t>(values.size());
+      py::array_t<double> a(K);  // (K)
+      std::copy(values.begin(), values.end(), a.mutable_data());
+      py::object out = reducer(a);
+      if (!out.is_none()) {
+        auto r = py::cast<py::array_t<double, py::array::c_style | py::array::forcecast>>(out);
+        if (r.ndim() != 1 || r.shape(0) != K)
+          throw py::value_error(cat("the reducer must return None or ", K, " batch statistics, got shape ",
+                                    py::str(r.attr("shape")).cast<std::string>()));
+        a = r;
+      }
+      std::copy(a.data(), a.data() + K, values.begin());
+    };
+  }
+  return reduce;
+}
+
+// forward, loss_and_grad and loss of a LanguageModel<S>: arrays in, the computation without the GIL.
+template <class S> void bind_model_computation(py::class_<LanguageModel<S>>& cls) {
   using M = LanguageModel<S>;
-  py::class_<M>(m, name)
-      .def(py::init([](const std::string& core, Index vocab, Index embed, const std::vector<Index>& hidden,
-                       double dropout, std::uint64_t seed, const py::dict& options, const std::string& head,
-                       Index head_size, Index input_size, const std::vector<Index>& head_classes) {
-             return std::make_unique<M>(make_config(core, vocab, embed, hidden, dropout, seed, options, head,
-                                                    head_size, input_size, head_classes));
-           }),
-           py::arg("core"), py::arg("vocab_size"), py::arg("embed_size"), py::arg("hidden_sizes"),
-           py::arg("dropout") = 0.0, py::arg("seed") = 0, py::arg("options") = py::dict(), py::arg("head") = "linear",
-           py::arg("head_size") = 0, py::arg("input_size") = 0, py::arg("head_classes") = std::vector<Index>())
-      .def("param_info",
-           [](M& self) {
-             py::list out;
-             for (const auto& p : self.params().info())
-               out.append(py::make_tuple(p.name, p.offset, p.rows, p.cols, p.numpy_transposed, p.role.kind,
-                                         p.role.unit, p.role.layer));
-             return out;
-           })
-      .def("flat_params", [](py::object self) { return view_of(self.cast<M&>().params().data(), self); })
-      .def("flat_grads", [](py::object self) { return view_of(self.cast<M&>().params().grad_data(), self); })
-      .def("zero_grad", [](M& self) { self.params().zero_grad(); })
-      .def_property_readonly("input_size", &M::input_size)
-      .def("forward",
+  cls.def("forward",
            [](M& self, const py::array& inputs, bool train) {
              const auto in = read_inputs(self, inputs);
              const Index T = in.T, B = in.B, V = self.vocab_size();
@@ -186,38 +207,8 @@ template <class S> void bind_model(py::module_& m, const char* name) {
            [](M& self, const py::array& inputs, const IntArr& targets, py::object weights, py::object reducer) {
              const auto in = read_inputs(self, inputs);
              const auto tgt = read_targets(in, targets);
-             std::vector<double> w;
-             if (!weights.is_none()) {
-               auto a = py::cast<py::array_t<double, py::array::c_style | py::array::forcecast>>(weights);
-               if (a.ndim() != 2 || a.shape(0) != in.B || a.shape(1) != in.T)
-                 throw py::value_error(cat("weights must have the targets' shape (", in.B, ", ", in.T, ")"));
-               w.resize(static_cast<size_t>(in.T * in.B));
-               auto r = a.unchecked<2>();
-               for (Index b = 0; b < in.B; ++b)
-                 for (Index t = 0; t < in.T; ++t) w[t * in.B + b] = r(b, t);
-             }
-             // The batch statistics as a float64 array (K) for the Python reducer, which changes it in
-             // place or returns the K values to use. It runs inside the computation, so it takes the GIL.
-             StatisticsReducer reduce;
-             if (!reducer.is_none()) {
-               if (!PyCallable_Check(reducer.ptr()))
-                 throw py::type_error(cat("reducer must be callable, got ", py::str(py::type::of(reducer)).cast<std::string>()));
-               reduce = [&reducer](std::vector<double>& values) {
-                 py::gil_scoped_acquire gil;
-                 const auto K = static_cast<py::ssize_t>(values.size());
-                 py::array_t<double> a(K);  // (K)
-                 std::copy(values.begin(), values.end(), a.mutable_data());
-                 py::object out = reducer(a);
-                 if (!out.is_none()) {
-                   auto r = py::cast<py::array_t<double, py::array::c_style | py::array::forcecast>>(out);
-                   if (r.ndim() != 1 || r.shape(0) != K)
-                     throw py::value_error(cat("the reducer must return None or ", K, " batch statistics, got shape ",
-                                               py::str(r.attr("shape")).cast<std::string>()));
-                   a = r;
-                 }
-                 std::copy(a.data(), a.data() + K, values.begin());
-               };
-             }
+             const std::vector<double> w = read_weights(weights, in.T, in.B);
+             const StatisticsReducer reduce = python_reducer(reducer);
              double loss;
              {
                py::gil_scoped_release release;
@@ -239,8 +230,13 @@ template <class S> void bind_model(py::module_& m, const char* name) {
              if (!per_token) return py::float_(loss);
              return py::make_tuple(loss, batch_major(nll, in.T, in.B));
            },
-           py::arg("inputs"), py::arg("targets"), py::arg("per_token") = false)
-      .def("get_state", [](M& self) { return state_to_dict<S>(self.get_state()); })
+           py::arg("inputs"), py::arg("targets"), py::arg("per_token") = false);
+}
+
+// The state, options, records, statistics and random state of a LanguageModel<S>.
+template <class S> void bind_model_state(py::class_<LanguageModel<S>>& cls) {
+  using M = LanguageModel<S>;
+  cls.def("get_state", [](M& self) { return state_to_dict<S>(self.get_state()); })
       .def("set_state", [](M& self, const py::dict& d) { self.set_state(state_from_dict<S>(d)); })
       .def("reset_state", [](M& self, Index B) {
         if (B < 1) throw py::value_error(cat("batch size must be at least 1, got ", B));
@@ -279,6 +275,34 @@ template <class S> void bind_model(py::module_& m, const char* name) {
         std::memcpy(s.data(), a.data(), sizeof(s));
         self.rng().set_state(s);
       });
+}
+
+template <class S> void bind_model(py::module_& m, const char* name) {
+  using M = LanguageModel<S>;
+  py::class_<M> cls(m, name);
+  cls.def(py::init([](const std::string& core, Index vocab, Index embed, const std::vector<Index>& hidden,
+                       double dropout, std::uint64_t seed, const py::dict& options, const std::string& head,
+                       Index head_size, Index input_size, const std::vector<Index>& head_classes) {
+             return std::make_unique<M>(make_config(core, vocab, embed, hidden, dropout, seed, options, head,
+                                                    head_size, input_size, head_classes));
+           }),
+           py::arg("core"), py::arg("vocab_size"), py::arg("embed_size"), py::arg("hidden_sizes"),
+           py::arg("dropout") = 0.0, py::arg("seed") = 0, py::arg("options") = py::dict(), py::arg("head") = "linear",
+           py::arg("head_size") = 0, py::arg("input_size") = 0, py::arg("head_classes") = std::vector<Index>())
+      .def("param_info",
+           [](M& self) {
+             py::list out;
+             for (const auto& p : self.params().info())
+               out.append(py::make_tuple(p.name, p.offset, p.rows, p.cols, p.numpy_transposed, p.role.kind,
+                                         p.role.unit, p.role.layer));
+             return out;
+           })
+      .def("flat_params", [](py::object self) { return view_of(self.cast<M&>().params().data(), self); })
+      .def("flat_grads", [](py::object self) { return view_of(self.cast<M&>().params().grad_data(), self); })
+      .def("zero_grad", [](M& self) { self.params().zero_grad(); })
+      .def_property_readonly("input_size", &M::input_size);
+  bind_model_computation<S>(cls);
+  bind_model_state<S>(cls);
 }
 
 template <class S> void bind_optim(py::module_& m) {

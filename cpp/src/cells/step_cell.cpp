@@ -170,80 +170,114 @@ template <class S> void StepCell<S>::step(Index t, MRef<S> h, MRef<S> c, CRef<S>
 
 template <class S>
 void StepCell<S>::step(Index t, Index j0, Index nb, MRef<S> h, MRef<S> c, CRef<S> x, Work& w, bool packed) {
-  const Index H = spec_.H, E = spec_.E, GH = G() * H, B = nb, col = t * B_ + j0;
+  const Index E = spec_.E, col = t * B_ + j0;
   auto blk = [&](auto& M) { return M.middleCols(col, nb); };  // this step's columns of a (., N) buffer
-  auto a = blk(act_);  // (G*H, B): the input term, then the gate activations
   auto hp = blk(h_prev_);
   auto cp = blk(c_prev_);
   hp = h;
   cp = c;
   if (!projected_ && E > 0) blk(x_) = x;
+  if (spec_.type == CellType::LSTM)
+    lstm_step(t, j0, nb, w, packed);
+  else
+    gru_step(t, j0, nb, w, packed);
+  zoneout_step(t, j0, nb, h, c, w);
+}
+
+// The LSTM's gates and candidate state at step t on streams [j0, j0 + nb), B = nb:
+//   a_t = W_ih x_t + W_hh h_{t-1} [+ b_ih + b_hh]  (act_, (4H, B); the input term already there when projected)
+//   ln_gates: a^k_t <- LN(a^k_t [+ b^k]) per gate block k = i, f, g, o
+//   c~_t = f * c_{t-1} + i * g (w.ct), h~_t = o * tanh(c~_t) or o * tanh(LN(c~_t)) with ln_cell (w.ht)
+template <class S> void StepCell<S>::lstm_step(Index t, Index j0, Index nb, Work& w, bool packed) {
+  const Index H = spec_.H, E = spec_.E, GH = G() * H, B = nb, col = t * B_ + j0;
+  auto blk = [&](auto& M) { return M.middleCols(col, nb); };  // this step's columns of a (., N) buffer
+  auto a = blk(act_);  // (G*H, B): the input term, then the gate activations
+  auto hp = blk(h_prev_);
+  auto cp = blk(c_prev_);
   const S eps = S(spec_.ln_eps);
-  if (spec_.type == CellType::LSTM) {
-    if (packed) {
-      if (fused_)
-        Wp_.multiply(a.data(), GH, blk(x_).data(), E, E, hp.data(), H, nb, 0, H, false);
-      else
-        Wp_.multiply(a.data(), GH, hp.data(), H, nb, 0, H, projected_);
-    } else {
-      if (!projected_) {
-        if (E > 0)
-          a.noalias() = W_ih_.w * blk(x_);
-        else
-          a.setZero();
-      }
-      a.noalias() += W_hh_.w * hp;
-    }
-    if (!spec_.ln_gates) {
-      a.colwise() += (b_ih_.w + b_hh_.w).col(0);
-    } else {
-      if (spec_.bias_before_norm) a.colwise() += b_pre_.w.col(0);
-      auto rs = rstd_.middleCols(t * 4 * B_, 4 * B_);
-      for (Index k = 0; k < 4; ++k)
-        layer_norm_forward<S>(a.middleRows(k * H, H), blk(xhat_).middleRows(k * H, H),
-                              rs.middleCols(k * B_ + j0, B), a.middleRows(k * H, H), g_gates_.w.middleRows(k * H, H),
-                              b_gates_.w.middleRows(k * H, H), eps);
-    }
-    auto tc = blk(tanh_c_);
-    lstm_pointwise_forward<S>(a, w.ct, tc, w.ht, cp);
-    if (spec_.ln_cell) {
-      // The gates and c~_t as in the plain cell; its tanh(c~_t) and h~_t are then replaced.
-      layer_norm_forward<S>(w.tmp, blk(chat_), crstd_.middleCols(col, B), w.ct, g_cell_.w, b_cell_.w, eps);
-      tc.array() = w.tmp.array().tanh();
-      w.ht.array() = a.bottomRows(H).array() * tc.array();
-    }
-  } else {
-    auto ah = blk(ah_);
-    if (!projected_) {
-      if (E == 0)
-        a.setZero();
-      else if (packed)
-        Wxp_.multiply(a.data(), GH, blk(x_).data(), E, nb, 0, H, false);
-      else
-        a.noalias() = W_ih_.w * blk(x_);
-    }
-    if (packed)
-      Wp_.multiply(ah.data(), GH, hp.data(), H, nb, 0, H, false);
+  if (packed) {
+    if (fused_)
+      Wp_.multiply(a.data(), GH, blk(x_).data(), E, E, hp.data(), H, nb, 0, H, false);
     else
-      ah.noalias() = W_hh_.w * hp;
-    if (!spec_.ln_gates) {
-      a.colwise() += b_ih_.w.col(0);
-      ah.colwise() += b_hh_.w.col(0);
-      gru_pointwise_forward<S>(a, w.ht, ah, hp);
-    } else {
-      // Each gate normalised before its nonlinearity (gru_gates_forward calls ln(k) there).
-      if (spec_.bias_before_norm) a.colwise() += b_pre_.w.col(0);
-      auto rs = rstd_.middleCols(t * 3 * B_, 3 * B_);
-      auto xh = blk(xhat_);
-      auto ln = [&](Index k) {
-        layer_norm_forward<S>(a.middleRows(k * H, H), xh.middleRows(k * H, H), rs.middleCols(k * B_ + j0, B),
-                              a.middleRows(k * H, H), g_gates_.w.middleRows(k * H, H), b_gates_.w.middleRows(k * H, H),
-                              eps);
-      };
-      gru_gates_forward<S>(a, w.ht, ah, hp, ln);
+      Wp_.multiply(a.data(), GH, hp.data(), H, nb, 0, H, projected_);
+  } else {
+    if (!projected_) {
+      if (E > 0)
+        a.noalias() = W_ih_.w * blk(x_);
+      else
+        a.setZero();
     }
+    a.noalias() += W_hh_.w * hp;
   }
-  // Zoneout, then the new state.
+  if (!spec_.ln_gates) {
+    a.colwise() += (b_ih_.w + b_hh_.w).col(0);
+  } else {
+    if (spec_.bias_before_norm) a.colwise() += b_pre_.w.col(0);
+    auto rs = rstd_.middleCols(t * 4 * B_, 4 * B_);
+    for (Index k = 0; k < 4; ++k)
+      layer_norm_forward<S>(a.middleRows(k * H, H), blk(xhat_).middleRows(k * H, H),
+                            rs.middleCols(k * B_ + j0, B), a.middleRows(k * H, H), g_gates_.w.middleRows(k * H, H),
+                            b_gates_.w.middleRows(k * H, H), eps);
+  }
+  auto tc = blk(tanh_c_);
+  lstm_pointwise_forward<S>(a, w.ct, tc, w.ht, cp);
+  if (spec_.ln_cell) {
+    // The gates and c~_t as in the plain cell; its tanh(c~_t) and h~_t are then replaced.
+    layer_norm_forward<S>(w.tmp, blk(chat_), crstd_.middleCols(col, B), w.ct, g_cell_.w, b_cell_.w, eps);
+    tc.array() = w.tmp.array().tanh();
+    w.ht.array() = a.bottomRows(H).array() * tc.array();
+  }
+}
+
+// The GRU's gates and candidate state at step t on streams [j0, j0 + nb), B = nb:
+//   ax = W_ih x_t [+ b_ih | + b] (act_, (3H, B)),  ah = W_hh h_{t-1} [+ b_hh] (ah_, (3H, B))
+//   r = sigm(ax_r + ah_r), z = sigm(ax_z + ah_z), n = tanh(ax_n + r * ah_n), h~_t = (1 - z) * n + z * h_{t-1} (w.ht)
+// with ln_gates each gate normalised before its nonlinearity.
+template <class S> void StepCell<S>::gru_step(Index t, Index j0, Index nb, Work& w, bool packed) {
+  const Index H = spec_.H, E = spec_.E, GH = G() * H, B = nb, col = t * B_ + j0;
+  auto blk = [&](auto& M) { return M.middleCols(col, nb); };  // this step's columns of a (., N) buffer
+  auto a = blk(act_);  // (G*H, B): the input term, then the gate activations
+  auto hp = blk(h_prev_);
+  const S eps = S(spec_.ln_eps);
+  auto ah = blk(ah_);
+  if (!projected_) {
+    if (E == 0)
+      a.setZero();
+    else if (packed)
+      Wxp_.multiply(a.data(), GH, blk(x_).data(), E, nb, 0, H, false);
+    else
+      a.noalias() = W_ih_.w * blk(x_);
+  }
+  if (packed)
+    Wp_.multiply(ah.data(), GH, hp.data(), H, nb, 0, H, false);
+  else
+    ah.noalias() = W_hh_.w * hp;
+  if (!spec_.ln_gates) {
+    a.colwise() += b_ih_.w.col(0);
+    ah.colwise() += b_hh_.w.col(0);
+    gru_pointwise_forward<S>(a, w.ht, ah, hp);
+  } else {
+    // Each gate normalised before its nonlinearity (gru_gates_forward calls ln(k) there).
+    if (spec_.bias_before_norm) a.colwise() += b_pre_.w.col(0);
+    auto rs = rstd_.middleCols(t * 3 * B_, 3 * B_);
+    auto xh = blk(xhat_);
+    auto ln = [&](Index k) {
+      layer_norm_forward<S>(a.middleRows(k * H, H), xh.middleRows(k * H, H), rs.middleCols(k * B_ + j0, B),
+                            a.middleRows(k * H, H), g_gates_.w.middleRows(k * H, H), b_gates_.w.middleRows(k * H, H),
+                            eps);
+    };
+    gru_gates_forward<S>(a, w.ht, ah, hp, ln);
+  }
+}
+
+// Zoneout, then the new state at step t on streams [j0, j0 + nb): c_t = m_c * c~_t + (1 - m_c) * c_{t-1} and
+// h_t = m_h * h~_t + (1 - m_h) * h_{t-1} (masks in training, the keep probabilities 1 - z in evaluation),
+// written into c, h (H, nb) and recorded in c_out_, h_out_.
+template <class S> void StepCell<S>::zoneout_step(Index t, Index j0, Index nb, MRef<S>& h, MRef<S>& c, Work& w) {
+  const Index col = t * B_ + j0;
+  auto blk = [&](auto& M) { return M.middleCols(col, nb); };  // this step's columns of a (., N) buffer
+  auto hp = blk(h_prev_);
+  auto cp = blk(c_prev_);
   const bool masks = train_;
   if (has_c()) {
     if (spec_.zoneout_c == 0.0)

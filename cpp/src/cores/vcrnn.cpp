@@ -140,17 +140,6 @@ void stair_product(const AT& A, const InT& In, OutT& Out, const std::vector<std:
   }
 }
 
-// Wall-clock time of consecutive phases: mark(acc) adds the time since the last mark to acc.
-struct PhaseClock {
-  using Clock = std::chrono::steady_clock;
-  Clock::time_point t0 = Clock::now();
-  void mark(double& acc) {
-    const auto t = Clock::now();
-    acc += std::chrono::duration<double>(t - t0).count();
-    t0 = t;
-  }
-};
-
 // time (kVCPhases, N): each phase's seconds s of one step split over the columns [n0, n0 + nb) that ran it.
 template <class S> void add_step_time(Mat<S>& time, const double (&s)[kVCPhases], Index n0, Index nb) {
   for (Index j = 0; j < nb; ++j)
@@ -159,6 +148,17 @@ template <class S> void add_step_time(Mat<S>& time, const double (&s)[kVCPhases]
 }
 
 }  // namespace
+
+// Wall-clock time of consecutive phases: mark(acc) adds the time since the last mark to acc.
+template <class S> struct VCLayer<S>::PhaseClock {
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point t0 = Clock::now();
+  void mark(double& acc) {
+    const auto t = Clock::now();
+    acc += std::chrono::duration<double>(t - t0).count();
+    t0 = t;
+  }
+};
 
 template <class S> void VCLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index B, bool train) {
   MSRNN_CHECK(h_.cols() == B, unit_name(), " state has batch size ", h_.cols(), ", input has ", B);
@@ -211,77 +211,18 @@ template <class S> void VCLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index
       auto Hp = h_prev(t, j0, nb);  // h_{t-1} (D, nb)
       auto Hn = h_next(t, j0, nb);  // h_t (D, nb)
       const auto Xt = X.middleCols(n0, nb);
-      w.pm.noalias() = u_.w * Hp;
-      w.pm.noalias() += v_.w * Xt;
-      for (Index j = 0; j < nb; ++j) {
-        const Index n = n0 + j;
-        const S m = S(1) / (S(1) + std::exp(-(w.pm(0, j) + bm_.w(0, 0))));
-        m_(0, n) = m;
-        d_[n] = mask_column(n, m);
-        q_[n] = opt_.skip ? std::min(D, (d_[n] + opt_.block - 1) / opt_.block * opt_.block) : D;
-        w.pen += penalty_value(double(m));
-      }
-      group_step(w, n0, nb);
+      forward_scheduler(w, Hp, Xt, n0, nb);
       clk.mark(sec[kFwdScheduler]);
       if (packed && !w.qs.empty()) {
         extend_packing(w.qs.back());
         clk.mark(sec[kFwdPack]);  // (with any wait for another thread's extension)
       }
-      // Units i >= q of a column keep h_{t-1} (the rows < q are written by the update below).
-      for (Index k = 0; k < w.first; ++k) Hn.col(w.order[k]) = Hp.col(w.order[k]);
-      // Operands in sorted order: column k of w.hb, w.xb, w.a, w.rh is column w.order[k] (k >= w.first).
-      for (Index k = w.first; k < nb; ++k) {
-        const Index j = w.order[k], n = n0 + j, q = q_[n];
-        Hn.col(j).tail(D - q) = Hp.col(j).tail(D - q);
-        w.hb.col(k).head(q) = e_.col(n).head(q).cwiseProduct(Hp.col(j).head(q));
-        w.xb.col(k).head(q) = e_.col(n).head(q).cwiseProduct(Xt.col(j).head(q));
-      }
+      forward_operands(w, Hp, Hn, Xt, n0, nb);
       clk.mark(sec[kFwdOperands]);
-      if (unit_ == VCUnit::Elman) {
-        if (packed) {
-          const Index f = std::min(w.first, nb - 1);  // (nb - f columns; none when w.first = nb)
-          UW_p_.multiply_leading(w.a[0].col(f).data(), D, w.hb.col(f).data(), D, D, w.xb.col(f).data(), D, w.qs.data(),
-                                 Index(w.qs.size()), false);
-        } else {
-          stair_product(lead(U_.w, 0, D), w.hb, w.a[0], w.levels, nb, false);
-          stair_product(lead(W_.w, 0, D), w.xb, w.a[0], w.levels, nb, true);
-        }
-        clk.mark(sec[kFwdProducts]);
-        for (Index k = w.first; k < nb; ++k) {
-          const Index j = w.order[k], n = n0 + j, q = q_[n];
-          auto g = g_.col(n).head(q);
-          g = (w.a[0].col(k).head(q) + b_.w.col(0).head(q)).array().tanh().matrix();
-          const auto e = e_.col(n).head(q).array();
-          Hn.col(j).head(q) = (e * g.array() + (S(1) - e) * Hp.col(j).head(q).array()).matrix();
-        }
-        clk.mark(sec[kFwdPointwise]);
-      } else {
-        for (Index gate = 0; gate < 2; ++gate) {
-          stair_product(lead(U_.w, gate, D), w.hb, w.a[gate], w.levels, nb, false);
-          stair_product(lead(W_.w, gate, D), w.xb, w.a[gate], w.levels, nb, true);
-        }
-        clk.mark(sec[kFwdProducts]);
-        for (Index k = w.first; k < nb; ++k) {
-          const Index n = n0 + w.order[k], q = q_[n];
-          auto r = g_.col(n).segment(0, q);
-          r = ((-(w.a[0].col(k).head(q) + b_.w.col(0).segment(0, q))).array().exp() + S(1)).inverse().matrix();
-          g_.col(n).segment(D, q) =
-              ((-(w.a[1].col(k).head(q) + b_.w.col(0).segment(D, q))).array().exp() + S(1)).inverse().matrix();
-          w.rh.col(k).head(q) = r.cwiseProduct(w.hb.col(k).head(q));
-        }
-        clk.mark(sec[kFwdPointwise]);
-        stair_product(lead(U_.w, 2, D), w.rh, w.a[2], w.levels, nb, false);
-        stair_product(lead(W_.w, 2, D), w.xb, w.a[2], w.levels, nb, true);
-        clk.mark(sec[kFwdProducts]);
-        for (Index k = w.first; k < nb; ++k) {
-          const Index j = w.order[k], n = n0 + j, q = q_[n];
-          auto nn = g_.col(n).segment(2 * D, q);
-          nn = (w.a[2].col(k).head(q) + b_.w.col(0).segment(2 * D, q)).array().tanh().matrix();
-          const auto z = e_.col(n).head(q).array() * g_.col(n).segment(D, q).array();
-          Hn.col(j).head(q) = (z * nn.array() + (S(1) - z) * Hp.col(j).head(q).array()).matrix();
-        }
-        clk.mark(sec[kFwdPointwise]);
-      }
+      if (unit_ == VCUnit::Elman)
+        forward_elman(w, Hp, Hn, n0, nb, packed, clk, sec);
+      else
+        forward_gru(w, Hp, Hn, n0, nb, clk, sec);
       add_step_time(time_, sec, n0, nb);
     }
   });
@@ -295,6 +236,106 @@ template <class S> void VCLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index
   }
   trained_ = train;
   aux_ = train ? opt_.penalty_weight * pen / double(N) : 0.0;
+}
+
+// The scheduler of one step (eq. 7-8): m_t = sigm(u . h_{t-1} + v . x_t + b_m) of each column, its mask e_t
+// (mask_column), d_t and q (d_t rounded up to the block), the penalty f(m_t - m_bar) summed into w.pen, and the
+// columns grouped by q (group_step). Hp h_{t-1} (D, nb), Xt x_t (D, nb).
+template <class S>
+template <class HP, class XT>
+void VCLayer<S>::forward_scheduler(Work& w, const HP& Hp, const XT& Xt, Index n0, Index nb) {
+  const Index D = D_;
+  w.pm.noalias() = u_.w * Hp;
+  w.pm.noalias() += v_.w * Xt;
+  for (Index j = 0; j < nb; ++j) {
+    const Index n = n0 + j;
+    const S m = S(1) / (S(1) + std::exp(-(w.pm(0, j) + bm_.w(0, 0))));
+    m_(0, n) = m;
+    d_[n] = mask_column(n, m);
+    q_[n] = opt_.skip ? std::min(D, (d_[n] + opt_.block - 1) / opt_.block * opt_.block) : D;
+    w.pen += penalty_value(double(m));
+  }
+  group_step(w, n0, nb);
+}
+
+// The masked operands of one step (eq. 12), h_bar = e_t . h_{t-1} and x_bar = e_t . x_t, into w.hb, w.xb in
+// sorted order, and h_t = h_{t-1} on the units i >= q of each column (the rows < q are written by the update).
+// Hp h_{t-1} (D, nb), Hn h_t (D, nb), Xt x_t (D, nb).
+template <class S>
+template <class HP, class HN, class XT>
+void VCLayer<S>::forward_operands(Work& w, const HP& Hp, HN& Hn, const XT& Xt, Index n0, Index nb) {
+  const Index D = D_;
+  // Units i >= q of a column keep h_{t-1} (the rows < q are written by the update below).
+  for (Index k = 0; k < w.first; ++k) Hn.col(w.order[k]) = Hp.col(w.order[k]);
+  // Operands in sorted order: column k of w.hb, w.xb, w.a, w.rh is column w.order[k] (k >= w.first).
+  for (Index k = w.first; k < nb; ++k) {
+    const Index j = w.order[k], n = n0 + j, q = q_[n];
+    Hn.col(j).tail(D - q) = Hp.col(j).tail(D - q);
+    w.hb.col(k).head(q) = e_.col(n).head(q).cwiseProduct(Hp.col(j).head(q));
+    w.xb.col(k).head(q) = e_.col(n).head(q).cwiseProduct(Xt.col(j).head(q));
+  }
+}
+
+// The VCRNN's update of one step (eq. 13) on the leading q rows of each column:
+//   a = U h_bar + V x_bar (w.a[0], (D, nb)),  g = tanh(a + b) (g_),  h_t = e_t . g + (1 - e_t) . h_{t-1} (Hn)
+template <class S>
+template <class HP, class HN>
+void VCLayer<S>::forward_elman(Work& w, const HP& Hp, HN& Hn, Index n0, Index nb, bool packed, PhaseClock& clk,
+                               double (&sec)[kVCPhases]) {
+  const Index D = D_;
+  if (packed) {
+    const Index f = std::min(w.first, nb - 1);  // (nb - f columns; none when w.first = nb)
+    UW_p_.multiply_leading(w.a[0].col(f).data(), D, w.hb.col(f).data(), D, D, w.xb.col(f).data(), D, w.qs.data(),
+                           Index(w.qs.size()), false);
+  } else {
+    stair_product(lead(U_.w, 0, D), w.hb, w.a[0], w.levels, nb, false);
+    stair_product(lead(W_.w, 0, D), w.xb, w.a[0], w.levels, nb, true);
+  }
+  clk.mark(sec[kFwdProducts]);
+  for (Index k = w.first; k < nb; ++k) {
+    const Index j = w.order[k], n = n0 + j, q = q_[n];
+    auto g = g_.col(n).head(q);
+    g = (w.a[0].col(k).head(q) + b_.w.col(0).head(q)).array().tanh().matrix();
+    const auto e = e_.col(n).head(q).array();
+    Hn.col(j).head(q) = (e * g.array() + (S(1) - e) * Hp.col(j).head(q).array()).matrix();
+  }
+  clk.mark(sec[kFwdPointwise]);
+}
+
+// The VCGRU's update of one step (eq. 14-17) on the leading q rows of each column, gates [r; z; n] in g_:
+//   r = sigm(U_r h_bar + V_r x_bar + b_r),  z = e_t . sigm(U_z h_bar + V_z x_bar + b_z)    (w.a[0], w.a[1])
+//   h~ = tanh(U_n (r . h_bar) + V_n x_bar + b_n)                                           (w.rh, w.a[2])
+//   h_t = z . h~ + (1 - z) . h_{t-1}                                                       (Hn)
+template <class S>
+template <class HP, class HN>
+void VCLayer<S>::forward_gru(Work& w, const HP& Hp, HN& Hn, Index n0, Index nb, PhaseClock& clk,
+                             double (&sec)[kVCPhases]) {
+  const Index D = D_;
+  for (Index gate = 0; gate < 2; ++gate) {
+    stair_product(lead(U_.w, gate, D), w.hb, w.a[gate], w.levels, nb, false);
+    stair_product(lead(W_.w, gate, D), w.xb, w.a[gate], w.levels, nb, true);
+  }
+  clk.mark(sec[kFwdProducts]);
+  for (Index k = w.first; k < nb; ++k) {
+    const Index n = n0 + w.order[k], q = q_[n];
+    auto r = g_.col(n).segment(0, q);
+    r = ((-(w.a[0].col(k).head(q) + b_.w.col(0).segment(0, q))).array().exp() + S(1)).inverse().matrix();
+    g_.col(n).segment(D, q) =
+        ((-(w.a[1].col(k).head(q) + b_.w.col(0).segment(D, q))).array().exp() + S(1)).inverse().matrix();
+    w.rh.col(k).head(q) = r.cwiseProduct(w.hb.col(k).head(q));
+  }
+  clk.mark(sec[kFwdPointwise]);
+  stair_product(lead(U_.w, 2, D), w.rh, w.a[2], w.levels, nb, false);
+  stair_product(lead(W_.w, 2, D), w.xb, w.a[2], w.levels, nb, true);
+  clk.mark(sec[kFwdProducts]);
+  for (Index k = w.first; k < nb; ++k) {
+    const Index j = w.order[k], n = n0 + j, q = q_[n];
+    auto nn = g_.col(n).segment(2 * D, q);
+    nn = (w.a[2].col(k).head(q) + b_.w.col(0).segment(2 * D, q)).array().tanh().matrix();
+    const auto z = e_.col(n).head(q).array() * g_.col(n).segment(D, q).array();
+    Hn.col(j).head(q) = (z * nn.array() + (S(1) - z) * Hp.col(j).head(q).array()).matrix();
+  }
+  clk.mark(sec[kFwdPointwise]);
 }
 
 template <class S> void VCLayer<S>::extend_packing(Index q) {
@@ -348,14 +389,7 @@ template <class S> void VCLayer<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X) 
   // chunk and keeps its own sums of the scheduler's gradients, added in thread order.
   const auto ran = over_streams(B, nt, 1, pack, [&](Index j0, Index nb, int k) {
     Work& w = work_[k];
-    for (auto* M : {&w.hb, &w.xb, &w.a[0], &w.a[1], &w.a[2], &w.rh, &w.dhb, &w.de, &w.dhbar, &w.dxbar}) M->resize(D, nb);
-    w.dh.setZero(D, nb);  // gradient reaching h_t
-    w.dhp.resize(D, nb);  // gradient reaching h_{t-1}
-    w.dxl.resize(D, nb);  // gradient reaching x_t (when dX is not wanted)
-    w.pm.resize(1, nb);   // gradient of the scheduler pre-activations
-    w.gu.setZero(1, D);
-    w.gv.setZero(1, D);
-    w.gb = S(0);
+    backward_work(w, nb);
     auto &dh = w.dh, &dhp = w.dhp;
     for (Index t = T - 1; t >= 0; --t) {
       PhaseClock clk;
@@ -369,98 +403,15 @@ template <class S> void VCLayer<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X) 
       dhp = dh;  // units i >= q of a column pass their gradient straight to h_{t-1}
       w.pm.setZero();
       group_step(w, n0, nb);
-      // Sorted order as in the forward: column k of the work buffers is stream w.order[k].
-      for (Index k = w.first; k < nb; ++k) {
-        const Index j = w.order[k], n = n0 + j, q = q_[n];
-        if (unit_ == VCUnit::GRU) w.hb.col(k).head(q) = e_.col(n).head(q).cwiseProduct(Hp.col(j).head(q));
-        w.dhb.col(k).head(q) = dh.col(j).head(q);
-      }
+      backward_operands(w, Hp, n0, nb);
       clk.mark(sec[kBwdOperands]);
-      if (unit_ == VCUnit::Elman) {
-        auto& da = w.a[0];
-        for (Index k = w.first; k < nb; ++k) {
-          const Index j = w.order[k], n = n0 + j, q = q_[n];
-          const auto g = g_.col(n).head(q).array();
-          const auto e = e_.col(n).head(q).array();
-          const auto dy = w.dhb.col(k).head(q).array();
-          da.col(k).head(q) = (e * dy * (S(1) - g * g)).matrix();
-          da_.col(n).head(q) = da.col(k).head(q);
-          dhp.col(j).head(q) = ((S(1) - e) * dy).matrix();
-          // dL/de of the update, dy (g - h_{t-1}), is needed on the open units only (below)
-          const Index o = open_[n], c = d_[n] - open_[n];
-          w.de.col(k).segment(o, c) = (w.dhb.col(k).segment(o, c).array() *
-                                       (g_.col(n).segment(o, c).array() - Hp.col(j).segment(o, c).array())).matrix();
-        }
-        clk.mark(sec[kBwdPointwise]);
-        if (packed) {
-          const Index f = std::min(w.first, nb - 1), c = Index(w.qs.size());  // c = nb - w.first columns
-          Ut_p_.multiply_leading(w.dhbar.col(f).data(), D, da.col(f).data(), D, D, nullptr, 0, w.qs.data(), c, false);
-          Wt_p_.multiply_leading(w.dxbar.col(f).data(), D, da.col(f).data(), D, D, nullptr, 0, w.qs.data(), c, false);
-        } else {
-          stair_product(lead(U_.w, 0, D).transpose(), da, w.dhbar, w.levels, nb, false);
-          stair_product(lead(W_.w, 0, D).transpose(), da, w.dxbar, w.levels, nb, false);
-        }
-        clk.mark(sec[kBwdProducts]);
-      } else {
-        auto &dar = w.a[0], &daz = w.a[1], &dan = w.a[2];
-        for (Index k = w.first; k < nb; ++k) {
-          const Index j = w.order[k], n = n0 + j, q = q_[n];
-          const auto e = e_.col(n).head(q).array();
-          const auto zs = g_.col(n).segment(D, q).array();
-          const auto nn = g_.col(n).segment(2 * D, q).array();
-          const auto dy = w.dhb.col(k).head(q).array();
-          const auto dz = (dy * (nn - Hp.col(j).head(q).array())).eval();
-          dan.col(k).head(q) = (dy * e * zs * (S(1) - nn * nn)).matrix();
-          daz.col(k).head(q) = (dz * e * zs * (S(1) - zs)).matrix();
-          w.de.col(k).head(q) = (dz * zs).matrix();
-          dhp.col(j).head(q) = ((S(1) - e * zs) * dy).matrix();
-          da_.col(n).segment(D, q) = daz.col(k).head(q);
-          da_.col(n).segment(2 * D, q) = dan.col(k).head(q);
-        }
-        clk.mark(sec[kBwdPointwise]);
-        stair_product(lead(U_.w, 2, D).transpose(), dan, w.rh, w.levels, nb, false);  // gradient of r . h_bar
-        clk.mark(sec[kBwdProducts]);
-        for (Index k = w.first; k < nb; ++k) {
-          const Index n = n0 + w.order[k], q = q_[n];
-          const auto r = g_.col(n).segment(0, q).array();
-          const auto drh = w.rh.col(k).head(q).array();
-          dar.col(k).head(q) = (drh * w.hb.col(k).head(q).array() * r * (S(1) - r)).matrix();
-          w.dhbar.col(k).head(q) = (drh * r).matrix();
-          da_.col(n).segment(0, q) = dar.col(k).head(q);
-        }
-        clk.mark(sec[kBwdPointwise]);
-        stair_product(lead(U_.w, 0, D).transpose(), dar, w.dhbar, w.levels, nb, true);
-        stair_product(lead(U_.w, 1, D).transpose(), daz, w.dhbar, w.levels, nb, true);
-        stair_product(lead(W_.w, 0, D).transpose(), dar, w.dxbar, w.levels, nb, false);
-        stair_product(lead(W_.w, 1, D).transpose(), daz, w.dxbar, w.levels, nb, true);
-        stair_product(lead(W_.w, 2, D).transpose(), dan, w.dxbar, w.levels, nb, true);
-        clk.mark(sec[kBwdProducts]);
-      }
-      for (Index k = w.first; k < nb; ++k) {
-        const Index j = w.order[k], n = n0 + j, q = q_[n];
-        const auto e = e_.col(n).head(q).array();
-        dhp.col(j).head(q).array() += e * w.dhbar.col(k).head(q).array();
-        dxt.col(j).head(q) = (e * w.dxbar.col(k).head(q).array()).matrix();
-        // de_i/dm = lambda D e_i (1 - e_i) where Thres left the sigmoid (0 < e_i < 1), else 0: the sum runs
-        // over the open units [open, d) only, with dL/de_i = (the update's) + dL/dh_bar_i h_i + dL/dx_bar_i x_i
-        const Index o = open_[n], c = d_[n] - open_[n];
-        const auto eo = e_.col(n).segment(o, c).array();
-        const auto de = (w.de.col(k).segment(o, c).array() +
-                         w.dhbar.col(k).segment(o, c).array() * Hp.col(j).segment(o, c).array() +
-                         w.dxbar.col(k).segment(o, c).array() * Xt.col(j).segment(o, c).array()).eval();
-        const auto open = (eo > S(0) && eo < S(1)).template cast<S>();
-        w.pm(0, j) = lamD * (de * eo * (S(1) - eo) * open).sum();
-      }
+      if (unit_ == VCUnit::Elman)
+        backward_elman(w, Hp, n0, nb, packed, clk, sec);
+      else
+        backward_gru(w, Hp, n0, nb, clk, sec);
+      backward_mask(w, Hp, Xt, dxt, n0, nb, lamD);
       clk.mark(sec[kBwdPointwise]);
-      for (Index j = 0; j < nb; ++j) {
-        const S m = m_(0, n0 + j);
-        w.pm(0, j) = (w.pm(0, j) + pw * S(penalty_slope(double(m)))) * m * (S(1) - m);
-      }
-      dhp.noalias() += u_.w.transpose() * w.pm;
-      dxt.noalias() += v_.w.transpose() * w.pm;
-      w.gu.noalias() += w.pm * Hp.transpose();
-      w.gv.noalias() += w.pm * Xt.transpose();
-      w.gb += w.pm.sum();
+      backward_scheduler(w, Hp, Xt, dxt, n0, nb, pw);
       dh.swap(dhp);
       clk.mark(sec[kBwdScheduler]);
       add_step_time(time_, sec, n0, nb);
@@ -478,6 +429,152 @@ template <class S> void VCLayer<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X) 
   clk.mark(grads_s);
   time_.row(kBwdPack).setConstant(S(pack_s / double(std::max<Index>(N, 1))));
   time_.row(kBwdWeightGrads).setConstant(S(grads_s / double(std::max<Index>(N, 1))));
+}
+
+// A thread's backward buffers for its nb streams, and its sums of the scheduler's gradients set to zero.
+template <class S> void VCLayer<S>::backward_work(Work& w, Index nb) {
+  const Index D = D_;
+  for (auto* M : {&w.hb, &w.xb, &w.a[0], &w.a[1], &w.a[2], &w.rh, &w.dhb, &w.de, &w.dhbar, &w.dxbar}) M->resize(D, nb);
+  w.dh.setZero(D, nb);  // gradient reaching h_t
+  w.dhp.resize(D, nb);  // gradient reaching h_{t-1}
+  w.dxl.resize(D, nb);  // gradient reaching x_t (when dX is not wanted)
+  w.pm.resize(1, nb);   // gradient of the scheduler pre-activations
+  w.gu.setZero(1, D);
+  w.gv.setZero(1, D);
+  w.gb = S(0);
+}
+
+// The backward operands of one step in sorted order (column k is stream w.order[k]): dL/dh_t of the leading q
+// rows into w.dhb, and for the VCGRU h_bar = e_t . h_{t-1} again into w.hb. Hp h_{t-1} (D, nb).
+template <class S>
+template <class HP>
+void VCLayer<S>::backward_operands(Work& w, const HP& Hp, Index n0, Index nb) {
+  // Sorted order as in the forward: column k of the work buffers is stream w.order[k].
+  for (Index k = w.first; k < nb; ++k) {
+    const Index j = w.order[k], n = n0 + j, q = q_[n];
+    if (unit_ == VCUnit::GRU) w.hb.col(k).head(q) = e_.col(n).head(q).cwiseProduct(Hp.col(j).head(q));
+    w.dhb.col(k).head(q) = w.dh.col(j).head(q);
+  }
+}
+
+// The VCRNN's update backwards (eq. 13) on the leading q rows, dy = dL/dh_t:
+//   da = e_t . dy . (1 - g^2) (w.a[0], da_),  dL/dh_{t-1} = (1 - e_t) . dy (w.dhp),
+//   dL/de = dy . (g - h_{t-1}) on the open units (w.de),  dL/dh_bar = U^T da (w.dhbar), dL/dx_bar = V^T da (w.dxbar)
+template <class S>
+template <class HP>
+void VCLayer<S>::backward_elman(Work& w, const HP& Hp, Index n0, Index nb, bool packed, PhaseClock& clk,
+                                double (&sec)[kVCPhases]) {
+  const Index D = D_;
+  auto& da = w.a[0];
+  auto& dhp = w.dhp;
+  for (Index k = w.first; k < nb; ++k) {
+    const Index j = w.order[k], n = n0 + j, q = q_[n];
+    const auto g = g_.col(n).head(q).array();
+    const auto e = e_.col(n).head(q).array();
+    const auto dy = w.dhb.col(k).head(q).array();
+    da.col(k).head(q) = (e * dy * (S(1) - g * g)).matrix();
+    da_.col(n).head(q) = da.col(k).head(q);
+    dhp.col(j).head(q) = ((S(1) - e) * dy).matrix();
+    // dL/de of the update, dy (g - h_{t-1}), is needed on the open units only (below)
+    const Index o = open_[n], c = d_[n] - open_[n];
+    w.de.col(k).segment(o, c) = (w.dhb.col(k).segment(o, c).array() *
+                                 (g_.col(n).segment(o, c).array() - Hp.col(j).segment(o, c).array())).matrix();
+  }
+  clk.mark(sec[kBwdPointwise]);
+  if (packed) {
+    const Index f = std::min(w.first, nb - 1), c = Index(w.qs.size());  // c = nb - w.first columns
+    Ut_p_.multiply_leading(w.dhbar.col(f).data(), D, da.col(f).data(), D, D, nullptr, 0, w.qs.data(), c, false);
+    Wt_p_.multiply_leading(w.dxbar.col(f).data(), D, da.col(f).data(), D, D, nullptr, 0, w.qs.data(), c, false);
+  } else {
+    stair_product(lead(U_.w, 0, D).transpose(), da, w.dhbar, w.levels, nb, false);
+    stair_product(lead(W_.w, 0, D).transpose(), da, w.dxbar, w.levels, nb, false);
+  }
+  clk.mark(sec[kBwdProducts]);
+}
+
+// The VCGRU's update backwards (eq. 14-17) on the leading q rows, dy = dL/dh_t, gates [r; z; n] (g_):
+//   dz = dy . (h~ - h_{t-1}),  da_n = dy . z . (1 - h~^2),  da_z = dz . e_t . z' (1 - z'),  dL/de = dz . z'
+//   dL/dh_{t-1} = (1 - z) . dy,  dL/d(r . h_bar) = U_n^T da_n (w.rh),  da_r = dL/d(r . h_bar) . h_bar . r (1 - r)
+//   dL/dh_bar = r . dL/d(r . h_bar) + U_r^T da_r + U_z^T da_z,  dL/dx_bar = V^T [da_r; da_z; da_n]
+// with z = e_t . z', z' = sigm(a_z); da_r, da_z, da_n in w.a[0..2] and da_.
+template <class S>
+template <class HP>
+void VCLayer<S>::backward_gru(Work& w, const HP& Hp, Index n0, Index nb, PhaseClock& clk, double (&sec)[kVCPhases]) {
+  const Index D = D_;
+  auto &dar = w.a[0], &daz = w.a[1], &dan = w.a[2];
+  auto& dhp = w.dhp;
+  for (Index k = w.first; k < nb; ++k) {
+    const Index j = w.order[k], n = n0 + j, q = q_[n];
+    const auto e = e_.col(n).head(q).array();
+    const auto zs = g_.col(n).segment(D, q).array();
+    const auto nn = g_.col(n).segment(2 * D, q).array();
+    const auto dy = w.dhb.col(k).head(q).array();
+    const auto dz = (dy * (nn - Hp.col(j).head(q).array())).eval();
+    dan.col(k).head(q) = (dy * e * zs * (S(1) - nn * nn)).matrix();
+    daz.col(k).head(q) = (dz * e * zs * (S(1) - zs)).matrix();
+    w.de.col(k).head(q) = (dz * zs).matrix();
+    dhp.col(j).head(q) = ((S(1) - e * zs) * dy).matrix();
+    da_.col(n).segment(D, q) = daz.col(k).head(q);
+    da_.col(n).segment(2 * D, q) = dan.col(k).head(q);
+  }
+  clk.mark(sec[kBwdPointwise]);
+  stair_product(lead(U_.w, 2, D).transpose(), dan, w.rh, w.levels, nb, false);  // gradient of r . h_bar
+  clk.mark(sec[kBwdProducts]);
+  for (Index k = w.first; k < nb; ++k) {
+    const Index n = n0 + w.order[k], q = q_[n];
+    const auto r = g_.col(n).segment(0, q).array();
+    const auto drh = w.rh.col(k).head(q).array();
+    dar.col(k).head(q) = (drh * w.hb.col(k).head(q).array() * r * (S(1) - r)).matrix();
+    w.dhbar.col(k).head(q) = (drh * r).matrix();
+    da_.col(n).segment(0, q) = dar.col(k).head(q);
+  }
+  clk.mark(sec[kBwdPointwise]);
+  stair_product(lead(U_.w, 0, D).transpose(), dar, w.dhbar, w.levels, nb, true);
+  stair_product(lead(U_.w, 1, D).transpose(), daz, w.dhbar, w.levels, nb, true);
+  stair_product(lead(W_.w, 0, D).transpose(), dar, w.dxbar, w.levels, nb, false);
+  stair_product(lead(W_.w, 1, D).transpose(), daz, w.dxbar, w.levels, nb, true);
+  stair_product(lead(W_.w, 2, D).transpose(), dan, w.dxbar, w.levels, nb, true);
+  clk.mark(sec[kBwdProducts]);
+}
+
+// The masks backwards (eq. 12, 8): dL/dh_{t-1} += e_t . dL/dh_bar (w.dhp), dL/dx_t = e_t . dL/dx_bar (dxt), and
+// the gradient reaching m_t through e_t, lambda D sum_i dL/de_i e_i (1 - e_i) over the open units, into w.pm.
+// Hp h_{t-1} (D, nb), Xt x_t (D, nb), dxt (D, nb).
+template <class S>
+template <class HP, class XT>
+void VCLayer<S>::backward_mask(Work& w, const HP& Hp, const XT& Xt, MRef<S>& dxt, Index n0, Index nb, S lamD) {
+  auto& dhp = w.dhp;
+  for (Index k = w.first; k < nb; ++k) {
+    const Index j = w.order[k], n = n0 + j, q = q_[n];
+    const auto e = e_.col(n).head(q).array();
+    dhp.col(j).head(q).array() += e * w.dhbar.col(k).head(q).array();
+    dxt.col(j).head(q) = (e * w.dxbar.col(k).head(q).array()).matrix();
+    // de_i/dm = lambda D e_i (1 - e_i) where Thres left the sigmoid (0 < e_i < 1), else 0: the sum runs
+    // over the open units [open, d) only, with dL/de_i = (the update's) + dL/dh_bar_i h_i + dL/dx_bar_i x_i
+    const Index o = open_[n], c = d_[n] - open_[n];
+    const auto eo = e_.col(n).segment(o, c).array();
+    const auto de = (w.de.col(k).segment(o, c).array() +
+                     w.dhbar.col(k).segment(o, c).array() * Hp.col(j).segment(o, c).array() +
+                     w.dxbar.col(k).segment(o, c).array() * Xt.col(j).segment(o, c).array()).eval();
+    const auto open = (eo > S(0) && eo < S(1)).template cast<S>();
+    w.pm(0, j) = lamD * (de * eo * (S(1) - eo) * open).sum();
+  }
+}
+
+// The scheduler backwards (eq. 7): the gradient of its pre-activation, (dL/dm_t + w/N f'(m_t - m_bar)) m_t (1 - m_t)
+// (w.pm, (1, nb)), into dL/dh_{t-1} (u^T, w.dhp), dL/dx_t (v^T, dxt) and this thread's sums for u, v, b_m.
+template <class S>
+template <class HP, class XT>
+void VCLayer<S>::backward_scheduler(Work& w, const HP& Hp, const XT& Xt, MRef<S>& dxt, Index n0, Index nb, S pw) {
+  for (Index j = 0; j < nb; ++j) {
+    const S m = m_(0, n0 + j);
+    w.pm(0, j) = (w.pm(0, j) + pw * S(penalty_slope(double(m)))) * m * (S(1) - m);
+  }
+  w.dhp.noalias() += u_.w.transpose() * w.pm;
+  dxt.noalias() += v_.w.transpose() * w.pm;
+  w.gu.noalias() += w.pm * Hp.transpose();
+  w.gv.noalias() += w.pm * Xt.transpose();
+  w.gb += w.pm.sum();
 }
 
 template <class S> void VCLayer<S>::accumulate_weight_grads(CRef<S> X) {

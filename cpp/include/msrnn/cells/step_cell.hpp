@@ -123,6 +123,11 @@ template <class S> class StepCell {
 
  private:
   Index G() const { return spec_.type == CellType::LSTM ? 4 : 3; }
+  // The named steps of step() on streams [j0, j0 + nb) (step_cell.cpp, with the equations): the LSTM's or the GRU's
+  // gates into act_ and w.ct, w.ht, then zoneout into the new state h, c (H, nb).
+  void lstm_step(Index t, Index j0, Index nb, Work& w, bool packed);
+  void gru_step(Index t, Index j0, Index nb, Work& w, bool packed);
+  void zoneout_step(Index t, Index j0, Index nb, MRef<S>& h, MRef<S>& c, Work& w);
 
   CellSpec spec_;
   Index T_ = 0, B_ = 0;

@@ -201,6 +201,22 @@ template <class S> class HMLSTM : public Core<S> {
   // Layer l at step t on columns [j0, j0 + nb); fast: packed stacked product, else Eigen products.
   void layer_step_forward(size_t l, Index t, Index j0, Index nb, CRef<S> X, Scratch& s, bool fast);
   void layer_step_backward(size_t l, Index t, Index j0, Index nb, Scratch& s, bool fast);
+  // The named steps of forward (hm_lstm_forward.cpp) and backward (hm_lstm_backward.cpp), with their equations there.
+  void forward_prepare(Index N, Index B, bool train);
+  void draw_uniforms(Index T, Index B);
+  void forward_packed(CRef<S> X, Index T, Index B, int nt);
+  void forward_rate_terms(Index N, bool train);
+  S boundary_of(S zhat, const double* u, Index b) const;
+  void step_preactivations(size_t l, Index t, Index k, CRef<S> X, Scratch& s, const S* zp, const S* zb, bool fast);
+  void step_layer_norm(size_t l, Index t, Index k, Scratch& s);
+  void step_update(size_t l, Index t, Index k, Scratch& s, const S* zp, const S* zb, const double* u);
+  void step_copy(size_t l, Index t, Scratch& s, const S* zp, const double* u);
+  void weight_gradients(size_t l, CRef<S> X, bool fast);
+  S zslope(const Layer& layer, Index n) const;
+  void step_boundary_backward(size_t l, Index t, Index j0, Index nb, Scratch& s, const S* zp, const S* zb);
+  void step_gates_backward(size_t l, Index t, Index k, Scratch& s, const S* zp, const S* zb);
+  void step_inputs_backward(size_t l, Index t, Index k, Scratch& s, const S* zp, const S* zb, bool fast);
+  void step_copy_backward(size_t l, Index t, Scratch& s);
   // The active columns s.idx of c^l_{t-1}, h^l_{t-1} (H, B), z^l_{t-1} and z^{l-1}_t (1, B) into
   // s.c_prev_k, s.h_prev_k (H, k), s.z_prev_k, s.z_below_k (1, k).
   void gather_previous(Scratch& s, CRef<S> cp, CRef<S> hp, const S* zp, const S* zb) const;

@@ -118,6 +118,29 @@ template <class S> class VCLayer : public Core<S> {
   auto lead(MatMap<S>& A, Index gate, Index q) { return A.block(gate * D_, 0, q, q); }
   // Weight gradients of the whole chunk, one product per q.
   void accumulate_weight_grads(CRef<S> X);
+  // Wall-clock time of consecutive phases (vcrnn.cpp).
+  struct PhaseClock;
+  // The named steps of forward and backward over one step of a thread's streams (vcrnn.cpp, with the equations).
+  // HP, HN, XT: views of h_{t-1}, h_t, x_t (D, nb), columns [n0, n0 + nb) of the chunk.
+  template <class HP, class XT> void forward_scheduler(Work& w, const HP& Hp, const XT& Xt, Index n0, Index nb);
+  template <class HP, class HN, class XT>
+  void forward_operands(Work& w, const HP& Hp, HN& Hn, const XT& Xt, Index n0, Index nb);
+  template <class HP, class HN>
+  void forward_elman(Work& w, const HP& Hp, HN& Hn, Index n0, Index nb, bool packed, PhaseClock& clk,
+                     double (&sec)[kVCPhases]);
+  template <class HP, class HN>
+  void forward_gru(Work& w, const HP& Hp, HN& Hn, Index n0, Index nb, PhaseClock& clk, double (&sec)[kVCPhases]);
+  void backward_work(Work& w, Index nb);
+  template <class HP> void backward_operands(Work& w, const HP& Hp, Index n0, Index nb);
+  template <class HP>
+  void backward_elman(Work& w, const HP& Hp, Index n0, Index nb, bool packed, PhaseClock& clk,
+                      double (&sec)[kVCPhases]);
+  template <class HP>
+  void backward_gru(Work& w, const HP& Hp, Index n0, Index nb, PhaseClock& clk, double (&sec)[kVCPhases]);
+  template <class HP, class XT>
+  void backward_mask(Work& w, const HP& Hp, const XT& Xt, MRef<S>& dxt, Index n0, Index nb, S lamD);
+  template <class HP, class XT>
+  void backward_scheduler(Work& w, const HP& Hp, const XT& Xt, MRef<S>& dxt, Index n0, Index nb, S pw);
 
   VCUnit unit_;
   Index G_, D_, T_ = 0, B_ = 0;
