@@ -21,6 +21,33 @@ void zoneout_mix(Y&& y, const Yt& yt, const Yp& yp, const M& m) {
   y.array() = m.array() * yt.array() + (S(1) - m.array()) * yp.array();
 }
 
+// Zoneout backwards at the columns [col, col + nb): the gradient reaching the state after the step, dh, dc
+// (H, nb), split between the new values h~_t, c~_t (dht, dct = m * d) and the kept previous ones (dh, dc <-
+// (1 - m) * d, the direct path to h_{t-1}, c_{t-1}), m the zoneout mask (mask_h, mask_c (H, N), read only with
+// zoneout: zh, zc); without zoneout all of it goes to the new values. c and its gradients only with has_c.
+template <class S>
+void zoneout_backward(Mat<S>& dht, Mat<S>& dct, MRef<S>& dh, MRef<S>& dc, const Mat<S>& mask_h, const Mat<S>& mask_c,
+                      Index col, Index nb, bool zh, bool zc, bool has_c) {
+  if (zh) {
+    const auto m = mask_h.middleCols(col, nb).array();
+    dht.array() = m * dh.array();
+    dh.array() *= S(1) - m;  // the direct path to h_{t-1}
+  } else {
+    dht = dh;
+    dh.setZero();
+  }
+  if (has_c) {
+    if (zc) {
+      const auto m = mask_c.middleCols(col, nb).array();
+      dct.array() = m * dc.array();
+      dc.array() *= S(1) - m;
+    } else {
+      dct = dc;
+      dc.setZero();
+    }
+  }
+}
+
 }  // namespace
 
 void check_cell_spec(const CellSpec& s, const std::string& what) {
@@ -329,24 +356,7 @@ void StepCell<S>::backward_step(Index t, Index j0, Index nb, MRef<S> dh, MRef<S>
   auto& tmp = w.tmp;
   // Zoneout: split the gradient between the new value and the kept previous one.
   const bool zh = spec_.zoneout_h > 0.0, zc = has_c() && spec_.zoneout_c > 0.0;
-  if (zh) {
-    const auto m = blk(mask_h_).array();
-    dht.array() = m * dh.array();
-    dh.array() *= S(1) - m;  // the direct path to h_{t-1}
-  } else {
-    dht = dh;
-    dh.setZero();
-  }
-  if (has_c()) {
-    if (zc) {
-      const auto m = blk(mask_c_).array();
-      dct.array() = m * dc.array();
-      dc.array() *= S(1) - m;
-    } else {
-      dct = dc;
-      dc.setZero();
-    }
-  }
+  zoneout_backward<S>(dht, dct, dh, dc, mask_h_, mask_c_, col, nb, zh, zc, has_c());
   auto da = blk(da_);
   const auto a = blk(act_);
   const auto hp = blk(h_prev_);
