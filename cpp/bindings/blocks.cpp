@@ -6,11 +6,11 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "msrnn/cores/gru.hpp"
+#include "msrnn/cores/lstm.hpp"
 #include "msrnn/kernels/amx_bf16.hpp"
 #include "msrnn/kernels/blocks.hpp"
 #include "msrnn/kernels/gemm.hpp"
-#include "msrnn/cores/gru.hpp"
-#include "msrnn/cores/lstm.hpp"
 
 namespace py = pybind11;
 using namespace msrnn;
@@ -21,8 +21,8 @@ namespace {
 
 void same_shape(const M& a, const M& b, const char* what_a, const char* what_b) {
   if (a.rows() != b.rows() || a.cols() != b.cols())
-    throw py::value_error(cat(what_a, " has shape (", a.rows(), ", ", a.cols(), "), ", what_b, " (", b.rows(), ", ",
-                              b.cols(), ")"));
+    throw py::value_error(
+        cat(what_a, " has shape (", a.rows(), ", ", a.cols(), "), ", what_b, " (", b.rows(), ", ", b.cols(), ")"));
 }
 
 void check_ids(const Ids& ids, Index n, Index V, const char* what) {
@@ -144,17 +144,20 @@ void bind_bf16_blocks(py::module_& m) {
   // C (M, N) = b + A [X1; X2] with A (M, K), X = [X1; X2] (K, N) split after row K1, through the
   // LSTM layer's bfloat16 step product: kernel "amx" (AmxBf16Matrix) or "emulated" (PackedPanels
   // holding the rounded A, times the rounded X).
-  m.def("bf16_step_product", [](const F& A, const F& b, const F& X, Index K1, const std::string& kernel) {
-    check_rows(X, A.cols(), "X");
-    check_rows(b, A.rows(), "b");
-    if (K1 < 0 || K1 > A.cols()) throw py::value_error(cat("split K1 = ", K1, " outside [0, ", A.cols(), "]"));
-    if (kernel != "amx" && kernel != "emulated")
-      throw py::value_error(cat("kernel must be 'amx' or 'emulated', got '", kernel, "'"));
-    F C(A.rows(), X.cols());
-    bf16_step_product(C.data(), A.data(), b.data(), X.data(), A.rows(), A.cols(), K1, X.cols(),
-                      kernel == "amx" ? Bf16Kernel::Amx : Bf16Kernel::Emulated);
-    return C;
-  }, py::arg("A"), py::arg("b"), py::arg("X"), py::arg("K1"), py::arg("kernel"));
+  m.def(
+      "bf16_step_product",
+      [](const F& A, const F& b, const F& X, Index K1, const std::string& kernel) {
+        check_rows(X, A.cols(), "X");
+        check_rows(b, A.rows(), "b");
+        if (K1 < 0 || K1 > A.cols()) throw py::value_error(cat("split K1 = ", K1, " outside [0, ", A.cols(), "]"));
+        if (kernel != "amx" && kernel != "emulated")
+          throw py::value_error(cat("kernel must be 'amx' or 'emulated', got '", kernel, "'"));
+        F C(A.rows(), X.cols());
+        bf16_step_product(C.data(), A.data(), b.data(), X.data(), A.rows(), A.cols(), K1, X.cols(),
+                          kernel == "amx" ? Bf16Kernel::Amx : Bf16Kernel::Emulated);
+        return C;
+      },
+      py::arg("A"), py::arg("b"), py::arg("X"), py::arg("K1"), py::arg("kernel"));
 }
 
 }  // namespace

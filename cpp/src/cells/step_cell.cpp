@@ -218,7 +218,7 @@ void StepCell<S>::step(Index t, Index j0, Index nb, MRef<S> h, MRef<S> c, CRef<S
 template <class S> void StepCell<S>::lstm_step(Index t, Index j0, Index nb, Work& w, bool packed) {
   const Index H = spec_.H, E = spec_.E, GH = G() * H, B = nb, col = t * B_ + j0;
   auto blk = [&](auto& M) { return M.middleCols(col, nb); };  // this step's columns of a (., N) buffer
-  auto a = blk(act_);  // (G*H, B): the input term, then the gate activations
+  auto a = blk(act_);                                         // (G*H, B): the input term, then the gate activations
   auto hp = blk(h_prev_);
   auto cp = blk(c_prev_);
   const S eps = S(spec_.ln_eps);
@@ -242,9 +242,9 @@ template <class S> void StepCell<S>::lstm_step(Index t, Index j0, Index nb, Work
     if (spec_.bias_before_norm) a.colwise() += b_pre_.w.col(0);
     auto rs = rstd_.middleCols(t * 4 * B_, 4 * B_);
     for (Index k = 0; k < 4; ++k)
-      layer_norm_forward<S>(a.middleRows(k * H, H), blk(xhat_).middleRows(k * H, H),
-                            rs.middleCols(k * B_ + j0, B), a.middleRows(k * H, H), g_gates_.w.middleRows(k * H, H),
-                            b_gates_.w.middleRows(k * H, H), eps);
+      layer_norm_forward<S>(a.middleRows(k * H, H), blk(xhat_).middleRows(k * H, H), rs.middleCols(k * B_ + j0, B),
+                            a.middleRows(k * H, H), g_gates_.w.middleRows(k * H, H), b_gates_.w.middleRows(k * H, H),
+                            eps);
   }
   auto tc = blk(tanh_c_);
   lstm_pointwise_forward<S>(a, w.ct, tc, w.ht, cp);
@@ -263,7 +263,7 @@ template <class S> void StepCell<S>::lstm_step(Index t, Index j0, Index nb, Work
 template <class S> void StepCell<S>::gru_step(Index t, Index j0, Index nb, Work& w, bool packed) {
   const Index H = spec_.H, E = spec_.E, GH = G() * H, B = nb, col = t * B_ + j0;
   auto blk = [&](auto& M) { return M.middleCols(col, nb); };  // this step's columns of a (., N) buffer
-  auto a = blk(act_);  // (G*H, B): the input term, then the gate activations
+  auto a = blk(act_);                                         // (G*H, B): the input term, then the gate activations
   auto hp = blk(h_prev_);
   const S eps = S(spec_.ln_eps);
   auto ah = blk(ah_);
@@ -341,8 +341,7 @@ template <class S> void StepCell<S>::backward_step(Index t, MRef<S> dh, MRef<S> 
 }
 
 template <class S>
-void StepCell<S>::backward_step(Index t, Index j0, Index nb, MRef<S> dh, MRef<S> dc, MRef<S> dx, Work& w,
-                                bool packed) {
+void StepCell<S>::backward_step(Index t, Index j0, Index nb, MRef<S> dh, MRef<S> dc, MRef<S> dx, Work& w, bool packed) {
   const Index H = spec_.H, B = nb, GH = G() * H, col = t * B_ + j0;
   auto blk = [&](auto& M) { return M.middleCols(col, nb); };  // this step's columns of a (., N) buffer
   // Where the layer-norm parameter gradients go.
@@ -382,8 +381,8 @@ void StepCell<S>::backward_step(Index t, Index j0, Index nb, MRef<S> dh, MRef<S>
       auto rs = rstd_.middleCols(t * 4 * B_, 4 * B_);
       for (Index k = 0; k < 4; ++k)
         layer_norm_backward<S>(da.middleRows(k * H, H), dg_gates.middleRows(k * H, H), db_gates.middleRows(k * H, H),
-                               da.middleRows(k * H, H), blk(xhat_).middleRows(k * H, H),
-                               rs.middleCols(k * B_ + j0, B), g_gates_.w.middleRows(k * H, H));
+                               da.middleRows(k * H, H), blk(xhat_).middleRows(k * H, H), rs.middleCols(k * B_ + j0, B),
+                               g_gates_.w.middleRows(k * H, H));
     }
     if (packed)
       WhT_.multiply(dh.data(), dh.outerStride(), da.data(), GH, nb, 0, H, true);

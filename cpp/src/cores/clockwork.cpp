@@ -28,8 +28,8 @@ template <class S> Index ClockworkRNN<S>::modules_running(long long t) const {
   long long period = 1;  // T_i = base^i; saturates where base^i would overflow (then only t = 0 runs it)
   for (Index i = 0; i < g_ && t % period == 0; ++i) {
     ++m;
-    period = period > std::numeric_limits<long long>::max() / base_ ? std::numeric_limits<long long>::max()
-                                                                     : period * base_;
+    period =
+        period > std::numeric_limits<long long>::max() / base_ ? std::numeric_limits<long long>::max() : period * base_;
   }
   return m;
 }
@@ -68,7 +68,7 @@ template <class S> void ClockworkRNN<S>::forward(MRef<S> Y, CRef<S> X, Index T, 
   for (Index t = 0; t < T; ++t) {
     const Index m = modules_running(clock_ + t), r = m * k;  // rows 0..r-1 run
     running_[t] = m;
-    auto prev = step_block(hs_, t, B);    // (H, B) h_{t-1}
+    auto prev = step_block(hs_, t, B);     // (H, B) h_{t-1}
     auto cur = step_block(hs_, t + 1, B);  // (H, B) h_t
     cur.bottomRows(H - r) = prev.bottomRows(H - r);
     auto a = cur.topRows(r);  // (r, B) a_t of the running modules, then h_t
@@ -98,7 +98,8 @@ template <class S> void ClockworkRNN<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S
     // h_{t-1} reaches h_t through the copy of the idle modules and through W_H of the running ones.
     dh.topRows(r).setZero();
     for (Index i = 0; i < m; ++i)
-      dh.bottomRows(H - i * k).noalias() += W_hh_.w.block(i * k, i * k, k, H - i * k).transpose() * da.middleRows(i * k, k);
+      dh.bottomRows(H - i * k).noalias() +=
+          W_hh_.w.block(i * k, i * k, k, H - i * k).transpose() * da.middleRows(i * k, k);
   }
   // Weight gradients over the whole chunk; W_H only on its blocks at and above the diagonal.
   const auto h_prev = hs_.leftCols(N);  // (H, N) h_{t-1} of every column

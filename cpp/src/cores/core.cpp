@@ -150,7 +150,9 @@ bool CoreOptions::flag(const std::string& name, Index l) {
   return checked_number(s, cat(name, "_l", l), l == 0 ? s.number : s.rest) == 1.0;
 }
 
-std::string CoreOptions::choice(const std::string& name) { return choice(name, spec(name, OptionSpec::Kind::Choice).text); }
+std::string CoreOptions::choice(const std::string& name) {
+  return choice(name, spec(name, OptionSpec::Kind::Choice).text);
+}
 
 std::string CoreOptions::choice(const std::string& name, const std::string& dflt) {
   const OptionSpec& s = spec(name, OptionSpec::Kind::Choice);

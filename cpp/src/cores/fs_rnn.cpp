@@ -1,6 +1,5 @@
 #include "msrnn/cores/fs_rnn.hpp"
 
-
 #include <cmath>
 #include <set>
 
@@ -39,7 +38,8 @@ FSRNN<S>::FSRNN(ParamSet<S>& ps, Index E, Index K, const CellSpec& fast, const C
 }
 
 template <class S>
-FSRNN<S>::FSRNN(ParamSet<S>& ps, Index E, Index K, const CellSpec& cell, Chain) : E_(E), fast_name_(""), slow_name_("") {
+FSRNN<S>::FSRNN(ParamSet<S>& ps, Index E, Index K, const CellSpec& cell, Chain)
+    : E_(E), fast_name_(""), slow_name_("") {
   MSRNN_CHECK(E > 0, "sequential RNN input size must be positive, got ", E);
   MSRNN_CHECK(K >= 1, "a sequential RNN needs at least 1 cell, got ", K);
   for (Index i = 0; i < K; ++i) {
@@ -390,8 +390,8 @@ void add_cell_options(CoreSchema& s, bool ln_gates_default) {
   s.push_back(opt::number("zoneout_h", 0.0, {0.0, 1.0, false, true}, "zoneout probability of keeping the previous h"));
   s.push_back(opt::number("layer_norm_eps", 1e-5, opt::open(0.0, 1.0),
                           "epsilon of every layer norm (the authors' code: 1e-3)"));
-  s.push_back(opt::flag("bias_before_norm", false,
-                        "a trainable bias before each gate's layer norm (the authors' code: True)"));
+  s.push_back(
+      opt::flag("bias_before_norm", false, "a trainable bias before each gate's layer norm (the authors' code: True)"));
 }
 
 CoreSchema fs_rnn_schema() {

@@ -76,9 +76,9 @@ template <class S> void GRULayer<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X)
   if (dX.cols() > 0) linear_backward_input<S>(dX, W_ih_.w, dax_);
 }
 
-#define MSRNN_INSTANTIATE(S)                                                                                 \
-  template void gru_pointwise_forward<S>(MRef<S>, MRef<S>, CRef<S>, CRef<S>);                               \
-  template void gru_pointwise_backward<S>(MRef<S>, MRef<S>, MRef<S>, CRef<S>, CRef<S>, CRef<S>, CRef<S>);   \
+#define MSRNN_INSTANTIATE(S)                                                                              \
+  template void gru_pointwise_forward<S>(MRef<S>, MRef<S>, CRef<S>, CRef<S>);                             \
+  template void gru_pointwise_backward<S>(MRef<S>, MRef<S>, MRef<S>, CRef<S>, CRef<S>, CRef<S>, CRef<S>); \
   template class GRULayer<S>;
 MSRNN_INSTANTIATE(float)
 MSRNN_INSTANTIATE(double)

@@ -11,10 +11,12 @@ namespace msrnn {
 namespace {
 // A gradient reading (option `name`, "blend" or "blend_l{l}"): 0 "switch" or 1 "blend"; soft boundaries need blend.
 bool check_blend(const std::string& name, double value, HMBoundary boundary) {
-  MSRNN_CHECK(value == 0.0 || value == 1.0, "HM-LSTM option '", name, "' must be 0 (gradient 'switch') or 1 ('blend'), got ",
-              value);
-  MSRNN_CHECK(value == 1.0 || boundary != HMBoundary::Soft, "HM-LSTM gradient 'switch' needs binary boundaries; with "
-              "boundary 'soft' the cases of eq. 2 are blends, so ", name, " must be 1 ('blend')");
+  MSRNN_CHECK(value == 0.0 || value == 1.0, "HM-LSTM option '", name,
+              "' must be 0 (gradient 'switch') or 1 ('blend'), got ", value);
+  MSRNN_CHECK(value == 1.0 || boundary != HMBoundary::Soft,
+              "HM-LSTM gradient 'switch' needs binary boundaries; with "
+              "boundary 'soft' the cases of eq. 2 are blends, so ",
+              name, " must be 1 ('blend')");
   return value != 0.0;
 }
 
@@ -203,11 +205,13 @@ template <class S> void HMLSTM<S>::set_option(const std::string& name, double va
                 " must lie in [0, 1] (or be negative: no target), got ", value);
     opt_.rate_target[size_t(l)] = value;
   } else {
-    throw std::invalid_argument(cat("the HM-LSTM cannot change option '", name,
-                                    "' after construction; changeable options are 'slope', 'skip', 'blend', 'blend_l0' .. 'blend_l",
-                                    layers_.size() - 1, "', "
-                                    "'rate_penalty', 'rate_weight' and 'rate_target_l0' .. 'rate_target_l",
-                                    layers_.size() - 1, "'"));
+    throw std::invalid_argument(
+        cat("the HM-LSTM cannot change option '", name,
+            "' after construction; changeable options are 'slope', 'skip', 'blend', 'blend_l0' .. 'blend_l",
+            layers_.size() - 1,
+            "', "
+            "'rate_penalty', 'rate_weight' and 'rate_target_l0' .. 'rate_target_l",
+            layers_.size() - 1, "'"));
   }
 }
 
@@ -258,8 +262,9 @@ template <class S> double HMLSTM<S>::rate_gradient(size_t l) const {
   const auto& layer = layers_[l];
   if (!layer.detector) return 0.0;
   double g = opt_.rate_penalty;
-  if (has_target(l)) g += 2.0 * opt_.rate_weight * (zbar_[l] - opt_.rate_target[l]);  // zbar_: this chunk's, or the batch's
-  return g / double(T_ * B_);  // over this chunk's T B columns
+  if (has_target(l))
+    g += 2.0 * opt_.rate_weight * (zbar_[l] - opt_.rate_target[l]);  // zbar_: this chunk's, or the batch's
+  return g / double(T_ * B_);                                        // over this chunk's T B columns
 }
 
 template <class S> bool HMLSTM<S>::skipping(bool train) const {
@@ -325,8 +330,10 @@ template <class S> std::vector<NamedState<S>> HMLSTM<S>::records() const {
     const auto& layer = layers_[l];
     Mat<S> op(1, N), zhat(1, N);
     for (Index n = 0; n < N; ++n) op(0, n) = S(layer.op[n]);
-    if (layer.detector) zhat = layer.zhat;
-    else zhat.setZero();
+    if (layer.detector)
+      zhat = layer.zhat;
+    else
+      zhat.setZero();
     out.push_back({cat("z_l", l), layer.zs.rightCols(N)});
     out.push_back({cat("zhat_l", l), zhat});
     out.push_back({cat("znew_l", l), layer.znew});

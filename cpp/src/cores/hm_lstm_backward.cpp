@@ -10,8 +10,10 @@ namespace {
 
 // f(begin, count) over slices of [0, n): on threads in the fast path (parallel_slices), else in one call.
 template <class F> void on_slices(bool fast, Index n, Index align, F&& f) {
-  if (fast) parallel_slices(n, align, f);
-  else f(Index(0), n);
+  if (fast)
+    parallel_slices(n, align, f);
+  else
+    f(Index(0), n);
 }
 
 }  // namespace
@@ -93,23 +95,27 @@ template <class S> void HMLSTM<S>::weight_gradients(size_t l, CRef<S> X, bool fa
   const Index zr = 4 * layer.H;
   std::vector<Index> cols, zcols;  // computed columns; COPY columns whose boundary row was recomputed
   for (Index n = 0; n < N; ++n) {
-    if (layer.computed[n]) cols.push_back(n);
-    else if (opt_.copy_recompute && layer.detector) zcols.push_back(n);
+    if (layer.computed[n])
+      cols.push_back(n);
+    else if (opt_.copy_recompute && layer.detector)
+      zcols.push_back(n);
   }
   const Index m = Index(cols.size());
   if (m > 0) {
-    Mat<S> dA(layer.G, m);    // (G, m)
-    Mat<S> Xb(layer.Hb, m);   // (Hb, m) z^{l-1}_t h^{l-1}_t (x_t in layer 1)
-    Mat<S> Hp(layer.H, m);    // (H, m) r h^l_{t-1}
-    Mat<S> Ht(layer.Ht, m);   // (Ht, m) z^l_{t-1} h^{l+1}_{t-1}
+    Mat<S> dA(layer.G, m);   // (G, m)
+    Mat<S> Xb(layer.Hb, m);  // (Hb, m) z^{l-1}_t h^{l-1}_t (x_t in layer 1)
+    Mat<S> Hp(layer.H, m);   // (H, m) r h^l_{t-1}
+    Mat<S> Ht(layer.Ht, m);  // (Ht, m) z^l_{t-1} h^{l+1}_{t-1}
     const Layer* below = l > 0 ? &layers_[l - 1] : nullptr;
     const Layer* above = layer.Ht > 0 ? &layers_[l + 1] : nullptr;
     on_slices(fast, m, 1, [&](Index c0, Index mc) {
       for (Index j = c0; j < c0 + mc; ++j) {
         const Index n = cols[j];
         dA.col(j) = layer.dA.col(n);
-        if (below) Xb.col(j) = below->zs(0, n + B) * below->hs.col(n + B);
-        else Xb.col(j) = X.col(n);
+        if (below)
+          Xb.col(j) = below->zs(0, n + B) * below->hs.col(n + B);
+        else
+          Xb.col(j) = X.col(n);
         Hp.col(j) = (opt_.flush_cut ? S(1) - layer.zs(0, n) : S(1)) * layer.hs.col(n);
         if (above) Ht.col(j) = layer.zs(0, n) * above->hs.col(n);
       }
@@ -199,7 +205,8 @@ void HMLSTM<S>::step_boundary_backward(size_t l, Index t, Index j0, Index nb, Sc
 // hm_pointwise_backward (da (4H, k), the direct dc^l_{t-1}, dh^l_{t-1} (H, k), dw_U, dw_C (1, k) into s), the
 // boundary row da_z = dznew * zslope, the layer norm backwards (its gain and shift gradients into s.dln_g, s.dln_b),
 // and da scattered into layer.dA.
-template <class S> void HMLSTM<S>::step_gates_backward(size_t l, Index t, Index k, Scratch& s, const S* zp, const S* zb) {
+template <class S> void HMLSTM<S>::step_gates_backward(size_t l, Index t, Index k, Scratch& s, const S* zp,
+                                                       const S* zb) {
   auto& layer = layers_[l];
   const Index B = B_, H = layer.H, zr = 4 * H;
   auto hp = step_block(layer.hs, t, B);
@@ -217,9 +224,9 @@ template <class S> void HMLSTM<S>::step_gates_backward(size_t l, Index t, Index 
   gather_previous(s, cp, hp, zp, zb);
   auto da_k = s.da_k.topLeftCorner(layer.G, k);
   auto dc_prev_k = s.dc_prev_k.topLeftCorner(H, k), dh_prev_k = s.dh_prev_k.topLeftCorner(H, k);
-  hm_pointwise_backward<S>(da_k.topRows(4 * H), dc_prev_k, dh_prev_k, s.dwU_k.leftCols(k), s.dwC_k.leftCols(k), dh_k, dc_k, act_saved_k,
-                           tanh_c_k, c_k, s.c_prev_k.topLeftCorner(H, k), s.h_prev_k.topLeftCorner(H, k), s.z_prev_k.leftCols(k),
-                           s.z_below_k.leftCols(k));
+  hm_pointwise_backward<S>(da_k.topRows(4 * H), dc_prev_k, dh_prev_k, s.dwU_k.leftCols(k), s.dwC_k.leftCols(k), dh_k,
+                           dc_k, act_saved_k, tanh_c_k, c_k, s.c_prev_k.topLeftCorner(H, k),
+                           s.h_prev_k.topLeftCorner(H, k), s.z_prev_k.leftCols(k), s.z_below_k.leftCols(k));
   if (layer.detector)
     for (Index j = 0; j < k; ++j) da_k(zr, j) = s.dz_new(0, s.idx[j]) * zslope(layer, t * B + s.idx[j]);
   if (opt_.layer_norm) {
@@ -247,7 +254,8 @@ void HMLSTM<S>::step_inputs_backward(size_t l, Index t, Index k, Scratch& s, con
   Layer* below = l > 0 ? &layers_[l - 1] : nullptr;
   Layer* above = layer.Ht > 0 ? &layers_[l + 1] : nullptr;  // the top-down term's source
   const int cur = int(t % 2), prev = 1 - cur;
-  Mat<S>&dh_prev = layer.dh[prev], &dc_prev = layer.dc[prev], &dz_prev = layer.dz[prev];  // (H, B), (H, B), (1, B) at t-1
+  Mat<S>&dh_prev = layer.dh[prev], &dc_prev = layer.dc[prev],
+  &dz_prev = layer.dz[prev];  // (H, B), (H, B), (1, B) at t-1
   auto da_k = s.da_k.topLeftCorner(layer.G, k);
   auto dc_prev_k = s.dc_prev_k.topLeftCorner(H, k), dh_prev_k = s.dh_prev_k.topLeftCorner(H, k);
   // p (K, k) = [W U Utd]^T da: rows [0, Hb) reach the layer below, [Hb, Hb + H) this layer at t-1,
@@ -333,8 +341,8 @@ template <class S> void HMLSTM<S>::step_copy_backward(size_t l, Index t, Scratch
   }
 }
 
-#define MSRNN_INSTANTIATE(S)                                                                                    \
-  template void HMLSTM<S>::backward(MRef<S>, CRef<S>, CRef<S>);                                                 \
+#define MSRNN_INSTANTIATE(S)                                    \
+  template void HMLSTM<S>::backward(MRef<S>, CRef<S>, CRef<S>); \
   template void HMLSTM<S>::layer_step_backward(size_t, Index, Index, Index, Scratch&, bool);
 MSRNN_INSTANTIATE(float)
 MSRNN_INSTANTIATE(double)

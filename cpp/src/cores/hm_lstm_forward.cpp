@@ -107,7 +107,8 @@ template <class S> void HMLSTM<S>::forward_packed(CRef<S> X, Index T, Index B, i
       const auto units = thread_units(4 * layer.H, MR, k, team);
       layer.Wp.pack(layer.W.w.data(), layer.G, 0, layer.Hb, units.first, units.second);
       layer.Wp.pack(layer.U.w.data(), layer.G, layer.Hb, layer.H, units.first, units.second);
-      if (layer.Ht > 0) layer.Wp.pack(layer.Utd.w.data(), layer.G, layer.Hb + layer.H, layer.Ht, units.first, units.second);
+      if (layer.Ht > 0)
+        layer.Wp.pack(layer.Utd.w.data(), layer.G, layer.Hb + layer.H, layer.Ht, units.first, units.second);
       layer.Wp.set_bias(layer.b.w.data(), units.first, units.second);
     }
   };
@@ -150,17 +151,19 @@ template <class S>
 void HMLSTM<S>::layer_step_forward(size_t l, Index t, Index j0, Index nb, CRef<S> X, Scratch& s, bool fast) {
   auto& layer = layers_[l];
   const Index B = B_, L = Index(layers_.size());
-  const S* zp = layer.zs.data() + t * B;                                // (1, B) z^l_{t-1}
+  const S* zp = layer.zs.data() + t * B;                                         // (1, B) z^l_{t-1}
   const S* zb = l == 0 ? ones_.data() : layers_[l - 1].zs.data() + (t + 1) * B;  // (1, B) z^{l-1}_t
-  const double* u =                                                 // (B) uniforms of this step and layer
+  const double* u =                                                              // (B) uniforms of this step and layer
       opt_.boundary == HMBoundary::Sample && layer.detector ? uniforms_.data() + (t * L + Index(l)) * B : nullptr;
   s.idx.clear();
   s.cidx.clear();
   for (Index b = j0; b < j0 + nb; ++b) {
     const int op = zp[b] > S(0.5) ? kFlush : (zb[b] > S(0.5) ? kUpdate : kCopy);
     layer.op[t * B + b] = static_cast<std::int8_t>(op);
-    if (!skip_ || op != kCopy) s.idx.push_back(b);
-    else s.cidx.push_back(b);
+    if (!skip_ || op != kCopy)
+      s.idx.push_back(b);
+    else
+      s.cidx.push_back(b);
   }
   const Index k = Index(s.idx.size());
   if (k > 0) {
@@ -183,10 +186,13 @@ void HMLSTM<S>::step_preactivations(size_t l, Index t, Index k, CRef<S> X, Scrat
   const Index B = B_, H = layer.H, Hb = layer.Hb, zr = 4 * H;
   auto hp = step_block(layer.hs, t, B);  // (H, B) h^l_{t-1}
   // x (K, k) = [zb h^{l-1}_t; r h^l_{t-1}; zp h^{l+1}_{t-1}]   (h^0_t = x_t, z^0_t = 1)
-  if (l == 0) gather_columns<S>(s.x_k.block(0, 0, Hb, k), step_block(X, t, B), s.idx);
-  else gather_columns<S>(s.x_k.block(0, 0, Hb, k), step_block(layers_[l - 1].hs, t + 1, B), s.idx, zb);
+  if (l == 0)
+    gather_columns<S>(s.x_k.block(0, 0, Hb, k), step_block(X, t, B), s.idx);
+  else
+    gather_columns<S>(s.x_k.block(0, 0, Hb, k), step_block(layers_[l - 1].hs, t + 1, B), s.idx, zb);
   gather_columns<S>(s.x_k.block(Hb, 0, H, k), hp, s.idx, opt_.flush_cut ? zp : nullptr, /*one_minus=*/true);
-  if (layer.Ht > 0) gather_columns<S>(s.x_k.block(Hb + H, 0, layer.Ht, k), step_block(layers_[l + 1].hs, t, B), s.idx, zp);
+  if (layer.Ht > 0)
+    gather_columns<S>(s.x_k.block(Hb + H, 0, layer.Ht, k), step_block(layers_[l + 1].hs, t, B), s.idx, zp);
   // s (G, k) = b + [W U Utd] x
   auto act_k = s.act_k.topLeftCorner(layer.G, k);
   if (fast) {
@@ -210,8 +216,8 @@ template <class S> void HMLSTM<S>::step_layer_norm(size_t l, Index t, Index k, S
   auto rstd_k = s.rstd_k.leftCols(4 * k);  // block q of k columns: 1/sigma of gate block q
   for (Index q = 0; q < 4; ++q)
     layer_norm_forward<S>(act_k.middleRows(q * H, H), s.xhat_k.block(q * H, 0, H, k), rstd_k.middleCols(q * k, k),
-                          act_k.middleRows(q * H, H), layer.ln_g.w.middleRows(q * H, H), layer.ln_b.w.middleRows(q * H, H),
-                          S(opt_.ln_eps));
+                          act_k.middleRows(q * H, H), layer.ln_g.w.middleRows(q * H, H),
+                          layer.ln_b.w.middleRows(q * H, H), S(opt_.ln_eps));
   if (train_) {
     scatter_columns(step_block(layer.xhat, t, B), s.xhat_k.topLeftCorner(4 * H, k), s.idx);
     for (Index q = 0; q < 4; ++q)
@@ -284,8 +290,8 @@ template <class S> void HMLSTM<S>::step_copy(size_t l, Index t, Scratch& s, cons
   }
 }
 
-#define MSRNN_INSTANTIATE(S)                                                                                    \
-  template void HMLSTM<S>::forward(MRef<S>, CRef<S>, Index, Index, bool);                                       \
+#define MSRNN_INSTANTIATE(S)                                              \
+  template void HMLSTM<S>::forward(MRef<S>, CRef<S>, Index, Index, bool); \
   template void HMLSTM<S>::layer_step_forward(size_t, Index, Index, Index, CRef<S>, Scratch&, bool);
 MSRNN_INSTANTIATE(float)
 MSRNN_INSTANTIATE(double)

@@ -22,7 +22,8 @@ void hm_pointwise_forward(MRef<S> act, MRef<S> c, MRef<S> tanh_c, MRef<S> h, CRe
     for (Index j = 0; j < act.cols(); ++j) act(4 * H, j) = hard_sigm(act(4 * H, j), slope);
   for (Index j = 0; j < c.cols(); ++j) {
     const S wC = (S(1) - zp(0, j)) * (S(1) - zb(0, j)), wU = (S(1) - zp(0, j)) * zb(0, j);
-    c.col(j).array() = (S(1) - wC) * (i.col(j) * g.col(j)) + wU * (f.col(j) * cp.col(j).array()) + wC * cp.col(j).array();
+    c.col(j).array() =
+        (S(1) - wC) * (i.col(j) * g.col(j)) + wU * (f.col(j) * cp.col(j).array()) + wC * cp.col(j).array();
     tanh_c.col(j).array() = c.col(j).array().tanh();
     h.col(j).array() = (S(1) - wC) * (o.col(j) * tanh_c.col(j).array()) + wC * hp.col(j).array();
   }
@@ -56,10 +57,9 @@ void hm_pointwise_backward(MRef<S> da, MRef<S> dcp, MRef<S> dhp, MRef<S> dwU, MR
   }
 }
 
-#define MSRNN_INSTANTIATE(S)                                                                                    \
-  template void hm_pointwise_forward<S>(MRef<S>, MRef<S>, MRef<S>, MRef<S>, CRef<S>, CRef<S>, CRef<S>, CRef<S>, \
-                                        S);                                                                     \
-  template void hm_pointwise_backward<S>(MRef<S>, MRef<S>, MRef<S>, MRef<S>, MRef<S>, CRef<S>, CRef<S>, CRef<S>, \
+#define MSRNN_INSTANTIATE(S)                                                                                        \
+  template void hm_pointwise_forward<S>(MRef<S>, MRef<S>, MRef<S>, MRef<S>, CRef<S>, CRef<S>, CRef<S>, CRef<S>, S); \
+  template void hm_pointwise_backward<S>(MRef<S>, MRef<S>, MRef<S>, MRef<S>, MRef<S>, CRef<S>, CRef<S>, CRef<S>,    \
                                          CRef<S>, CRef<S>, CRef<S>, CRef<S>, CRef<S>, CRef<S>);
 MSRNN_INSTANTIATE(float)
 MSRNN_INSTANTIATE(double)

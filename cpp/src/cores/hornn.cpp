@@ -39,9 +39,8 @@ template <class S> void input_product(MRef<S> Y, CRef<S> W, const Param<S>* b, C
 
 // dW += dY X^T (db += the row sums of dY when b is given), split over the core's threads.
 template <class S> void weight_grad(MRef<S> dW, Param<S>* b, CRef<S> dY, CRef<S> X) {
-  parallel_slices(X.rows(), 16, [&](Index r0, Index n) {
-    dW.middleCols(r0, n).noalias() += dY * X.middleRows(r0, n).transpose();
-  });
+  parallel_slices(X.rows(), 16,
+                  [&](Index r0, Index n) { dW.middleCols(r0, n).noalias() += dY * X.middleRows(r0, n).transpose(); });
   if (b) b->g.col(0) += dY.rowwise().sum();
 }
 
@@ -139,8 +138,8 @@ template <class S> std::vector<NamedState<S>> HORNN<S>::record_grads() const {
 template <class S> void HORNN<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index B, bool train) {
   MSRNN_CHECK(layers_[0].lags.cols() == K_ * B, "HORNN state has batch size ", layers_[0].lags.cols() / K_,
               ", input has ", B);
-  MSRNN_CHECK(X.rows() == E_ && X.cols() == T * B, "HORNN input has shape (", X.rows(), ", ", X.cols(),
-              "), expected (", E_, ", ", T * B, ")");
+  MSRNN_CHECK(X.rows() == E_ && X.cols() == T * B, "HORNN input has shape (", X.rows(), ", ", X.cols(), "), expected (",
+              E_, ", ", T * B, ")");
   const Index N = T * B;
   T_ = T;
   B_ = B;
@@ -180,9 +179,8 @@ template <class S> void HORNN<S>::forward_layer(Layer& L, MRef<S> Y, CRef<S> X, 
       L.Wp.pack(L.Wcat.data(), M, 0, H, 0, H);
     }
     // The products of the carried lags (only the blocks later steps read are needed; all are cheap).
-    parallel_slices(KB, 16, [&](Index c0, Index n) {
-      L.P.middleCols(c0, n).noalias() = L.Wcat * L.hist.middleCols(c0, n);
-    });
+    parallel_slices(KB, 16,
+                    [&](Index c0, Index n) { L.P.middleCols(c0, n).noalias() = L.Wcat * L.hist.middleCols(c0, n); });
     const int nt = std::max(1, std::min<int>(get_num_threads(), int(B)));
     over_streams(B, nt, [&](Index j0, Index nb, int) {
       for (Index t = 0; t < T; ++t) {
@@ -208,7 +206,7 @@ template <class S> void HORNN<S>::forward_layer(Layer& L, MRef<S> Y, CRef<S> X, 
 
 template <class S> void HORNN<S>::step_forward(Layer& L, Index t, Index j0, Index nb) {
   const Index B = B_, K = K_, H = L.H, KH = K * H, s = t + K, c = t * B + j0;
-  auto a = L.A.block(0, c, H, nb);  // (H, nb)
+  auto a = L.A.block(0, c, H, nb);                                                       // (H, nb)
   auto path = [&](Index n) { return L.P.block((n - 1) * H, (s - n) * B + j0, H, nb); };  // p_{t,n}
   switch (spec_.pooling) {
     case HornnPooling::Plain:
@@ -251,7 +249,8 @@ template <class S> void HORNN<S>::step_forward(Layer& L, Index t, Index j0, Inde
 }
 
 template <class S> void HORNN<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X) {
-  links_->backward(dX, dY, X, [&](size_t l, MRef<S> dx, CRef<S> dy, CRef<S> x) { backward_layer(layers_[l], dx, dy, x); });
+  links_->backward(dX, dY, X,
+                   [&](size_t l, MRef<S> dx, CRef<S> dy, CRef<S> x) { backward_layer(layers_[l], dx, dy, x); });
 }
 
 template <class S> void HORNN<S>::backward_layer(Layer& L, MRef<S> dX, CRef<S> dY, CRef<S> X) {
@@ -378,15 +377,17 @@ template <class S> std::unique_ptr<Core<S>> make_hornn(ParamSet<S>& ps, const Co
   spec.order = o.count("order");
   MSRNN_CHECK(spec.order <= 255, "the hornn option 'order' must be at most 255, got ", spec.order);
   const std::string pooling = o.choice("pooling");
-  spec.pooling = pooling == "max"    ? HornnPooling::Max
-                 : pooling == "fofe" ? HornnPooling::Fofe
+  spec.pooling = pooling == "max"     ? HornnPooling::Max
+                 : pooling == "fofe"  ? HornnPooling::Fofe
                  : pooling == "gated" ? HornnPooling::Gated
                                       : HornnPooling::Plain;
   MSRNN_CHECK(spec.pooling == HornnPooling::Fofe || !o.given("alpha"),
               "the hornn option 'alpha' applies to pooling 'fofe' only, got pooling '", pooling, "'");
   if (spec.pooling == HornnPooling::Fofe) spec.alpha = o.number("alpha");
   const std::string act = o.choice("activation");
-  spec.activation = act == "tanh" ? HornnActivation::Tanh : act == "relu" ? HornnActivation::ReLU : HornnActivation::Sigmoid;
+  spec.activation = act == "tanh"   ? HornnActivation::Tanh
+                    : act == "relu" ? HornnActivation::ReLU
+                                    : HornnActivation::Sigmoid;
   spec.bias = o.flag("bias");
   o.finish();
   return std::make_unique<HORNN<S>>(ps, a.input_size, a.hidden_sizes, spec, a.dropout, a.rng);

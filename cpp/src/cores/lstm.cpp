@@ -25,8 +25,8 @@ void lstm_gates_forward_eval(CRef<S> i, CRef<S> f, CRef<S> g, CRef<S> o, MRef<S>
 
 template <class S> void lstm_pointwise_forward(MRef<S> act, MRef<S> c, MRef<S> tanh_c, MRef<S> h, CRef<S> c_prev) {
   const Index H = c.rows();
-  lstm_gates_forward<S>(act.topRows(H), act.middleRows(H, H), act.middleRows(2 * H, H), act.bottomRows(H), c, tanh_c,
-                        h, c_prev);
+  lstm_gates_forward<S>(act.topRows(H), act.middleRows(H, H), act.middleRows(2 * H, H), act.bottomRows(H), c, tanh_c, h,
+                        c_prev);
 }
 
 // dc_prev may alias dc.
@@ -47,8 +47,8 @@ template <class S>
 void lstm_pointwise_backward(MRef<S> da, MRef<S> dc_prev, CRef<S> dh, CRef<S> dc, CRef<S> act, CRef<S> tanh_c,
                              CRef<S> c_prev) {
   const Index H = dh.rows();
-  lstm_gates_backward<S>(da.topRows(H), da.middleRows(H, H), da.middleRows(2 * H, H), da.bottomRows(H), dc_prev, dh,
-                         dc, act.topRows(H), act.middleRows(H, H), act.middleRows(2 * H, H), act.bottomRows(H), tanh_c,
+  lstm_gates_backward<S>(da.topRows(H), da.middleRows(H, H), da.middleRows(2 * H, H), da.bottomRows(H), dc_prev, dh, dc,
+                         act.topRows(H), act.middleRows(H, H), act.middleRows(2 * H, H), act.bottomRows(H), tanh_c,
                          c_prev);
 }
 
@@ -227,7 +227,7 @@ void LSTMLayer<S>::run(MRef<S> Y, CRef<S> X, const Mat<S>* P, const std::int32_t
   };
   over_streams(B, nt, NR, pack, [&](Index j0, Index nb, int) {
     std::vector<std::uint16_t> xb(amx ? W_amx_.scratch_size(nb) : 0);  // AMX: [x_t; h_{t-1}] in bf16
-    Mat<S> xr(emulated ? Kx + H : 0, nb);                                // (Kx + H, nb) emulated: the same, rounded
+    Mat<S> xr(emulated ? Kx + H : 0, nb);                              // (Kx + H, nb) emulated: the same, rounded
     for (Index t = 0; t < T; ++t) {
       // act_t = b + W_ih x_t + W_hh h_{t-1} on this thread's columns, then the gates.
       const Index a0 = t * keep + j0, n0 = t * B + j0;  // first column in act_ / tanh_c_, in X / hs_ / cs_
@@ -332,13 +332,13 @@ template <class S> void LSTMLayer<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X
     });
 }
 
-#define MSRNN_INSTANTIATE(S)                                                                                \
-  template void lstm_pointwise_forward<S>(MRef<S>, MRef<S>, MRef<S>, MRef<S>, CRef<S>);                    \
-  template void lstm_pointwise_backward<S>(MRef<S>, MRef<S>, CRef<S>, CRef<S>, CRef<S>, CRef<S>, CRef<S>); \
-  template void lstm_gates_forward<S>(MRef<S>, MRef<S>, MRef<S>, MRef<S>, MRef<S>, MRef<S>, MRef<S>, CRef<S>);      \
-  template void lstm_gates_forward_eval<S>(CRef<S>, CRef<S>, CRef<S>, CRef<S>, MRef<S>, MRef<S>, CRef<S>);         \
-  template void lstm_gates_backward<S>(MRef<S>, MRef<S>, MRef<S>, MRef<S>, MRef<S>, CRef<S>, CRef<S>, CRef<S>,     \
-                                       CRef<S>, CRef<S>, CRef<S>, CRef<S>, CRef<S>);                               \
+#define MSRNN_INSTANTIATE(S)                                                                                   \
+  template void lstm_pointwise_forward<S>(MRef<S>, MRef<S>, MRef<S>, MRef<S>, CRef<S>);                        \
+  template void lstm_pointwise_backward<S>(MRef<S>, MRef<S>, CRef<S>, CRef<S>, CRef<S>, CRef<S>, CRef<S>);     \
+  template void lstm_gates_forward<S>(MRef<S>, MRef<S>, MRef<S>, MRef<S>, MRef<S>, MRef<S>, MRef<S>, CRef<S>); \
+  template void lstm_gates_forward_eval<S>(CRef<S>, CRef<S>, CRef<S>, CRef<S>, MRef<S>, MRef<S>, CRef<S>);     \
+  template void lstm_gates_backward<S>(MRef<S>, MRef<S>, MRef<S>, MRef<S>, MRef<S>, CRef<S>, CRef<S>, CRef<S>, \
+                                       CRef<S>, CRef<S>, CRef<S>, CRef<S>, CRef<S>);                           \
   template class LSTMLayer<S>;
 MSRNN_INSTANTIATE(float)
 MSRNN_INSTANTIATE(double)

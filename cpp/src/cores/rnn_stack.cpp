@@ -58,7 +58,8 @@ bool RNNStack<S>::forward_tokens(MRef<S> Y, CRef<S> Emb, const std::int32_t* tok
 }
 
 template <class S> void RNNStack<S>::forward_from(size_t l0, MRef<S> Y, CRef<S> X, Index T, Index B, bool train) {
-  links_->forward(l0, Y, X, T * B, train, [&](size_t l, MRef<S> y, CRef<S> x) { layers_[l]->forward(y, x, T, B, train); });
+  links_->forward(l0, Y, X, T * B, train,
+                  [&](size_t l, MRef<S> y, CRef<S> x) { layers_[l]->forward(y, x, T, B, train); });
 }
 
 template <class S> void RNNStack<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X) {
@@ -87,7 +88,8 @@ template <class S> void RNNStack<S>::reset_state(Index B) {
   for (auto& l : layers_) l->reset_state(B);
 }
 
-template std::unique_ptr<Core<float>> make_cell_layer<float>(CellType, ParamSet<float>&, const std::string&, Index, Index);
+template std::unique_ptr<Core<float>> make_cell_layer<float>(CellType, ParamSet<float>&, const std::string&, Index,
+                                                             Index);
 template std::unique_ptr<Core<double>> make_cell_layer<double>(CellType, ParamSet<double>&, const std::string&, Index,
                                                                Index);
 template class RNNStack<float>;

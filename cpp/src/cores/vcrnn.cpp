@@ -477,8 +477,9 @@ void VCLayer<S>::backward_elman(Work& w, const HP& Hp, Index n0, Index nb, bool 
     dhp.col(j).head(q) = ((S(1) - e) * dy).matrix();
     // dL/de of the update, dy (g - h_{t-1}), is needed on the open units only (below)
     const Index o = open_[n], c = d_[n] - open_[n];
-    w.de.col(k).segment(o, c) = (w.dhb.col(k).segment(o, c).array() *
-                                 (g_.col(n).segment(o, c).array() - Hp.col(j).segment(o, c).array())).matrix();
+    w.de.col(k).segment(o, c) =
+        (w.dhb.col(k).segment(o, c).array() * (g_.col(n).segment(o, c).array() - Hp.col(j).segment(o, c).array()))
+            .matrix();
   }
   clk.mark(sec[kBwdPointwise]);
   if (packed) {
@@ -553,9 +554,10 @@ void VCLayer<S>::backward_mask(Work& w, const HP& Hp, const XT& Xt, MRef<S>& dxt
     // over the open units [open, d) only, with dL/de_i = (the update's) + dL/dh_bar_i h_i + dL/dx_bar_i x_i
     const Index o = open_[n], c = d_[n] - open_[n];
     const auto eo = e_.col(n).segment(o, c).array();
-    const auto de = (w.de.col(k).segment(o, c).array() +
-                     w.dhbar.col(k).segment(o, c).array() * Hp.col(j).segment(o, c).array() +
-                     w.dxbar.col(k).segment(o, c).array() * Xt.col(j).segment(o, c).array()).eval();
+    const auto de =
+        (w.de.col(k).segment(o, c).array() + w.dhbar.col(k).segment(o, c).array() * Hp.col(j).segment(o, c).array() +
+         w.dxbar.col(k).segment(o, c).array() * Xt.col(j).segment(o, c).array())
+            .eval();
     const auto open = (eo > S(0) && eo < S(1)).template cast<S>();
     w.pm(0, j) = lamD * (de * eo * (S(1) - eo) * open).sum();
   }

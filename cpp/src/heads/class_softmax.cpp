@@ -13,11 +13,12 @@ ClassSoftmaxHead<S>::ClassSoftmaxHead(ParamSet<S>& ps, Index I, Index V, const s
   MSRNN_CHECK(C_ <= V, "the class softmax has ", C_, " classes for a vocabulary of ", V, " symbols");
   start_.assign(C_ + 1, 0);
   for (Index c = 0; c < C_; ++c) {
-    MSRNN_CHECK(sizes[c] >= 1, "class ", c, " of the class softmax has size ", sizes[c], "; each class needs >= 1 symbol");
+    MSRNN_CHECK(sizes[c] >= 1, "class ", c, " of the class softmax has size ", sizes[c],
+                "; each class needs >= 1 symbol");
     start_[c + 1] = start_[c] + sizes[c];
   }
-  MSRNN_CHECK(start_[C_] == V, "the class sizes of the class softmax sum to ", start_[C_], ", not to the vocabulary size ",
-              V);
+  MSRNN_CHECK(start_[C_] == V, "the class sizes of the class softmax sum to ", start_[C_],
+              ", not to the vocabulary size ", V);
   cls_.resize(V);
   for (Index c = 0; c < C_; ++c)
     for (Index w = start_[c]; w < start_[c + 1]; ++w) cls_[w] = std::int32_t(c);

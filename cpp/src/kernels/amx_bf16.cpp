@@ -20,8 +20,8 @@ namespace msrnn {
 namespace {
 
 using Idx = std::ptrdiff_t;
-constexpr Idx kT = 16;   // rows of a tile: units of A, batch columns of X and C
-constexpr Idx kKB = 32;  // bf16 per tile row: depth per tile
+constexpr Idx kT = 16;                // rows of a tile: units of A, batch columns of X and C
+constexpr Idx kKB = 32;               // bf16 per tile row: depth per tile
 constexpr Idx kTileElems = kT * kKB;  // bf16 per A or X tile (1 KiB)
 
 Idx round_up(Idx n, Idx m) { return (n + m - 1) / m * m; }
@@ -67,8 +67,8 @@ void AmxBf16Matrix::pack(const float* Ak, Idx lda, Idx k0, Idx kn, Idx r0, Idx r
     Idx k = 0;
     while (k < kn) {
       const Idx kk = k0 + k, kb = kk / kKB, k2 = (kk % kKB) / 2, p = kk % 2;
-      const bool pair = p == 0 && k + 1 < kn;  // depth kk and kk + 1 fill one tile row
-      const float* a0 = Ak + k * lda + t0;     // rows t0.. of column kk of A
+      const bool pair = p == 0 && k + 1 < kn;                   // depth kk and kk + 1 fill one tile row
+      const float* a0 = Ak + k * lda + t0;                      // rows t0.. of column kk of A
       std::uint16_t* row = tiles + kb * kTileElems + k2 * kKB;  // tile row k2 (32 bf16)
       if (!(pair && rows == kT && pack_pair(row, a0, a0 + lda)))
         for (Idx n = 0; n < rows; ++n) {
@@ -167,8 +167,9 @@ void convert_column(std::uint16_t* dst, const float* x1, Idx K1, const float* x2
 }
 
 __attribute__((target("avx512bf16"))) void pack_pair_bf16(std::uint16_t* row, const float* a0, const float* a1) {
-  alignas(64) static const std::uint16_t interleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
-                                                           8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  alignas(64) static const std::uint16_t interleave[32] = {0,  16, 1,  17, 2,  18, 3,  19, 4,  20, 5,
+                                                           21, 6,  22, 7,  23, 8,  24, 9,  25, 10, 26,
+                                                           11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
   const __m512i v = (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(a1), _mm512_loadu_ps(a0));  // [a0; a1] in bf16
   _mm512_storeu_si512(row, _mm512_permutexvar_epi16(_mm512_load_si512(interleave), v));
 }
@@ -179,18 +180,18 @@ bool pack_pair(std::uint16_t* row, const float* a0, const float* a1) {
 }
 
 // Tile numbers: C(a, b) = tile 2a + b for batch tile a and unit tile b; X(a) = 4 + a; A(b) = 6 + b.
-#define MSRNN_STORE_C(t, a, b)                                                                  \
-  do {                                                                                        \
-    const Idx rows = min_idx(kT, N - j0 - (a) * kT), cols = min_idx(kT, M - u0 - (b) * kT);   \
-    if (rows > 0 && cols > 0) {                                                               \
-      float* c = C + (j0 + (a) * kT) * ldc + u0 + (b) * kT;                                   \
-      if (rows == kT && cols == kT) {                                                         \
-        _tile_stored(t, c, ldc * Idx(sizeof(float)));                                         \
-      } else {                                                                                \
-        _tile_stored(t, tmp, kT * Idx(sizeof(float)));                                        \
+#define MSRNN_STORE_C(t, a, b)                                                                       \
+  do {                                                                                               \
+    const Idx rows = min_idx(kT, N - j0 - (a) * kT), cols = min_idx(kT, M - u0 - (b) * kT);          \
+    if (rows > 0 && cols > 0) {                                                                      \
+      float* c = C + (j0 + (a) * kT) * ldc + u0 + (b) * kT;                                          \
+      if (rows == kT && cols == kT) {                                                                \
+        _tile_stored(t, c, ldc * Idx(sizeof(float)));                                                \
+      } else {                                                                                       \
+        _tile_stored(t, tmp, kT * Idx(sizeof(float)));                                               \
         for (Idx r = 0; r < rows; ++r) std::memcpy(c + r * ldc, tmp + r * kT, sizeof(float) * cols); \
-      }                                                                                       \
-    }                                                                                         \
+      }                                                                                              \
+    }                                                                                                \
   } while (0)
 
 // One register block: units [u0, u0 + 32) x batch columns [j0, j0 + 16 NA) of C over the whole depth.
@@ -250,7 +251,8 @@ void AmxBf16Matrix::multiply(float* C, Idx ldc, const float* X1, Idx ldx1, Idx K
   if (N <= 0 || M_ <= 0) return;
   // scratch (Np, Kp): row j = bf16 of column j of [X1; X2]; rows N..Np-1 zero.
   const Idx Np = round_up(N, kT), nK = Kp_ / kKB;
-  for (Idx j = 0; j < N; ++j) convert_column(scratch + j * Kp_, X1 + j * ldx1, K1, X2 ? X2 + j * ldx2 : nullptr, K_ - K1, Kp_);
+  for (Idx j = 0; j < N; ++j)
+    convert_column(scratch + j * Kp_, X1 + j * ldx1, K1, X2 ? X2 + j * ldx2 : nullptr, K_ - K1, Kp_);
   std::memset(scratch + N * Kp_, 0, sizeof(std::uint16_t) * static_cast<size_t>((Np - N) * Kp_));
   // GCC's tile loads do not declare that they read memory: keep the stores above before them.
   __asm__ volatile("" : : : "memory");

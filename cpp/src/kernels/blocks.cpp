@@ -27,16 +27,14 @@ template <class S> void linear_forward(MRef<S> Y, CRef<S> W, CRef<S> b, CRef<S> 
 }
 
 template <class S> void linear_backward_params(MRef<S> dW, MRef<S> db, CRef<S> dY, CRef<S> X) {
-  parallel_slices(X.rows(), 16, [&](Index r0, Index n) {
-    dW.middleCols(r0, n).noalias() += dY * X.middleRows(r0, n).transpose();
-  });
+  parallel_slices(X.rows(), 16,
+                  [&](Index r0, Index n) { dW.middleCols(r0, n).noalias() += dY * X.middleRows(r0, n).transpose(); });
   db.col(0) += dY.rowwise().sum();
 }
 
 template <class S> void linear_backward_input(MRef<S> dX, CRef<S> W, CRef<S> dY) {
-  parallel_slices(dY.cols(), 16, [&](Index c0, Index n) {
-    dX.middleCols(c0, n).noalias() = W.transpose() * dY.middleCols(c0, n);
-  });
+  parallel_slices(dY.cols(), 16,
+                  [&](Index c0, Index n) { dX.middleCols(c0, n).noalias() = W.transpose() * dY.middleCols(c0, n); });
 }
 
 template <class S>
@@ -109,15 +107,15 @@ template <class S> void softmax_xent_backward(MRef<S> dZ, CRef<S> P, const std::
 }
 
 #define MSRNN_INSTANTIATE(S)                                                                           \
-  template void embedding_forward<S>(MRef<S>, CRef<S>, const std::int32_t*);                          \
-  template void embedding_backward<S>(MRef<S>, CRef<S>, const std::int32_t*);                         \
-  template void linear_forward<S>(MRef<S>, CRef<S>, CRef<S>, CRef<S>);                                \
-  template void linear_backward_params<S>(MRef<S>, MRef<S>, CRef<S>, CRef<S>);                        \
-  template void linear_backward_input<S>(MRef<S>, CRef<S>, CRef<S>);                                  \
-  template void layer_norm_forward<S>(MRef<S>, MRef<S>, MRef<S>, CRef<S>, CRef<S>, CRef<S>, S);       \
+  template void embedding_forward<S>(MRef<S>, CRef<S>, const std::int32_t*);                           \
+  template void embedding_backward<S>(MRef<S>, CRef<S>, const std::int32_t*);                          \
+  template void linear_forward<S>(MRef<S>, CRef<S>, CRef<S>, CRef<S>);                                 \
+  template void linear_backward_params<S>(MRef<S>, MRef<S>, CRef<S>, CRef<S>);                         \
+  template void linear_backward_input<S>(MRef<S>, CRef<S>, CRef<S>);                                   \
+  template void layer_norm_forward<S>(MRef<S>, MRef<S>, MRef<S>, CRef<S>, CRef<S>, CRef<S>, S);        \
   template void layer_norm_backward<S>(MRef<S>, MRef<S>, MRef<S>, CRef<S>, CRef<S>, CRef<S>, CRef<S>); \
-  template void dropout_mask<S>(MRef<S>, double, Rng&);                                               \
-  template double softmax_xent_forward<S>(MRef<S>, CRef<S>, const std::int32_t*, double*);                     \
+  template void dropout_mask<S>(MRef<S>, double, Rng&);                                                \
+  template double softmax_xent_forward<S>(MRef<S>, CRef<S>, const std::int32_t*, double*);             \
   template void softmax_xent_backward<S>(MRef<S>, CRef<S>, const std::int32_t*, S);
 MSRNN_INSTANTIATE(float)
 MSRNN_INSTANTIATE(double)

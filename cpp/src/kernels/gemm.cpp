@@ -111,9 +111,8 @@ template <class F> inline void with_cols(Index nc, F&& f) {
 template <class S>
 void kernel_cols(S* C, Index ldc, const S* Ap, const S* bias, const S* X1, Index ldx1, Index K1, const S* X2,
                  Index ldx2, Index K2, bool acc, Index rows, Index nc) {
-  with_cols(nc, [&](auto NC) {
-    kernel<S, decltype(NC)::value>(C, ldc, Ap, bias, X1, ldx1, K1, X2, ldx2, K2, acc, rows);
-  });
+  with_cols(nc,
+            [&](auto NC) { kernel<S, decltype(NC)::value>(C, ldc, Ap, bias, X1, ldx1, K1, X2, ldx2, K2, acc, rows); });
 }
 
 // The staircase kernel (PackedPanels::multiply_leading): columns c >= C0 of the register block take part
@@ -236,7 +235,8 @@ template <class S> void PackedPanels<S>::round_to_bfloat16(Index u0, Index u1) {
   MSRNN_CHECK((std::is_same<S, float>::value), "bfloat16 rounding applies to float32 panels only");
   if constexpr (std::is_same<S, float>::value)
     for (Index g = 0; g < G_; ++g)
-      for (Index q = u0 / MR; q * MR < u1; ++q) round_to_bf16(data_.col(g * P_ + q).data(), data_.col(g * P_ + q).data(), data_.rows());
+      for (Index q = u0 / MR; q * MR < u1; ++q)
+        round_to_bf16(data_.col(g * P_ + q).data(), data_.col(g * P_ + q).data(), data_.rows());
 }
 
 template <class S>
@@ -286,8 +286,8 @@ template class PackedPanels<double>;
 
 void bf16_step_product(float* C, const float* A, const float* b, const float* X, Index M, Index K, Index K1, Index N,
                        Bf16Kernel kernel) {
-  MSRNN_CHECK(M > 0 && K > 0 && N > 0 && K1 >= 0 && K1 <= K, "bfloat16 step product: sizes M=", M, " K=", K,
-              " K1=", K1, " N=", N);
+  MSRNN_CHECK(M > 0 && K > 0 && N > 0 && K1 >= 0 && K1 <= K, "bfloat16 step product: sizes M=", M, " K=", K, " K1=", K1,
+              " N=", N);
   if (kernel == Bf16Kernel::Amx) {
     if (const char* why = amx_bf16_unavailable_reason()) throw std::runtime_error(why);
     AmxBf16Matrix W;

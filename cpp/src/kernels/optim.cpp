@@ -95,13 +95,12 @@ template <class S> bool all_finite(const S* x, Index P) {
   return ok;
 }
 
-#define MSRNN_INSTANTIATE(S)                                                                                  \
-  template void adam_step<S>(S*, const S*, S*, S*, Index, long long, double, double, double, double, double,  \
-                             double);                                                                         \
-  template void sgd_step<S>(S*, const S*, S*, Index, long long, double, double, double, double);              \
-  template double global_norm<S>(const S*, Index);                                                            \
-  template double clip_by_norm<S>(S*, Index, double);                                                         \
-  template void clip_by_value<S>(S*, Index, double);                                                          \
+#define MSRNN_INSTANTIATE(S)                                                                                          \
+  template void adam_step<S>(S*, const S*, S*, S*, Index, long long, double, double, double, double, double, double); \
+  template void sgd_step<S>(S*, const S*, S*, Index, long long, double, double, double, double);                      \
+  template double global_norm<S>(const S*, Index);                                                                    \
+  template double clip_by_norm<S>(S*, Index, double);                                                                 \
+  template void clip_by_value<S>(S*, Index, double);                                                                  \
   template bool all_finite<S>(const S*, Index);
 MSRNN_INSTANTIATE(float)
 MSRNN_INSTANTIATE(double)

@@ -21,8 +21,8 @@ void check_tokens(const std::int32_t* tokens, Index T, Index B, Index V, const c
     for (Index b = 0; b < B; ++b) {
       const std::int32_t id = tokens[t * B + b];
       if (id < 0 || id >= V)
-        throw std::out_of_range(cat(what, " id ", id, " at (stream ", b, ", step ", t, ") is outside the vocabulary [0, ",
-                                    V, ")"));
+        throw std::out_of_range(
+            cat(what, " id ", id, " at (stream ", b, ", step ", t, ") is outside the vocabulary [0, ", V, ")"));
     }
 }
 
@@ -30,8 +30,8 @@ Precision precision_from_name(const std::string& name) {
   if (name == "float32") return Precision::Float32;
   if (name == "bfloat16") return Precision::BFloat16;
   if (name == "bfloat16-emulated") return Precision::BFloat16Emulated;
-  throw std::invalid_argument(cat("unknown inference precision '", name,
-                                  "'; expected 'float32', 'bfloat16' or 'bfloat16-emulated'"));
+  throw std::invalid_argument(
+      cat("unknown inference precision '", name, "'; expected 'float32', 'bfloat16' or 'bfloat16-emulated'"));
 }
 
 const char* precision_name(Precision p) {
@@ -56,20 +56,23 @@ template <class S> static std::unique_ptr<Core<S>> build_core(const ModelConfig&
 }
 
 // The head named by cfg.head, reading the core's output parts.
-template <class S> static std::unique_ptr<Head<S>> make_head(const ModelConfig& cfg, ParamSet<S>& ps, const Core<S>& core) {
-  MSRNN_CHECK(cfg.head == "class" || cfg.head_classes.empty(), "head_classes is for head='class'; this model's head is '",
-              cfg.head, "'");
+template <class S> static std::unique_ptr<Head<S>> make_head(const ModelConfig& cfg, ParamSet<S>& ps,
+                                                             const Core<S>& core) {
+  MSRNN_CHECK(cfg.head == "class" || cfg.head_classes.empty(),
+              "head_classes is for head='class'; this model's head is '", cfg.head, "'");
   if (cfg.head == "linear") {
     MSRNN_CHECK(cfg.head_size == 0, "the linear head has no hidden size; got head_size ", cfg.head_size);
     return std::make_unique<LinearHead<S>>(ps, core.output_size(), cfg.vocab_size);
   }
   if (cfg.head == "class") {
     MSRNN_CHECK(cfg.head_size == 0, "the class head has no hidden size; got head_size ", cfg.head_size);
-    MSRNN_CHECK(!cfg.head_classes.empty(), "the class head needs head_classes (the class sizes; see "
+    MSRNN_CHECK(!cfg.head_classes.empty(),
+                "the class head needs head_classes (the class sizes; see "
                 "multiscale_rnn.data.class_sizes)");
     return std::make_unique<ClassSoftmaxHead<S>>(ps, core.output_size(), cfg.vocab_size, cfg.head_classes);
   }
-  if (cfg.head == "gated") return std::make_unique<GatedOutputHead<S>>(ps, core.output_parts(), cfg.head_size, cfg.vocab_size);
+  if (cfg.head == "gated")
+    return std::make_unique<GatedOutputHead<S>>(ps, core.output_parts(), cfg.head_size, cfg.vocab_size);
   throw std::invalid_argument(cat("unknown head '", cfg.head, "'; expected 'linear', 'gated' or 'class'"));
 }
 
@@ -80,8 +83,8 @@ template <class S> static void check_values(const S* values, Index D, Index T, I
       for (Index d = 0; d < D; ++d) {
         const S v = values[(t * B + b) * D + d];
         if (!std::isfinite(v))
-          throw std::invalid_argument(cat("input value ", v, " at (stream ", b, ", step ", t, ", feature ", d,
-                                          ") is not finite"));
+          throw std::invalid_argument(
+              cat("input value ", v, " at (stream ", b, ", step ", t, ", feature ", d, ") is not finite"));
       }
 }
 
@@ -93,7 +96,8 @@ template <class S> LanguageModel<S>::LanguageModel(const ModelConfig& cfg) : cfg
   MSRNN_CHECK(cfg.dropout >= 0.0 && cfg.dropout < 1.0, "dropout must be in [0, 1), got ", cfg.dropout);
   MSRNN_CHECK(cfg.input_size >= 0, "input_size must be 0 (tokens) or positive, got ", cfg.input_size);
   if (cfg.input_size == 0) {
-    emb_id_ = ps_.add("embedding.weight", cfg.embed_size, cfg.vocab_size, {"embedding", 0, ""}, /*numpy_transposed=*/true);
+    emb_id_ =
+        ps_.add("embedding.weight", cfg.embed_size, cfg.vocab_size, {"embedding", 0, ""}, /*numpy_transposed=*/true);
   } else {
     enc_w_id_ = ps_.add("encoder.weight", cfg.embed_size, cfg.input_size, {"embedding", 0, ""});
     enc_b_id_ = ps_.add("encoder.bias", cfg.embed_size, 1, {"embedding", 0, ""});
@@ -174,11 +178,11 @@ double LanguageModel<S>::loss_and_grad(const Inputs<S>& in, const std::int32_t* 
       std::vector<double> values(stats.size());  // (K)
       for (size_t k = 0; k < stats.size(); ++k) values[k] = stats[k].second;
       reduce(values);
-      MSRNN_CHECK(values.size() == stats.size(), "the reducer must leave ", stats.size(),
-                  " batch statistics, left ", values.size());
+      MSRNN_CHECK(values.size() == stats.size(), "the reducer must leave ", stats.size(), " batch statistics, left ",
+                  values.size());
       for (size_t k = 0; k < stats.size(); ++k)
-        MSRNN_CHECK(std::isfinite(values[k]), "the reducer left batch statistic '", stats[k].first, "' at ",
-                    values[k], ", not a finite number");
+        MSRNN_CHECK(std::isfinite(values[k]), "the reducer left batch statistic '", stats[k].first, "' at ", values[k],
+                    ", not a finite number");
       core_->set_batch_statistics(values);
     }
   }
@@ -212,8 +216,7 @@ double LanguageModel<S>::loss_and_grad(const Inputs<S>& in, const std::int32_t* 
 }
 
 template <class S>
-double LanguageModel<S>::loss(const Inputs<S>& in, const std::int32_t* targets, Index T, Index B,
-                              double* per_token) {
+double LanguageModel<S>::loss(const Inputs<S>& in, const std::int32_t* targets, Index T, Index B, double* per_token) {
   check_tokens(targets, T, B, cfg_.vocab_size, "target");
   run_body(in, T, B, /*train=*/false);
   const Index N = T * B;

@@ -41,8 +41,8 @@
 #pragma once
 
 #include "msrnn/cores/core.hpp"
-#include "msrnn/kernels/gemm.hpp"
 #include "msrnn/cores/rnn_stack.hpp"
+#include "msrnn/kernels/gemm.hpp"
 
 namespace msrnn {
 
@@ -102,9 +102,9 @@ template <class S> class StepCell {
   // Per-thread temporaries of the column-range steps, for nb streams.
   struct Work {
     Index nb = 0;
-    bool own_grads = false;  // layer-norm parameter gradients go to dg_*/db_* (else to the parameters)
-    Mat<S> ct, ht, tmp;      // (H or 0, nb), (H, nb), (H, nb) forward step temporaries
-    Mat<S> dht, dct, zero;   // (H, nb), (H or 0, nb), (H, nb) backward step temporaries
+    bool own_grads = false;     // layer-norm parameter gradients go to dg_*/db_* (else to the parameters)
+    Mat<S> ct, ht, tmp;         // (H or 0, nb), (H, nb), (H, nb) forward step temporaries
+    Mat<S> dht, dct, zero;      // (H, nb), (H or 0, nb), (H, nb) backward step temporaries
     Mat<S> dg_gates, db_gates;  // (G*H, 1) with own_grads and ln_gates
     Mat<S> dg_cell, db_cell;    // (H, 1) with own_grads and ln_cell
   };
@@ -133,27 +133,27 @@ template <class S> class StepCell {
   Index T_ = 0, B_ = 0;
   bool train_ = false, projected_ = false;
   Param<S> W_ih_, W_hh_, b_ih_, b_hh_, g_gates_, b_gates_, g_cell_, b_cell_;
-  Param<S> b_pre_;       // (G*H, 1) bias_before_norm: b, added before the gate layer norm
-  Mat<S> x_;             // (E, N) inputs of each step (when not projected)
-  Mat<S> act_;           // (G*H, N) pre-activations (input term first), then gate activations
-  Mat<S> ah_;            // (3H, N) GRU: W_hh h_{t-1} [+ b_hh]
-  Mat<S> xhat_;          // (G*H, N) ln_gates: normalised gate pre-activations
-  Mat<S> rstd_;          // (1, G*N) ln_gates: 1/sigma; step t, gate k at column t*G*B + k*B
-  Mat<S> chat_;          // (H, N) ln_cell: normalised c~_t
-  Mat<S> crstd_;         // (1, N) ln_cell
-  Mat<S> tanh_c_;        // (H, N) LSTM: tanh(LN(c~_t)) or tanh(c~_t)
+  Param<S> b_pre_;          // (G*H, 1) bias_before_norm: b, added before the gate layer norm
+  Mat<S> x_;                // (E, N) inputs of each step (when not projected)
+  Mat<S> act_;              // (G*H, N) pre-activations (input term first), then gate activations
+  Mat<S> ah_;               // (3H, N) GRU: W_hh h_{t-1} [+ b_hh]
+  Mat<S> xhat_;             // (G*H, N) ln_gates: normalised gate pre-activations
+  Mat<S> rstd_;             // (1, G*N) ln_gates: 1/sigma; step t, gate k at column t*G*B + k*B
+  Mat<S> chat_;             // (H, N) ln_cell: normalised c~_t
+  Mat<S> crstd_;            // (1, N) ln_cell
+  Mat<S> tanh_c_;           // (H, N) LSTM: tanh(LN(c~_t)) or tanh(c~_t)
   Mat<S> h_prev_, c_prev_;  // (H, N) state before each step
   Mat<S> h_out_, c_out_;    // (H, N) state after each step
   Mat<S> mask_h_, mask_c_;  // (H, N) zoneout masks (training with zoneout)
-  Mat<S> da_;            // (G*H, N) backward: gradient of the pre-activations (GRU: of ax)
-  Mat<S> dah_;           // (3H, N) GRU backward: gradient of ah
+  Mat<S> da_;               // (G*H, N) backward: gradient of the pre-activations (GRU: of ax)
+  Mat<S> dah_;              // (3H, N) GRU backward: gradient of ah
   Mat<S> dh_out_, dc_out_;  // (H, N) gradient reaching the state after each step
-  Work work_;            // temporaries of the plain step() / backward_step() over all B streams
-  PackedPanels<S> Wp_;   // forward: W_hh (G*H, H), or [W_ih W_hh] (4H, E + H) for an LSTM with per-step x
-  PackedPanels<S> Wxp_;  // forward, GRU with per-step x: W_ih (3H, E)
-  PackedPanels<S> WhT_;  // backward: W_hh^T (H, G*H)
-  PackedPanels<S> WxT_;  // backward, E > 0: W_ih^T (E, G*H)
-  bool fused_ = false;   // Wp_ holds [W_ih W_hh]
+  Work work_;               // temporaries of the plain step() / backward_step() over all B streams
+  PackedPanels<S> Wp_;      // forward: W_hh (G*H, H), or [W_ih W_hh] (4H, E + H) for an LSTM with per-step x
+  PackedPanels<S> Wxp_;     // forward, GRU with per-step x: W_ih (3H, E)
+  PackedPanels<S> WhT_;     // backward: W_hh^T (H, G*H)
+  PackedPanels<S> WxT_;     // backward, E > 0: W_ih^T (E, G*H)
+  bool fused_ = false;      // Wp_ holds [W_ih W_hh]
 };
 
 }  // namespace msrnn

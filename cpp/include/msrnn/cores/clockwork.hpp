@@ -41,11 +41,11 @@ template <class S> class ClockworkRNN : public Core<S> {
 
  private:
   Index E_, H_, g_, k_, base_, T_ = 0, B_ = 0;
-  long long clock_ = 0;        // t of the next step
+  long long clock_ = 0;  // t of the next step
   Param<S> W_ih_, W_hh_, b_ih_, b_hh_;
-  Mat<S> h_;                   // (H, B) carried state
-  Mat<S> hs_;                  // (H, N + B) block 0 is the state before the chunk, block t+1 is h_t
-  Mat<S> da_;                  // (H, N) backward: dL/da_t, zero on the rows of modules that did not run
+  Mat<S> h_;                    // (H, B) carried state
+  Mat<S> hs_;                   // (H, N + B) block 0 is the state before the chunk, block t+1 is h_t
+  Mat<S> da_;                   // (H, N) backward: dL/da_t, zero on the rows of modules that did not run
   std::vector<Index> running_;  // (T) m_t of the last forward
 };
 

@@ -192,11 +192,11 @@ class CoreOptions {
 
 // What every core is built from: the model's sizes and shared options, and its own options.
 struct CoreArgs {
-  Index input_size = 0;              // E
-  std::vector<Index> hidden_sizes;   // H of each layer (or cell)
-  double dropout = 0.0;              // on the core's non-recurrent connections (between layers)
-  Rng* rng = nullptr;                // the model's generator (dropout, zoneout, sampled boundaries)
-  CoreOptions* options = nullptr;    // the core's own options; the factory reads them and calls finish()
+  Index input_size = 0;             // E
+  std::vector<Index> hidden_sizes;  // H of each layer (or cell)
+  double dropout = 0.0;             // on the core's non-recurrent connections (between layers)
+  Rng* rng = nullptr;               // the model's generator (dropout, zoneout, sampled boundaries)
+  CoreOptions* options = nullptr;   // the core's own options; the factory reads them and calls finish()
 };
 
 template <class S> using CoreFactory = std::function<std::unique_ptr<Core<S>>(ParamSet<S>&, const CoreArgs&)>;
@@ -206,17 +206,17 @@ template <class S> using CoreFactory = std::function<std::unique_ptr<Core<S>>(Pa
 template <class S> void register_core(const std::string& name, CoreFactory<S> factory, CoreSchema schema);
 // Builds the core `name`, its options read against its table (args.options).
 template <class S> std::unique_ptr<Core<S>> make_core(const std::string& name, ParamSet<S>& ps, const CoreArgs& args);
-std::vector<std::string> core_names();  // sorted
+std::vector<std::string> core_names();                   // sorted
 const CoreSchema& core_schema(const std::string& name);  // the core's declared options
 
 // MSRNN_REGISTER_CORE(name, factory, schema): `factory` a function template
 //   template <class S> std::unique_ptr<Core<S>> factory(ParamSet<S>& ps, const CoreArgs& args);
 // and `schema` the core's options (a CoreSchema), registered for float and double under `name` when
 // the module loads. Use once per name, in the core's own .cpp at namespace scope.
-#define MSRNN_REGISTER_CORE(NAME, FACTORY, SCHEMA)                          \
+#define MSRNN_REGISTER_CORE(NAME, FACTORY, SCHEMA)                        \
   static const bool MSRNN_CONCAT(msrnn_core_registered_, __LINE__) = [] { \
-    ::msrnn::register_core<float>(NAME, &FACTORY<float>, SCHEMA);          \
-    ::msrnn::register_core<double>(NAME, &FACTORY<double>, SCHEMA);        \
+    ::msrnn::register_core<float>(NAME, &FACTORY<float>, SCHEMA);         \
+    ::msrnn::register_core<double>(NAME, &FACTORY<double>, SCHEMA);       \
     return true;                                                          \
   }()
 #define MSRNN_CONCAT_(a, b) a##b

@@ -24,9 +24,9 @@ template <class S> class ElmanLayer : public Core<S> {
   Index E_, H_, T_ = 0, B_ = 0;
   std::string suffix_;
   Param<S> W_ih_, W_hh_, b_ih_, b_hh_;
-  Mat<S> h_;    // (H, B) carried state
-  Mat<S> hs_;   // (H, N + B) block 0 is the state before the chunk
-  Mat<S> da_;   // (H, N) backward
+  Mat<S> h_;   // (H, B) carried state
+  Mat<S> hs_;  // (H, N + B) block 0 is the state before the chunk
+  Mat<S> da_;  // (H, N) backward
 };
 
 }  // namespace msrnn

@@ -76,22 +76,22 @@ template <class S> class FSRNN : public Core<S> {
   Index E_;
   double p_ = 0.0;
   Rng* rng_ = nullptr;
-  std::string fast_name_, slow_name_;        // state names: "fast"/"slow", or "" for the chain
-  std::vector<std::string> fast_suffix_;     // "_f1".. or "_l0"..
+  std::string fast_name_, slow_name_;     // state names: "fast"/"slow", or "" for the chain
+  std::vector<std::string> fast_suffix_;  // "_f1".. or "_l0"..
   std::vector<std::unique_ptr<StepCell<S>>> fast_;
   std::unique_ptr<StepCell<S>> slow_;
-  Mat<S> hf_, cf_, hs_, cs_;   // (H_F, B), (H_F, B), (H_S, B), (H_S, B) carried state
+  Mat<S> hf_, cf_, hs_, cs_;  // (H_F, B), (H_F, B), (H_S, B), (H_S, B) carried state
   Index T_ = 0, B_ = 0;
-  bool dropped_ = false;       // dropout masks in use in the last forward
-  Mat<S> m1_, m2_;             // (H_F, N), (H_S, N) dropout masks
+  bool dropped_ = false;  // dropout masks in use in the last forward
+  Mat<S> m1_, m2_;        // (H_F, N), (H_S, N) dropout masks
   // One thread's streams [j0, j0 + nb): the cells' temporaries and the step inputs and gradients.
   struct Lane {
     std::vector<typename StepCell<S>::Work> work;  // one per cell, in cells() order
-    Mat<S> xs, xf2;                  // (H_F, nb), (H_S, nb) step inputs of S and F2
-    Mat<S> dhf, dcf, dhs, dcs;       // (H_F, nb), (H_F or 0, nb), (H_S, nb), (H_S or 0, nb) state gradients
-    Mat<S> dxs, dxf2;                // (H_F, nb), (H_S, nb) gradients w.r.t. the inputs of S and F2
+    Mat<S> xs, xf2;                                // (H_F, nb), (H_S, nb) step inputs of S and F2
+    Mat<S> dhf, dcf, dhs, dcs;  // (H_F, nb), (H_F or 0, nb), (H_S, nb), (H_S or 0, nb) state gradients
+    Mat<S> dxs, dxf2;           // (H_F, nb), (H_S, nb) gradients w.r.t. the inputs of S and F2
   };
-  std::vector<Lane> lanes_;    // one per thread
+  std::vector<Lane> lanes_;  // one per thread
   void forward_streams(MRef<S> Y, Index j0, Index nb, Lane& lane, bool packed);
   void backward_streams(CRef<S> dY, Index j0, Index nb, Lane& lane, bool own_grads, bool packed);
 };
@@ -105,7 +105,8 @@ template <class S> class SequentialRNN : public FSRNN<S> {
 template <class S> class StackedRNN : public Core<S> {
  public:
   // One cell per entry of `hidden` (its H); `cell` gives type and options.
-  StackedRNN(ParamSet<S>& ps, Index E, const std::vector<Index>& hidden, const CellSpec& cell, double dropout, Rng* rng);
+  StackedRNN(ParamSet<S>& ps, Index E, const std::vector<Index>& hidden, const CellSpec& cell, double dropout,
+             Rng* rng);
   Index input_size() const override { return E_; }
   Index output_size() const override { return cells_.back()->hidden_size(); }
   void bind(ParamSet<S>& ps) override;
@@ -124,10 +125,10 @@ template <class S> class StackedRNN : public Core<S> {
   Index T_ = 0, B_ = 0;
   bool dropped_ = false;
   std::vector<std::unique_ptr<StepCell<S>>> cells_;
-  std::vector<Mat<S>> h_, c_;   // h_[l], c_[l] (H_l, B) carried state
-  std::vector<Mat<S>> in_;      // in_[l] (H_{l-1}, N): masked input of layer l >= 1 (with dropout)
-  std::vector<Mat<S>> mask_;    // mask_[l] (H_{l-1}, N)
-  std::vector<Mat<S>> grad_;    // grad_[l] (H_l, N): backward, gradient reaching layer l's output
+  std::vector<Mat<S>> h_, c_;                     // h_[l], c_[l] (H_l, B) carried state
+  std::vector<Mat<S>> in_;                        // in_[l] (H_{l-1}, N): masked input of layer l >= 1 (with dropout)
+  std::vector<Mat<S>> mask_;                      // mask_[l] (H_{l-1}, N)
+  std::vector<Mat<S>> grad_;                      // grad_[l] (H_l, N): backward, gradient reaching layer l's output
   std::vector<typename StepCell<S>::Work> work_;  // one per thread (threads over streams)
 };
 

@@ -35,17 +35,17 @@ void gru_gates_forward(MRef<S> act, MRef<S> h, CRef<S> ah, CRef<S> h_prev, Norm&
 // k's nonlinearity input is in rows [kH, (k+1)H) of dax, to carry it back through the caller's
 // normalisation in place (the mirror of norm in gru_gates_forward).
 template <class S, class Norm>
-void gru_gates_backward(MRef<S> dax, MRef<S> dah, MRef<S> dh_prev, CRef<S> dh, CRef<S> act, CRef<S> ah,
-                        CRef<S> h_prev, Norm&& norm_back) {
+void gru_gates_backward(MRef<S> dax, MRef<S> dah, MRef<S> dh_prev, CRef<S> dh, CRef<S> act, CRef<S> ah, CRef<S> h_prev,
+                        Norm&& norm_back) {
   const Index H = dh.rows();
   const auto r = act.topRows(H).array();
   const auto z = act.middleRows(H, H).array();
   const auto n = act.bottomRows(H).array();
   auto dan = dax.bottomRows(H).array();
   dan = dh.array() * (S(1) - z) * (S(1) - n.square());
-  norm_back(2);                                                                       // d(ax_n + r * ah_n)
+  norm_back(2);  // d(ax_n + r * ah_n)
   dah.bottomRows(H).array() = dan * r;
-  dax.topRows(H).array() = dan * ah.bottomRows(H).array() * r * (S(1) - r);          // d(ax_r + ah_r)
+  dax.topRows(H).array() = dan * ah.bottomRows(H).array() * r * (S(1) - r);  // d(ax_r + ah_r)
   norm_back(0);
   dax.middleRows(H, H).array() = dh.array() * (h_prev.array() - n) * z * (S(1) - z);  // d(ax_z + ah_z)
   norm_back(1);
@@ -76,10 +76,10 @@ template <class S> class GRULayer : public Core<S> {
   Index E_, H_, T_ = 0, B_ = 0;
   std::string suffix_;
   Param<S> W_ih_, W_hh_, b_ih_, b_hh_;
-  Mat<S> h_;        // (H, B) carried state
-  Mat<S> act_;      // (3H, N) [r; z; n]
-  Mat<S> ah_;       // (3H, N) W_hh h_{t-1} + b_hh
-  Mat<S> hs_;       // (H, N + B) block 0 is the state before the chunk
+  Mat<S> h_;          // (H, B) carried state
+  Mat<S> act_;        // (3H, N) [r; z; n]
+  Mat<S> ah_;         // (3H, N) W_hh h_{t-1} + b_hh
+  Mat<S> hs_;         // (H, N + B) block 0 is the state before the chunk
   Mat<S> dax_, dah_;  // (3H, N) backward
 };
 

@@ -90,22 +90,24 @@ struct HMLSTMOptions {
   bool copy_recompute = false;             // "copy_z": "carry" (false) | "recompute" (true)
   bool flush_cut = true;                   // "flush_cut": r = 1 - z^l_{t-1} on the recurrent term
   bool top_down = true;                    // "top_down": the term z^l_{t-1} U^l_{l+1} h^{l+1}_{t-1} (off: no weight_td)
-  std::vector<char> blend;                 // (L) "gradient" / "blend_l{l}": z^l read "switch" (0) | "blend" (1); soft forces 1
-  std::vector<char> detector_below;        // (L) "detector_below_l{l}": layer l's boundary row reads only the layer below
-  double slope = 1.0;                      // "slope": a of the hard sigmoid
-  bool layer_norm = false;                 // "layer_norm"
-  bool skip = true;                        // "skip": gather active columns (1) or the masked path (0)
-  double ln_eps = 1e-5;                    // "ln_eps"
-  double rate_penalty = 0.0;               // "rate_penalty": lambda of the boundary-rate term (>= 0)
-  double rate_weight = 5.0;                // "rate_weight": mu of the boundary-rate target term (>= 0)
-  std::vector<double> rate_target;         // "rate_target_l{l}": r_l in [0, 1] per layer, < 0 = no target (L);
-                                           // default 0.18 in layer 1 (l = 0), none above
+  std::vector<char> blend;  // (L) "gradient" / "blend_l{l}": z^l read "switch" (0) | "blend" (1); soft forces 1
+  std::vector<char> detector_below;  // (L) "detector_below_l{l}": layer l's boundary row reads only the layer below
+  double slope = 1.0;                // "slope": a of the hard sigmoid
+  bool layer_norm = false;           // "layer_norm"
+  bool skip = true;                  // "skip": gather active columns (1) or the masked path (0)
+  double ln_eps = 1e-5;              // "ln_eps"
+  double rate_penalty = 0.0;         // "rate_penalty": lambda of the boundary-rate term (>= 0)
+  double rate_weight = 5.0;          // "rate_weight": mu of the boundary-rate target term (>= 0)
+  std::vector<double> rate_target;   // "rate_target_l{l}": r_l in [0, 1] per layer, < 0 = no target (L);
+                                     // default 0.18 in layer 1 (l = 0), none above
 };
 // Read the options by name (the registered core "hm_lstm"); unknown names and bad values throw.
 HMLSTMOptions hm_lstm_options(CoreOptions& options, Index L);
 
 // zhat = hard_sigm(a) = clamp((slope * a + 1) / 2, 0, 1)   (eq. 9)
-template <class S> inline S hard_sigm(S a, S slope) { return std::min(S(1), std::max(S(0), (slope * a + S(1)) / S(2))); }
+template <class S> inline S hard_sigm(S a, S slope) {
+  return std::min(S(1), std::max(S(0), (slope * a + S(1)) / S(2)));
+}
 
 // The pointwise part of one step for k columns, in the weighted form above.
 // act (G, k): in, pre-activations a; out, [i; f; g; o] (and zhat in row 4H when G = 4H+1).
@@ -136,7 +138,7 @@ template <class S> class HMLSTM : public Core<S> {
   // layer l), "rate_penalty" (>= 0)
   void set_option(const std::string& name, double value) override;
   std::vector<NamedState<S>> records() const override;
-  std::vector<std::pair<std::string, double>> aux_losses() const override;  // "boundary_rate", "boundary_target"
+  std::vector<std::pair<std::string, double>> aux_losses() const override;        // "boundary_rate", "boundary_target"
   std::vector<std::pair<std::string, double>> batch_statistics() const override;  // "zbar_l{l}" of layers with a target
   void set_batch_statistics(const std::vector<double>& values) override;
   const HMLSTMOptions& options() const { return opt_; }
@@ -153,38 +155,38 @@ template <class S> class HMLSTM : public Core<S> {
     PackedPanels<S> WpT;                 // [W U Utd]^T (K, G) packed (backward)
     Mat<S> Wcat;                         // (G, K) [W U Utd], the source of WpT
     // Cache of the last forward.
-    Mat<S> hs, cs, zs;                   // (H, N + B), (H, N + B), (1, N + B); block 0 is the state before the chunk
-    Mat<S> zhat;                         // (1, N) hard-sigmoid boundary value (NaN where not computed; detector only)
-    Mat<S> znew;                         // (1, N) boundary before the COPY carry
-    std::vector<std::int8_t> op;         // (N) HMOp of each column
+    Mat<S> hs, cs, zs;            // (H, N + B), (H, N + B), (1, N + B); block 0 is the state before the chunk
+    Mat<S> zhat;                  // (1, N) hard-sigmoid boundary value (NaN where not computed; detector only)
+    Mat<S> znew;                  // (1, N) boundary before the COPY carry
+    std::vector<std::int8_t> op;  // (N) HMOp of each column
     // Training forward only.
-    Mat<S> act;                          // (G, N) [i; f; g; o; zhat] of computed columns
-    Mat<S> tanh_c;                       // (H, N)
-    Mat<S> xhat, rstd;                   // (4H, N), (1, 4N) layer norm; rstd entry q*N + n for gate block q
-    std::vector<std::int8_t> computed;   // (N) 1 where the gates were computed
+    Mat<S> act;                         // (G, N) [i; f; g; o; zhat] of computed columns
+    Mat<S> tanh_c;                      // (H, N)
+    Mat<S> xhat, rstd;                  // (4H, N), (1, 4N) layer norm; rstd entry q*N + n for gate block q
+    std::vector<std::int8_t> computed;  // (N) 1 where the gates were computed
     // Backward buffers.
-    Mat<S> dA;                           // (G, N) gradient of the pre-activations s (read at computed columns, and
-                                         // at the boundary row of recomputed COPY columns)
-    Mat<S> dh[2], dc[2], dz[2];          // (H, B), (H, B), (1, B) gradients at step t (index t % 2) and t-1
+    Mat<S> dA;                   // (G, N) gradient of the pre-activations s (read at computed columns, and
+                                 // at the boundary row of recomputed COPY columns)
+    Mat<S> dh[2], dc[2], dz[2];  // (H, B), (H, B), (1, B) gradients at step t (index t % 2) and t-1
   };
   // Step scratch of one thread owning nb streams. The suffix _k marks buffers holding the k <= nb
   // columns of a step that are computed (UPDATE/FLUSH when skipping; all in the masked path), gathered
   // side by side from the thread's streams.
   struct Scratch {
-    std::vector<Index> idx, cidx;                    // computed / COPY column ids (within the batch)
-    Mat<S> x_k;                                      // (max K, nb) stacked inputs [zb h^{l-1}_t; r h^l_{t-1}; zp h^{l+1}_{t-1}]
-    Mat<S> act_k;                                    // (max G, nb) pre-activations, then [i; f; g; o; zhat]
-    Mat<S> c_k, tanh_c_k, h_k, c_prev_k, h_prev_k;   // (max H, nb)
-    Mat<S> z_prev_k, z_below_k;                      // (1, nb) z^l_{t-1}, z^{l-1}_t
-    Mat<S> xhat_k, rstd_k;                           // (4 max H, nb), (1, 4 nb) layer norm
-    Mat<S> dh_k, dc_k, dc_prev_k, dh_prev_k;         // (max H, nb)
-    Mat<S> dwU_k, dwC_k;                             // (1, nb)
-    Mat<S> dz_new;                                   // (1, B) gradient of znew, at the thread's columns
-    std::vector<S> dwCz;                             // (B) gradient of w_C through the carry (blend), at the thread's columns
-    Mat<S> da_k;                                     // (max G, nb)
-    Mat<S> dx_k;                                     // (max K, nb) [W U Utd]^T da
-    Mat<S> act_saved_k, tanh_c_saved_k, c_saved_k;   // (max G, nb), (max H, nb), (max H, nb) the forward's cache
-    std::vector<Mat<S>> dln_g, dln_b;    // per layer (4 H_l, 1) layer-norm gradients of this thread
+    std::vector<Index> idx, cidx;  // computed / COPY column ids (within the batch)
+    Mat<S> x_k;                    // (max K, nb) stacked inputs [zb h^{l-1}_t; r h^l_{t-1}; zp h^{l+1}_{t-1}]
+    Mat<S> act_k;                  // (max G, nb) pre-activations, then [i; f; g; o; zhat]
+    Mat<S> c_k, tanh_c_k, h_k, c_prev_k, h_prev_k;  // (max H, nb)
+    Mat<S> z_prev_k, z_below_k;                     // (1, nb) z^l_{t-1}, z^{l-1}_t
+    Mat<S> xhat_k, rstd_k;                          // (4 max H, nb), (1, 4 nb) layer norm
+    Mat<S> dh_k, dc_k, dc_prev_k, dh_prev_k;        // (max H, nb)
+    Mat<S> dwU_k, dwC_k;                            // (1, nb)
+    Mat<S> dz_new;                                  // (1, B) gradient of znew, at the thread's columns
+    std::vector<S> dwCz;  // (B) gradient of w_C through the carry (blend), at the thread's columns
+    Mat<S> da_k;          // (max G, nb)
+    Mat<S> dx_k;          // (max K, nb) [W U Utd]^T da
+    Mat<S> act_saved_k, tanh_c_saved_k, c_saved_k;  // (max G, nb), (max H, nb), (max H, nb) the forward's cache
+    std::vector<Mat<S>> dln_g, dln_b;               // per layer (4 H_l, 1) layer-norm gradients of this thread
     void reserve(const std::vector<Layer>& layers, Index nb, Index B, bool layer_norm, bool backward);
   };
 
@@ -226,15 +228,15 @@ template <class S> class HMLSTM : public Core<S> {
   HMLSTMOptions opt_;
   Rng* rng_;
   std::vector<Layer> layers_;
-  bool train_ = false, skip_ = false;    // mode of the last forward
-  std::vector<char> blend_;              // (L) gradient reading of each z^l in the last forward (backward follows it)
-  double aux_ = 0.0;                     // boundary-rate term of the last training forward
-  double aux_target_ = 0.0;              // boundary-rate target term of the last training forward
-  std::vector<double> zbar_;             // (L) mean of z^l_t over the last training forward's chunk (or over
-                                         // the whole batch, set_batch_statistics)
-  Mat<S> ones_;                          // (1, B) z^0_t
-  std::vector<double> uniforms_;         // (T, L, B) uniforms of Bernoulli boundaries, entry (t L + l) B + b
-  std::vector<Scratch> scratch_;         // one per thread
+  bool train_ = false, skip_ = false;  // mode of the last forward
+  std::vector<char> blend_;            // (L) gradient reading of each z^l in the last forward (backward follows it)
+  double aux_ = 0.0;                   // boundary-rate term of the last training forward
+  double aux_target_ = 0.0;            // boundary-rate target term of the last training forward
+  std::vector<double> zbar_;           // (L) mean of z^l_t over the last training forward's chunk (or over
+                                       // the whole batch, set_batch_statistics)
+  Mat<S> ones_;                        // (1, B) z^0_t
+  std::vector<double> uniforms_;       // (T, L, B) uniforms of Bernoulli boundaries, entry (t L + l) B + b
+  std::vector<Scratch> scratch_;       // one per thread
 };
 
 }  // namespace msrnn

@@ -37,8 +37,8 @@
 #pragma once
 
 #include "msrnn/cores/core.hpp"
-#include "msrnn/kernels/gemm.hpp"
 #include "msrnn/cores/rnn_stack.hpp"
+#include "msrnn/kernels/gemm.hpp"
 
 #include <cstdint>
 #include <memory>
@@ -79,18 +79,18 @@ template <class S> class HORNN : public Core<S> {
     Index E = 0, H = 0;
     std::string suffix;
     Param<S> W_in, W_h, b, Wg_in, Wg_h, bg;
-    Mat<S> lags;     // (H, K B) carried state: block K - n is h_{-n} (lag n)
-    Mat<S> Wcat;     // (M, H) [W_h; Wg_h] (gated; M = 2 K H), else W_h copied (M = K H)
-    Mat<S> A;        // (H, N) pre-activations a_t
-    Mat<S> R;        // (K H, N) gated: gate pre-activations of the input, then the gates r_{t,n}
-    Mat<S> hist;     // (H, (T + K) B) block s is h_{s-K}: the carried lags, then h_0 .. h_{T-1}
-    Mat<S> P;        // (M, (T + K) B) block s: the products of h_{s-K} (P_s above)
+    Mat<S> lags;  // (H, K B) carried state: block K - n is h_{-n} (lag n)
+    Mat<S> Wcat;  // (M, H) [W_h; Wg_h] (gated; M = 2 K H), else W_h copied (M = K H)
+    Mat<S> A;     // (H, N) pre-activations a_t
+    Mat<S> R;     // (K H, N) gated: gate pre-activations of the input, then the gates r_{t,n}
+    Mat<S> hist;  // (H, (T + K) B) block s is h_{s-K}: the carried lags, then h_0 .. h_{T-1}
+    Mat<S> P;     // (M, (T + K) B) block s: the products of h_{s-K} (P_s above)
     Eigen::Matrix<std::uint8_t, Eigen::Dynamic, Eigen::Dynamic> win;  // (H, N) max: winning lag n - 1
-    Mat<S> D;        // (M, (T + K) B) backward: gradient of P
-    Mat<S> dA;       // (H, N) backward: gradient of a_t
-    Mat<S> dR;       // (K H, N) backward, gated: gradient of the gate pre-activations
-    Mat<S> dhist;    // (H, (T + K) B) backward, reference kernels: gradient reaching each h_s
-    Mat<S> dH;       // (H, N) backward: dL/dh_t, the whole gradient reaching h_t (record_grads); (H, 0) after a forward
+    Mat<S> D;                                                         // (M, (T + K) B) backward: gradient of P
+    Mat<S> dA;                                                        // (H, N) backward: gradient of a_t
+    Mat<S> dR;     // (K H, N) backward, gated: gradient of the gate pre-activations
+    Mat<S> dhist;  // (H, (T + K) B) backward, reference kernels: gradient reaching each h_s
+    Mat<S> dH;     // (H, N) backward: dL/dh_t, the whole gradient reaching h_t (record_grads); (H, 0) after a forward
     PackedPanels<S> Wp;   // Wcat packed (M/H groups of H rows, depth H)
     PackedPanels<S> WTp;  // Wcat^T packed (1 group of H rows, depth M)
     Index M() const { return Wcat.rows(); }
@@ -108,11 +108,11 @@ template <class S> class HORNN : public Core<S> {
   Index E_, K_;
   HornnSpec spec_;
   Index T_ = 0, B_ = 0;
-  bool fast_ = true;                // fast schedule of the last forward (false: reference kernels)
+  bool fast_ = true;  // fast schedule of the last forward (false: reference kernels)
   std::vector<Layer> layers_;
-  std::vector<S> coef_;             // (K) path weights: alpha^n (fofe) or 1
+  std::vector<S> coef_;                   // (K) path weights: alpha^n (fofe) or 1
   std::unique_ptr<LayerLinks<S>> links_;  // between-layer buffers and dropout (rnn_stack.hpp)
-  std::vector<Mat<S>> dh_;          // dh_[k] (H, nb): thread k's step gradient
+  std::vector<Mat<S>> dh_;                // dh_[k] (H, nb): thread k's step gradient
 };
 
 }  // namespace msrnn

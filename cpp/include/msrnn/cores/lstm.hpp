@@ -5,8 +5,8 @@
 //   h_t = o * tanh(c_t)
 #pragma once
 
-#include "msrnn/kernels/amx_bf16.hpp"
 #include "msrnn/cores/core.hpp"
+#include "msrnn/kernels/amx_bf16.hpp"
 #include "msrnn/kernels/gemm.hpp"
 
 namespace msrnn {
@@ -66,22 +66,22 @@ template <class S> class LSTMLayer : public Core<S> {
   bool trained_ = false;  // the last forward ran in training mode and kept what backward needs
   std::string suffix_;
   Param<S> W_ih_, W_hh_, b_ih_, b_hh_;
-  Mat<S> h_, c_;       // (H, B) carried state
-  Mat<S> act_;         // (4H, N) gate activations [i; f; g; o]; (4H, B), one step, in evaluation
-  Mat<S> hs_, cs_;     // (H, N + B) h and c; block 0 is the state before the chunk. Evaluation
-                       // (fast path): hs_ unused (h goes to Y), cs_ (H, 2B) c_{t-1} and c_t in turn
-  Mat<S> tanh_c_;      // (H, N); (H, B) in evaluation
-  Mat<S> da_;          // (4H, N) backward: gradient of the pre-activations
+  Mat<S> h_, c_;    // (H, B) carried state
+  Mat<S> act_;      // (4H, N) gate activations [i; f; g; o]; (4H, B), one step, in evaluation
+  Mat<S> hs_, cs_;  // (H, N + B) h and c; block 0 is the state before the chunk. Evaluation
+                    // (fast path): hs_ unused (h goes to Y), cs_ (H, 2B) c_{t-1} and c_t in turn
+  Mat<S> tanh_c_;   // (H, N); (H, B) in evaluation
+  Mat<S> da_;       // (4H, N) backward: gradient of the pre-activations
   // Fast path (see gemm.hpp): weights packed once per chunk, each thread owns a slice of units.
-  Vec<S> b_sum_;               // (4H) b_ih + b_hh
-  PackedPanels<S> W_p_;        // [W_ih W_hh] (4H, E + H) in panels, bias b_ih + b_hh, for
-                               // act_t = b + W_ih x_t + W_hh h_{t-1}
-  PackedPanels<S> W_hh_tp_;    // W_hh^T (H, 4H) in panels, for dh_{t-1} = W_hh^T da_t
-  Mat<S> dh_, dc_;             // (H, B) backward: gradients reaching h_t and c_t
+  Vec<S> b_sum_;                              // (4H) b_ih + b_hh
+  PackedPanels<S> W_p_;                       // [W_ih W_hh] (4H, E + H) in panels, bias b_ih + b_hh, for
+                                              // act_t = b + W_ih x_t + W_hh h_{t-1}
+  PackedPanels<S> W_hh_tp_;                   // W_hh^T (H, 4H) in panels, for dh_{t-1} = W_hh^T da_t
+  Mat<S> dh_, dc_;                            // (H, B) backward: gradients reaching h_t and c_t
   Precision precision_ = Precision::Float32;  // of evaluation-mode forwards
-  AmxBf16Matrix W_amx_;        // [W_ih W_hh] (4H, E + H) in bf16 tiles, bias b_ih + b_hh (BFloat16)
-  Mat<S> P_;                   // (4H, V) per-token input table (forward_tokens)
-  Mat<S> W_ih_r_, Emb_r_;      // (4H, E), (E, V) bfloat16-rounded copies for a bfloat16 table
+  AmxBf16Matrix W_amx_;                       // [W_ih W_hh] (4H, E + H) in bf16 tiles, bias b_ih + b_hh (BFloat16)
+  Mat<S> P_;                                  // (4H, V) per-token input table (forward_tokens)
+  Mat<S> W_ih_r_, Emb_r_;                     // (4H, E), (E, V) bfloat16-rounded copies for a bfloat16 table
   // forward's body; with a table P (4H, V) and tokens (N), X is unused and the step reads P.
   void run(MRef<S> Y, CRef<S> X, const Mat<S>* P, const std::int32_t* tokens, Index T, Index B, bool train);
   void forward_reference(MRef<S> Y, CRef<S> X, Index T, Index B);

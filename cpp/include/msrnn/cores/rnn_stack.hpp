@@ -5,8 +5,8 @@
 // the model's). Parameter and state names carry the layer suffix _l0, _l1, ... as in PyTorch.
 #pragma once
 
-#include "msrnn/kernels/blocks.hpp"
 #include "msrnn/cores/core.hpp"
+#include "msrnn/kernels/blocks.hpp"
 
 #include <memory>
 #include <vector>
@@ -22,8 +22,13 @@ template <class S> class LayerLinks {
  public:
   // sizes[l]: the output rows H_l of layer l.
   LayerLinks(std::vector<Index> sizes, double p, Rng* rng)
-      : sizes_(std::move(sizes)), p_(p), rng_(rng), out_(sizes_.size()), in_(sizes_.size()),
-        mask_(sizes_.size()), grad_(sizes_.size()) {}
+      : sizes_(std::move(sizes)),
+        p_(p),
+        rng_(rng),
+        out_(sizes_.size()),
+        in_(sizes_.size()),
+        mask_(sizes_.size()),
+        grad_(sizes_.size()) {}
   bool dropped() const { return dropped_; }  // masks in use in the last forward
   Mat<S>& output(size_t l) { return out_[l]; }
 
@@ -67,17 +72,17 @@ template <class S> class LayerLinks {
   double p_;
   Rng* rng_;
   bool dropped_ = false;
-  std::vector<Mat<S>> out_;    // out_[l] (H_l, N): output of layer l, l < L-1
-  std::vector<Mat<S>> in_;     // in_[l] (H_{l-1}, N): masked input of layer l >= 1 (when dropout is on)
-  std::vector<Mat<S>> mask_;   // mask_[l] (H_{l-1}, N)
-  std::vector<Mat<S>> grad_;   // grad_[l] (H_l, N): backward, the gradient reaching layer l's output
+  std::vector<Mat<S>> out_;   // out_[l] (H_l, N): output of layer l, l < L-1
+  std::vector<Mat<S>> in_;    // in_[l] (H_{l-1}, N): masked input of layer l >= 1 (when dropout is on)
+  std::vector<Mat<S>> mask_;  // mask_[l] (H_{l-1}, N)
+  std::vector<Mat<S>> grad_;  // grad_[l] (H_l, N): backward, the gradient reaching layer l's output
 };
 
 enum class CellType { LSTM, GRU, Elman };
 CellType cell_type_from_name(const std::string& name);  // "lstm", "gru", "rnn_tanh"/"elman"
 
 template <class S> std::unique_ptr<Core<S>> make_cell_layer(CellType cell, ParamSet<S>& ps, const std::string& suffix,
-                                                           Index E, Index H);
+                                                            Index E, Index H);
 
 template <class S> class RNNStack : public Core<S> {
  public:
@@ -99,7 +104,7 @@ template <class S> class RNNStack : public Core<S> {
   Index E_;
   CellType cell_;
   std::vector<std::unique_ptr<Core<S>>> layers_;
-  std::unique_ptr<LayerLinks<S>> links_;        // between-layer buffers and dropout
+  std::unique_ptr<LayerLinks<S>> links_;  // between-layer buffers and dropout
   void forward_from(size_t l0, MRef<S> Y, CRef<S> X, Index T, Index B, bool train);  // layers l0.. (X feeds l0)
 };
 

@@ -53,14 +53,24 @@ enum class VCPenalty { L1, OneSided, L2 };
 // is split evenly over the columns of the streams that ran it, a chunk's (packing, weight gradients) over
 // all N columns, so a row's sum is the phase's time summed over the threads.
 enum VCPhase : int {
-  kFwdScheduler, kFwdOperands, kFwdProducts, kFwdPointwise, kFwdPack,
-  kBwdScheduler, kBwdOperands, kBwdProducts, kBwdPointwise, kBwdPack, kBwdWeightGrads, kVCPhases
+  kFwdScheduler,
+  kFwdOperands,
+  kFwdProducts,
+  kFwdPointwise,
+  kFwdPack,
+  kBwdScheduler,
+  kBwdOperands,
+  kBwdProducts,
+  kBwdPointwise,
+  kBwdPack,
+  kBwdWeightGrads,
+  kVCPhases
 };
 
 struct VCOptions {
-  double sharpness = 1.0;        // lambda > 0
-  double eps = 0.01;             // Thres_eps, in (0, 0.5)
-  int mask_offset = 0;           // o above: 0 ("zero") or 1 ("one")
+  double sharpness = 1.0;  // lambda > 0
+  double eps = 0.01;       // Thres_eps, in (0, 0.5)
+  int mask_offset = 0;     // o above: 0 ("zero") or 1 ("one")
   VCPenalty penalty = VCPenalty::L1;
   double penalty_weight = 0.01;  // w >= 0
   double target = 0.3;           // m_bar in [0, 1]
@@ -96,21 +106,21 @@ template <class S> class VCLayer : public Core<S> {
   double penalty_slope(double m) const;
   // Per-thread work buffers: each thread runs its own streams [j0, j0 + nb) through the chunk.
   struct Work {
-    std::vector<Index> order;                    // (nb) local columns of a step sorted by q
-    Index first = 0;                             // first position of order with q > 0
-    std::vector<std::array<Index, 2>> levels;    // (q, first position with that q) per distinct q > 0
-    std::vector<Index> qs;                       // (nb - first) q of positions [first, nb), non-decreasing
+    std::vector<Index> order;                  // (nb) local columns of a step sorted by q
+    Index first = 0;                           // first position of order with q > 0
+    std::vector<std::array<Index, 2>> levels;  // (q, first position with that q) per distinct q > 0
+    std::vector<Index> qs;                     // (nb - first) q of positions [first, nb), non-decreasing
     // Operands of a step in sorted order, each (D, nb); column k uses its leading q rows:
-    Mat<S> hb, xb;                               // h_bar, x_bar
-    Mat<S> a[3];                                 // pre-activations (forward), their gradients per gate (backward)
-    Mat<S> rh;                                   // forward: r . h_bar; backward: gradient of r . h_bar
-    Mat<S> dhb, de, dhbar, dxbar;                // backward: dL/dh_t rows, dL/de, dL/dh_bar, dL/dx_bar
-    Mat<S> dh, dhp, dxl;                         // (D, nb) backward: gradients reaching h_t, h_{t-1}, x_t
-    Mat<S> pm;                                   // (1, nb) scheduler pre-activations / their gradients
-    Mat<S> gu, gv;                               // (1, D) this thread's sums of the gradients of u, v
-    S gb = S(0);                                 // and of b_m
-    double pen = 0.0;                            // and of the penalty
-    double pack_s = 0.0;                         // seconds this thread spent packing weights
+    Mat<S> hb, xb;                 // h_bar, x_bar
+    Mat<S> a[3];                   // pre-activations (forward), their gradients per gate (backward)
+    Mat<S> rh;                     // forward: r . h_bar; backward: gradient of r . h_bar
+    Mat<S> dhb, de, dhbar, dxbar;  // backward: dL/dh_t rows, dL/de, dL/dh_bar, dL/dx_bar
+    Mat<S> dh, dhp, dxl;           // (D, nb) backward: gradients reaching h_t, h_{t-1}, x_t
+    Mat<S> pm;                     // (1, nb) scheduler pre-activations / their gradients
+    Mat<S> gu, gv;                 // (1, D) this thread's sums of the gradients of u, v
+    S gb = S(0);                   // and of b_m
+    double pen = 0.0;              // and of the penalty
+    double pack_s = 0.0;           // seconds this thread spent packing weights
   };
   // Sorts the local columns [0, nb) of a step (global columns n0 + j) by q into w.order, w.first, w.levels, w.qs.
   void group_step(Work& w, Index n0, Index nb) const;
@@ -146,19 +156,19 @@ template <class S> class VCLayer : public Core<S> {
   Index G_, D_, T_ = 0, B_ = 0;
   VCOptions opt_;
   Param<S> W_, U_, b_, v_, u_, bm_;
-  Mat<S> h_;     // (D, B) carried state
-  Mat<S> hs_;    // (D, N + B) h_{t-1} of every column; block 0 is the state before the chunk
-  Mat<S> e_;     // (D, N) masks e_t
-  Mat<S> m_;     // (1, N) scheduler values m_t
-  std::vector<Index> d_;  // (N) d_t
-  std::vector<Index> q_;  // (N) q of each column (the rows its products use)
+  Mat<S> h_;                 // (D, B) carried state
+  Mat<S> hs_;                // (D, N + B) h_{t-1} of every column; block 0 is the state before the chunk
+  Mat<S> e_;                 // (D, N) masks e_t
+  Mat<S> m_;                 // (1, N) scheduler values m_t
+  std::vector<Index> d_;     // (N) d_t
+  std::vector<Index> q_;     // (N) q of each column (the rows its products use)
   std::vector<Index> open_;  // (N) first unit with e < 1: units [open, d) are the open ones (0 < e < 1)
-  Mat<S> g_;     // (G*D, N) VCRNN: tanh(a); VCGRU: [r; sigm(a_z); h~]; rows >= q of a column unused
-  Mat<S> da_;    // (G*D, N) backward: gradients of the pre-activations (rows >= q unused)
-  Mat<S> time_;  // (kVCPhases, N) seconds per phase and column (VCPhase)
-  double aux_ = 0.0;      // penalty of the last training forward
-  bool trained_ = false;  // whether the last forward was a training one
-  std::vector<Work> work_;  // one per thread
+  Mat<S> g_;                 // (G*D, N) VCRNN: tanh(a); VCGRU: [r; sigm(a_z); h~]; rows >= q of a column unused
+  Mat<S> da_;                // (G*D, N) backward: gradients of the pre-activations (rows >= q unused)
+  Mat<S> time_;              // (kVCPhases, N) seconds per phase and column (VCPhase)
+  double aux_ = 0.0;         // penalty of the last training forward
+  bool trained_ = false;     // whether the last forward was a training one
+  std::vector<Work> work_;   // one per thread
   // The VCRNN's skipped products through packed panels (packed_path()): packed once per chunk, then each
   // step multiplies every panel of rows by the streams that reach it (PackedPanels::multiply_leading).
   bool packed_path() const { return unit_ == VCUnit::Elman && opt_.skip && !reference_kernels(); }

@@ -33,15 +33,15 @@ template <class S> class ClassSoftmaxHead : public Head<S> {
 
  private:
   Index I_, V_, C_;
-  std::vector<Index> start_;         // (C + 1) first id of each class, then V
-  std::vector<std::int32_t> cls_;    // (V) class of each id
+  std::vector<Index> start_;       // (C + 1) first id of each class, then V
+  std::vector<std::int32_t> cls_;  // (V) class of each id
   Param<S> U_, u_, W_, b_;
-  Mat<S> pc_;                        // (C, N) class logits, then P(c | y_n)
-  std::vector<Index> order_;         // (N) columns grouped by their target's class
-  std::vector<Index> first_;         // (C + 1) order_[first_[c] .. first_[c+1]) have targets in class c
-  std::vector<Index> pw_at_;         // (C + 1) offset of class c's block in pw_
-  std::vector<S> pw_;                // blocks (n_c, m_c), column-major: P(w | c, y) over the class's words
-  Mat<S> dzc_;                       // (C, N) backward
+  Mat<S> pc_;                 // (C, N) class logits, then P(c | y_n)
+  std::vector<Index> order_;  // (N) columns grouped by their target's class
+  std::vector<Index> first_;  // (C + 1) order_[first_[c] .. first_[c+1]) have targets in class c
+  std::vector<Index> pw_at_;  // (C + 1) offset of class c's block in pw_
+  std::vector<S> pw_;         // blocks (n_c, m_c), column-major: P(w | c, y) over the class's words
+  Mat<S> dzc_;                // (C, N) backward
 };
 
 }  // namespace msrnn

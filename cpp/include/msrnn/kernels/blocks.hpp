@@ -26,10 +26,12 @@ template <class S> void linear_backward_input(MRef<S> dX, CRef<S> W, CRef<S> dY)
 // ---- Layer normalisation over the D rows of each column:
 //   mu = mean(x), sigma = sqrt(var(x) + eps), xhat = (x - mu) / sigma, y = g * xhat + b
 // X, Y, xhat (D, N); rstd = 1/sigma (1, N); g, b (D, 1). Y may alias X.
-template <class S> void layer_norm_forward(MRef<S> Y, MRef<S> xhat, MRef<S> rstd, CRef<S> X, CRef<S> g, CRef<S> b, S eps);
+template <class S> void layer_norm_forward(MRef<S> Y, MRef<S> xhat, MRef<S> rstd, CRef<S> X, CRef<S> g, CRef<S> b,
+                                           S eps);
 // dxhat = g * dY; dX = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)); dg += sum dY*xhat; db += sum dY.
 // dX may alias dY.
-template <class S> void layer_norm_backward(MRef<S> dX, MRef<S> dg, MRef<S> db, CRef<S> dY, CRef<S> xhat, CRef<S> rstd, CRef<S> g);
+template <class S> void layer_norm_backward(MRef<S> dX, MRef<S> dg, MRef<S> db, CRef<S> dY, CRef<S> xhat, CRef<S> rstd,
+                                            CRef<S> g);
 
 // ---- Dropout (inverted): m = 1/(1-p) with probability 1-p, else 0; y = m * x; dx = m * dy.
 // M (D, N). p = 0 gives a mask of ones.

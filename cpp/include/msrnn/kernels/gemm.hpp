@@ -12,8 +12,8 @@
 // streams.hpp.
 #pragma once
 
-#include "msrnn/model/common.hpp"
 #include "msrnn/kernels/streams.hpp"
+#include "msrnn/model/common.hpp"
 
 #include <algorithm>
 

@@ -68,7 +68,9 @@ template <class F> void parallel_slices(Index n, Index align, F&& f) {
 
 // Threads for the time loop over B streams: the core's thread count (at most one thread per
 // stream) in the fast path, one with the reference kernels.
-inline int stream_threads(Index B, bool fast) { return fast ? std::max(1, std::min<int>(get_num_threads(), int(B))) : 1; }
+inline int stream_threads(Index B, bool fast) {
+  return fast ? std::max(1, std::min<int>(get_num_threads(), int(B))) : 1;
+}
 
 // One parallel region of nt threads: pack(k, team) on every thread (each packs its share of the
 // weights), a barrier, then body(j0, nb, k) on thread k's streams [j0, j0 + nb) of B, ranges

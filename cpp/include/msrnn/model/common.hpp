@@ -44,8 +44,8 @@ template <class... A> std::string cat(const A&... a) {
 }
 
 // Argument errors become ValueError in Python; index errors (bad token ids) become IndexError.
-#define MSRNN_CHECK(cond, ...)                                         \
-  do {                                                                 \
+#define MSRNN_CHECK(cond, ...)                                           \
+  do {                                                                   \
     if (!(cond)) throw std::invalid_argument(::msrnn::cat(__VA_ARGS__)); \
   } while (0)
 

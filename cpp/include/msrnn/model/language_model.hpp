@@ -22,17 +22,17 @@
 namespace msrnn {
 
 struct ModelConfig {
-  std::string core = "lstm";          // a registered core's name (core.hpp, core_names())
-  std::string head = "linear";        // "linear" (LinearHead), "gated" (GatedOutputHead, eq. 11-12) or
-                                      // "class" (ClassSoftmaxHead over head_classes)
-  Index head_size = 0;                // the head's hidden size (gated: output embedding He); 0 for linear
-  std::vector<Index> head_classes;    // the class head's class sizes over consecutive ids; empty otherwise
-  Index vocab_size = 0;               // V (output classes)
-  Index input_size = 0;               // D: 0 reads token ids; D > 0 reads real vectors (linear encoder)
-  Index embed_size = 0;               // E
-  std::vector<Index> hidden_sizes;    // H of each layer
-  double dropout = 0.0;               // on every non-recurrent connection
-  std::uint64_t seed = 0;             // the model's random generator (dropout, sampling)
+  std::string core = "lstm";        // a registered core's name (core.hpp, core_names())
+  std::string head = "linear";      // "linear" (LinearHead), "gated" (GatedOutputHead, eq. 11-12) or
+                                    // "class" (ClassSoftmaxHead over head_classes)
+  Index head_size = 0;              // the head's hidden size (gated: output embedding He); 0 for linear
+  std::vector<Index> head_classes;  // the class head's class sizes over consecutive ids; empty otherwise
+  Index vocab_size = 0;             // V (output classes)
+  Index input_size = 0;             // D: 0 reads token ids; D > 0 reads real vectors (linear encoder)
+  Index embed_size = 0;             // E
+  std::vector<Index> hidden_sizes;  // H of each layer
+  double dropout = 0.0;             // on every non-recurrent connection
+  std::uint64_t seed = 0;           // the model's random generator (dropout, sampling)
   // Core-specific options by name (numbers and words); each core reads its own through CoreOptions
   // and rejects others.
   std::map<std::string, double> num_options;
@@ -109,22 +109,22 @@ template <class S> class LanguageModel {
   std::vector<NamedState<S>> record_grads() const;
 
  private:
-  void run_body(const Inputs<S>& in, Index T, Index B, bool train);     // encoder, core, output dropout: fills y_ (yin_)
-  void run_core(const Inputs<S>& in, Index T, Index B, bool train);     // encoder, input dropout, core: fills y_
+  void run_body(const Inputs<S>& in, Index T, Index B, bool train);  // encoder, core, output dropout: fills y_ (yin_)
+  void run_core(const Inputs<S>& in, Index T, Index B, bool train);  // encoder, input dropout, core: fills y_
 
   ModelConfig cfg_;
   ParamSet<S> ps_;
   Rng rng_;
-  int emb_id_ = -1;                 // embedding.weight (E, V), when reading tokens
+  int emb_id_ = -1;                    // embedding.weight (E, V), when reading tokens
   int enc_w_id_ = -1, enc_b_id_ = -1;  // encoder.weight (E, D), encoder.bias (E, 1), when reading vectors
   std::unique_ptr<Core<S>> core_;
   std::unique_ptr<Head<S>> head_;
   bool dropped_ = false;
   Precision precision_ = Precision::Float32;
-  Mat<S> x_, xin_, mx_;   // (E, N) encoded inputs, masked, mask
-  Mat<S> y_, yin_, my_;   // (O, N) core output, masked output, mask
+  Mat<S> x_, xin_, mx_;      // (E, N) encoded inputs, masked, mask
+  Mat<S> y_, yin_, my_;      // (O, N) core output, masked output, mask
   std::vector<double> nll_;  // (N) -log p(target) of each token, from the head's loss
-  Mat<S> dy_, dx_;        // (O, N), (E, N) backward
+  Mat<S> dy_, dx_;           // (O, N), (E, N) backward
 };
 
 }  // namespace msrnn

@@ -65,16 +65,22 @@ template <class S> class ParamSet {
   }
   bool finalized() const { return finalized_; }
 
-  MatMap<S> value(int id) { const auto& p = info_.at(id); return MatMap<S>(data_.data() + p.offset, p.rows, p.cols); }
-  MatMap<S> grad(int id) { const auto& p = info_.at(id); return MatMap<S>(grad_.data() + p.offset, p.rows, p.cols); }
+  MatMap<S> value(int id) {
+    const auto& p = info_.at(id);
+    return MatMap<S>(data_.data() + p.offset, p.rows, p.cols);
+  }
+  MatMap<S> grad(int id) {
+    const auto& p = info_.at(id);
+    return MatMap<S>(grad_.data() + p.offset, p.rows, p.cols);
+  }
   int find(const std::string& name) const {
     for (size_t i = 0; i < info_.size(); ++i)
       if (info_[i].name == name) return static_cast<int>(i);
     return -1;
   }
 
-  Vec<S>& data() { return data_; }        // (size,)
-  Vec<S>& grad_data() { return grad_; }   // (size,)
+  Vec<S>& data() { return data_; }       // (size,)
+  Vec<S>& grad_data() { return grad_; }  // (size,)
   Index size() const { return size_; }
   const std::vector<ParamInfo>& info() const { return info_; }
   void zero_grad() { grad_.setZero(); }
