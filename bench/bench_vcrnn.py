@@ -42,7 +42,7 @@ from multiscale_rnn._native import ISA
 from multiscale_rnn._native import core as _core
 from multiscale_rnn.data.loaders import embedded_text
 
-# Rows of the core's "time" record (VCPhase in cpp/include/msrnn/vcrnn.hpp), forward then backward.
+# Rows of the core's "time" record (VCPhase in cpp/include/msrnn/cores/vcrnn.hpp), forward then backward.
 PHASES = ("scheduler", "operands", "products", "pointwise", "pack")
 FWD_ROWS = dict(zip(PHASES, range(5)))
 BWD_ROWS = dict(zip(PHASES + ("weight grads",), range(5, 11)))

@@ -1,4 +1,4 @@
-"""Every core option is declared once, in the core's table (cpp/src/<core>.cpp, ``OptionSpec``): the
+"""Every core option is declared once, in the core's table (cpp/src/cores/<core>.cpp, ``OptionSpec``): the
 Python families build their keywords, checks and messages from it and write by hand only what the
 core never sees (or a wider keyword standing for a core option, ``replaces_core=True``)."""
 

@@ -6,11 +6,11 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include "msrnn/amx_bf16.hpp"
-#include "msrnn/blocks.hpp"
-#include "msrnn/gemm.hpp"
-#include "msrnn/gru.hpp"
-#include "msrnn/lstm.hpp"
+#include "msrnn/cores/gru.hpp"
+#include "msrnn/cores/lstm.hpp"
+#include "msrnn/kernels/amx_bf16.hpp"
+#include "msrnn/kernels/blocks.hpp"
+#include "msrnn/kernels/gemm.hpp"
 
 namespace py = pybind11;
 using namespace msrnn;
@@ -21,8 +21,8 @@ namespace {
 
 void same_shape(const M& a, const M& b, const char* what_a, const char* what_b) {
   if (a.rows() != b.rows() || a.cols() != b.cols())
-    throw py::value_error(cat(what_a, " has shape (", a.rows(), ", ", a.cols(), "), ", what_b, " (", b.rows(), ", ",
-                              b.cols(), ")"));
+    throw py::value_error(
+        cat(what_a, " has shape (", a.rows(), ", ", a.cols(), "), ", what_b, " (", b.rows(), ", ", b.cols(), ")"));
 }
 
 void check_ids(const Ids& ids, Index n, Index V, const char* what) {
@@ -36,11 +36,8 @@ template <class Mx> void check_rows(const Mx& a, Index rows, const char* what) {
   if (a.rows() != rows) throw py::value_error(cat(what, " has ", a.rows(), " rows, expected ", rows));
 }
 
-}  // namespace
-
-void bind_blocks(py::module_& parent) {
-  auto m = parent.def_submodule("blocks", "float64 building blocks (forward/backward pairs) for checks");
-
+// The non-recurrent blocks: embedding, linear map, layer normalisation, dropout mask, softmax cross-entropy.
+void bind_layer_blocks(py::module_& m) {
   m.def("embedding_forward", [](const M& W, const Ids& ids) {
     check_ids(ids, ids.size(), W.cols(), "token");
     M X(W.rows(), ids.size());
@@ -102,7 +99,10 @@ void bind_blocks(py::module_& parent) {
     softmax_xent_backward<double>(dZ, P, targets.data(), scale);
     return dZ;
   });
+}
 
+// The LSTM's and GRU's pointwise step parts, forward and backward.
+void bind_cell_blocks(py::module_& m) {
   // One step of the cells' pointwise parts (gates given as pre-activations).
   m.def("lstm_pointwise_forward", [](M a, const M& c_prev) {
     check_rows(a, 4 * c_prev.rows(), "pre-activations");
@@ -130,7 +130,10 @@ void bind_blocks(py::module_& parent) {
     gru_pointwise_backward<double>(dax, dah, dh_prev, dh, act, ah, h_prev);
     return py::make_tuple(dax, dah, dh_prev);
   });
+}
 
+// bfloat16 rounding and the bfloat16 step product.
+void bind_bf16_blocks(py::module_& m) {
   // bfloat16 (float32 arrays).
   using F = Mat<float>;
   m.def("round_to_bf16", [](const F& x) {
@@ -141,15 +144,27 @@ void bind_blocks(py::module_& parent) {
   // C (M, N) = b + A [X1; X2] with A (M, K), X = [X1; X2] (K, N) split after row K1, through the
   // LSTM layer's bfloat16 step product: kernel "amx" (AmxBf16Matrix) or "emulated" (PackedPanels
   // holding the rounded A, times the rounded X).
-  m.def("bf16_step_product", [](const F& A, const F& b, const F& X, Index K1, const std::string& kernel) {
-    check_rows(X, A.cols(), "X");
-    check_rows(b, A.rows(), "b");
-    if (K1 < 0 || K1 > A.cols()) throw py::value_error(cat("split K1 = ", K1, " outside [0, ", A.cols(), "]"));
-    if (kernel != "amx" && kernel != "emulated")
-      throw py::value_error(cat("kernel must be 'amx' or 'emulated', got '", kernel, "'"));
-    F C(A.rows(), X.cols());
-    bf16_step_product(C.data(), A.data(), b.data(), X.data(), A.rows(), A.cols(), K1, X.cols(),
-                      kernel == "amx" ? Bf16Kernel::Amx : Bf16Kernel::Emulated);
-    return C;
-  }, py::arg("A"), py::arg("b"), py::arg("X"), py::arg("K1"), py::arg("kernel"));
+  m.def(
+      "bf16_step_product",
+      [](const F& A, const F& b, const F& X, Index K1, const std::string& kernel) {
+        check_rows(X, A.cols(), "X");
+        check_rows(b, A.rows(), "b");
+        if (K1 < 0 || K1 > A.cols()) throw py::value_error(cat("split K1 = ", K1, " outside [0, ", A.cols(), "]"));
+        if (kernel != "amx" && kernel != "emulated")
+          throw py::value_error(cat("kernel must be 'amx' or 'emulated', got '", kernel, "'"));
+        F C(A.rows(), X.cols());
+        bf16_step_product(C.data(), A.data(), b.data(), X.data(), A.rows(), A.cols(), K1, X.cols(),
+                          kernel == "amx" ? Bf16Kernel::Amx : Bf16Kernel::Emulated);
+        return C;
+      },
+      py::arg("A"), py::arg("b"), py::arg("X"), py::arg("K1"), py::arg("kernel"));
+}
+
+}  // namespace
+
+void bind_blocks(py::module_& parent) {
+  auto m = parent.def_submodule("blocks", "float64 building blocks (forward/backward pairs) for checks");
+  bind_layer_blocks(m);
+  bind_cell_blocks(m);
+  bind_bf16_blocks(m);
 }

@@ -4,10 +4,10 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include "msrnn/amx_bf16.hpp"
-#include "msrnn/gemm.hpp"
-#include "msrnn/language_model.hpp"
-#include "msrnn/optim.hpp"
+#include "msrnn/kernels/amx_bf16.hpp"
+#include "msrnn/kernels/gemm.hpp"
+#include "msrnn/kernels/optim.hpp"
+#include "msrnn/model/language_model.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -49,7 +49,8 @@ template <class S> ChunkInput<S> read_inputs(const LanguageModel<S>& model, cons
   const Index D = model.input_size();
   if (D == 0) {
     if (!py::isinstance<IntArr>(a) || !(a.flags() & py::array::c_style))
-      throw py::type_error(cat("tokens must be a C-contiguous int32 array, got dtype ", py::str(a.dtype()).cast<std::string>()));
+      throw py::type_error(
+          cat("tokens must be a C-contiguous int32 array, got dtype ", py::str(a.dtype()).cast<std::string>()));
     in.tokens = step_major(a.cast<IntArr>(), "tokens", &in.T, &in.B);
     return in;
   }
@@ -101,7 +102,8 @@ template <class S> std::vector<NamedState<S>> state_from_dict(const py::dict& d)
   for (auto item : d) {
     const auto name = py::cast<std::string>(item.first);
     auto a = py::cast<Arr<S>>(item.second);
-    if (a.ndim() != 2) throw py::value_error(cat("state '", name, "' must have shape (batch, size), got ", a.ndim(), " dimensions"));
+    if (a.ndim() != 2)
+      throw py::value_error(cat("state '", name, "' must have shape (batch, size), got ", a.ndim(), " dimensions"));
     Mat<S> m(a.shape(1), a.shape(0));
     std::memcpy(m.data(), a.data(), sizeof(S) * m.size());
     if (!m.allFinite()) throw py::value_error(cat("state '", name, "' holds NaN or infinity"));
@@ -114,9 +116,9 @@ template <class S> py::array_t<S> view_of(Vec<S>& v, py::handle owner) {
   return py::array_t<S>({v.size()}, {sizeof(S)}, v.data(), owner);
 }
 
-ModelConfig make_config(const std::string& core, Index vocab, Index embed, const std::vector<Index>& hidden, double dropout,
-                        std::uint64_t seed, const py::dict& options, const std::string& head, Index head_size,
-                        Index input_size, const std::vector<Index>& head_classes) {
+ModelConfig make_config(const std::string& core, Index vocab, Index embed, const std::vector<Index>& hidden,
+                        double dropout, std::uint64_t seed, const py::dict& options, const std::string& head,
+                        Index head_size, Index input_size, const std::vector<Index>& head_classes) {
   ModelConfig c;
   c.input_size = input_size;
   c.core = core;
@@ -141,115 +143,116 @@ ModelConfig make_config(const std::string& core, Index vocab, Index embed, const
   return c;
 }
 
-template <class S> void bind_model(py::module_& m, const char* name) {
+// The per-token loss weights (B, T) of loss_and_grad as a step-major vector (T*B), or empty for None.
+std::vector<double> read_weights(const py::object& weights, Index T, Index B) {
+  std::vector<double> w;
+  if (!weights.is_none()) {
+    auto a = py::cast<py::array_t<double, py::array::c_style | py::array::forcecast>>(weights);
+    if (a.ndim() != 2 || a.shape(0) != B || a.shape(1) != T)
+      throw py::value_error(cat("weights must have the targets' shape (", B, ", ", T, ")"));
+    w.resize(static_cast<size_t>(T * B));
+    auto r = a.unchecked<2>();
+    for (Index b = 0; b < B; ++b)
+      for (Index t = 0; t < T; ++t) w[t * B + b] = r(b, t);
+  }
+  return w;
+}
+
+// The batch statistics as a float64 array (K) for the Python reducer, which changes it in
+// place or returns the K values to use. It runs inside the computation, so it takes the GIL.
+// Empty for None; the reducer returned refers to `reducer`, which must outlive it.
+StatisticsReducer python_reducer(const py::object& reducer) {
+  StatisticsReducer reduce;
+  if (!reducer.is_none()) {
+    if (!PyCallable_Check(reducer.ptr()))
+      throw py::type_error(cat("reducer must be callable, got ", py::str(py::type::of(reducer)).cast<std::string>()));
+    reduce = [&reducer](std::vector<double>& values) {
+      py::gil_scoped_acquire gil;
+      const auto K = static_cast<py::ssize_t>(values.size());
+      py::array_t<double> a(K);  // (K)
+      std::copy(values.begin(), values.end(), a.mutable_data());
+      py::object out = reducer(a);
+      if (!out.is_none()) {
+        auto r = py::cast<py::array_t<double, py::array::c_style | py::array::forcecast>>(out);
+        if (r.ndim() != 1 || r.shape(0) != K)
+          throw py::value_error(cat("the reducer must return None or ", K, " batch statistics, got shape ",
+                                    py::str(r.attr("shape")).cast<std::string>()));
+        a = r;
+      }
+      std::copy(a.data(), a.data() + K, values.begin());
+    };
+  }
+  return reduce;
+}
+
+// forward, loss_and_grad and loss of a LanguageModel<S>: arrays in, the computation without the GIL.
+template <class S> void bind_model_computation(py::class_<LanguageModel<S>>& cls) {
   using M = LanguageModel<S>;
-  py::class_<M>(m, name)
-      .def(py::init([](const std::string& core, Index vocab, Index embed, const std::vector<Index>& hidden,
-                       double dropout, std::uint64_t seed, const py::dict& options, const std::string& head,
-                       Index head_size, Index input_size, const std::vector<Index>& head_classes) {
-             return std::make_unique<M>(make_config(core, vocab, embed, hidden, dropout, seed, options, head,
-                                                    head_size, input_size, head_classes));
-           }),
-           py::arg("core"), py::arg("vocab_size"), py::arg("embed_size"), py::arg("hidden_sizes"),
-           py::arg("dropout") = 0.0, py::arg("seed") = 0, py::arg("options") = py::dict(), py::arg("head") = "linear",
-           py::arg("head_size") = 0, py::arg("input_size") = 0, py::arg("head_classes") = std::vector<Index>())
-      .def("param_info",
-           [](M& self) {
-             py::list out;
-             for (const auto& p : self.params().info())
-               out.append(py::make_tuple(p.name, p.offset, p.rows, p.cols, p.numpy_transposed, p.role.kind,
-                                         p.role.unit, p.role.layer));
-             return out;
-           })
-      .def("flat_params", [](py::object self) { return view_of(self.cast<M&>().params().data(), self); })
-      .def("flat_grads", [](py::object self) { return view_of(self.cast<M&>().params().grad_data(), self); })
-      .def("zero_grad", [](M& self) { self.params().zero_grad(); })
-      .def_property_readonly("input_size", &M::input_size)
-      .def("forward",
-           [](M& self, const py::array& inputs, bool train) {
-             const auto in = read_inputs(self, inputs);
-             const Index T = in.T, B = in.B, V = self.vocab_size();
-             Mat<S> logits(V, T * B);
-             {
-               py::gil_scoped_release release;
-               self.forward(logits, in.view(), T, B, train);
-             }
-             Arr<S> out({B, T, V});
-             auto w = out.template mutable_unchecked<3>();
-             for (Index b = 0; b < B; ++b)
-               for (Index t = 0; t < T; ++t)
-                 for (Index v = 0; v < V; ++v) w(b, t, v) = logits(v, t * B + b);
-             return out;
-           },
-           py::arg("inputs"), py::arg("train") = false)
-      .def("loss_and_grad",
-           [](M& self, const py::array& inputs, const IntArr& targets, py::object weights, py::object reducer) {
-             const auto in = read_inputs(self, inputs);
-             const auto tgt = read_targets(in, targets);
-             std::vector<double> w;
-             if (!weights.is_none()) {
-               auto a = py::cast<py::array_t<double, py::array::c_style | py::array::forcecast>>(weights);
-               if (a.ndim() != 2 || a.shape(0) != in.B || a.shape(1) != in.T)
-                 throw py::value_error(cat("weights must have the targets' shape (", in.B, ", ", in.T, ")"));
-               w.resize(static_cast<size_t>(in.T * in.B));
-               auto r = a.unchecked<2>();
-               for (Index b = 0; b < in.B; ++b)
-                 for (Index t = 0; t < in.T; ++t) w[t * in.B + b] = r(b, t);
-             }
-             // The batch statistics as a float64 array (K) for the Python reducer, which changes it in
-             // place or returns the K values to use. It runs inside the computation, so it takes the GIL.
-             StatisticsReducer reduce;
-             if (!reducer.is_none()) {
-               if (!PyCallable_Check(reducer.ptr()))
-                 throw py::type_error(cat("reducer must be callable, got ", py::str(py::type::of(reducer)).cast<std::string>()));
-               reduce = [&reducer](std::vector<double>& values) {
-                 py::gil_scoped_acquire gil;
-                 const auto K = static_cast<py::ssize_t>(values.size());
-                 py::array_t<double> a(K);  // (K)
-                 std::copy(values.begin(), values.end(), a.mutable_data());
-                 py::object out = reducer(a);
-                 if (!out.is_none()) {
-                   auto r = py::cast<py::array_t<double, py::array::c_style | py::array::forcecast>>(out);
-                   if (r.ndim() != 1 || r.shape(0) != K)
-                     throw py::value_error(cat("the reducer must return None or ", K, " batch statistics, got shape ",
-                                               py::str(r.attr("shape")).cast<std::string>()));
-                   a = r;
-                 }
-                 std::copy(a.data(), a.data() + K, values.begin());
-               };
-             }
-             double loss;
-             {
-               py::gil_scoped_release release;
-               loss = self.loss_and_grad(in.view(), tgt.data(), in.T, in.B, w.empty() ? nullptr : w.data(), reduce);
-             }
-             return loss;
-           },
-           py::arg("inputs"), py::arg("targets"), py::arg("weights") = py::none(), py::arg("reducer") = py::none())
-      .def("loss",
-           [](M& self, const py::array& inputs, const IntArr& targets, bool per_token) -> py::object {
-             const auto in = read_inputs(self, inputs);
-             const auto tgt = read_targets(in, targets);
-             std::vector<double> nll(per_token ? in.T * in.B : 0);
-             double loss;
-             {
-               py::gil_scoped_release release;
-               loss = self.loss(in.view(), tgt.data(), in.T, in.B, per_token ? nll.data() : nullptr);
-             }
-             if (!per_token) return py::float_(loss);
-             return py::make_tuple(loss, batch_major(nll, in.T, in.B));
-           },
-           py::arg("inputs"), py::arg("targets"), py::arg("per_token") = false)
-      .def("get_state", [](M& self) { return state_to_dict<S>(self.get_state()); })
+  cls.def(
+         "forward",
+         [](M& self, const py::array& inputs, bool train) {
+           const auto in = read_inputs(self, inputs);
+           const Index T = in.T, B = in.B, V = self.vocab_size();
+           Mat<S> logits(V, T * B);
+           {
+             py::gil_scoped_release release;
+             self.forward(logits, in.view(), T, B, train);
+           }
+           Arr<S> out({B, T, V});
+           auto w = out.template mutable_unchecked<3>();
+           for (Index b = 0; b < B; ++b)
+             for (Index t = 0; t < T; ++t)
+               for (Index v = 0; v < V; ++v) w(b, t, v) = logits(v, t * B + b);
+           return out;
+         },
+         py::arg("inputs"), py::arg("train") = false)
+      .def(
+          "loss_and_grad",
+          [](M& self, const py::array& inputs, const IntArr& targets, py::object weights, py::object reducer) {
+            const auto in = read_inputs(self, inputs);
+            const auto tgt = read_targets(in, targets);
+            const std::vector<double> w = read_weights(weights, in.T, in.B);
+            const StatisticsReducer reduce = python_reducer(reducer);
+            double loss;
+            {
+              py::gil_scoped_release release;
+              loss = self.loss_and_grad(in.view(), tgt.data(), in.T, in.B, w.empty() ? nullptr : w.data(), reduce);
+            }
+            return loss;
+          },
+          py::arg("inputs"), py::arg("targets"), py::arg("weights") = py::none(), py::arg("reducer") = py::none())
+      .def(
+          "loss",
+          [](M& self, const py::array& inputs, const IntArr& targets, bool per_token) -> py::object {
+            const auto in = read_inputs(self, inputs);
+            const auto tgt = read_targets(in, targets);
+            std::vector<double> nll(per_token ? in.T * in.B : 0);
+            double loss;
+            {
+              py::gil_scoped_release release;
+              loss = self.loss(in.view(), tgt.data(), in.T, in.B, per_token ? nll.data() : nullptr);
+            }
+            if (!per_token) return py::float_(loss);
+            return py::make_tuple(loss, batch_major(nll, in.T, in.B));
+          },
+          py::arg("inputs"), py::arg("targets"), py::arg("per_token") = false);
+}
+
+// The state, options, records, statistics and random state of a LanguageModel<S>.
+template <class S> void bind_model_state(py::class_<LanguageModel<S>>& cls) {
+  using M = LanguageModel<S>;
+  cls.def("get_state", [](M& self) { return state_to_dict<S>(self.get_state()); })
       .def("set_state", [](M& self, const py::dict& d) { self.set_state(state_from_dict<S>(d)); })
-      .def("reset_state", [](M& self, Index B) {
-        if (B < 1) throw py::value_error(cat("batch size must be at least 1, got ", B));
-        self.reset_state(B);
-      })
+      .def("reset_state",
+           [](M& self, Index B) {
+             if (B < 1) throw py::value_error(cat("batch size must be at least 1, got ", B));
+             self.reset_state(B);
+           })
       .def("set_option", &M::set_option, py::arg("name"), py::arg("value"))
-      .def("set_inference_precision",
-           [](M& self, const std::string& name) { self.set_inference_precision(precision_from_name(name)); },
-           py::arg("precision"))
+      .def(
+          "set_inference_precision",
+          [](M& self, const std::string& name) { self.set_inference_precision(precision_from_name(name)); },
+          py::arg("precision"))
       .def_property_readonly("inference_precision",
                              [](const M& self) { return std::string(precision_name(self.inference_precision())); })
       .def("records", [](M& self) { return state_to_dict<S>(self.records()); })
@@ -281,38 +284,71 @@ template <class S> void bind_model(py::module_& m, const char* name) {
       });
 }
 
+template <class S> void bind_model(py::module_& m, const char* name) {
+  using M = LanguageModel<S>;
+  py::class_<M> cls(m, name);
+  cls.def(py::init([](const std::string& core, Index vocab, Index embed, const std::vector<Index>& hidden,
+                      double dropout, std::uint64_t seed, const py::dict& options, const std::string& head,
+                      Index head_size, Index input_size, const std::vector<Index>& head_classes) {
+            return std::make_unique<M>(make_config(core, vocab, embed, hidden, dropout, seed, options, head, head_size,
+                                                   input_size, head_classes));
+          }),
+          py::arg("core"), py::arg("vocab_size"), py::arg("embed_size"), py::arg("hidden_sizes"),
+          py::arg("dropout") = 0.0, py::arg("seed") = 0, py::arg("options") = py::dict(), py::arg("head") = "linear",
+          py::arg("head_size") = 0, py::arg("input_size") = 0, py::arg("head_classes") = std::vector<Index>())
+      .def("param_info",
+           [](M& self) {
+             py::list out;
+             for (const auto& p : self.params().info())
+               out.append(py::make_tuple(p.name, p.offset, p.rows, p.cols, p.numpy_transposed, p.role.kind, p.role.unit,
+                                         p.role.layer));
+             return out;
+           })
+      .def("flat_params", [](py::object self) { return view_of(self.cast<M&>().params().data(), self); })
+      .def("flat_grads", [](py::object self) { return view_of(self.cast<M&>().params().grad_data(), self); })
+      .def("zero_grad", [](M& self) { self.params().zero_grad(); })
+      .def_property_readonly("input_size", &M::input_size);
+  bind_model_computation<S>(cls);
+  bind_model_state<S>(cls);
+}
+
 template <class S> void bind_optim(py::module_& m) {
   auto same = [](const Arr<S>& a, const Arr<S>& b, const char* what) {
-    if (a.size() != b.size()) throw py::value_error(cat(what, " has ", b.size(), " elements, parameters have ", a.size()));
+    if (a.size() != b.size())
+      throw py::value_error(cat(what, " has ", b.size(), " elements, parameters have ", a.size()));
   };
-  m.def("adam_step",
-        [same](Arr<S> w, const Arr<S>& g, Arr<S> mo, Arr<S> v, long long step, double lr, double b1, double b2,
-               double eps, double wd, double clip) {
-          same(w, g, "gradient");
-          same(w, mo, "first moment");
-          same(w, v, "second moment");
-          py::gil_scoped_release release;
-          adam_step<S>(w.mutable_data(), g.data(), mo.mutable_data(), v.mutable_data(), w.size(), step, lr, b1, b2, eps, wd,
-                       clip);
-        },
-        py::arg("w").noconvert(), py::arg("g").noconvert(), py::arg("m").noconvert(), py::arg("v").noconvert(),
-        py::arg("step"), py::arg("lr"), py::arg("beta1"), py::arg("beta2"), py::arg("eps"), py::arg("weight_decay"),
-        py::arg("clip") = 0.0);
-  m.def("sgd_step",
-        [same](Arr<S> w, const Arr<S>& g, Arr<S> buf, long long step, double lr, double momentum, double wd,
-               double clip) {
-          same(w, g, "gradient");
-          same(w, buf, "momentum buffer");
-          py::gil_scoped_release release;
-          sgd_step<S>(w.mutable_data(), g.data(), buf.mutable_data(), w.size(), step, lr, momentum, wd, clip);
-        },
-        py::arg("w").noconvert(), py::arg("g").noconvert(), py::arg("buf").noconvert(), py::arg("step"),
-        py::arg("lr"), py::arg("momentum"), py::arg("weight_decay"), py::arg("clip") = 0.0);
+  m.def(
+      "adam_step",
+      [same](Arr<S> w, const Arr<S>& g, Arr<S> mo, Arr<S> v, long long step, double lr, double b1, double b2,
+             double eps, double wd, double clip) {
+        same(w, g, "gradient");
+        same(w, mo, "first moment");
+        same(w, v, "second moment");
+        py::gil_scoped_release release;
+        adam_step<S>(w.mutable_data(), g.data(), mo.mutable_data(), v.mutable_data(), w.size(), step, lr, b1, b2, eps,
+                     wd, clip);
+      },
+      py::arg("w").noconvert(), py::arg("g").noconvert(), py::arg("m").noconvert(), py::arg("v").noconvert(),
+      py::arg("step"), py::arg("lr"), py::arg("beta1"), py::arg("beta2"), py::arg("eps"), py::arg("weight_decay"),
+      py::arg("clip") = 0.0);
+  m.def(
+      "sgd_step",
+      [same](Arr<S> w, const Arr<S>& g, Arr<S> buf, long long step, double lr, double momentum, double wd,
+             double clip) {
+        same(w, g, "gradient");
+        same(w, buf, "momentum buffer");
+        py::gil_scoped_release release;
+        sgd_step<S>(w.mutable_data(), g.data(), buf.mutable_data(), w.size(), step, lr, momentum, wd, clip);
+      },
+      py::arg("w").noconvert(), py::arg("g").noconvert(), py::arg("buf").noconvert(), py::arg("step"), py::arg("lr"),
+      py::arg("momentum"), py::arg("weight_decay"), py::arg("clip") = 0.0);
   m.def("global_norm", [](const Arr<S>& g) { return global_norm<S>(g.data(), g.size()); }, py::arg("g").noconvert());
-  m.def("clip_by_norm", [](Arr<S> g, double mx) { return clip_by_norm<S>(g.mutable_data(), g.size(), mx); },
-        py::arg("g").noconvert(), py::arg("max_norm"));
-  m.def("clip_by_value", [](Arr<S> g, double c) { clip_by_value<S>(g.mutable_data(), g.size(), c); },
-        py::arg("g").noconvert(), py::arg("clip"));
+  m.def(
+      "clip_by_norm", [](Arr<S> g, double mx) { return clip_by_norm<S>(g.mutable_data(), g.size(), mx); },
+      py::arg("g").noconvert(), py::arg("max_norm"));
+  m.def(
+      "clip_by_value", [](Arr<S> g, double c) { clip_by_value<S>(g.mutable_data(), g.size(), c); },
+      py::arg("g").noconvert(), py::arg("clip"));
   m.def("all_finite", [](const Arr<S>& x) { return all_finite<S>(x.data(), x.size()); }, py::arg("x").noconvert());
 }
 
@@ -337,11 +373,18 @@ PYBIND11_MODULE(MSRNN_MODULE_NAME, m) {
           using K = OptionSpec::Kind;
           py::dict d;
           d["name"] = s.name;
-          d["kind"] = s.kind == K::Flag ? "flag" : s.kind == K::Count ? "count" : s.kind == K::Number ? "number" : "choice";
-          if (s.kind == K::Flag) d["default"] = py::bool_(s.number != 0.0);
-          else if (s.kind == K::Count) d["default"] = py::int_(static_cast<long long>(s.number));
-          else if (s.kind == K::Number) d["default"] = s.number;
-          else d["default"] = s.text;
+          d["kind"] = s.kind == K::Flag     ? "flag"
+                      : s.kind == K::Count  ? "count"
+                      : s.kind == K::Number ? "number"
+                                            : "choice";
+          if (s.kind == K::Flag)
+            d["default"] = py::bool_(s.number != 0.0);
+          else if (s.kind == K::Count)
+            d["default"] = py::int_(static_cast<long long>(s.number));
+          else if (s.kind == K::Number)
+            d["default"] = s.number;
+          else
+            d["default"] = s.text;
           d["lo"] = s.lo > -1e300 ? py::object(py::float_(s.lo)) : py::object(py::none());
           d["hi"] = s.hi < 1e300 ? py::object(py::float_(s.hi)) : py::object(py::none());
           d["lo_open"] = s.lo_open;

@@ -143,6 +143,27 @@ def load(
     ("char" or "word"), ``level`` ("codepoint" or "byte"), ``valid_fraction``,
     ``test_fraction``, ``name``).
     """
+    key, path = _corpus_key(name, path)
+    if key in ("embedded", "synthetic"):
+        given = [k for k, v in (("path", path), ("url", url), ("sha256", sha256)) if v is not None]
+        if given:
+            raise ValueError(f"the {key!r} corpus is built in and takes no {', '.join(given)}")
+        if key == "synthetic":
+            split = {k: options.pop(k) for k in ("valid_fraction", "test_fraction") if k in options}
+            return synthetic_hierarchy(**options).corpus(**split)
+    bad = sorted(set(options) - set(_OPTIONS.get(key, ())))
+    if bad:
+        raise TypeError(f"load({key!r}) got unexpected option(s): {', '.join(bad)}")
+    if key == "python-stdlib":
+        return python_stdlib_corpus(path, url=url, sha256=sha256, **options)
+    if key in ("text", "embedded-bits", "ptb-bits", "nottingham", "embedded"):
+        return _load_derived(key, path, cache_dir, download, url, sha256, progress, options)
+    return _load_files(key, path, cache_dir, download, url, sha256, progress)
+
+
+def _corpus_key(name: Optional[str], path: Union[str, Path, None]) -> Tuple[str, Union[str, Path, None]]:
+    """``load``'s corpus: the key of ``name`` in :data:`LOADERS` and the path to read, "text" for a path
+    alone or a path given as the name; a name that is no corpus is refused, with the closest one."""
     if name is None:
         if path is None:
             raise TypeError(
@@ -158,18 +179,12 @@ def load(
         close = difflib.get_close_matches(key, LOADERS, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise ValueError(f"unknown corpus {name!r}{hint}; valid names: {', '.join(LOADERS)}")
-    if key in ("embedded", "synthetic"):
-        given = [k for k, v in (("path", path), ("url", url), ("sha256", sha256)) if v is not None]
-        if given:
-            raise ValueError(f"the {key!r} corpus is built in and takes no {', '.join(given)}")
-        if key == "synthetic":
-            split = {k: options.pop(k) for k in ("valid_fraction", "test_fraction") if k in options}
-            return synthetic_hierarchy(**options).corpus(**split)
-    bad = sorted(set(options) - set(_OPTIONS.get(key, ())))
-    if bad:
-        raise TypeError(f"load({key!r}) got unexpected option(s): {', '.join(bad)}")
-    if key == "python-stdlib":
-        return python_stdlib_corpus(path, url=url, sha256=sha256, **options)
+    return key, path
+
+
+def _load_derived(key, path, cache_dir, download, url, sha256, progress, options) -> Corpus:
+    """The corpora ``load`` builds from something else than its own files: your own text ("text"), the bit
+    corpora (from "embedded" or "ptb-char"), "nottingham" (from its ABC files) and "embedded" (the package's)."""
     if key == "text":
         if path is None:
             raise ValueError(
@@ -195,9 +210,13 @@ def load(
         if url is not None or sha256 is not None:
             raise ValueError("load('nottingham') reads a local path only and takes no url or sha256")
         return music_corpus(read_abc_tunes(path), name="nottingham", **options)
-    if key == "embedded":
-        train, valid, test = split_contiguous(embedded_text())
-        return char_corpus(train, valid, test, name="embedded")
+    train, valid, test = split_contiguous(embedded_text())
+    return char_corpus(train, valid, test, name="embedded")
+
+
+def _load_files(key, path, cache_dir, download, url, sha256, progress) -> Corpus:
+    """A downloadable corpus from its files: a local copy at ``path``, else the cache folder (fetched there
+    once); every file must hold text."""
     if path is not None:
         raw = _read_local(Path(path).expanduser(), _FILES[key], key)
     else:

@@ -302,36 +302,14 @@ class _Parser:
             elif c in _DECORATION_LETTERS:
                 i += 1
             elif c == "(":
-                m = re.match(r"\((\d)(?::(\d?)(?::(\d?))?)?", line[i:])
-                if m:
-                    p = int(m.group(1))
-                    tq = (  # ABC's (p:q:r): p notes in the time of q, for the next r notes
-                        int(m.group(2))
-                        if m.group(2)
-                        else (
-                            3
-                            if p in (2, 4, 8)
-                            else 2
-                            if p in (3, 6)
-                            else (3 if self.meter.numerator % 3 == 0 and self.meter.numerator > 3 else 2)
-                        )
-                    )
-                    r = int(m.group(3)) if m.group(3) else p
-                    self.tuplet = [Fraction(tq, p)] * r
-                    i += m.end()
-                else:
-                    i += 1  # a slur
+                i = self._tuplet(line, i)
             elif c in "<>":
                 m = re.match(r"[<>]{1,3}", line[i:])
                 assert m is not None  # c is one of them
                 self.apply_broken(m.group(0))
                 i += m.end()
             elif c in "|:" or (c == "[" and i + 1 < n and line[i + 1] in "|123456789"):
-                m = re.match(r"(?:\[?[|:\]]+)?\s*(?:\[?\d+(?:[-,]\d+)*)?", line[i:])
-                if not m or m.end() == 0:
-                    raise ValueError(f"{self.where}: cannot read bar line at {line[i : i + 10]!r}")
-                self.bar()
-                i += m.end()
+                i = self._bar_line(line, i)
             elif c == "[" and i + 2 < n and line[i + 1].isalpha() and line[i + 2] == ":":
                 j = line.find("]", i)
                 if j < 0:
@@ -339,39 +317,86 @@ class _Parser:
                 self.field(line[i + 1], line[i + 3 : j])
                 i = j + 1
             elif c == "[":
-                body = _CHORD.match(line, i + 1)
-                assert body is not None  # the pattern matches the empty string too
-                j = body.end()
-                notes = [
-                    (m.group(1), m.group(2), m.group(3), _multiplier(m.group(4), m.group(5)))
-                    for m in _NOTE.finditer(body.group(0))
-                ]
-                if not notes:
-                    raise ValueError(f"{self.where}: chord with no note at {line[i : i + 10]!r}")
-                closed = j < n and line[j] == "]"  # an unclosed chord ends at its last note
-                after = re.match(r"(\d*)((?:/+\d*)*)", line[j + 1 :]) if closed else None
-                midis = [self._midi(a, l, o) for a, l, o, _ in notes]
-                q = self._length(notes[0][3] * (_multiplier(after.group(1), after.group(2)) if after else 1))
-                self.emit(f"{_pitch_name(max(midis))}:{_fmt_length(q)}")
-                i = j + 1 + after.end() if after else j
+                i = self._chord(line, i)
             elif c in "zxZ":
-                m = _REST.match(line, i)
-                assert m is not None  # c starts a rest
-                if c == "Z":
-                    count = int(m.group(2)) if m.group(2) else 1
-                    q = self.meter * 4 * count
-                else:
-                    q = self._length(_multiplier(m.group(2), m.group(3)))
-                self.emit(f"z:{_fmt_length(q)}")
-                i = m.end()
+                i = self._rest(line, i)
             else:
-                m = _NOTE.match(line, i)
-                if not m:
-                    raise ValueError(f"{self.where}: unexpected {c!r} in {line.strip()!r}")
-                midi = self._midi(m.group(1), m.group(2), m.group(3))
-                q = self._length(_multiplier(m.group(4), m.group(5)))
-                self.emit(f"{_pitch_name(midi)}:{_fmt_length(q)}")
-                i = m.end()
+                i = self._note(line, i)
+
+    # The music of a line, one item at line[i] each: it is read (a symbol emitted, the state changed) and the
+    # position after it returned.
+
+    def _tuplet(self, line: str, i: int) -> int:
+        """A tuplet (p:q:r), p notes in the time of q for the next r notes (q by ABC's default for the meter when
+        not given, r = p), or else a slur."""
+        m = re.match(r"\((\d)(?::(\d?)(?::(\d?))?)?", line[i:])
+        if not m:
+            return i + 1  # a slur
+        p = int(m.group(1))
+        tq = (  # ABC's (p:q:r): p notes in the time of q, for the next r notes
+            int(m.group(2))
+            if m.group(2)
+            else (
+                3
+                if p in (2, 4, 8)
+                else 2
+                if p in (3, 6)
+                else (3 if self.meter.numerator % 3 == 0 and self.meter.numerator > 3 else 2)
+            )
+        )
+        r = int(m.group(3)) if m.group(3) else p
+        self.tuplet = [Fraction(tq, p)] * r
+        return i + m.end()
+
+    def _bar_line(self, line: str, i: int) -> int:
+        """A bar line, with its repeat signs and ending numbers."""
+        m = re.match(r"(?:\[?[|:\]]+)?\s*(?:\[?\d+(?:[-,]\d+)*)?", line[i:])
+        if not m or m.end() == 0:
+            raise ValueError(f"{self.where}: cannot read bar line at {line[i : i + 10]!r}")
+        self.bar()
+        return i + m.end()
+
+    def _chord(self, line: str, i: int) -> int:
+        """A chord [ceg], read as its highest note, of the first note's length times the length after "]"."""
+        n = len(line)
+        body = _CHORD.match(line, i + 1)
+        assert body is not None  # the pattern matches the empty string too
+        j = body.end()
+        notes = [
+            (m.group(1), m.group(2), m.group(3), _multiplier(m.group(4), m.group(5)))
+            for m in _NOTE.finditer(body.group(0))
+        ]
+        if not notes:
+            raise ValueError(f"{self.where}: chord with no note at {line[i : i + 10]!r}")
+        closed = j < n and line[j] == "]"  # an unclosed chord ends at its last note
+        after = re.match(r"(\d*)((?:/+\d*)*)", line[j + 1 :]) if closed else None
+        midis = [self._midi(a, l, o) for a, l, o, _ in notes]
+        q = self._length(notes[0][3] * (_multiplier(after.group(1), after.group(2)) if after else 1))
+        self.emit(f"{_pitch_name(max(midis))}:{_fmt_length(q)}")
+        return j + 1 + after.end() if after else j
+
+    def _rest(self, line: str, i: int) -> int:
+        """A rest: z or x of a length, or Z, whole bars of rest."""
+        c = line[i]
+        m = _REST.match(line, i)
+        assert m is not None  # c starts a rest
+        if c == "Z":
+            count = int(m.group(2)) if m.group(2) else 1
+            q = self.meter * 4 * count
+        else:
+            q = self._length(_multiplier(m.group(2), m.group(3)))
+        self.emit(f"z:{_fmt_length(q)}")
+        return m.end()
+
+    def _note(self, line: str, i: int) -> int:
+        """A note: accidental, letter, octave marks and length; anything else is refused."""
+        m = _NOTE.match(line, i)
+        if not m:
+            raise ValueError(f"{self.where}: unexpected {line[i]!r} in {line.strip()!r}")
+        midi = self._midi(m.group(1), m.group(2), m.group(3))
+        q = self._length(_multiplier(m.group(4), m.group(5)))
+        self.emit(f"{_pitch_name(midi)}:{_fmt_length(q)}")
+        return m.end()
 
 
 def parse_tune(lines: Sequence[str], where: str = "tune", source: str = "") -> Tune:

@@ -207,7 +207,7 @@ _KINDS = {"flag": bool, "count": int, "number": float, "choice": str}
 
 
 def core_schema(core_name: str) -> List[Dict[str, Any]]:
-    """The options the C++ core ``core_name`` declares (``OptionSpec``, cpp/include/msrnn/core.hpp):
+    """The options the C++ core ``core_name`` declares (``OptionSpec``, cpp/include/msrnn/cores/core.hpp):
     one dict each with name, kind, default, range (lo, hi, lo_open, hi_open), choices, per_layer,
     rule and doc."""
     return list(_core.core_schema(core_name))
@@ -357,7 +357,7 @@ SHARED_OPTIONS = (
 
 @dataclass(frozen=True)
 class Role:
-    """What a parameter is, as the core exports it (``ParamRole`` in cpp/include/msrnn/params.hpp):
+    """What a parameter is, as the core exports it (``ParamRole`` in cpp/include/msrnn/model/params.hpp):
     ``kind`` one of embedding, input, recurrent, bias, gain, shift, output, other; ``unit`` the rows
     of one gate block (the layer's H) when the rows stack gate blocks, else 0; ``layer`` the layer's
     name suffix (``"_l0"``, ``"_f1"``), ``""`` for model-level tensors."""

@@ -96,7 +96,7 @@ _SET_BY_LAYER_NORM = ("layer_norm_gates", "layer_norm_cell")
 
 
 def _chain_options(core_name: str):
-    """The options of the stacked and sequential LSTM: their core's table (cpp/src/fs_rnn.cpp), with
+    """The options of the stacked and sequential LSTM: their core's table (cpp/src/cores/fs_rnn.cpp), with
     ``layer_norm`` for its two layer-norm flags, and the initialisation's option."""
     return core_declared(core_name, skip=_SET_BY_LAYER_NORM) + (_LAYER_NORM, _ORTHOGONAL_INIT)
 
@@ -143,7 +143,7 @@ class FSRNN(LanguageModel):
     family_options = (
         Option("fast_size", int, None, check=lambda v: v >= 1, rule=">= 1", core=False, doc="H_F"),
         Option("slow_size", int, None, check=lambda v: v >= 1, rule=">= 1", core=False, doc="H_S"),
-        # the core's table (cpp/src/fs_rnn.cpp): its fast_cell is the keyword cell, its slow_cell follows it
+        # the core's table (cpp/src/cores/fs_rnn.cpp): its fast_cell is the keyword cell, its slow_cell follows it
         *core_declared("fs_rnn", rename={"fast_cell": "cell"}, derived=("slow_cell",), skip=_SET_BY_LAYER_NORM),
         _LAYER_NORM,
         _ORTHOGONAL_INIT,

@@ -196,7 +196,7 @@ def _check_count(values: list, detectors: int, name: str, owner: str) -> None:
 #: The default recipe by depth (docs/models/hm_lstm.md, "The default recipe"): the values that the options
 #: left at their defaults take. Up to 2 layers, the word recipe (z^1 at the word ends): every detector
 #: reads everything, z read as a blend, a rate target on layer 1, one warm-up for all detectors.
-#: Its values for the core's options are the core's own defaults (cpp/src/hm_lstm.cpp).
+#: Its values for the core's options are the core's own defaults (cpp/src/cores/hm_lstm.cpp).
 WORD_RECIPE = dict(
     detector_input="all",
     gradient=core_default("hm_lstm", "gradient"),
@@ -328,7 +328,7 @@ class HMLSTM(LanguageModel):
     defaults = dict(embed_size=128, hidden_sizes=(512, 512, 512), head="linear")
     #: zhat of every column when a boundary row restarts at the end of the warm-up (weights 0)
     RESTART_ZHAT = 0.05
-    # the core's table (cpp/src/hm_lstm.cpp), its defaults the word recipe; rate_weight by depth; the per-layer
+    # the core's table (cpp/src/cores/hm_lstm.cpp), its defaults the word recipe; rate_weight by depth; the per-layer
     # rows (blend_l{l}, detector_below_l{l}, rate_target_l{l}) set from the keywords below
     family_options = core_declared("hm_lstm", derived=("rate_weight",), skip=("gradient",)) + (
         Option(

@@ -39,7 +39,7 @@ class HORNN(LanguageModel):
     core_name = "hornn"
     aliases = ("higher-order-rnn",)
     example_options = dict(embed_size=8, hidden_sizes=(12,), order=3, pooling="gated")
-    # the core's table (cpp/src/hornn.cpp); alpha is left out unless pooling is "fofe"
+    # the core's table (cpp/src/cores/hornn.cpp); alpha is left out unless pooling is "fofe"
     family_options = core_declared("hornn", derived=("alpha",))
 
     def core_options(self, values, sizes):

@@ -89,7 +89,7 @@ class _VCBase(LanguageModel):
     defaults = dict(embed_size=None, hidden_sizes=(1024,))
     aux_terms = ("vc_penalty",)
     example_options = dict(hidden_sizes=(12,), penalty_weight=0.05, block=4)
-    family_options = core_declared("vcrnn")  # the VCGRU's table is the same (cpp/src/vcrnn.cpp)
+    family_options = core_declared("vcrnn")  # the VCGRU's table is the same (cpp/src/cores/vcrnn.cpp)
 
     def core_options(self, values, sizes):
         owner = type(self).__name__

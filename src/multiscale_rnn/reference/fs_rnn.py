@@ -25,6 +25,68 @@ from . import torch as _torch
 STATE = ("h_fast", "c_fast", "h_slow", "c_slow")
 
 
+def _zoneout(new, old, z: float, train: bool):
+    """Zoneout: keep the previous value ``old`` with probability z, by a Bernoulli mask m in training
+    (m new + (1 - m) old), by the expectation (1 - z) new + z old in evaluation."""
+    if z == 0.0:
+        return new
+    if train:
+        m = _torch().empty_like(new).bernoulli_(1 - z)
+        return m * new + (1 - m) * old
+    return (1 - z) * new + z * old
+
+
+def _lstm_written_out(P: Dict[str, Any], sfx: str, inp, h, c, cfg: dict):
+    """h~_t and c~_t (B, H) of one LSTM cell written out (layer norm, or records kept):
+    a = W_hh h [+ W_ih x]; each gate block k of a layer-normalised (``ln_gates``, after the bias ``bias`` with
+    ``bias_before_norm``) or a + b_ih + b_hh; c~_t = f * c + i * g; h~_t = o * tanh(LN(c~_t)) (``ln_cell``) or
+    o * tanh(c~_t)."""
+    torch = _torch()
+    F = torch.nn.functional
+    H, eps = h.shape[1], cfg["eps"]
+    a = h @ P["weight_hh" + sfx].T
+    if inp is not None:
+        a = a + inp @ P["weight_ih" + sfx].T
+    if cfg["ln_gates"]:
+        if cfg["bias_before_norm"]:
+            a = a + P["bias" + sfx]
+        g, b = P["ln_gates_weight" + sfx], P["ln_gates_bias" + sfx]
+        a = torch.cat(
+            [
+                F.layer_norm(a[:, k * H : (k + 1) * H], (H,), g[k * H : (k + 1) * H], b[k * H : (k + 1) * H], eps)
+                for k in range(4)
+            ],
+            1,
+        )
+    else:
+        a = a + P["bias_ih" + sfx] + P["bias_hh" + sfx]
+    i, f = torch.sigmoid(a[:, :H]), torch.sigmoid(a[:, H : 2 * H])
+    g, o = torch.tanh(a[:, 2 * H : 3 * H]), torch.sigmoid(a[:, 3 * H :])
+    ct = f * c + i * g
+    cn = F.layer_norm(ct, (H,), P["ln_cell_weight" + sfx], P["ln_cell_bias" + sfx], eps) if cfg["ln_cell"] else ct
+    return o * torch.tanh(cn), ct
+
+
+def _cell(P: Dict[str, Any], sfx: str, inp, h, c, cfg: dict, keep: Optional[dict]):
+    """One step of the cell named by ``sfx`` (``_f1``, ``_s``, ...): (h_t, c_t) after zoneout, from input ``inp``
+    (B, E) or None and the state (h, c). Without layer norm and records, PyTorch's own ``torch.lstm_cell``; else
+    written out (``_lstm_written_out``). ``keep``: receives h_t and c~_t with gradients retained."""
+    torch = _torch()
+    if not cfg["ln_gates"] and not cfg["ln_cell"] and keep is None and inp is not None:
+        h_new, c_new = torch.lstm_cell(
+            inp, (h, c), P["weight_ih" + sfx], P["weight_hh" + sfx], P["bias_ih" + sfx], P["bias_hh" + sfx]
+        )
+        ct = c_new
+    else:
+        h_new, ct = _lstm_written_out(P, sfx, inp, h, c, cfg)
+    hn = _zoneout(h_new, h, cfg["zoneout_h"], cfg["train"])
+    if keep is not None:
+        for name, v in (("h" + sfx, hn), ("c" + sfx, ct)):
+            v.retain_grad()
+            keep.setdefault(name, []).append(v)
+    return hn, _zoneout(ct, c, cfg["zoneout_c"], cfg["train"])
+
+
 def forward(
     P: Dict[str, Any],
     tok,
@@ -56,53 +118,16 @@ def forward(
     zeros = {"h_fast": HF, "c_fast": HF, "h_slow": HS, "c_slow": HS}
     state = dict(state or {})
     hf, cf, hs, cs = (state.get(k, torch.zeros(B, zeros[k], dtype=x.dtype)) for k in STATE)
-
-    def zoneout(new, old, z):
-        if z == 0.0:
-            return new
-        if train:
-            m = torch.empty_like(new).bernoulli_(1 - z)
-            return m * new + (1 - m) * old
-        return (1 - z) * new + z * old
-
-    def cell(sfx, inp, h, c):
-        H = h.shape[1]
-        if not ln_gates and not ln_cell and keep is None and inp is not None:
-            h_new, c_new = torch.lstm_cell(
-                inp, (h, c), P["weight_ih" + sfx], P["weight_hh" + sfx], P["bias_ih" + sfx], P["bias_hh" + sfx]
-            )
-            ct = c_new
-        else:
-            a = h @ P["weight_hh" + sfx].T
-            if inp is not None:
-                a = a + inp @ P["weight_ih" + sfx].T
-            if ln_gates:
-                if bias_before_norm:
-                    a = a + P["bias" + sfx]
-                g, b = P["ln_gates_weight" + sfx], P["ln_gates_bias" + sfx]
-                a = torch.cat(
-                    [
-                        F.layer_norm(
-                            a[:, k * H : (k + 1) * H], (H,), g[k * H : (k + 1) * H], b[k * H : (k + 1) * H], eps
-                        )
-                        for k in range(4)
-                    ],
-                    1,
-                )
-            else:
-                a = a + P["bias_ih" + sfx] + P["bias_hh" + sfx]
-            i, f = torch.sigmoid(a[:, :H]), torch.sigmoid(a[:, H : 2 * H])
-            g, o = torch.tanh(a[:, 2 * H : 3 * H]), torch.sigmoid(a[:, 3 * H :])
-            ct = f * c + i * g
-            cn = F.layer_norm(ct, (H,), P["ln_cell_weight" + sfx], P["ln_cell_bias" + sfx], eps) if ln_cell else ct
-            h_new = o * torch.tanh(cn)
-        hn = zoneout(h_new, h, zoneout_h)
-        if keep is not None:
-            for name, v in (("h" + sfx, hn), ("c" + sfx, ct)):
-                v.retain_grad()
-                keep.setdefault(name, []).append(v)
-        return hn, zoneout(ct, c, zoneout_c)
-
+    cfg = dict(
+        ln_gates=ln_gates,
+        ln_cell=ln_cell,
+        zoneout_c=zoneout_c,
+        zoneout_h=zoneout_h,
+        train=train,
+        eps=eps,
+        bias_before_norm=bias_before_norm,
+    )
+    cell = lambda sfx, inp, h, c: _cell(P, sfx, inp, h, c, cfg, keep)  # noqa: E731
     drop = lambda v: F.dropout(v, dropout, train) if dropout else v  # noqa: E731
     x = drop(x)
     out = []

@@ -23,6 +23,85 @@ from . import torch as _torch
 EXACT_GRADIENT_OPTIONS = {"boundary": "soft"}
 
 
+def _per_layer(value, L: int) -> list:
+    """A per-layer option: one value (a string) for every layer, or a list padded with its last entry to L."""
+    return [value] * L if isinstance(value, str) else list(value) + [value[-1]] * (L - len(value))
+
+
+def _preactivations(P: dict, config: dict, l: int, h: list, zp, hb, zb, below_only: bool):
+    """s^l_t (B, 4 H_l [+ 1]) of eq. 4-7: r U^l_l h^l_{t-1} + z^{l-1}_t W^l_{l-1} h^{l-1}_t + b^l, plus the top-down
+    z^l_{t-1} U^l_{l+1} h^{l+1}_{t-1} below the top (top_down on); r = 1 - z^l_{t-1} with flush_cut, else 1.
+    ``h``: every layer's h_{t-1}; ``zp`` z^l_{t-1}; ``hb``, ``zb``: h^{l-1}_t, z^{l-1}_t; ``below_only``: the
+    boundary row reads only the layer below (its recurrent and top-down weights held at 0)."""
+    torch = _torch()
+    n, L, dt = h[l].shape[1], len(h), h[l].dtype
+    r = 1 - zp if config["flush_cut"] else 1.0
+    Uh, Utd = P[f"weight_hh_l{l}"], P.get(f"weight_td_l{l}")
+    if below_only and Uh.shape[0] > 4 * n:  # the boundary row reads only the layer below
+        keep = torch.ones(Uh.shape[0], 1, dtype=dt)
+        keep[4 * n] = 0.0
+        Uh, Utd = Uh * keep, (Utd * keep if Utd is not None else None)
+    s = (r * h[l]) @ Uh.T + (zb * hb) @ P[f"weight_ih_l{l}"].T + P[f"bias_l{l}"]
+    if l + 1 < L and config["top_down"]:
+        assert Utd is not None  # every layer below the top has its top-down weights
+        s = s + (zp * h[l + 1]) @ Utd.T
+    return s
+
+
+def _gates(P: dict, config: dict, l: int, n: int, s):
+    """The gates i, f, g, o (B, n) each of layer l from s^l_t: a = s's gate rows, each block layer-normalised when
+    layer_norm is on; i, f, o = sigm(a_i, a_f, a_o), g = tanh(a_g)."""
+    torch = _torch()
+    gates = s[:, : 4 * n]
+    if config["layer_norm"]:
+        gates = torch.cat(
+            [
+                torch.nn.functional.layer_norm(
+                    gates[:, q * n : (q + 1) * n],
+                    (n,),
+                    P[f"ln_weight_l{l}"][q * n : (q + 1) * n],
+                    P[f"ln_bias_l{l}"][q * n : (q + 1) * n],
+                    eps=1e-5,
+                )
+                for q in range(4)
+            ],
+            dim=1,
+        )
+    i, f = torch.sigmoid(gates[:, :n]), torch.sigmoid(gates[:, n : 2 * n])
+    g, o = torch.tanh(gates[:, 2 * n : 3 * n]), torch.sigmoid(gates[:, 3 * n :])
+    return i, f, g, o
+
+
+def _boundary(config: dict, l: int, t: int, zhat, drawn: Optional[dict]):
+    """z^l_t from zhat^l_t (eq. 9) with the package's straight-through rule: "step" rounds zhat at 1/2, "sample"
+    replays the core's draw ``drawn["znew_l{l}"][:, t]``, both with zhat's gradient; "soft" is zhat itself."""
+    torch = _torch()
+    dt = zhat.dtype
+    if config["boundary"] == "step":
+        return zhat + ((zhat > 0.5).to(dt) - zhat).detach()
+    if config["boundary"] == "sample":
+        assert drawn is not None, "sampled boundaries are replayed from the core's draws"
+        d = torch.as_tensor(np.asarray(drawn[f"znew_l{l}"])[:, t, None], dtype=dt)
+        return zhat + (d - zhat).detach()
+    return zhat
+
+
+def _rate_terms(config: dict, terms: dict, zsums: list, L: int, BT: int, dt) -> None:
+    """Into ``terms``: "boundary_rate", lambda / (B T) sum of z^l_t, and "boundary_target", mu sum_l (zbar^l - r_l)^2
+    over the detector layers with a target (``forward``'s ``terms``). ``zsums``: sum of z^l_t per layer."""
+    torch = _torch()
+    terms["boundary_rate"] = config.get("rate_penalty", 0.0) * sum(zsums) / BT
+    targets = config.get("rate_target") or []
+    terms["boundary_target"] = sum(
+        (
+            config.get("rate_weight", 0.0) * (zsums[l] / BT - r) ** 2
+            for l, r in enumerate(targets)
+            if l < L and (l + 1 < L or config["top_boundary"])
+        ),
+        torch.zeros((), dtype=dt),
+    )
+
+
 def forward(
     P: dict, config: dict, tok, state: Optional[dict] = None, drawn: Optional[dict] = None, terms: Optional[dict] = None
 ):
@@ -40,11 +119,8 @@ def forward(
     H = config["hidden_sizes"]
     L = len(H)
     a = config["slope"]
-    reading = config["gradient"]
-    reading = [reading] * L if isinstance(reading, str) else list(reading) + [reading[-1]] * (L - len(reading))
-    switch = [g == "switch" for g in reading]  # per z^l: no gradient through eq. 2-3
-    reads = config.get("detector_input", "all")
-    reads = [reads] * L if isinstance(reads, str) else list(reads) + [reads[-1]] * (L - len(reads))
+    switch = [g == "switch" for g in _per_layer(config["gradient"], L)]  # per z^l: no gradient through eq. 2-3
+    reads = _per_layer(config.get("detector_input", "all"), L)
     x = P["embedding.weight"][tok]  # (B, T, E)
     Bn, Tn = tok.shape
     dt = x.dtype
@@ -60,48 +136,15 @@ def forward(
         hb, zb = x[:, t], torch.ones(Bn, 1, dtype=dt)
         for l in range(L):
             n, zp = H[l], z[l]
-            r = 1 - zp if config["flush_cut"] else 1.0
-            Uh, Utd = P[f"weight_hh_l{l}"], P.get(f"weight_td_l{l}")
-            if reads[l] == "below" and Uh.shape[0] > 4 * n:  # the boundary row reads only the layer below
-                keep = torch.ones(Uh.shape[0], 1, dtype=dt)
-                keep[4 * n] = 0.0
-                Uh, Utd = Uh * keep, (Utd * keep if Utd is not None else None)
-            s = (r * h[l]) @ Uh.T + (zb * hb) @ P[f"weight_ih_l{l}"].T + P[f"bias_l{l}"]
-            if l + 1 < L and config["top_down"]:
-                assert Utd is not None  # every layer below the top has its top-down weights
-                s = s + (zp * h[l + 1]) @ Utd.T
-            gates = s[:, : 4 * n]
-            if config["layer_norm"]:
-                gates = torch.cat(
-                    [
-                        torch.nn.functional.layer_norm(
-                            gates[:, q * n : (q + 1) * n],
-                            (n,),
-                            P[f"ln_weight_l{l}"][q * n : (q + 1) * n],
-                            P[f"ln_bias_l{l}"][q * n : (q + 1) * n],
-                            eps=1e-5,
-                        )
-                        for q in range(4)
-                    ],
-                    dim=1,
-                )
-            i, f = torch.sigmoid(gates[:, :n]), torch.sigmoid(gates[:, n : 2 * n])
-            g, o = torch.tanh(gates[:, 2 * n : 3 * n]), torch.sigmoid(gates[:, 3 * n :])
+            s = _preactivations(P, config, l, h, zp, hb, zb, reads[l] == "below")
+            i, f, g, o = _gates(P, config, l, n, s)
             zpw = zp.detach() if switch[l] else zp
             zbw = zb.detach() if l > 0 and switch[l - 1] else zb
             wU, wC = (1 - zpw) * zbw, (1 - zpw) * (1 - zbw)  # UPDATE, COPY (FLUSH = zp)
             c_new = (1 - wC) * i * g + wU * f * c[l] + wC * c[l]
             h_new = (1 - wC) * o * torch.tanh(c_new) + wC * h[l]
             if s.shape[1] > 4 * n:
-                zhat = torch.clamp((a * s[:, 4 * n :] + 1) / 2, 0, 1)
-                if config["boundary"] == "step":
-                    zn = zhat + ((zhat > 0.5).to(dt) - zhat).detach()
-                elif config["boundary"] == "sample":
-                    assert drawn is not None, "sampled boundaries are replayed from the core's draws"
-                    d = torch.as_tensor(np.asarray(drawn[f"znew_l{l}"])[:, t, None], dtype=dt)
-                    zn = zhat + (d - zhat).detach()
-                else:
-                    zn = zhat
+                zn = _boundary(config, l, t, torch.clamp((a * s[:, 4 * n :] + 1) / 2, 0, 1), drawn)
                 z_new = zn if config["copy_z"] == "recompute" else (1 - wC) * zn + wC * zp
                 zsums[l] = zsums[l] + z_new.sum()
             else:
@@ -118,16 +161,7 @@ def forward(
     logits = Y @ P["decoder.weight"].T + P["decoder.bias"]
     new_state = {f"{w}_l{l}": v[l] for l in range(L) for w, v in (("h", h), ("c", c), ("z", z))}
     if terms is not None:
-        terms["boundary_rate"] = config.get("rate_penalty", 0.0) * sum(zsums) / (Bn * Tn)
-        targets = config.get("rate_target") or []
-        terms["boundary_target"] = sum(
-            (
-                config.get("rate_weight", 0.0) * (zsums[l] / (Bn * Tn) - r) ** 2
-                for l, r in enumerate(targets)
-                if l < L and (l + 1 < L or config["top_boundary"])
-            ),
-            torch.zeros((), dtype=dt),
-        )
+        _rate_terms(config, terms, zsums, L, Bn * Tn, dt)
     return logits, new_state
 
 

@@ -1,0 +1,251 @@
+#include "msrnn/model/language_model.hpp"
+
+#include "msrnn/heads/class_softmax.hpp"
+#include "msrnn/heads/output_module.hpp"
+
+#include <atomic>
+#include <cmath>
+#include <type_traits>
+
+namespace msrnn {
+
+namespace {
+std::atomic<bool> g_input_tables{true};
+}  // namespace
+
+bool input_tables() { return g_input_tables.load(std::memory_order_relaxed); }
+void set_input_tables(bool on) { g_input_tables.store(on); }
+
+void check_tokens(const std::int32_t* tokens, Index T, Index B, Index V, const char* what) {
+  for (Index t = 0; t < T; ++t)
+    for (Index b = 0; b < B; ++b) {
+      const std::int32_t id = tokens[t * B + b];
+      if (id < 0 || id >= V)
+        throw std::out_of_range(
+            cat(what, " id ", id, " at (stream ", b, ", step ", t, ") is outside the vocabulary [0, ", V, ")"));
+    }
+}
+
+Precision precision_from_name(const std::string& name) {
+  if (name == "float32") return Precision::Float32;
+  if (name == "bfloat16") return Precision::BFloat16;
+  if (name == "bfloat16-emulated") return Precision::BFloat16Emulated;
+  throw std::invalid_argument(
+      cat("unknown inference precision '", name, "'; expected 'float32', 'bfloat16' or 'bfloat16-emulated'"));
+}
+
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::Float32: return "float32";
+    case Precision::BFloat16: return "bfloat16";
+    case Precision::BFloat16Emulated: return "bfloat16-emulated";
+  }
+  return "?";
+}
+
+// The core named by cfg.core, from the registry (each core registers itself, core.hpp).
+template <class S> static std::unique_ptr<Core<S>> build_core(const ModelConfig& cfg, ParamSet<S>& ps, Rng* rng) {
+  CoreOptions options(cfg.core, cfg.num_options, cfg.text_options);
+  CoreArgs args;
+  args.input_size = cfg.embed_size;
+  args.hidden_sizes = cfg.hidden_sizes;
+  args.dropout = cfg.dropout;
+  args.rng = rng;
+  args.options = &options;
+  return make_core<S>(cfg.core, ps, args);
+}
+
+// The head named by cfg.head, reading the core's output parts.
+template <class S> static std::unique_ptr<Head<S>> make_head(const ModelConfig& cfg, ParamSet<S>& ps,
+                                                             const Core<S>& core) {
+  MSRNN_CHECK(cfg.head == "class" || cfg.head_classes.empty(),
+              "head_classes is for head='class'; this model's head is '", cfg.head, "'");
+  if (cfg.head == "linear") {
+    MSRNN_CHECK(cfg.head_size == 0, "the linear head has no hidden size; got head_size ", cfg.head_size);
+    return std::make_unique<LinearHead<S>>(ps, core.output_size(), cfg.vocab_size);
+  }
+  if (cfg.head == "class") {
+    MSRNN_CHECK(cfg.head_size == 0, "the class head has no hidden size; got head_size ", cfg.head_size);
+    MSRNN_CHECK(!cfg.head_classes.empty(),
+                "the class head needs head_classes (the class sizes; see "
+                "multiscale_rnn.data.class_sizes)");
+    return std::make_unique<ClassSoftmaxHead<S>>(ps, core.output_size(), cfg.vocab_size, cfg.head_classes);
+  }
+  if (cfg.head == "gated")
+    return std::make_unique<GatedOutputHead<S>>(ps, core.output_parts(), cfg.head_size, cfg.vocab_size);
+  throw std::invalid_argument(cat("unknown head '", cfg.head, "'; expected 'linear', 'gated' or 'class'"));
+}
+
+// Throws std::invalid_argument naming the first NaN or infinity in values (D, T*B) by stream, step, feature.
+template <class S> static void check_values(const S* values, Index D, Index T, Index B) {
+  for (Index t = 0; t < T; ++t)
+    for (Index b = 0; b < B; ++b)
+      for (Index d = 0; d < D; ++d) {
+        const S v = values[(t * B + b) * D + d];
+        if (!std::isfinite(v))
+          throw std::invalid_argument(
+              cat("input value ", v, " at (stream ", b, ", step ", t, ", feature ", d, ") is not finite"));
+      }
+}
+
+template <class S> LanguageModel<S>::LanguageModel(const ModelConfig& cfg) : cfg_(cfg), rng_(cfg.seed) {
+  MSRNN_CHECK(cfg.vocab_size > 0, "vocab_size must be positive, got ", cfg.vocab_size);
+  MSRNN_CHECK(cfg.embed_size > 0, "embed_size must be positive, got ", cfg.embed_size);
+  MSRNN_CHECK(!cfg.hidden_sizes.empty(), "hidden_sizes must name at least one layer");
+  for (Index h : cfg.hidden_sizes) MSRNN_CHECK(h > 0, "hidden sizes must be positive, got ", h);
+  MSRNN_CHECK(cfg.dropout >= 0.0 && cfg.dropout < 1.0, "dropout must be in [0, 1), got ", cfg.dropout);
+  MSRNN_CHECK(cfg.input_size >= 0, "input_size must be 0 (tokens) or positive, got ", cfg.input_size);
+  if (cfg.input_size == 0) {
+    emb_id_ =
+        ps_.add("embedding.weight", cfg.embed_size, cfg.vocab_size, {"embedding", 0, ""}, /*numpy_transposed=*/true);
+  } else {
+    enc_w_id_ = ps_.add("encoder.weight", cfg.embed_size, cfg.input_size, {"embedding", 0, ""});
+    enc_b_id_ = ps_.add("encoder.bias", cfg.embed_size, 1, {"embedding", 0, ""});
+  }
+  core_ = build_core<S>(cfg, ps_, &rng_);
+  head_ = make_head<S>(cfg, ps_, *core_);
+  ps_.finalize();
+  core_->bind(ps_);
+  head_->bind(ps_);
+  core_->reset_state(1);
+}
+
+template <class S> void LanguageModel<S>::run_body(const Inputs<S>& in, Index T, Index B, bool train) {
+  MSRNN_CHECK(T > 0 && B > 0, "a chunk needs at least one step and one stream, got T=", T, " B=", B);
+  const Index N = T * B;
+  dropped_ = train && cfg_.dropout > 0.0;
+  if (cfg_.input_size == 0) {
+    MSRNN_CHECK(in.tokens && !in.values, "this model reads token ids, not real vectors");
+    check_tokens(in.tokens, T, B, cfg_.vocab_size, "token");
+  }
+  y_.resize(core_->output_size(), N);
+  // Evaluation from token ids: the core may take the embedding as a per-token table of its first
+  // input term (Core::forward_tokens); x_ is then not formed (backward needs a training forward).
+  if (cfg_.input_size == 0 && !train && core_->forward_tokens(y_, ps_.value(emb_id_), in.tokens, T, B)) {
+    x_.resize(cfg_.embed_size, 0);
+  } else {
+    run_core(in, T, B, train);
+  }
+  if (dropped_) {
+    my_.resize(y_.rows(), N);
+    dropout_mask<S>(my_, cfg_.dropout, rng_);
+    yin_ = y_.cwiseProduct(my_);
+  }
+}
+
+template <class S> void LanguageModel<S>::run_core(const Inputs<S>& in, Index T, Index B, bool train) {
+  const Index N = T * B;
+  x_.resize(cfg_.embed_size, N);
+  if (cfg_.input_size == 0) {
+    embedding_forward<S>(x_, ps_.value(emb_id_), in.tokens);
+  } else {
+    MSRNN_CHECK(in.values && !in.tokens, "this model reads real vectors of size ", cfg_.input_size, ", not token ids");
+    check_values(in.values, cfg_.input_size, T, B);
+    linear_forward<S>(x_, ps_.value(enc_w_id_), ps_.value(enc_b_id_), CMatMap<S>(in.values, cfg_.input_size, N));
+  }
+  if (dropped_) {
+    mx_.resize(x_.rows(), N);
+    dropout_mask<S>(mx_, cfg_.dropout, rng_);
+    xin_ = x_.cwiseProduct(mx_);
+  }
+  core_->forward(y_, dropped_ ? xin_ : x_, T, B, train);
+}
+
+template <class S> void LanguageModel<S>::forward(MRef<S> logits, const Inputs<S>& in, Index T, Index B, bool train) {
+  run_body(in, T, B, train);
+  head_->forward(logits, dropped_ ? yin_ : y_, T, B, train);
+}
+
+template <class S>
+double LanguageModel<S>::loss_and_grad(const Inputs<S>& in, const std::int32_t* targets, Index T, Index B,
+                                       const double* weights, const StatisticsReducer& reduce) {
+  check_tokens(targets, T, B, cfg_.vocab_size, "target");
+  const Index N = T * B;
+  double wsum = double(N);
+  if (weights) {
+    wsum = 0.0;
+    for (Index n = 0; n < N; ++n) {
+      MSRNN_CHECK(std::isfinite(weights[n]) && weights[n] >= 0.0, "loss weight ", weights[n], " at (stream ", n % B,
+                  ", step ", n / B, ") must be finite and non-negative");
+      wsum += weights[n];
+    }
+    MSRNN_CHECK(wsum > 0.0, "loss weights must not all be zero");
+  }
+  run_body(in, T, B, /*train=*/true);
+  if (reduce) {  // the statistics of nonlinear auxiliary terms, reduced (e.g. over ranks) before backward
+    const auto stats = core_->batch_statistics();
+    if (!stats.empty()) {
+      std::vector<double> values(stats.size());  // (K)
+      for (size_t k = 0; k < stats.size(); ++k) values[k] = stats[k].second;
+      reduce(values);
+      MSRNN_CHECK(values.size() == stats.size(), "the reducer must leave ", stats.size(), " batch statistics, left ",
+                  values.size());
+      for (size_t k = 0; k < stats.size(); ++k)
+        MSRNN_CHECK(std::isfinite(values[k]), "the reducer left batch statistic '", stats[k].first, "' at ", values[k],
+                    ", not a finite number");
+      core_->set_batch_statistics(values);
+    }
+  }
+  CRefV<S> y = dropped_ ? yin_ : y_;
+  nll_.resize(N);
+  head_->nll(nll_.data(), y, targets, T, B, /*train=*/true);
+  double loss = 0.0;
+  dy_.resize(y_.rows(), N);
+  if (!weights) {
+    for (Index n = 0; n < N; ++n) loss += nll_[n];
+    loss /= double(N);
+    head_->nll_backward(dy_, y, targets, S(1.0 / double(N)), nullptr);
+  } else {
+    std::vector<double> w(N);
+    for (Index n = 0; n < N; ++n) {
+      w[n] = weights[n] / wsum;
+      loss += weights[n] * nll_[n];
+    }
+    loss /= wsum;
+    head_->nll_backward(dy_, y, targets, S(1), w.data());
+  }
+  if (dropped_) dy_.array() *= my_.array();
+  dx_.resize(x_.rows(), N);
+  core_->backward(dx_, dy_, dropped_ ? xin_ : x_);
+  if (dropped_) dx_.array() *= mx_.array();
+  if (cfg_.input_size == 0)
+    embedding_backward<S>(ps_.grad(emb_id_), dx_, in.tokens);
+  else
+    linear_backward_params<S>(ps_.grad(enc_w_id_), ps_.grad(enc_b_id_), dx_, CMatMap<S>(in.values, cfg_.input_size, N));
+  return loss;
+}
+
+template <class S>
+double LanguageModel<S>::loss(const Inputs<S>& in, const std::int32_t* targets, Index T, Index B, double* per_token) {
+  check_tokens(targets, T, B, cfg_.vocab_size, "target");
+  run_body(in, T, B, /*train=*/false);
+  const Index N = T * B;
+  nll_.resize(N);
+  head_->nll(nll_.data(), y_, targets, T, B, /*train=*/false);
+  double loss = 0.0;
+  for (Index n = 0; n < N; ++n) loss += nll_[n];
+  if (per_token) std::copy(nll_.begin(), nll_.end(), per_token);
+  return loss / double(N);
+}
+
+template <class S> void LanguageModel<S>::set_inference_precision(Precision p) {
+  if (p != Precision::Float32) {
+    MSRNN_CHECK((std::is_same<S, float>::value), precision_name(p),
+                " inference needs a float32 model; this one is float64");
+  }
+  core_->set_inference_precision(p);  // cores without the path refuse; LSTM layers check that AMX can run
+  precision_ = p;
+}
+
+template <class S> std::vector<NamedState<S>> LanguageModel<S>::record_grads() const { return core_->record_grads(); }
+
+template <class S> std::vector<NamedState<S>> LanguageModel<S>::records() const {
+  auto all = core_->records();
+  for (auto& r : head_->records()) all.push_back(std::move(r));
+  return all;
+}
+
+template class LanguageModel<float>;
+template class LanguageModel<double>;
+
+}  // namespace msrnn
