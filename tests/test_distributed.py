@@ -6,6 +6,7 @@ the same trainings done in the pytest process. mpi4py and an MPI (the MPICH whee
 ``test`` extra; without mpi4py only the tests that need no MPI run.
 """
 
+import csv
 import re
 import subprocess
 import sys
@@ -307,7 +308,9 @@ def test_command_line_trains_on_two_ranks_and_rank_0_alone_speaks_and_writes(tmp
     p = _cli(tmp_path, "--resume")
     assert p.returncode == 0, p.stderr
     assert p.stdout.count("done after 0 epoch(s), 6 steps") == 1
-    assert sorted(x.name for x in tmp_path.iterdir()) == ["cli.history.json", "cli.npz"]
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["cli.csv", "cli.history.json", "cli.npz"]
+    rows = list(csv.DictReader(open(tmp_path / "cli.csv")))  # one row per step, written by rank 0 alone
+    assert [int(r["step"]) for r in rows] == [1, 2, 3, 4, 5, 6]
 
 
 def test_command_line_error_on_every_rank_is_reported_once(tmp_path):
