@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _texts import noisy_cycle
 
 import multiscale_rnn as msr
 from multiscale_rnn import reference
@@ -242,12 +243,7 @@ CHUNKS, EPOCHS, STOP, BPTT = 5, 2, 3, 3
 
 
 def train_ids(seed):
-    rng = np.random.default_rng(seed)
-    n = B * (CHUNKS * BPTT + 1)
-    ids = np.tile(np.arange(V), n // V + 1)[:n]
-    flip = rng.random(len(ids)) < 0.2
-    ids[flip] = rng.integers(0, V, flip.sum())
-    return ids.astype(np.int32)
+    return noisy_cycle(B * (CHUNKS * BPTT + 1), V, 0.2, seed)
 
 
 def fit(model, path=None, resume=False, max_chunks=None):

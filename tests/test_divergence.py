@@ -5,6 +5,7 @@ import warnings
 
 import numpy as np
 import pytest
+from _texts import noisy_cycle
 
 import multiscale_rnn as msr
 
@@ -12,11 +13,7 @@ V = 12
 
 
 def _text(n, seed):
-    rng = np.random.default_rng(seed)
-    ids = np.tile(np.arange(V), n // V + 1)[:n]
-    flip = rng.random(n) < 0.05
-    ids[flip] = rng.integers(0, V, flip.sum())
-    return ids.astype(np.int32)
+    return noisy_cycle(n, V, 0.05, seed)
 
 
 TRAIN, VALID = _text(4000, 0), _text(600, 1)

@@ -3,6 +3,7 @@ best epoch's parameters back bit for bit, counts on across a resume, and refuses
 
 import numpy as np
 import pytest
+from _texts import noisy_cycle
 
 import multiscale_rnn as msr
 from multiscale_rnn import checkpoint
@@ -15,11 +16,7 @@ V = 11
 
 
 def _ids(n, seed):
-    rng = np.random.default_rng(seed)
-    ids = np.tile(np.arange(V), n // V + 1)[:n]
-    flip = rng.random(n) < 0.3
-    ids[flip] = rng.integers(0, V, flip.sum())
-    return ids.astype(np.int32)
+    return noisy_cycle(n, V, 0.3, seed)
 
 
 # a small noisy text and a high learning rate: the validation loss falls for a few epochs, then rises

@@ -1,8 +1,8 @@
 """The hooks of Trainer.fit: the events and their order, what a hook sees, a hook that stops the run,
 and the check of the hooks given."""
 
-import numpy as np
 import pytest
+from _texts import noisy_cycle
 
 import multiscale_rnn as msr
 from multiscale_rnn.training import EVENTS, Hook
@@ -13,11 +13,7 @@ V = 11
 
 
 def _ids(n, seed=0):
-    rng = np.random.default_rng(seed)
-    ids = np.tile(np.arange(V), n // V + 1)[:n]
-    flip = rng.random(n) < 0.1
-    ids[flip] = rng.integers(0, V, flip.sum())
-    return ids.astype(np.int32)
+    return noisy_cycle(n, V, 0.1, seed)
 
 
 TRAIN, VALID = _ids(1200), _ids(300, seed=1)  # batch 4, bptt 20: 15 chunks per epoch

@@ -4,8 +4,8 @@ after a resume) and TensorBoard event files (read back with TensorBoard's own re
 import csv
 import sys
 
-import numpy as np
 import pytest
+from _texts import noisy_cycle
 
 import multiscale_rnn as msr
 from multiscale_rnn.training.logs import WALL_CLOCK_COLUMNS, csv_path
@@ -16,11 +16,7 @@ V = 11
 
 
 def _ids(n, seed=0):
-    rng = np.random.default_rng(seed)
-    ids = np.tile(np.arange(V), n // V + 1)[:n]
-    flip = rng.random(n) < 0.1
-    ids[flip] = rng.integers(0, V, flip.sum())
-    return ids.astype(np.int32)
+    return noisy_cycle(n, V, 0.1, seed)
 
 
 TRAIN, VALID = _ids(1200), _ids(300, seed=1)  # batch 4, bptt 20: 15 chunks per epoch
