@@ -9,7 +9,7 @@ from typing import Any, Dict
 
 from .. import data, set_num_threads
 from ..data import loaders
-from ..data.loaders import corpus_key
+from ..data.loaders import STROKES, corpus_key
 from ..data.synthetic import synthetic_hierarchy
 from ..models.registry import build_model
 from ..optim import SGD, Adam
@@ -119,7 +119,14 @@ def trainer_from_settings(s, corpus, model, distributed=None, progress=None):
 
 def load_corpus(settings):
     """The corpus of ``settings`` (``data.load``); a corpus option it does not take is refused naming the
-    ``--data-option`` names it takes."""
+    ``--data-option`` names it takes. The corpora of pen strokes are refused: their rows are vectors,
+    not the symbols the command line's models read."""
+    name = settings["data"]
+    if isinstance(name, str) and corpus_key(name) in STROKES:
+        raise ValueError(
+            f"--data {name} is a corpus of pen strokes (rows of offsets and a pen bit, not symbols), which the "
+            f"command line does not train on; load it in Python: msr.data.load({corpus_key(name)!r})"
+        )
     try:
         return data.load(settings["data"], path=settings["data_path"], **settings["data_options"])
     except TypeError as e:  # an option the corpus does not take: name the flag and the options it takes

@@ -10,6 +10,9 @@ with ground-truth boundaries.
 >>> inputs.shape, targets.shape
 ((32, 100), (32, 100))
 
+Pen strokes (IAM-OnDB, KanjiVG) load as a :class:`StrokeCorpus` of offset rows
+(``data.load("kanjivg")``, :mod:`multiscale_rnn.data.strokes`).
+
 See ``docs/data.md`` for the corpora, the unseen-symbol rule and the caching.
 """
 
@@ -40,6 +43,7 @@ from .music import (
     symbol_classes,
     symbol_info,
 )
+from .strokes import StrokeCorpus, load_iam, load_kanjivg
 from .synthetic import HierarchicalText, synthetic_hierarchy
 from .text import TEXT_SPLIT_FILES, decode_utf8, text_corpus
 from .vocab import EOS, UNK_CHAR, UNK_WORD, Vocab, tokenize_words
@@ -93,4 +97,7 @@ __all__ = [
     "text_corpus",
     "decode_utf8",
     "TEXT_SPLIT_FILES",
+    "StrokeCorpus",
+    "load_iam",
+    "load_kanjivg",
 ]

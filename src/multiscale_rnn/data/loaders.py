@@ -18,6 +18,11 @@ nottingham     folk tunes in ABC (local ``path`` only): one symbol per (pitch, l
                bar line, tune end; 80 % / 10 % / 10 % of the tunes, seeded
 python-stdlib  the running Python's standard library as source code (or ``path``, a source tree): the
                first 5M characters of its .py files, 90 % / 5 % / 5 % (``data.python_source``)
+kanjivg        KanjiVG's ordered kanji strokes (the ``kanjivg`` package, or ``path``, a folder of its SVG
+               files) as pen offsets: 10,000 / 600 / 500 drawings split by code point, seeded
+               (a :class:`~multiscale_rnn.data.strokes.StrokeCorpus`; ``data.strokes``)
+iam-ondb       IAM-OnDB handwriting (``path`` only: your lineStrokes folder or archive) as pen offsets:
+               lines of at least 300 points, 10,465 / 581 / 582, seeded (a ``StrokeCorpus``)
 text           your own text (``path`` only): a file cut 90 % / 5 % / 5 %, or a folder of
                train.txt / valid.txt / test.txt; named after the file (``data.text``)
 =============  ======================================================================
@@ -29,17 +34,18 @@ import tarfile
 import zipfile
 from contextlib import closing
 from pathlib import Path
-from typing import Any, Dict, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Literal, Optional, Sequence, Tuple, Union, overload
 
 from .bits import bit_corpus
 from .corpus import Corpus, char_corpus, refuse_blank, split_contiguous, word_corpus
 from .download import fetch, open_archive_members
 from .music import music_corpus, read_abc_tunes
 from .python_source import python_stdlib_corpus
+from .strokes import IAM_URL, StrokeCorpus, load_iam, load_kanjivg
 from .synthetic import synthetic_hierarchy
 from .text import decode_utf8, text_corpus
 
-__all__ = ["load", "LOADERS", "BUILT_IN", "embedded_text", "ptb_char_text", "EMBEDDED_SHA256"]
+__all__ = ["load", "LOADERS", "BUILT_IN", "STROKES", "embedded_text", "ptb_char_text", "EMBEDDED_SHA256"]
 
 LOADERS = (
     "ptb-char",
@@ -54,6 +60,8 @@ LOADERS = (
     "embedded-bits",
     "nottingham",
     "python-stdlib",
+    "kanjivg",
+    "iam-ondb",
     "text",
 )
 
@@ -73,7 +81,12 @@ _OPTIONS = {
     "nottingham": ("valid_fraction", "test_fraction", "seed"),
     "text": ("unit", "level", "valid_fraction", "test_fraction", "name"),
     "python-stdlib": ("max_chars",),
+    "kanjivg": ("epsilon", "step", "seed", "split"),
+    "iam-ondb": ("seed", "min_points", "split"),
 }
+
+#: The corpora of pen strokes: ``load`` gives a :class:`StrokeCorpus` for these.
+STROKES = ("kanjivg", "iam-ondb")
 
 #: SHA-256 of the shipped text (after decompression).
 EMBEDDED_SHA256 = "87b6540b0e4066751c769117775bfde3d77c1f274e02064cb49ec7e9317c3019"
@@ -104,6 +117,19 @@ _FILES: Dict[str, Tuple[Tuple[str, ...], ...]] = {
 FULL_LENGTH = 100_000_000
 
 
+@overload
+def load(
+    name: Literal["kanjivg", "iam-ondb"],
+    path: Union[str, Path, None] = None,
+    cache_dir: Union[str, Path, None] = None,
+    download: bool = True,
+    *,
+    url: Optional[str] = None,
+    sha256: Optional[str] = None,
+    progress: bool = True,
+    **options: Any,
+) -> StrokeCorpus: ...
+@overload
 def load(
     name: Optional[str] = None,
     path: Union[str, Path, None] = None,
@@ -114,7 +140,20 @@ def load(
     sha256: Optional[str] = None,
     progress: bool = True,
     **options: Any,
-) -> Corpus:
+) -> Corpus: ...
+
+
+def load(
+    name: Optional[str] = None,
+    path: Union[str, Path, None] = None,
+    cache_dir: Union[str, Path, None] = None,
+    download: bool = True,
+    *,
+    url: Optional[str] = None,
+    sha256: Optional[str] = None,
+    progress: bool = True,
+    **options: Any,
+) -> Union[Corpus, StrokeCorpus]:
     """Load a named corpus (see :data:`LOADERS`).
 
     ``path``: read a local copy and use no network: a folder (the layout of the
@@ -137,6 +176,12 @@ def load(
     ``nottingham_abc`` folder, which is read from its ``ABC_cleaned`` sub-folder, any folder of
     ``.abc`` files, or one ``.abc`` file).
 
+    Pen strokes: ``"kanjivg"`` (options ``epsilon``, ``step``, ``seed``, ``split``; the installed
+    ``kanjivg`` package, or ``path``, a folder of its SVG files) and ``"iam-ondb"`` (options ``seed``,
+    ``min_points``, ``split``; ``path`` only, your copy's lineStrokes folder or archive: its licence
+    forbids shipping or downloading it here) give a :class:`~multiscale_rnn.data.strokes.StrokeCorpus`
+    of pen offsets, not a corpus of symbols (see :mod:`multiscale_rnn.data.strokes`).
+
     Your own text: ``load(path="my.txt")`` (or ``load("text", path=...)``, or ``load("my.txt")``
     when no corpus has that name) reads a plain-text file or a folder of ``train.txt`` /
     ``valid.txt`` / ``test.txt`` (:func:`multiscale_rnn.data.text_corpus`; options ``unit``
@@ -154,11 +199,29 @@ def load(
     bad = sorted(set(options) - set(_OPTIONS.get(key, ())))
     if bad:
         raise TypeError(f"load({key!r}) got unexpected option(s): {', '.join(bad)}")
+    if key in STROKES:
+        return _load_strokes(key, path, url, sha256, options)
     if key == "python-stdlib":
         return python_stdlib_corpus(path, url=url, sha256=sha256, **options)
     if key in ("text", "embedded-bits", "ptb-bits", "nottingham", "embedded"):
         return _load_derived(key, path, cache_dir, download, url, sha256, progress, options)
     return _load_files(key, path, cache_dir, download, url, sha256, progress)
+
+
+def _load_strokes(key: str, path, url, sha256, options) -> StrokeCorpus:
+    """A corpus of pen strokes: KanjiVG (the installed package, or a folder of its files) or your copy of
+    IAM-OnDB (a path is needed: it is not downloaded)."""
+    if url is not None or sha256 is not None:
+        raise ValueError(f"load({key!r}) reads local files only and takes no url or sha256")
+    if key == "kanjivg":
+        return load_kanjivg(path=path, **options)
+    if path is None:
+        raise ValueError(
+            "load('iam-ondb') needs path=: your copy of IAM-OnDB's lineStrokes folder (or its .tar.gz / .zip "
+            "archive). Its licence forbids redistribution, so it is not downloaded: register and get "
+            f"lineStrokes-all.tar.gz at {IAM_URL}"
+        )
+    return load_iam(path, **options)
 
 
 def _corpus_key(name: Optional[str], path: Union[str, Path, None]) -> Tuple[str, Union[str, Path, None]]:
