@@ -176,8 +176,19 @@ def test_iam_errors(iam, tmp_path):
         load_iam(bad, min_points=0)
     with pytest.raises(ValueError, match=r"none of the 31 sequence\(s\) read .* has at least 1000 points"):
         load_iam(iam[0], min_points=1000)
+    (tmp_path / "cut.tar.gz").write_bytes(iam[1].read_bytes()[:300])
+    with pytest.raises(ValueError, match="IAM-OnDB: .*cut.tar.gz is not a valid archive"):
+        load_iam(tmp_path / "cut.tar.gz")
     with pytest.raises(ValueError, match="licence forbids redistribution.*" + IAM_URL):
         msr.data.load("iam-ondb")
+
+
+def test_command_line_refuses_stroke_corpora():
+    from multiscale_rnn.command_line.build import load_corpus
+
+    for name in ("kanjivg", "IAM_OnDB"):
+        with pytest.raises(ValueError, match="is a corpus of pen strokes .* msr.data.load"):
+            load_corpus({"data": name, "data_path": None, "data_options": {}})
 
 
 # ------------------------------------------------------------------------------------------- KanjiVG

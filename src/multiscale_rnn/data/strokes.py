@@ -317,12 +317,15 @@ def load_iam(
     path = Path(path).expanduser()
     kept: List[Tuple[Drawing, Sequence[int], Dict[str, Any]]] = []
     read = 0
-    for name, blob in _iam_sources(path):
-        read += 1
-        strokes = _iam_strokes(blob, f"{path}: {name}" if not path.is_dir() else str(path / name))
-        n_points = sum(len(s) for s in strokes)
-        if n_points >= max(min_points, 2):
-            kept.append((strokes, (), {"id": name, "points": n_points, "strokes": len(strokes)}))
+    try:
+        for name, blob in _iam_sources(path):
+            read += 1
+            strokes = _iam_strokes(blob, f"{path}: {name}" if not path.is_dir() else str(path / name))
+            n_points = sum(len(s) for s in strokes)
+            if n_points >= max(min_points, 2):
+                kept.append((strokes, (), {"id": name, "points": n_points, "strokes": len(strokes)}))
+    except (tarfile.TarError, zipfile.BadZipFile, EOFError) as e:
+        raise ValueError(f"IAM-OnDB: {path} is not a valid archive: {e}") from None
     if not kept:
         raise ValueError(
             f"IAM-OnDB: none of the {read} sequence(s) read from {path} has at least {max(min_points, 2)} "
