@@ -332,6 +332,10 @@ def test_kanjivg_errors(tmp_path, monkeypatch):
         load_kanjivg(path=tmp_path)
     with pytest.raises(ValueError, match="epsilon must be"):
         load_kanjivg(path=tmp_path, epsilon=-1)
+    for name in ("06f22", "06f22-Kaisho", "06f23", "06f23-Kaisho", "06f24", "06f24-Kaisho"):
+        kvg_file(tmp_path, name, "x", KAN.format(n=name))
+    with pytest.raises(ValueError, match="kanjivg: no drawing fits the test split"):
+        load_kanjivg(path=tmp_path, split=(3, 2, 1))  # every code point has two files
 
     def missing(name):
         raise importlib.metadata.PackageNotFoundError(name)

@@ -205,6 +205,9 @@ def _corpus(
     """A :class:`StrokeCorpus` from each split's drawings (strokes, component-ending stroke indices,
     meta), normalised by the training offsets' mean and standard deviation (a zero deviation counts
     as 1)."""
+    empty = [s for s in SPLITS if not drawings[s]]
+    if empty:  # whole code points that fit no split's size
+        raise ValueError(f"{name}: no drawing fits the {' and '.join(empty)} split; give larger split sizes")
     raw: Dict[str, List[np.ndarray]] = {}
     bounds: Dict[str, List[Dict[str, np.ndarray]]] = {}
     for s in SPLITS:
