@@ -11,6 +11,8 @@ on), so that a family gets all of it by registering and naming its reference in
 - its independent reference (``multiscale_rnn.reference``, one interface for every family) gives the
   same loss, auxiliary terms, gradients and state, for token ids and real vectors, over two chunks with
   the state carried and a loss mask on the second;
+- with the mixture density head (pen strokes, real targets, no vocabulary): finite differences and
+  the reference agree as well;
 - float32 computes the float64 loss and gradients;
 - a Trainer checkpoint resumes bit for bit (losses, parameters, random state);
 - and the suite, with the data-parallel equivalence of tests/test_distributed.py, covers every
@@ -153,21 +155,11 @@ def test_config_rebuilds_the_same_model(name):
 EPS = 1e-5  # central differences: truncation and rounding errors both below 1e-10 here
 
 
-@family
-def test_gradients_match_finite_differences(name):
-    rng = np.random.default_rng(2)
-    model = build(name, seed=2, **reference.exact_gradient_options(msr.MODELS[name]))
-    state = carried_state(model, rng)
-    x, y = inputs(model, rng), rng.integers(0, V, (B, T))
-    loss, grads, _ = model.loss_and_grad(x, y, state)
-    assert_aux_on(loss, name)
-
-    def objective():
-        return model.loss_and_grad(x, y, state, copy_grads=False)[0].total
-
+def assert_finite_differences(model, rng, objective, grads):
+    """Central differences of ``objective`` agree with ``grads`` on the largest entry and 3 random ones of
+    every parameter tensor."""
     for pname, p in model.parameters().items():
         g = grads[pname]
-        # the largest gradient entry and 3 random ones of every tensor
         picks = {int(np.argmax(np.abs(g)))} | set(rng.choice(p.size, min(3, p.size), replace=False).tolist())
         for flat in sorted(picks):
             idx = np.unravel_index(flat, p.shape)
@@ -183,21 +175,79 @@ def test_gradients_match_finite_differences(name):
             )
 
 
+@family
+def test_gradients_match_finite_differences(name):
+    rng = np.random.default_rng(2)
+    model = build(name, seed=2, **reference.exact_gradient_options(msr.MODELS[name]))
+    state = carried_state(model, rng)
+    x, y = inputs(model, rng), rng.integers(0, V, (B, T))
+    loss, grads, _ = model.loss_and_grad(x, y, state)
+    assert_aux_on(loss, name)
+    assert_finite_differences(model, rng, lambda: model.loss_and_grad(x, y, state, copy_grads=False)[0].total, grads)
+
+
+# ---- the mixture density head (pen strokes): every family with it ----------------------------------------
+def build_mdn(name, seed, **overrides):
+    """The family's example reading real vectors with the mixture density head (2 components), no vocabulary."""
+    cls = msr.MODELS[name]
+    opts = {**cls.example_options, **overrides, "head": "mdn", "mixtures": 2, "input_size": D}
+    model = cls(**opts, dtype="float64", seed=seed)
+    rng = np.random.default_rng(200 + seed)
+    for p in model.parameters().values():
+        p += rng.normal(scale=0.1, size=p.shape)
+    return model
+
+
+def stroke_targets(rng, steps=T):
+    """(B, steps, 3): offsets and pen bits."""
+    return np.concatenate([rng.normal(size=(B, steps, 2)), rng.integers(0, 2, (B, steps, 1))], axis=2).astype(float)
+
+
+@family
+def test_mixture_density_gradients_match_finite_differences(name):
+    rng = np.random.default_rng(12)
+    model = build_mdn(name, seed=12, **reference.exact_gradient_options(msr.MODELS[name]))
+    state = carried_state(model, rng)
+    x, y = inputs(model, rng), stroke_targets(rng)
+    loss, grads, _ = model.loss_and_grad(x, y, state)
+    assert_aux_on(loss, name)
+    assert_finite_differences(model, rng, lambda: model.loss_and_grad(x, y, state, copy_grads=False)[0].total, grads)
+
+
+@family
+def test_mixture_density_matches_its_reference(name):
+    rng = np.random.default_rng(14)
+    model = build_mdn(name, seed=14)
+    assert_matches_reference(model, name, rng, stroke_targets, padded=True)
+
+
 # ---- parity with the family's reference --------------------------------------------------------------
 @family
 @pytest.mark.parametrize("reads", ["tokens", "vectors"])
 def test_matches_its_reference(name, reads):
     rng = np.random.default_rng(3)
     model = build(name, seed=3, **({"input_size": D} if reads == "vectors" else {}))
-    mod = reference.module(model)
+    assert_matches_reference(model, name, rng, lambda r: r.integers(0, V, (B, T)))
+
+
+def assert_matches_reference(model, name, rng, targets, padded=False):
+    """The model and its family's reference agree on the loss, auxiliary terms, gradients and state over
+    two chunks: from zeros, then from each side's own carried state with a loss mask (``padded``: with
+    padding instead, stream 1's last 2 steps, which counts in the auxiliary terms too)."""
     state = ref_state = None
-    for chunk in range(2):  # from zeros, then from each side's own carried state with a loss mask
-        x, y = inputs(model, rng), rng.integers(0, V, (B, T))
+    for chunk in range(2):
+        x, y = inputs(model, rng), targets(rng)
         mask = None if chunk == 0 else (rng.random((B, T)) < 0.6).astype(float)
         if mask is not None:
             mask[0, 0] = 1.0
-        loss, grads, state = model.loss_and_grad(x, y, state, weights=mask)
-        rloss, rgrads, ref_state = mod.loss_and_grad(model, x, y, ref_state, mask)
+        if padded and mask is not None:
+            pad, mask = np.ones((B, T)), None
+            pad[1, -2:] = 0.0
+            loss, grads, state = model.loss_and_grad(x, y, state, padding=pad)
+            rloss, rgrads, ref_state = reference.loss_and_grad(model, x, y, ref_state, padding=pad)
+        else:
+            loss, grads, state = model.loss_and_grad(x, y, state, weights=mask)
+            rloss, rgrads, ref_state = reference.loss_and_grad(model, x, y, ref_state, mask)
         assert_aux_on(loss, name)
         assert float(loss) == pytest.approx(float(rloss), rel=1e-10, abs=0)
         assert sorted(rloss.aux) == sorted(loss.aux)

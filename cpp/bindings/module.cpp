@@ -4,6 +4,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "msrnn/heads/mdn.hpp"
 #include "msrnn/kernels/amx_bf16.hpp"
 #include "msrnn/kernels/gemm.hpp"
 #include "msrnn/kernels/optim.hpp"
@@ -69,13 +70,42 @@ template <class S> ChunkInput<S> read_inputs(const LanguageModel<S>& model, cons
   return in;
 }
 
-// The targets of a chunk, step-major, checked against the inputs' shape.
-template <class S> std::vector<std::int32_t> read_targets(const ChunkInput<S>& in, const IntArr& targets) {
+// The targets of a chunk, step-major, checked against the inputs' shape: int32 ids (B, T), or real
+// vectors (B, T, D) of the model's dtype for a head with real targets (target_size() = D).
+template <class S> struct ChunkTargets {
+  std::vector<std::int32_t> ids;  // (T*B)
+  std::vector<S> values;          // (D, T*B)
+  Targets<S> view() const { return ids.empty() ? Targets<S>{nullptr, values.data()} : Targets<S>{ids.data(), nullptr}; }
+};
+
+template <class S>
+ChunkTargets<S> read_targets(const LanguageModel<S>& model, const ChunkInput<S>& in, const py::array& a) {
+  ChunkTargets<S> out;
+  const Index D = model.target_size();
   Index T, B;
-  auto tgt = step_major(targets, "targets", &T, &B);
+  if (D == 0) {
+    if (!py::isinstance<IntArr>(a) || !(a.flags() & py::array::c_style))
+      throw py::type_error(
+          cat("targets must be a C-contiguous int32 array, got dtype ", py::str(a.dtype()).cast<std::string>()));
+    out.ids = step_major(a.cast<IntArr>(), "targets", &T, &B);
+  } else {
+    if (!py::isinstance<Arr<S>>(a) || !(a.flags() & py::array::c_style))
+      throw py::type_error(cat("targets must be a C-contiguous array of the model's float dtype, got dtype ",
+                               py::str(a.dtype()).cast<std::string>()));
+    if (a.ndim() != 3 || a.shape(2) != D)
+      throw py::value_error(cat("targets must have shape (batch, steps, ", D, "), got ", a.ndim(), " dimensions",
+                                a.ndim() == 3 ? cat(" with ", a.shape(2), " features") : std::string()));
+    B = a.shape(0);
+    T = a.shape(1);
+    out.values.resize(static_cast<size_t>(D * T * B));
+    auto r = a.cast<Arr<S>>().template unchecked<3>();
+    for (Index b = 0; b < B; ++b)
+      for (Index t = 0; t < T; ++t)
+        for (Index d = 0; d < D; ++d) out.values[(t * B + b) * D + d] = r(b, t, d);
+  }
   if (T != in.T || B != in.B)
     throw py::value_error(cat("targets have shape (", B, ", ", T, "), inputs (", in.B, ", ", in.T, ")"));
-  return tgt;
+  return out;
 }
 
 // (T*B) step-major -> (B, T)
@@ -118,8 +148,9 @@ template <class S> py::array_t<S> view_of(Vec<S>& v, py::handle owner) {
 
 ModelConfig make_config(const std::string& core, Index vocab, Index embed, const std::vector<Index>& hidden,
                         double dropout, std::uint64_t seed, const py::dict& options, const std::string& head,
-                        Index head_size, Index input_size, const std::vector<Index>& head_classes) {
+                        Index head_size, Index input_size, const std::vector<Index>& head_classes, Index mixtures) {
   ModelConfig c;
+  c.mixtures = mixtures;
   c.input_size = input_size;
   c.core = core;
   c.head = head;
@@ -143,7 +174,7 @@ ModelConfig make_config(const std::string& core, Index vocab, Index embed, const
   return c;
 }
 
-// The per-token loss weights (B, T) of loss_and_grad as a step-major vector (T*B), or empty for None.
+// The per-token loss weights or padding (B, T) of loss_and_grad as a step-major vector (T*B), or empty for None.
 std::vector<double> read_weights(const py::object& weights, Index T, Index B) {
   std::vector<double> w;
   if (!weights.is_none()) {
@@ -192,7 +223,7 @@ template <class S> void bind_model_computation(py::class_<LanguageModel<S>>& cls
          "forward",
          [](M& self, const py::array& inputs, bool train) {
            const auto in = read_inputs(self, inputs);
-           const Index T = in.T, B = in.B, V = self.vocab_size();
+           const Index T = in.T, B = in.B, V = self.output_size();
            Mat<S> logits(V, T * B);
            {
              py::gil_scoped_release release;
@@ -208,29 +239,33 @@ template <class S> void bind_model_computation(py::class_<LanguageModel<S>>& cls
          py::arg("inputs"), py::arg("train") = false)
       .def(
           "loss_and_grad",
-          [](M& self, const py::array& inputs, const IntArr& targets, py::object weights, py::object reducer) {
+          [](M& self, const py::array& inputs, const py::array& targets, py::object weights, py::object reducer,
+             py::object padding) {
             const auto in = read_inputs(self, inputs);
-            const auto tgt = read_targets(in, targets);
+            const auto tgt = read_targets(self, in, targets);
             const std::vector<double> w = read_weights(weights, in.T, in.B);
+            const std::vector<double> pad = read_weights(padding, in.T, in.B);
             const StatisticsReducer reduce = python_reducer(reducer);
             double loss;
             {
               py::gil_scoped_release release;
-              loss = self.loss_and_grad(in.view(), tgt.data(), in.T, in.B, w.empty() ? nullptr : w.data(), reduce);
+              loss = self.loss_and_grad(in.view(), tgt.view(), in.T, in.B, w.empty() ? nullptr : w.data(), reduce,
+                                        pad.empty() ? nullptr : pad.data());
             }
             return loss;
           },
-          py::arg("inputs"), py::arg("targets"), py::arg("weights") = py::none(), py::arg("reducer") = py::none())
+          py::arg("inputs"), py::arg("targets"), py::arg("weights") = py::none(), py::arg("reducer") = py::none(),
+          py::arg("padding") = py::none())
       .def(
           "loss",
-          [](M& self, const py::array& inputs, const IntArr& targets, bool per_token) -> py::object {
+          [](M& self, const py::array& inputs, const py::array& targets, bool per_token) -> py::object {
             const auto in = read_inputs(self, inputs);
-            const auto tgt = read_targets(in, targets);
+            const auto tgt = read_targets(self, in, targets);
             std::vector<double> nll(per_token ? in.T * in.B : 0);
             double loss;
             {
               py::gil_scoped_release release;
-              loss = self.loss(in.view(), tgt.data(), in.T, in.B, per_token ? nll.data() : nullptr);
+              loss = self.loss(in.view(), tgt.view(), in.T, in.B, per_token ? nll.data() : nullptr);
             }
             if (!per_token) return py::float_(loss);
             return py::make_tuple(loss, batch_major(nll, in.T, in.B));
@@ -289,13 +324,14 @@ template <class S> void bind_model(py::module_& m, const char* name) {
   py::class_<M> cls(m, name);
   cls.def(py::init([](const std::string& core, Index vocab, Index embed, const std::vector<Index>& hidden,
                       double dropout, std::uint64_t seed, const py::dict& options, const std::string& head,
-                      Index head_size, Index input_size, const std::vector<Index>& head_classes) {
+                      Index head_size, Index input_size, const std::vector<Index>& head_classes, Index mixtures) {
             return std::make_unique<M>(make_config(core, vocab, embed, hidden, dropout, seed, options, head, head_size,
-                                                   input_size, head_classes));
+                                                   input_size, head_classes, mixtures));
           }),
           py::arg("core"), py::arg("vocab_size"), py::arg("embed_size"), py::arg("hidden_sizes"),
           py::arg("dropout") = 0.0, py::arg("seed") = 0, py::arg("options") = py::dict(), py::arg("head") = "linear",
-          py::arg("head_size") = 0, py::arg("input_size") = 0, py::arg("head_classes") = std::vector<Index>())
+          py::arg("head_size") = 0, py::arg("input_size") = 0, py::arg("head_classes") = std::vector<Index>(),
+          py::arg("mixtures") = 0)
       .def("param_info",
            [](M& self) {
              py::list out;
@@ -307,7 +343,9 @@ template <class S> void bind_model(py::module_& m, const char* name) {
       .def("flat_params", [](py::object self) { return view_of(self.cast<M&>().params().data(), self); })
       .def("flat_grads", [](py::object self) { return view_of(self.cast<M&>().params().grad_data(), self); })
       .def("zero_grad", [](M& self) { self.params().zero_grad(); })
-      .def_property_readonly("input_size", &M::input_size);
+      .def_property_readonly("input_size", &M::input_size)
+      .def_property_readonly("output_size", &M::output_size)
+      .def_property_readonly("target_size", &M::target_size);
   bind_model_computation<S>(cls);
   bind_model_state<S>(cls);
 }
@@ -352,6 +390,51 @@ template <class S> void bind_optim(py::module_& m) {
   m.def("all_finite", [](const Arr<S>& x) { return all_finite<S>(x.data(), x.size()); }, py::arg("x").noconvert());
 }
 
+// The mixture density head's distributions for raw parameters z (B, 6M + 1) (mdn.hpp, mixture_column),
+// and its per-row negative log-likelihoods of x (B, 3).
+void bind_mixture(py::module_& m) {
+  using D2 = py::array_t<double, py::array::c_style | py::array::forcecast>;
+  auto rows = [](const D2& z, Index M) {
+    if (M < 1) throw py::value_error(cat("mixtures must be >= 1, got ", M));
+    if (z.ndim() != 2 || z.shape(1) != 6 * M + 1)
+      throw py::value_error(cat("z must have shape (rows, ", 6 * M + 1, ") for ", M, " mixtures"));
+    return z.shape(0);
+  };
+  m.def(
+      "mixture_columns",
+      [rows](const D2& z, Index M, double temperature, double bias) {
+        const Index R = rows(z, M);
+        py::array_t<double> e(R), pi({R, M}), mu1({R, M}), mu2({R, M}), s1({R, M}), s2({R, M}), rho({R, M});
+        for (Index r = 0; r < R; ++r) {
+          const MixtureColumn c = mixture_column<double>(z.data() + r * z.shape(1), M, temperature, bias);
+          e.mutable_data()[r] = c.e;
+          std::copy(c.pi.begin(), c.pi.end(), pi.mutable_data() + r * M);
+          std::copy(c.mu1.begin(), c.mu1.end(), mu1.mutable_data() + r * M);
+          std::copy(c.mu2.begin(), c.mu2.end(), mu2.mutable_data() + r * M);
+          std::copy(c.s1.begin(), c.s1.end(), s1.mutable_data() + r * M);
+          std::copy(c.s2.begin(), c.s2.end(), s2.mutable_data() + r * M);
+          std::copy(c.rho.begin(), c.rho.end(), rho.mutable_data() + r * M);
+        }
+        py::dict d;
+        d["e"] = e, d["pi"] = pi, d["mu1"] = mu1, d["mu2"] = mu2, d["sigma1"] = s1, d["sigma2"] = s2, d["rho"] = rho;
+        return d;
+      },
+      py::arg("z"), py::arg("mixtures"), py::arg("temperature") = 1.0, py::arg("bias") = 0.0);
+  m.def(
+      "mixture_nll",
+      [rows](const D2& z, const D2& x, Index M) {
+        const Index R = rows(z, M);
+        if (x.ndim() != 2 || x.shape(0) != R || x.shape(1) != 3)
+          throw py::value_error(cat("x must have shape (", R, ", 3)"));
+        py::array_t<double> nll(R), dz({R, 6 * M + 1});
+        for (Index r = 0; r < R; ++r)
+          nll.mutable_data()[r] =
+              mixture_nll<double>(dz.mutable_data() + r * (6 * M + 1), z.data() + r * (6 * M + 1), x.data() + r * 3, M);
+        return py::make_tuple(nll, dz);
+      },
+      py::arg("z"), py::arg("x"), py::arg("mixtures"));
+}
+
 }  // namespace
 
 void bind_blocks(py::module_& parent);  // blocks.cpp
@@ -362,6 +445,7 @@ PYBIND11_MODULE(MSRNN_MODULE_NAME, m) {
   m.def("set_num_threads", &set_num_threads, py::arg("n"));
   m.def("get_num_threads", &get_num_threads);
   m.def("core_names", &core_names);  // the registered cores
+  bind_mixture(m);
   // A core's declared options (core.hpp, OptionSpec), one dict each in the table's order: name, kind
   // ("flag", "count", "number", "choice"), default, lo / hi / lo_open / hi_open (numbers; None where
   // unbounded), choices, per_layer, rest (the other layers' default), negative_is_none, rule, doc.

@@ -182,7 +182,7 @@ void HMLSTM<S>::step_boundary_backward(size_t l, Index t, Index j0, Index nb, Sc
   // The boundary-rate terms add (lambda + 2 mu (zbar^l - r_l)) / N to the gradient of every z^l_t of a detector layer.
   const S grate = S(rate_gradient(l));
   if (grate != S(0))
-    for (Index b = j0; b < j0 + nb; ++b) dz_cur(0, b) += grate;
+    for (Index b = j0; b < j0 + nb; ++b) dz_cur(0, b) += grate * S(this->column_weight(t * B + b));
   // Gradient of z^l_t split into znew (s.dz_new) and the carried z^l_{t-1}.
   for (Index b = j0; b < j0 + nb; ++b) {
     const Index n = t * B + b;

@@ -123,14 +123,21 @@ template <class S> void HMLSTM<S>::forward_packed(CRef<S> X, Index T, Index B, i
 // The auxiliary terms of a forward over N columns.
 template <class S> void HMLSTM<S>::forward_rate_terms(Index N, bool train) {
   const Index L = Index(layers_.size());
-  // Boundary-rate term: lambda / N * (sum of z^l_t over detector layers, steps and streams).
+  // Boundary-rate term: lambda / N * (sum of z^l_t over detector layers, steps and streams); with padding
+  // (Core::set_padding), sums and N over the columns that count.
   // Rate-target term: R_target from zbar^l (target_term()); set_batch_statistics may replace zbar^l before backward.
   // zbar_ is what the backward's rate gradient reads, so it is computed in training only.
   aux_ = 0.0;
   aux_target_ = 0.0;
   if (train) {
+    const double counted = this->counted_columns(N);  // N without padding
     for (Index l = 0; l < L; ++l) {
-      zbar_[l] = layers_[l].detector ? double(layers_[l].zs.rightCols(N).sum()) / double(N) : 0.0;
+      double sum = 0.0;
+      if (layers_[l].detector) {
+        const auto zs = layers_[l].zs.rightCols(N);  // (1, N)
+        for (Index n = 0; n < N; ++n) sum += this->column_weight(n) * double(zs(0, n));
+      }
+      zbar_[l] = sum / counted;
       if (layers_[l].detector) aux_ += opt_.rate_penalty * zbar_[l];
     }
     aux_target_ = target_term();

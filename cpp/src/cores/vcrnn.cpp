@@ -235,7 +235,7 @@ template <class S> void VCLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index
     h_ = Y.rightCols(B);
   }
   trained_ = train;
-  aux_ = train ? opt_.penalty_weight * pen / double(N) : 0.0;
+  aux_ = train ? opt_.penalty_weight * pen / this->counted_columns(N) : 0.0;  // the mean without padding
 }
 
 // The scheduler of one step (eq. 7-8): m_t = sigm(u . h_{t-1} + v . x_t + b_m) of each column, its mask e_t
@@ -253,7 +253,7 @@ void VCLayer<S>::forward_scheduler(Work& w, const HP& Hp, const XT& Xt, Index n0
     m_(0, n) = m;
     d_[n] = mask_column(n, m);
     q_[n] = opt_.skip ? std::min(D, (d_[n] + opt_.block - 1) / opt_.block * opt_.block) : D;
-    w.pen += penalty_value(double(m));
+    w.pen += this->column_weight(n) * penalty_value(double(m));
   }
   group_step(w, n0, nb);
 }
@@ -362,7 +362,7 @@ template <class S> void VCLayer<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X) 
   MSRNN_CHECK(trained_, unit_name(), " backward needs a training forward first");
   const bool want_dx = dX.cols() > 0;
   const S lamD = S(opt_.sharpness * double(D));
-  const S pw = S(opt_.penalty_weight / double(N));
+  const S pw = S(opt_.penalty_weight / this->counted_columns(N));
   da_.resize(G_ * D, N);
   time_.bottomRows(kVCPhases - kBwdScheduler).setZero();
   const int nt = stream_threads(B, !reference_kernels());
@@ -570,7 +570,8 @@ template <class HP, class XT>
 void VCLayer<S>::backward_scheduler(Work& w, const HP& Hp, const XT& Xt, MRef<S>& dxt, Index n0, Index nb, S pw) {
   for (Index j = 0; j < nb; ++j) {
     const S m = m_(0, n0 + j);
-    w.pm(0, j) = (w.pm(0, j) + pw * S(penalty_slope(double(m)))) * m * (S(1) - m);
+    const S slope = pw * S(this->column_weight(n0 + j) * penalty_slope(double(m)));  // 0 on padding
+    w.pm(0, j) = (w.pm(0, j) + slope) * m * (S(1) - m);
   }
   w.dhp.noalias() += u_.w.transpose() * w.pm;
   dxt.noalias() += v_.w.transpose() * w.pm;

@@ -72,7 +72,8 @@ template <class S> void ClassSoftmaxHead<S>::backward(MRef<S>, CRef<S>, CRef<S>)
 }
 
 template <class S>
-void ClassSoftmaxHead<S>::nll(double* nll, CRef<S> Y, const std::int32_t* targets, Index, Index, bool) {
+void ClassSoftmaxHead<S>::nll(double* nll, CRef<S> Y, const Targets<S>& tg, Index, Index, bool) {
+  const std::int32_t* targets = tg.ids;  // (N)
   const Index N = Y.cols();
   // Class part, all columns: P(c | y_n) and -log P(c(t_n) | y_n).
   pc_.resize(C_, N);
@@ -116,8 +117,8 @@ void ClassSoftmaxHead<S>::nll(double* nll, CRef<S> Y, const std::int32_t* target
 }
 
 template <class S>
-void ClassSoftmaxHead<S>::nll_backward(MRef<S> dY, CRef<S> Y, const std::int32_t* targets, S scale,
-                                       const double* weights) {
+void ClassSoftmaxHead<S>::nll_backward(MRef<S> dY, CRef<S> Y, const Targets<S>& tg, S scale, const double* weights) {
+  const std::int32_t* targets = tg.ids;  // (N)
   const Index N = Y.cols();
   MSRNN_CHECK(pc_.cols() == N && Index(order_.size()) == N, "nll_backward needs a preceding nll over the same ", N,
               " columns");

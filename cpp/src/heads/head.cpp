@@ -2,16 +2,31 @@
 
 namespace msrnn {
 
-template <class S>
-void Head<S>::nll(double* nll, CRef<S> Y, const std::int32_t* targets, Index T, Index B, bool train) {
-  p_.resize(output_size(), Y.cols());
-  forward(p_, Y, T, B, train);
-  softmax_xent_forward<S>(p_, p_, targets, nll);
+void check_tokens(const std::int32_t* tokens, Index T, Index B, Index V, const char* what) {
+  for (Index t = 0; t < T; ++t)
+    for (Index b = 0; b < B; ++b) {
+      const std::int32_t id = tokens[t * B + b];
+      if (id < 0 || id >= V)
+        throw std::out_of_range(
+            cat(what, " id ", id, " at (stream ", b, ", step ", t, ") is outside the vocabulary [0, ", V, ")"));
+    }
+}
+
+template <class S> void Head<S>::check_targets(const Targets<S>& targets, Index T, Index B) const {
+  MSRNN_CHECK(targets.ids && !targets.values, "this model's targets are class ids, not real vectors");
+  check_tokens(targets.ids, T, B, output_size(), "target");
 }
 
 template <class S>
-void Head<S>::nll_backward(MRef<S> dY, CRef<S> Y, const std::int32_t* targets, S scale, const double* weights) {
-  softmax_xent_backward<S>(p_, p_, targets, scale);  // p_ now holds dZ
+void Head<S>::nll(double* nll, CRef<S> Y, const Targets<S>& targets, Index T, Index B, bool train) {
+  p_.resize(output_size(), Y.cols());
+  forward(p_, Y, T, B, train);
+  softmax_xent_forward<S>(p_, p_, targets.ids, nll);
+}
+
+template <class S>
+void Head<S>::nll_backward(MRef<S> dY, CRef<S> Y, const Targets<S>& targets, S scale, const double* weights) {
+  softmax_xent_backward<S>(p_, p_, targets.ids, scale);  // p_ now holds dZ
   if (weights)
     for (Index n = 0; n < p_.cols(); ++n) p_.col(n) *= S(weights[n]);
   backward(dY, p_, Y);

@@ -1,6 +1,7 @@
 #include "msrnn/model/language_model.hpp"
 
 #include "msrnn/heads/class_softmax.hpp"
+#include "msrnn/heads/mdn.hpp"
 #include "msrnn/heads/output_module.hpp"
 
 #include <atomic>
@@ -15,16 +16,6 @@ std::atomic<bool> g_input_tables{true};
 
 bool input_tables() { return g_input_tables.load(std::memory_order_relaxed); }
 void set_input_tables(bool on) { g_input_tables.store(on); }
-
-void check_tokens(const std::int32_t* tokens, Index T, Index B, Index V, const char* what) {
-  for (Index t = 0; t < T; ++t)
-    for (Index b = 0; b < B; ++b) {
-      const std::int32_t id = tokens[t * B + b];
-      if (id < 0 || id >= V)
-        throw std::out_of_range(
-            cat(what, " id ", id, " at (stream ", b, ", step ", t, ") is outside the vocabulary [0, ", V, ")"));
-    }
-}
 
 Precision precision_from_name(const std::string& name) {
   if (name == "float32") return Precision::Float32;
@@ -55,25 +46,38 @@ template <class S> static std::unique_ptr<Core<S>> build_core(const ModelConfig&
   return make_core<S>(cfg.core, ps, args);
 }
 
-// The head named by cfg.head, reading the core's output parts.
-template <class S> static std::unique_ptr<Head<S>> make_head(const ModelConfig& cfg, ParamSet<S>& ps,
-                                                             const Core<S>& core) {
-  MSRNN_CHECK(cfg.head == "class" || cfg.head_classes.empty(),
-              "head_classes is for head='class'; this model's head is '", cfg.head, "'");
+// The softmax head named by cfg.head ("linear", "class" or "gated") with V output rows, reading the core's output parts.
+template <class S> static std::unique_ptr<Head<S>> make_softmax_head(const ModelConfig& cfg, ParamSet<S>& ps,
+                                                                     const Core<S>& core, Index V) {
   if (cfg.head == "linear") {
     MSRNN_CHECK(cfg.head_size == 0, "the linear head has no hidden size; got head_size ", cfg.head_size);
-    return std::make_unique<LinearHead<S>>(ps, core.output_size(), cfg.vocab_size);
+    return std::make_unique<LinearHead<S>>(ps, core.output_size(), V);
   }
   if (cfg.head == "class") {
     MSRNN_CHECK(cfg.head_size == 0, "the class head has no hidden size; got head_size ", cfg.head_size);
     MSRNN_CHECK(!cfg.head_classes.empty(),
                 "the class head needs head_classes (the class sizes; see "
                 "multiscale_rnn.data.class_sizes)");
-    return std::make_unique<ClassSoftmaxHead<S>>(ps, core.output_size(), cfg.vocab_size, cfg.head_classes);
+    return std::make_unique<ClassSoftmaxHead<S>>(ps, core.output_size(), V, cfg.head_classes);
   }
-  if (cfg.head == "gated")
-    return std::make_unique<GatedOutputHead<S>>(ps, core.output_parts(), cfg.head_size, cfg.vocab_size);
-  throw std::invalid_argument(cat("unknown head '", cfg.head, "'; expected 'linear', 'gated' or 'class'"));
+  if (cfg.head == "gated") return std::make_unique<GatedOutputHead<S>>(ps, core.output_parts(), cfg.head_size, V);
+  throw std::invalid_argument(cat("unknown head '", cfg.head, "'; expected 'linear', 'gated', 'class' or 'mdn'"));
+}
+
+// The head named by cfg.head, reading the core's output parts. "mdn": the mixture density head on the
+// gated output module (head_size > 0) or on a linear head, either giving its 6M + 1 raw parameters.
+template <class S> static std::unique_ptr<Head<S>> make_head(const ModelConfig& cfg, ParamSet<S>& ps,
+                                                             const Core<S>& core) {
+  MSRNN_CHECK(cfg.head == "class" || cfg.head_classes.empty(),
+              "head_classes is for head='class'; this model's head is '", cfg.head, "'");
+  MSRNN_CHECK(cfg.head == "mdn" || cfg.mixtures == 0, "mixtures is for head='mdn'; this model's head is '", cfg.head,
+              "'");
+  if (cfg.head != "mdn") return make_softmax_head<S>(cfg, ps, core, cfg.vocab_size);
+  MSRNN_CHECK(cfg.mixtures >= 1, "the mixture density head needs mixtures >= 1, got ", cfg.mixtures);
+  ModelConfig inner = cfg;
+  inner.head = cfg.head_size > 0 ? "gated" : "linear";
+  return std::make_unique<MixtureDensityHead<S>>(make_softmax_head<S>(inner, ps, core, 6 * cfg.mixtures + 1),
+                                                 cfg.mixtures);
 }
 
 // Throws std::invalid_argument naming the first NaN or infinity in values (D, T*B) by stream, step, feature.
@@ -89,7 +93,9 @@ template <class S> static void check_values(const S* values, Index D, Index T, I
 }
 
 template <class S> LanguageModel<S>::LanguageModel(const ModelConfig& cfg) : cfg_(cfg), rng_(cfg.seed) {
-  MSRNN_CHECK(cfg.vocab_size > 0, "vocab_size must be positive, got ", cfg.vocab_size);
+  MSRNN_CHECK(cfg.vocab_size > 0 || (cfg.head == "mdn" && cfg.input_size > 0 && cfg.vocab_size == 0),
+              "vocab_size must be positive, got ", cfg.vocab_size,
+              " (only a mixture density head reading real vectors has none)");
   MSRNN_CHECK(cfg.embed_size > 0, "embed_size must be positive, got ", cfg.embed_size);
   MSRNN_CHECK(!cfg.hidden_sizes.empty(), "hidden_sizes must name at least one layer");
   for (Index h : cfg.hidden_sizes) MSRNN_CHECK(h > 0, "hidden sizes must be positive, got ", h);
@@ -152,15 +158,23 @@ template <class S> void LanguageModel<S>::run_core(const Inputs<S>& in, Index T,
 }
 
 template <class S> void LanguageModel<S>::forward(MRef<S> logits, const Inputs<S>& in, Index T, Index B, bool train) {
+  core_->set_padding(nullptr, 0);  // none left from a loss_and_grad that threw
   run_body(in, T, B, train);
   head_->forward(logits, dropped_ ? yin_ : y_, T, B, train);
 }
 
 template <class S>
-double LanguageModel<S>::loss_and_grad(const Inputs<S>& in, const std::int32_t* targets, Index T, Index B,
-                                       const double* weights, const StatisticsReducer& reduce) {
-  check_tokens(targets, T, B, cfg_.vocab_size, "target");
+double LanguageModel<S>::loss_and_grad(const Inputs<S>& in, const Targets<S>& targets, Index T, Index B,
+                                       const double* weights, const StatisticsReducer& reduce, const double* padding) {
+  head_->check_targets(targets, T, B);
   const Index N = T * B;
+  if (padding) {
+    for (Index n = 0; n < N; ++n)
+      MSRNN_CHECK(padding[n] == 0.0 || padding[n] == 1.0, "padding ", padding[n], " at (stream ", n % B, ", step ",
+                  n / B, ") must be 0 or 1");
+    if (!weights) weights = padding;
+  }
+  core_->set_padding(padding, N);
   double wsum = double(N);
   if (weights) {
     wsum = 0.0;
@@ -208,6 +222,7 @@ double LanguageModel<S>::loss_and_grad(const Inputs<S>& in, const std::int32_t* 
   dx_.resize(x_.rows(), N);
   core_->backward(dx_, dy_, dropped_ ? xin_ : x_);
   if (dropped_) dx_.array() *= mx_.array();
+  core_->set_padding(nullptr, 0);
   if (cfg_.input_size == 0)
     embedding_backward<S>(ps_.grad(emb_id_), dx_, in.tokens);
   else
@@ -216,8 +231,8 @@ double LanguageModel<S>::loss_and_grad(const Inputs<S>& in, const std::int32_t* 
 }
 
 template <class S>
-double LanguageModel<S>::loss(const Inputs<S>& in, const std::int32_t* targets, Index T, Index B, double* per_token) {
-  check_tokens(targets, T, B, cfg_.vocab_size, "target");
+double LanguageModel<S>::loss(const Inputs<S>& in, const Targets<S>& targets, Index T, Index B, double* per_token) {
+  head_->check_targets(targets, T, B);
   run_body(in, T, B, /*train=*/false);
   const Index N = T * B;
   nll_.resize(N);

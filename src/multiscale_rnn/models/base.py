@@ -92,7 +92,11 @@ def as_tokens(x, name: str, vocab_size: Optional[int]) -> np.ndarray:
 def sequence_and_symbols(text_or_tokens, vocab=None):
     """One sequence for a trace: (tokens (T,) int64, symbols or None). ``text_or_tokens`` is a string
     (encoded with ``vocab``, required) or a 1-D sequence of ids (decoded one by one when ``vocab`` is
-    given). ``symbols`` holds one printable piece per token, or None when they do not pair up."""
+    given), or for a model reading vectors a (T, D) float array (returned as is, symbols None).
+    ``symbols`` holds one printable piece per token, or None when they do not pair up."""
+    arr = None if isinstance(text_or_tokens, (str, bytes)) else np.asarray(text_or_tokens)
+    if arr is not None and arr.ndim == 2 and np.issubdtype(arr.dtype, np.floating):
+        return arr, None
     if isinstance(text_or_tokens, (str, bytes)):
         if vocab is None:
             raise ValueError("a text needs its vocabulary: trace(text, vocab=corpus.vocab)")
@@ -319,10 +323,11 @@ SHARED_OPTIONS = (
         "head",
         str,
         "linear",
-        choices=("linear", "gated", "class"),
+        choices=("linear", "gated", "class", "mdn"),
         core=False,
-        doc="'linear' softmax on the core's output, 'gated' (the HM-LSTM output module, eq. 11-12) "
-        "or 'class' (class-based softmax over head_classes, docs/models/heads.md)",
+        doc="'linear' softmax on the core's output, 'gated' (the HM-LSTM output module, eq. 11-12), "
+        "'class' (class-based softmax over head_classes, docs/models/heads.md) or 'mdn' (a mixture "
+        "density over pen offsets and the pen bit, Graves 2013; on the gated module when head_size > 0)",
     ),
     Option(
         "head_size",
@@ -331,7 +336,17 @@ SHARED_OPTIONS = (
         check=lambda v: v >= 0,
         rule=">= 0",
         core=False,
-        doc="the gated head's output embedding size; 0 (the default) for the linear and class heads",
+        doc="the gated head's output embedding size; 0 (the default) for the linear and class heads "
+        "(and for 'mdn' on a linear head)",
+    ),
+    Option(
+        "mixtures",
+        int,
+        None,
+        check=_positive_int,
+        rule=">= 1",
+        core=False,
+        doc="M, the mixture density head's bivariate Gaussians (head='mdn'; 20 when not given)",
     ),
     Option(
         "head_classes",
@@ -353,6 +368,46 @@ SHARED_OPTIONS = (
         doc="None reads token ids; D reads real vectors (B, T, D) through a linear encoder",
     ),
 )
+
+
+def _checked_sizes(owner: str, sizes: Dict[str, Any], values: Dict[str, Any]) -> Tuple[int, int, Tuple[int, ...]]:
+    """(vocab_size, embed_size, hidden sizes) checked, and the head's options in ``values`` checked and
+    completed (head_size 0 when not given, mixtures 20 for head='mdn'); vocab_size 0 for a mixture
+    density model reading vectors without one. ValueError / TypeError name what is wrong."""
+    vocab_size, embed_size, hidden_sizes = sizes["vocab_size"], sizes["embed_size"], sizes["hidden_sizes"]
+    mdn = values["head"] == "mdn"
+    if mdn and vocab_size is None:
+        if values["input_size"] is None:
+            raise ValueError(
+                f"{owner}: head='mdn' without a vocabulary reads real vectors: give input_size "
+                "(3 for pen strokes: dx, dy, pen bit)"
+            )
+        vocab_size = 0
+    checks = (
+        (("embed_size", embed_size),) if vocab_size == 0 else (("vocab_size", vocab_size), ("embed_size", embed_size))
+    )
+    for what, v in checks:
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"{owner}: {what} must be a positive integer, got {v!r}")
+    if hidden_sizes is None:
+        raise TypeError(f"{owner} needs hidden_sizes (one size per layer)")
+    hidden = (hidden_sizes,) if np.isscalar(hidden_sizes) else tuple(hidden_sizes)
+    if not hidden or any(
+        isinstance(h, (bool, np.bool_)) or not isinstance(h, (int, np.integer)) or h < 1 for h in hidden
+    ):
+        raise ValueError(f"{owner}: hidden_sizes must be positive integers, got {hidden_sizes!r}")
+    if values["head"] == "gated" and not (values["head_size"] or 0) >= 1:
+        raise ValueError(
+            f"{owner}: head='gated' needs head_size >= 1 (the output embedding of the gated output "
+            f"module, eq. 11-12), got {values['head_size']}"
+        )
+    if values["mixtures"] is not None and not mdn:
+        raise ValueError(f"{owner}: mixtures is for head='mdn'; this model's head is {values['head']!r}")
+    if mdn and values["mixtures"] is None:
+        values["mixtures"] = 20
+    if values["head_size"] is None:
+        values["head_size"] = 0
+    return int(vocab_size), int(embed_size), tuple(int(h) for h in hidden)
 
 
 @dataclass(frozen=True)
@@ -455,7 +510,7 @@ class LanguageModel:
                 f"{owner} got unexpected argument{'s' if len(unknown) > 1 else ''} "
                 f"{', '.join(repr(u) for u in unknown)}; it takes {', '.join(sorted(allowed))}"
             )
-        if "vocab_size" not in kwargs:
+        if "vocab_size" not in kwargs and kwargs.get("head") != "mdn":
             raise TypeError(f"{owner} needs vocab_size")
         return kwargs
 
@@ -470,37 +525,21 @@ class LanguageModel:
         }
         sizes: Dict[str, Any] = {name: kwargs.get(name, cls.defaults.get(name)) for name in sizes_names}
         core_options = self.core_options(values, sizes)
-        vocab_size, embed_size, hidden_sizes = sizes["vocab_size"], sizes["embed_size"], sizes["hidden_sizes"]
-        for what, v in (("vocab_size", vocab_size), ("embed_size", embed_size)):
-            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise ValueError(f"{owner}: {what} must be a positive integer, got {v!r}")
-        if hidden_sizes is None:
-            raise TypeError(f"{owner} needs hidden_sizes (one size per layer)")
-        hidden = (hidden_sizes,) if np.isscalar(hidden_sizes) else tuple(hidden_sizes)
-        if not hidden or any(
-            isinstance(h, (bool, np.bool_)) or not isinstance(h, (int, np.integer)) or h < 1 for h in hidden
-        ):
-            raise ValueError(f"{owner}: hidden_sizes must be positive integers, got {hidden_sizes!r}")
-        hidden = tuple(int(h) for h in hidden)
-        if values["head"] == "gated" and not (values["head_size"] or 0) >= 1:
-            raise ValueError(
-                f"{owner}: head='gated' needs head_size >= 1 (the output embedding of the gated output "
-                f"module, eq. 11-12), got {values['head_size']}"
-            )
-        if values["head_size"] is None:
-            values["head_size"] = 0
+        vocab_size, embed_size, hidden = _checked_sizes(owner, sizes, values)
         dtype, seed, input_size = values["dtype"], values["seed"], values["input_size"]
         self.dtype = np.dtype(_DTYPES[dtype])
+        out_size = 6 * values["mixtures"] + 1 if values["head"] == "mdn" else vocab_size
         check_model_size(
-            owner, int(vocab_size), int(embed_size), hidden, self.dtype.itemsize, values["head_size"], input_size
+            owner, out_size, int(embed_size), hidden, self.dtype.itemsize, values["head_size"], input_size
         )  # too large, or more than the memory: refused before the core allocates
-        self.vocab_size = int(vocab_size)
+        #: the vocabulary's size (None for a mixture density model reading vectors: it has none)
+        self.vocab_size: Optional[int] = int(vocab_size) if vocab_size else None
         self.input_size = input_size
         self.options: Dict[str, Any] = dict(core_options)
         # Everything needed to rebuild the model (checkpoints store it as JSON): the sizes and
         # every option's value, except options left at None (chosen from the others).
         self.config: Dict[str, Any] = dict(
-            model=owner, vocab_size=int(vocab_size), embed_size=int(embed_size), hidden_sizes=list(hidden)
+            model=owner, vocab_size=self.vocab_size, embed_size=int(embed_size), hidden_sizes=list(hidden)
         )
         self.config.update({k: v for k, v in values.items() if v is not None})
         cls_impl = _core.LanguageModelF32 if dtype == "float32" else _core.LanguageModelF64
@@ -516,6 +555,7 @@ class LanguageModel:
             values["head_size"],
             input_size or 0,
             values["head_classes"] or [],
+            values["mixtures"] or 0,
         )
         self._flat = self._impl.flat_params()
         self._flat_grad = self._impl.flat_grads()
@@ -652,9 +692,21 @@ class LanguageModel:
         return logits, self._impl.get_state()
 
     def _targets(self, targets, tok) -> np.ndarray:
-        tgt = as_tokens(targets, "target", None)
-        if tgt.shape != tok.shape[:2]:
-            raise ValueError(f"targets have shape {tgt.shape}, inputs {tok.shape[:2]}")
+        """Class ids (B, T), or for the mixture density head real vectors (B, T, 3): (dx, dy, pen bit)."""
+        size = self._impl.target_size
+        if size == 0:
+            tgt = as_tokens(targets, "target", None)
+        else:
+            a = np.asarray(targets)
+            if not (np.issubdtype(a.dtype, np.floating) or np.issubdtype(a.dtype, np.integer)) or a.dtype == bool:
+                raise TypeError(f"targets must be a real-valued array (dx, dy, pen bit), got dtype {a.dtype}")
+            if a.ndim != 3 or a.shape[2] != size:
+                raise ValueError(
+                    f"targets must have shape (batch, steps, {size}): dx, dy, pen bit; got shape {a.shape}"
+                )
+            tgt = np.ascontiguousarray(a, dtype=self.dtype)  # NaN and pen bits other than 0 / 1: refused by the core
+        if tgt.shape[:2] != tok.shape[:2]:
+            raise ValueError(f"targets have shape {tgt.shape[:2]}, inputs {tok.shape[:2]}")
         return tgt
 
     def loss_and_grad(
@@ -664,6 +716,7 @@ class LanguageModel:
         state=None,
         *,
         weights=None,
+        padding=None,
         copy_grads: bool = True,
         reducer: Optional[Callable[[np.ndarray], Optional[np.ndarray]]] = None,
     ):
@@ -676,6 +729,11 @@ class LanguageModel:
         ``weights`` (B, T), finite and non-negative, makes the cross-entropy the weighted mean
         ``sum w * nll / sum w`` (e.g. ones on the last step only: the loss of that step alone).
         ``state``: None (zeros), a dict, or ``KEEP``.
+
+        ``padding`` (B, T) of 0 and 1, for separate sequences padded to one length
+        (``multiscale_rnn.training.sequences``): the columns marked 0 count in neither the loss
+        (``weights`` defaults to ``padding``) nor the core's auxiliary terms (the HM-LSTM's boundary
+        rates, the VCRNN's penalty are then means over the columns marked 1).
 
         ``reducer``: for auxiliary terms that apply a nonlinearity to a batch statistic (the
         HM-LSTM's rate target mu (zbar - r)^2). When the core has such statistics (means over the
@@ -690,15 +748,21 @@ class LanguageModel:
         tgt = self._targets(targets, tok)
         if weights is not None:
             weights = np.asarray(weights, dtype=np.float64)
-            if weights.shape != tgt.shape:
-                raise ValueError(f"weights have shape {weights.shape}, targets {tgt.shape}")
+            if weights.shape != tgt.shape[:2]:
+                raise ValueError(f"weights have shape {weights.shape}, targets {tgt.shape[:2]}")
+        if padding is not None:
+            padding = np.asarray(padding, dtype=np.float64)
+            if padding.shape != tgt.shape[:2]:
+                raise ValueError(f"padding has shape {padding.shape}, targets {tgt.shape[:2]}")
+            if not np.isin(padding, (0.0, 1.0)).all() or not padding.any():
+                raise ValueError("padding must hold 0 (padding) and 1 (a step of a sequence), with at least one 1")
         if reducer is not None and not callable(reducer):
             raise TypeError(
                 f"reducer must be callable (it receives the batch statistics), got {type(reducer).__name__}"
             )
         self._set_state(state, tok.shape[0])
         self._impl.zero_grad()
-        loss = Loss(self._impl.loss_and_grad(tok, tgt, weights, reducer), self._impl.aux_losses())
+        loss = Loss(self._impl.loss_and_grad(tok, tgt, weights, reducer, padding), self._impl.aux_losses())
         grads = {k: v.copy() for k, v in self._grads.items()} if copy_grads else None
         return loss, grads, self._impl.get_state()
 

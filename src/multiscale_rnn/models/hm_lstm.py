@@ -536,6 +536,8 @@ class HMLSTM(LanguageModel):
         F1 of each detector's boundaries on the first ``n`` validation symbols against the ends of the same
         level (z^1: words, z^2: phrases) where they can first be seen, tolerance 1, and the fraction of steps
         with z = 1; None otherwise."""
+        if self.vocab_size is None:  # pen strokes: scored against their own boundaries elsewhere
+            return None
         refs = (getattr(corpus, "boundaries", None) or {}).get("valid") or {}
         if corpus.valid is None or len(corpus.valid) < 2:
             return None

@@ -8,8 +8,9 @@ Every registered family has one, found by its core's name (``LanguageModel.core_
     loss_and_grad(model, inputs, targets, state=None, mask=None) -> (loss, grads, new_state)
 
 - ``inputs``: token ids (B, T), or real vectors (B, T, D) for a model built with ``input_size=D``.
-- ``targets``: class ids (B, T) (real-valued targets, for a mixture density head, would arrive here
-  too: :func:`class_targets` is the one place that reads them).
+- ``targets``: class ids (B, T), or real vectors (B, T, 3) (dx, dy, pen bit) for a model with the
+  mixture density head (``head="mdn"``), whose loss is then the reference of :mod:`.mdn` on the raw
+  parameters the inner head gives (the linear head's, or the HM-LSTM's gated module's, "logits").
 - ``state``: None (zeros) or a dict name -> (B, size) array, by the model's state names.
 - ``mask``: None, or (B, T) non-negative weights (0/1: which targets count); the cross-entropy is
   then ``sum w nll / sum w``, as ``model.loss_and_grad(..., weights=mask)``. The auxiliary terms
@@ -53,6 +54,7 @@ __all__ = [
     "tensors",
     "check_covered",
     "class_targets",
+    "real_targets",
     "mask_weights",
     "encode",
     "encode_backward",
@@ -91,9 +93,18 @@ def module(model_or_class):
     return importlib.import_module(f"{__name__}.{REFERENCES[core]}")
 
 
-def loss_and_grad(model, inputs, targets, state=None, mask=None):
-    """The reference of ``model``'s family: ``(Loss, grads, new_state)`` (see the module docstring)."""
-    return module(model).loss_and_grad(model, inputs, targets, state, mask)
+def loss_and_grad(model, inputs, targets, state=None, mask=None, padding=None):
+    """The reference of ``model``'s family: ``(Loss, grads, new_state)`` (see the module docstring).
+    ``padding`` (B, T) 0/1, as ``model.loss_and_grad(..., padding=...)``: the columns marked 0 count in
+    neither the loss (``mask`` defaults to it) nor the family's auxiliary terms (families with auxiliary
+    terms take it as a keyword)."""
+    mod = module(model)
+    if padding is None:
+        return mod.loss_and_grad(model, inputs, targets, state, mask)
+    mask = padding if mask is None else mask
+    if model.aux_terms:
+        return mod.loss_and_grad(model, inputs, targets, state, mask, padding=padding)
+    return mod.loss_and_grad(model, inputs, targets, state, mask)
 
 
 def exact_gradient_options(model_or_class) -> dict:
@@ -106,7 +117,8 @@ def exact_gradient_options(model_or_class) -> dict:
 # ---- what every reference reads the same way ------------------------------------------------------
 def check_covered(model, heads: Tuple[str, ...] = ("linear",)) -> None:
     """``NotImplementedError`` for what no reference replays: dropout and zoneout (random masks of
-    the core), and a head outside ``heads``."""
+    the core), and a head outside ``heads`` (the mixture density head counts as its inner head:
+    "gated" with a head_size, else "linear")."""
     cfg = model.config
     if cfg.get("dropout", 0.0):
         raise NotImplementedError(
@@ -117,16 +129,21 @@ def check_covered(model, heads: Tuple[str, ...] = ("linear",)) -> None:
             raise NotImplementedError(
                 f"{cfg['model']} with {z}={cfg[z]}: the reference cannot replay the core's zoneout masks"
             )
-    if cfg.get("head", "linear") not in heads:
+    head = cfg.get("head", "linear")
+    if head == "mdn":
+        head = "gated" if cfg.get("head_size") else "linear"
+    if head not in heads:
         raise NotImplementedError(f"the {cfg['model']} reference has no {cfg['head']!r} head (it has {heads})")
 
 
+def real_targets(targets) -> bool:
+    """True for real-valued targets (B, T, 3), what the mixture density head reads."""
+    return np.asarray(targets).ndim == 3
+
+
 def class_targets(targets, shape) -> np.ndarray:
-    """Class ids (B, T) as int64, checked against the inputs' (B, T). Real-valued targets (B, T, D),
-    what a mixture density head reads, raise ``NotImplementedError``."""
+    """Class ids (B, T) as int64, checked against the inputs' (B, T)."""
     t = np.asarray(targets)
-    if t.ndim == 3 or np.issubdtype(t.dtype, np.floating):
-        raise NotImplementedError("real-valued targets (a mixture density head) are not in the references")
     if t.shape != tuple(shape):
         raise ValueError(f"targets have shape {t.shape}, inputs {tuple(shape)}")
     return t.astype(np.int64)
@@ -169,10 +186,20 @@ def encode_backward(grads: dict, inputs, dx: np.ndarray) -> None:
         grads["encoder.bias"] += dx.reshape(-1, E).sum(0)
 
 
-def linear_head(params: dict, y: np.ndarray, targets: np.ndarray, weights: Optional[np.ndarray], grads: dict):
-    """The linear softmax head on y (B, T, I): the mean (or ``weights``-weighted mean) cross-entropy of
-    ``targets`` (B, T), with the head's gradients added to ``grads``; returns (xent, dL/dy)."""
+def linear_head(params: dict, y: np.ndarray, targets, weights: Optional[np.ndarray], grads: dict):
+    """The linear head on y (B, T, I): the mean (or ``weights``-weighted mean) cross-entropy of class
+    ids ``targets`` (B, T), or the mixture density loss of real targets (B, T, 3) on its outputs, with
+    the head's gradients added to ``grads``; returns (loss, dL/dy)."""
     W, b = params["decoder.weight"], params["decoder.bias"]
+    if real_targets(targets):  # the mixture density head: its loss and gradients through autograd
+        t = torch()
+        Wt, bt, yt = (t.tensor(a, dtype=t.float64, requires_grad=True) for a in (W, b, y))
+        loss = torch_objective(yt @ Wt.T + bt, targets, weights)
+        loss.backward()
+        grads["decoder.weight"] += Wt.grad.numpy()
+        grads["decoder.bias"] += bt.grad.numpy()
+        return float(loss.detach()), yt.grad.numpy()
+    targets = class_targets(targets, y.shape[:2])
     z = y @ W.T + b  # (B, T, V)
     z = z - z.max(axis=-1, keepdims=True)
     logp = z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
@@ -220,13 +247,25 @@ def torch_inputs(P: dict, inputs):
 
 
 def torch_objective(logits, targets, mask=None):
-    """The (weighted) mean cross-entropy of ``logits`` (B, T, V) for class ids ``targets`` (B, T)."""
+    """The (weighted) mean cross-entropy of ``logits`` (B, T, V) for class ids ``targets`` (B, T); for
+    real targets (B, T, 3), the mixture density loss (:func:`multiscale_rnn.reference.mdn.nll`) of the
+    raw parameters ``logits`` (B, T, 6M + 1)."""
     t = torch()
-    tgt = class_targets(targets, tuple(logits.shape[:2]))
-    w = mask_weights(mask, tgt.shape)
-    nll = t.nn.functional.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]), t.as_tensor(tgt).reshape(-1), reduction="none"
-    )
+    shape = tuple(logits.shape[:2])
+    if real_targets(targets):
+        from .mdn import nll as mixture_nll
+
+        x = np.asarray(targets, dtype=np.float64)
+        if x.shape != shape + (3,):
+            raise ValueError(f"targets have shape {x.shape}, expected {shape + (3,)}")
+        w = mask_weights(mask, shape)
+        nll = mixture_nll(logits.reshape(-1, logits.shape[-1]), t.as_tensor(x).reshape(-1, 3))
+    else:
+        tgt = class_targets(targets, shape)
+        w = mask_weights(mask, tgt.shape)
+        nll = t.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), t.as_tensor(tgt).reshape(-1), reduction="none"
+        )
     if w is None:
         return nll.mean()
     w = t.as_tensor(w).reshape(-1)

@@ -113,7 +113,8 @@ def forward(
     ``terms``: a dict that receives ``"boundary_rate"``, the tensor lambda / (B T) * sum of z^l_t over the
     detector layers (``rate_penalty`` = lambda; 0 when off), and ``"boundary_target"``, the tensor
     mu * sum_l (zbar^l - r_l)^2 over the detector layers with a target (zbar^l the mean of z^l_t over the
-    chunk; ``rate_weight`` = mu, ``rate_target`` = [r_1, ...]).
+    chunk; ``rate_weight`` = mu, ``rate_target`` = [r_1, ...]). With ``terms["padding"]`` (B, T) 0/1, the
+    sums and means are over the columns it marks 1 (separate padded sequences).
     """
     torch = _torch()
     H = config["hidden_sizes"]
@@ -132,6 +133,7 @@ def forward(
     z = [state.get(f"z_l{l}", zeros(1)) for l in range(L)]  # (B, 1)
     ys = []
     zsums = [torch.zeros((), dtype=dt) for _ in range(L)]  # sum of z^l per layer (rate terms)
+    pad = None if terms is None or terms.get("padding") is None else torch.as_tensor(terms["padding"], dtype=dt)
     for t in range(Tn):
         hb, zb = x[:, t], torch.ones(Bn, 1, dtype=dt)
         for l in range(L):
@@ -146,7 +148,7 @@ def forward(
             if s.shape[1] > 4 * n:
                 zn = _boundary(config, l, t, torch.clamp((a * s[:, 4 * n :] + 1) / 2, 0, 1), drawn)
                 z_new = zn if config["copy_z"] == "recompute" else (1 - wC) * zn + wC * zp
-                zsums[l] = zsums[l] + z_new.sum()
+                zsums[l] = zsums[l] + (z_new.sum() if pad is None else (z_new[:, 0] * pad[:, t]).sum())
             else:
                 z_new = torch.zeros(Bn, 1, dtype=dt)
             h[l], c[l], z[l] = h_new, c_new, z_new
@@ -161,11 +163,13 @@ def forward(
     logits = Y @ P["decoder.weight"].T + P["decoder.bias"]
     new_state = {f"{w}_l{l}": v[l] for l in range(L) for w, v in (("h", h), ("c", c), ("z", z))}
     if terms is not None:
-        _rate_terms(config, terms, zsums, L, Bn * Tn, dt)
+        _rate_terms(config, terms, zsums, L, Bn * Tn if pad is None else pad.sum(), dt)
     return logits, new_state
 
 
-def loss_and_grad(model, inputs, targets, state: Optional[dict] = None, mask=None, *, records: Optional[dict] = None):
+def loss_and_grad(
+    model, inputs, targets, state: Optional[dict] = None, mask=None, *, padding=None, records: Optional[dict] = None
+):
     """The reference of ``model.loss_and_grad`` (the common interface of ``multiscale_rnn.reference``):
     the mean cross-entropy as a ``Loss`` whose ``aux`` holds ``boundary_rate`` (when ``rate_penalty`` >
     0) and ``boundary_target`` (when a layer with a detector has a ``rate_target``), the gradients of
@@ -184,7 +188,7 @@ def loss_and_grad(model, inputs, targets, state: Optional[dict] = None, mask=Non
             raise ValueError("boundary='sample': pass records=model.records() of the same chunk (the draws to replay)")
         drawn = {k: np.asarray(v)[0].reshape(T, B).T for k, v in records.items() if k.startswith("znew_")}
     st = {k: torch.tensor(np.asarray(v, dtype=np.float64)) for k, v in (state or {}).items()}
-    terms: Dict[str, Any] = {}
+    terms: Dict[str, Any] = {"padding": padding}
     logits, new = forward(Pin, config, tok, st, drawn, terms)
     xent = torch_objective(logits, targets, mask)
     L = len(config["hidden_sizes"])

@@ -29,7 +29,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from ..models.base import Loss
-from . import check_covered, class_targets, encode, encode_backward, linear_head, mask_weights
+from . import check_covered, encode, encode_backward, linear_head, mask_weights
 
 __all__ = ["loss_and_grad", "cells"]
 
@@ -218,7 +218,6 @@ def loss_and_grad(model, inputs, targets, state: Optional[Dict[str, np.ndarray]]
     G = {k: np.zeros_like(v) for k, v in P.items()}
     x = encode(P, inputs)  # (B, T, E)
     B, T = x.shape[:2]
-    tgt = class_targets(targets, (B, T))
     w = mask_weights(mask, (B, T))
     sizes = model.config["hidden_sizes"]
     names = _state_names(layout, spec, n)
@@ -249,7 +248,7 @@ def loss_and_grad(model, inputs, targets, state: Optional[Dict[str, np.ndarray]]
             ys.append(h)
         caches.append(step)
     y = np.stack(ys, axis=1)  # (B, T, H_top)
-    xent, dy = linear_head(P, y, tgt, w, G)
+    xent, dy = linear_head(P, y, targets, w, G)
 
     dx = np.zeros_like(x)
     dhs = [np.zeros_like(h) for h in hs]  # dL/d(state after step t), carried backwards

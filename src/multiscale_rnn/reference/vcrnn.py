@@ -111,11 +111,12 @@ def gru_reset_before(P: dict, tok, state: Optional[dict] = None):
     return Y @ P["decoder.weight"].T + P["decoder.bias"], {"h_l0": h}
 
 
-def loss_and_grad(model, inputs, targets, state: Optional[dict] = None, mask=None):
+def loss_and_grad(model, inputs, targets, state: Optional[dict] = None, mask=None, *, padding=None):
     """The reference of ``model.loss_and_grad`` in float64 (the common interface of
     ``multiscale_rnn.reference``): the mean cross-entropy as a ``Loss`` whose ``aux["vc_penalty"]`` is
     the weight times the mean of f(m - m_bar) over the B*T columns, the gradients (NumPy, by the
-    model's names) of ``loss.total`` and the new state."""
+    model's names) of ``loss.total`` and the new state. ``padding`` (B, T) 0/1: the mean over the columns
+    it marks 1 (separate padded sequences)."""
     torch = _torch()
     check_covered(model)
     P = tensors(model.parameters(), torch.float64, requires_grad=True)
@@ -124,7 +125,12 @@ def loss_and_grad(model, inputs, targets, state: Optional[dict] = None, mask=Non
     logits, new, rec = forward(Pin, model.config, tok, st)
     xent = torch_objective(logits, targets, mask)
     cfg = model.config
-    aux = cfg["penalty_weight"] * penalty(rec["m"], cfg["penalty"], cfg["target"]).mean()
+    f = penalty(rec["m"], cfg["penalty"], cfg["target"])  # (B, T)
+    if padding is None:
+        aux = cfg["penalty_weight"] * f.mean()
+    else:
+        pad = torch.as_tensor(np.asarray(padding, dtype=np.float64)).reshape(f.shape)
+        aux = cfg["penalty_weight"] * (f * pad).sum() / pad.sum()
     (xent + aux).backward()
     loss = Loss(float(xent.detach()), {"vc_penalty": float(aux.detach())})
     return loss, torch_grads(P), {k: v.detach().numpy() for k, v in new.items()}

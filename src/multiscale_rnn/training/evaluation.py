@@ -24,7 +24,7 @@ __all__ = ["LN2", "BITS_LABELS", "bits", "bits_label", "perplexity", "evaluate",
 LN2 = math.log(2.0)
 
 #: The name of the bits-per-token figure for each kind of token (``Trainer(unit=...)``).
-BITS_LABELS = {"char": "bpc", "word": "bpw", "bit": "bits/bit", "symbol": "bits/symbol"}
+BITS_LABELS = {"char": "bpc", "word": "bpw", "bit": "bits/bit", "symbol": "bits/symbol", "step": "bits/step"}
 
 
 def bits(loss: float) -> float:
@@ -80,7 +80,17 @@ def evaluate(
     ``distributed`` (True, an mpi4py communicator or a ``distributed.DataParallel``; collective):
     each rank reads its share of the B streams and the sums are added over the ranks, so every rank
     returns the figures of all B streams (equal to one process's up to the order of the sums).
+
+    Separate sequences (a list of (n_i, 3) pen-stroke arrays, for a model with ``head="mdn"``) are
+    scored by :func:`multiscale_rnn.training.sequences.evaluate_sequences`: each from the zero state,
+    with nats per sequence and the log-likelihood per sequence beside the per-step figures.
     """
+    from .sequences import evaluate_sequences, is_sequences
+
+    if is_sequences(ids) or model.vocab_size is None:
+        if distributed is not None:
+            raise ValueError("distributed evaluation of separate sequences is not supported")
+        return evaluate_sequences(model, ids, batch_size)
     ids = _checked_ids(model, ids, batch_size, bptt)
     B = min(int(batch_size), len(ids) // 2)
     streams = data.batchify(ids, B)

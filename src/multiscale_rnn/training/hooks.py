@@ -137,6 +137,7 @@ class FitRun:
     stopping: bool = False  #: a hook asked the run to stop
     save_on_stop: bool = True
     warning: Optional[str] = None
+    sequences: Any = None  #: separate sequences (``training.sequences.SequenceBatches``), or None for streams
 
     def stop(self, warning: Optional[str] = None, save: bool = True) -> None:
         """End the run after the current event. ``save=False`` leaves the last checkpoint as it was

@@ -38,6 +38,7 @@ from .hooks import CheckpointWriter, FitRun, LogCalls, Step, check_hooks
 from .inputs import training_data
 from .logs import CsvLog, TensorBoardLog, csv_path, writer_class
 from .progress import ProgressDisplay
+from .sequences import SequenceBatches, as_sequences, is_sequences, sequences_fingerprint
 from .state import check_state, ids_fingerprint
 
 if TYPE_CHECKING:
@@ -442,7 +443,8 @@ class Trainer:
         run = self._checked_run(*args) if dist is None else dist.together(lambda: self._checked_run(*args))
         if dist is not None:
             dist.check_model(self.model, self._agreement(run))
-        run.streams = run.streams[slice(0, self.batch_size) if dist is None else dist.shard(self.batch_size)]
+        if run.sequences is None:
+            run.streams = run.streams[slice(0, self.batch_size) if dist is None else dist.shard(self.batch_size)]
         self._resume_or_start(run)
         if self.lr_schedule is not None:
             self.lr_schedule.start(self.optimizer.lr)
@@ -471,6 +473,8 @@ class Trainer:
             check_writable(csv_path(checkpoint), "CSV log")
         if self.tensorboard is not None and self.speaks:
             check_writable(self.tensorboard / "events.probe", "tensorboard folder")
+        if is_sequences(train) or self.model.vocab_size is None:
+            return self._sequence_run(train, valid, epochs, checkpoint, resume, max_chunks, log, every, extra)
         train_ids, valid, vocab = training_data(self.model, train, valid, vocab)
         ids = np.asarray(train_ids)
         data.check_length(ids, self.batch_size, self.bptt, "train")
@@ -510,6 +514,47 @@ class Trainer:
             vocab=vocab,
             extra=extra,
             log=log,
+        )
+
+    def _sequence_run(self, train, valid, epochs, checkpoint, resume, max_chunks, log, every, extra) -> FitRun:
+        """The run of separate sequences (``training.sequences``): a corpus of them (its train and valid
+        splits) or a list of (n_i, 3) arrays, for a model whose head reads them (``head="mdn"``)."""
+        if self.model.vocab_size is not None or self.model.input_size is None:
+            raise TypeError(
+                "separate sequences of real vectors (pen strokes) train a model with head='mdn' and input_size=3; "
+                f"this {type(self.model).__name__} reads token ids: give it token ids or a text corpus"
+            )
+        if not is_sequences(train):
+            raise TypeError(
+                f"this {type(self.model).__name__} (head='mdn') trains on separate sequences: a stroke corpus "
+                f"(msr.data.load('kanjivg')) or a list of (steps, 3) arrays, got {type(train).__name__}"
+            )
+        if self.dist is not None:
+            raise ValueError("data-parallel training of separate sequences is not supported; train on one process")
+        if hasattr(train, "train"):
+            train, valid = train.train, (train.valid if valid is None else valid)
+        seqs = as_sequences(train, "train")
+        if valid is not None:
+            valid = as_sequences(valid, "valid")
+        elif self.early_stopping is not None:
+            raise ValueError("early_stopping watches the validation loss, and fit has no validation sequences")
+        batches = SequenceBatches(seqs, self.batch_size, self.bptt, self.seed, self.model.dtype)
+        return FitRun(
+            trainer=self,
+            epochs=epochs,
+            max_chunks=max_chunks,
+            checkpoint_every=every,
+            checkpoint=checkpoint,
+            resume=resume,
+            train=np.zeros(0),
+            valid=valid,
+            streams=np.zeros((0, 0)),
+            n_chunks=batches.num_chunks(self.epoch),
+            fingerprint=sequences_fingerprint(seqs),
+            vocab=None,
+            extra=extra,
+            log=log,
+            sequences=batches,
         )
 
     def _agreement(self, run: FitRun) -> dict:
@@ -580,13 +625,11 @@ class Trainer:
         t_epoch = time.perf_counter() - self._seconds
         stopped = False
         try:
-            for k, (x, y) in enumerate(data.chunks(run.streams, self.bptt)):
-                if k < self.chunk:
-                    continue
+            for k, x, y, w in self._epoch_chunks(run):
                 if run.budget_spent():
                     stopped = True
                     break
-                run.emit("on_step", self._train_chunk(run, k, x, y))
+                run.emit("on_step", self._train_chunk(run, k, x, y, w))
                 every = run.checkpoint_every
                 if every is not None and self.chunk % every == 0 and self.chunk < run.n_chunks:
                     self._seconds = time.perf_counter() - t_epoch
@@ -599,10 +642,25 @@ class Trainer:
         self._seconds = time.perf_counter() - t_epoch
         return not stopped and self.chunk >= run.n_chunks
 
+    def _epoch_chunks(self, run: FitRun):
+        """``(k, inputs, targets, weights or None)`` of the epoch's chunks from ``self.chunk`` on; separate
+        sequences reset the state to zeros where a batch starts."""
+        if run.sequences is None:
+            for k, (x, y) in enumerate(data.chunks(run.streams, self.bptt)):
+                if k >= self.chunk:
+                    yield k, x, y, None
+            return
+        for k, ch in run.sequences.chunks(self.epoch, self.chunk):
+            if ch.first:
+                self.model.reset_state(ch.x.shape[0])
+            yield k, ch.x, ch.y, ch.w
+
     def _enter_epoch(self, run: FitRun) -> None:
         """The state the epoch goes on from: zero at its start (and its sums cleared), else the carried state."""
+        if run.sequences is not None:
+            run.n_chunks = run.sequences.num_chunks(self.epoch)
         if self.chunk == 0:
-            self.model.reset_state(run.streams.shape[0])
+            self.model.reset_state(run.streams.shape[0] if run.sequences is None else 1)
             self._sum_loss, self._tokens, self._seconds = 0.0, 0, 0.0
             self._sum_aux = {}
         else:  # the carried state holds all B streams (whatever the number of ranks that saved it)
@@ -621,15 +679,16 @@ class Trainer:
         return state if self.dist is None else self.dist.gather_state(state)
 
     # ---- fit's steps: a chunk -------------------------------------------------------------------
-    def _train_chunk(self, run: FitRun, k: int, x: np.ndarray, y: np.ndarray) -> Step:
-        """One optimiser step on chunk ``k`` (inputs ``x``, targets ``y`` of this rank's streams): the model
-        options, loss and gradient, all-reduce, clip, finite check, optimiser step, constraint."""
+    def _train_chunk(self, run: FitRun, k: int, x: np.ndarray, y: np.ndarray, w: Optional[np.ndarray] = None) -> Step:
+        """One optimiser step on chunk ``k`` (inputs ``x``, targets ``y`` of this rank's streams, loss weights
+        ``w``: 0 on padding): the model options, loss and gradient, all-reduce, clip, finite check, optimiser
+        step, constraint."""
         t0 = time.perf_counter()
         changed = self._apply_options(force=(run.done == 0))
         if changed:
             run.emit("on_model_changed", changed)
-        n = self.batch_size * x.shape[1]  # targets of the chunk over all ranks
-        loss, aux = self._loss_and_gradient(x, y, n)
+        n = self.batch_size * x.shape[1] if w is None else int(w.sum())  # targets of the chunk over all ranks
+        loss, aux = self._loss_and_gradient(x, y, n, w)
         norm = self._clip_and_check(run, k, loss)
         self._update()
         self.chunk = k + 1
@@ -651,12 +710,14 @@ class Trainer:
             seconds=time.perf_counter() - t0,
         )
 
-    def _loss_and_gradient(self, x: np.ndarray, y: np.ndarray, n: int) -> Tuple[float, Dict[str, float]]:
+    def _loss_and_gradient(
+        self, x: np.ndarray, y: np.ndarray, n: int, w: Optional[np.ndarray] = None
+    ) -> Tuple[float, Dict[str, float]]:
         """Loss, auxiliary terms and gradient (into the flat buffer) of the chunk; when distributed, their
         means over all ``n`` targets of all ranks (batch statistics of nonlinear auxiliary terms too)."""
         dist, model = self.dist, self.model
         reducer = None if dist is None else (lambda s: dist.average_statistics(s, x.size, n))
-        result, _, _ = model.loss_and_grad(x, y, "keep", copy_grads=False, reducer=reducer)
+        result, _, _ = model.loss_and_grad(x, y, "keep", padding=w, copy_grads=False, reducer=reducer)
         loss, aux = float(result), result.aux
         if dist is not None:  # the mean gradient, loss and terms over all B streams
             dist.average_gradients(model.flat_gradients(), x.size, n)

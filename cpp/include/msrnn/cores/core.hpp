@@ -103,6 +103,29 @@ template <class S> class Core {
   virtual void set_batch_statistics(const std::vector<double>& values) {
     MSRNN_CHECK(values.empty(), "this core has no batch statistics, got ", values.size(), " values");
   }
+  // Padding of separate sequences (LanguageModel::loss_and_grad): mask (N) of 0 and 1, or nullptr for
+  // none. The auxiliary terms of the next training forward, and their gradients, are then means over the
+  // columns marked 1: padding counts in none of them.
+  void set_padding(const double* mask, Index N) {
+    if (mask)
+      padding_.assign(mask, mask + N);
+    else
+      padding_.clear();
+  }
+
+ protected:
+  // 1 for a column that counts in the auxiliary terms, 0 for padding.
+  double column_weight(Index n) const { return padding_.empty() ? 1.0 : padding_[size_t(n)]; }
+  // The number of columns of N that count (N without padding).
+  double counted_columns(Index N) const {
+    if (padding_.empty()) return double(N);
+    double c = 0.0;
+    for (double m : padding_) c += m;
+    return c;
+  }
+
+ private:
+  std::vector<double> padding_;  // (N) 0/1, or empty: every column counts
 };
 
 // ---- options ------------------------------------------------------------------------------------

@@ -28,8 +28,8 @@ template <class S> class ClassSoftmaxHead : public Head<S> {
   void forward(MRef<S> Z, CRef<S> Y, Index T, Index B, bool train) override;
   // Training goes through nll / nll_backward (the full logits are never formed): refuses.
   void backward(MRef<S> dY, CRef<S> dZ, CRef<S> Y) override;
-  void nll(double* nll, CRef<S> Y, const std::int32_t* targets, Index T, Index B, bool train) override;
-  void nll_backward(MRef<S> dY, CRef<S> Y, const std::int32_t* targets, S scale, const double* weights) override;
+  void nll(double* nll, CRef<S> Y, const Targets<S>& targets, Index T, Index B, bool train) override;
+  void nll_backward(MRef<S> dY, CRef<S> Y, const Targets<S>& targets, S scale, const double* weights) override;
 
  private:
   Index I_, V_, C_;

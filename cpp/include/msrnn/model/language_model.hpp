@@ -1,4 +1,5 @@
-// A language model: encoder -> recurrent core -> head -> softmax cross-entropy.
+// A language model: encoder -> recurrent core -> head -> softmax cross-entropy (or, with the mixture
+// density head, the negative log-likelihood of real-valued targets: pen strokes, mdn.hpp).
 // The head is chosen by name (ModelConfig::head) and reads the core's output parts.
 //   x_t = E[:, token_t]                    token embedding: embedding.weight, NumPy (V, E)
 //   x_t = W_enc u_t + b_enc                or, for real-valued inputs u_t (D,) (input_size D > 0),
@@ -23,11 +24,14 @@ namespace msrnn {
 
 struct ModelConfig {
   std::string core = "lstm";        // a registered core's name (core.hpp, core_names())
-  std::string head = "linear";      // "linear" (LinearHead), "gated" (GatedOutputHead, eq. 11-12) or
-                                    // "class" (ClassSoftmaxHead over head_classes)
+  std::string head = "linear";      // "linear" (LinearHead), "gated" (GatedOutputHead, eq. 11-12),
+                                    // "class" (ClassSoftmaxHead over head_classes) or "mdn"
+                                    // (MixtureDensityHead on a linear head, or on the gated module
+                                    // when head_size > 0)
   Index head_size = 0;              // the head's hidden size (gated: output embedding He); 0 for linear
   std::vector<Index> head_classes;  // the class head's class sizes over consecutive ids; empty otherwise
-  Index vocab_size = 0;             // V (output classes)
+  Index mixtures = 0;               // M of the mixture density head; 0 otherwise
+  Index vocab_size = 0;             // V (output classes; 0 for the mixture density head reading vectors)
   Index input_size = 0;             // D: 0 reads token ids; D > 0 reads real vectors (linear encoder)
   Index embed_size = 0;             // E
   std::vector<Index> hidden_sizes;  // H of each layer
@@ -38,9 +42,6 @@ struct ModelConfig {
   std::map<std::string, double> num_options;
   std::map<std::string, std::string> text_options;
 };
-
-// Throws std::out_of_range naming the first id outside [0, V) with its stream and step.
-void check_tokens(const std::int32_t* tokens, Index T, Index B, Index V, const char* what);
 
 // What a model reads over a chunk: token ids or real vectors, both step-major (n = t*B + b).
 template <class S> struct Inputs {
@@ -59,10 +60,12 @@ template <class S> class LanguageModel {
   Rng& rng() { return rng_; }
   Core<S>& core() { return *core_; }
   Index vocab_size() const { return cfg_.vocab_size; }
+  Index output_size() const { return head_->output_size(); }  // rows of forward's output (V, or 6M + 1)
+  Index target_size() const { return head_->target_size(); }  // 0: class ids; D: real targets (D, N)
 
   Index input_size() const { return cfg_.input_size; }
 
-  // logits (V, T*B) out.
+  // logits (output_size(), T*B) out.
   void forward(MRef<S> logits, const Inputs<S>& in, Index T, Index B, bool train);
   // Training-mode forward, cross-entropy and backward; accumulates gradients; returns the mean
   // cross-entropy (nats). The gradient also holds the core's auxiliary terms (aux_losses()).
@@ -71,20 +74,23 @@ template <class S> class LanguageModel {
   // reduce: when given and the core has batch statistics (Core::batch_statistics), called between the
   // forward and the backward with their values, which it may change (data-parallel training: the
   // mean over all ranks' columns); the core's terms and gradients then follow the changed values.
-  double loss_and_grad(const Inputs<S>& in, const std::int32_t* targets, Index T, Index B,
-                       const double* weights = nullptr, const StatisticsReducer& reduce = nullptr);
+  // padding (T*B, step-major, 0 or 1; separate sequences padded to one length): the columns marked 0
+  // count in neither the loss (weights default to padding) nor the core's auxiliary terms.
+  double loss_and_grad(const Inputs<S>& in, const Targets<S>& targets, Index T, Index B,
+                       const double* weights = nullptr, const StatisticsReducer& reduce = nullptr,
+                       const double* padding = nullptr);
   // Evaluation-mode mean loss, no gradients. If `per_token` is given (T*B), it receives each -log p.
-  double loss(const Inputs<S>& in, const std::int32_t* targets, Index T, Index B, double* per_token = nullptr);
+  double loss(const Inputs<S>& in, const Targets<S>& targets, Index T, Index B, double* per_token = nullptr);
   // The same for token ids (T*B).
   void forward(MRef<S> logits, const std::int32_t* tokens, Index T, Index B, bool train) {
     forward(logits, Inputs<S>{tokens, nullptr}, T, B, train);
   }
   double loss_and_grad(const std::int32_t* tokens, const std::int32_t* targets, Index T, Index B,
                        const double* weights = nullptr, const StatisticsReducer& reduce = nullptr) {
-    return loss_and_grad(Inputs<S>{tokens, nullptr}, targets, T, B, weights, reduce);
+    return loss_and_grad(Inputs<S>{tokens, nullptr}, Targets<S>{targets, nullptr}, T, B, weights, reduce);
   }
   double loss(const std::int32_t* tokens, const std::int32_t* targets, Index T, Index B, double* per_token = nullptr) {
-    return loss(Inputs<S>{tokens, nullptr}, targets, T, B, per_token);
+    return loss(Inputs<S>{tokens, nullptr}, Targets<S>{targets, nullptr}, T, B, per_token);
   }
 
   std::vector<NamedState<S>> get_state() const { return core_->get_state(); }

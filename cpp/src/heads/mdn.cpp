@@ -1,0 +1,153 @@
+#include "msrnn/heads/mdn.hpp"
+
+#include "msrnn/kernels/gemm.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace msrnn {
+
+namespace {
+
+constexpr double kLog2Pi = 1.8378770664093453;  // log(2 pi)
+
+// log(1 + exp(a)) without overflow.
+double softplus(double a) { return a > 0.0 ? a + std::log1p(std::exp(-a)) : std::log1p(std::exp(a)); }
+
+// log cosh(a) without overflow: |a| + log(1 + exp(-2|a|)) - log 2.
+double log_cosh(double a) {
+  const double m = std::fabs(a);
+  return m + std::log1p(std::exp(-2.0 * m)) - 0.6931471805599453;
+}
+
+}  // namespace
+
+template <class S> MixtureColumn mixture_column(const S* z, Index M, double temperature, double bias) {
+  MSRNN_CHECK(temperature > 0.0 && std::isfinite(temperature), "temperature must be positive, got ", temperature);
+  MSRNN_CHECK(bias >= 0.0 && std::isfinite(bias), "bias must be >= 0, got ", bias);
+  MixtureColumn c;
+  c.e = 1.0 / (1.0 + std::exp(double(z[0]) / temperature));
+  c.pi.resize(M);
+  c.mu1.resize(M);
+  c.mu2.resize(M);
+  c.s1.resize(M);
+  c.s2.resize(M);
+  c.rho.resize(M);
+  double top = -INFINITY;
+  for (Index j = 0; j < M; ++j) {
+    c.pi[j] = double(z[1 + j]) * (1.0 + bias) / temperature;
+    top = std::max(top, c.pi[j]);
+  }
+  double sum = 0.0;
+  for (Index j = 0; j < M; ++j) sum += (c.pi[j] = std::exp(c.pi[j] - top));
+  const double widen = std::sqrt(temperature);
+  for (Index j = 0; j < M; ++j) {
+    c.pi[j] /= sum;
+    c.mu1[j] = double(z[1 + M + j]);
+    c.mu2[j] = double(z[1 + 2 * M + j]);
+    c.s1[j] = std::exp(double(z[1 + 3 * M + j]) - bias) * widen;
+    c.s2[j] = std::exp(double(z[1 + 4 * M + j]) - bias) * widen;
+    c.rho[j] = std::tanh(double(z[1 + 5 * M + j]));
+  }
+  return c;
+}
+
+template <class S> double mixture_nll(S* dz, const S* z, const S* x, Index M) {
+  const double x1 = double(x[0]), x2 = double(x[1]), x3 = double(x[2]);
+  // log pi_j = pi^_j - log sum exp pi^ ; log N_j from the header's formula; a_j = log pi_j + log N_j
+  double pmax = -INFINITY;
+  for (Index j = 0; j < M; ++j) pmax = std::max(pmax, double(z[1 + j]));
+  double psum = 0.0;
+  for (Index j = 0; j < M; ++j) psum += std::exp(double(z[1 + j]) - pmax);
+  const double log_z = pmax + std::log(psum);
+  std::vector<double> a(M), d1(M), d2(M), q(M);  // (M) each
+  double amax = -INFINITY;
+  for (Index j = 0; j < M; ++j) {
+    const double ls1 = double(z[1 + 3 * M + j]), ls2 = double(z[1 + 4 * M + j]), rh = double(z[1 + 5 * M + j]);
+    const double rho = std::tanh(rh);
+    const double log_1mr2 = -2.0 * log_cosh(rh);  // log(1 - rho^2)
+    d1[j] = (x1 - double(z[1 + M + j])) * std::exp(-ls1);
+    d2[j] = (x2 - double(z[1 + 2 * M + j])) * std::exp(-ls2);
+    q[j] = d1[j] * d1[j] + d2[j] * d2[j] - 2.0 * rho * d1[j] * d2[j];
+    a[j] = double(z[1 + j]) - log_z - kLog2Pi - ls1 - ls2 - 0.5 * log_1mr2 - 0.5 * q[j] * std::exp(-log_1mr2);
+    amax = std::max(amax, a[j]);
+  }
+  double asum = 0.0;
+  for (Index j = 0; j < M; ++j) asum += std::exp(a[j] - amax);
+  const double log_mix = amax + std::log(asum);
+  // -log e = softplus(e^), -log(1 - e) = softplus(-e^)
+  const double e_hat = double(z[0]);
+  const double nll = -log_mix + (x3 > 0.5 ? softplus(e_hat) : softplus(-e_hat));
+  if (dz) {
+    dz[0] = S(x3 - 1.0 / (1.0 + std::exp(e_hat)));
+    for (Index j = 0; j < M; ++j) {
+      const double g = std::exp(a[j] - log_mix);  // gamma_j
+      const double pi = std::exp(double(z[1 + j]) - log_z);
+      const double rho = std::tanh(double(z[1 + 5 * M + j]));
+      const double C = std::exp(2.0 * log_cosh(double(z[1 + 5 * M + j])));  // 1 / (1 - rho^2)
+      const double e1 = d1[j] - rho * d2[j], e2 = d2[j] - rho * d1[j];
+      dz[1 + j] = S(pi - g);
+      dz[1 + M + j] = S(-g * C * e1 * std::exp(-double(z[1 + 3 * M + j])));
+      dz[1 + 2 * M + j] = S(-g * C * e2 * std::exp(-double(z[1 + 4 * M + j])));
+      dz[1 + 3 * M + j] = S(-g * (C * d1[j] * e1 - 1.0));
+      dz[1 + 4 * M + j] = S(-g * (C * d2[j] * e2 - 1.0));
+      dz[1 + 5 * M + j] = S(-g * (d1[j] * d2[j] + rho * (1.0 - C * q[j])));
+    }
+  }
+  return nll;
+}
+
+template <class S>
+MixtureDensityHead<S>::MixtureDensityHead(std::unique_ptr<Head<S>> inner, Index M) : inner_(std::move(inner)), M_(M) {
+  MSRNN_CHECK(M >= 1, "the mixture density head needs at least one mixture component, got ", M);
+  MSRNN_CHECK(inner_->output_size() == 6 * M + 1,
+              "the mixture density head's inner head must give 6M + 1 = ", 6 * M + 1, " rows, gives ",
+              inner_->output_size());
+}
+
+template <class S> void MixtureDensityHead<S>::check_targets(const Targets<S>& targets, Index T, Index B) const {
+  MSRNN_CHECK(targets.values && !targets.ids,
+              "the mixture density head's targets are real vectors (x1, x2, x3), not class ids");
+  for (Index t = 0; t < T; ++t)
+    for (Index b = 0; b < B; ++b) {
+      const S* x = targets.values + (t * B + b) * kTargetSize;
+      for (Index d = 0; d < 2; ++d)
+        if (!std::isfinite(x[d]))
+          throw std::invalid_argument(
+              cat("target value ", x[d], " at (stream ", b, ", step ", t, ", feature ", d, ") is not finite"));
+      if (!(x[2] == S(0) || x[2] == S(1)))
+        throw std::invalid_argument(
+            cat("target pen bit ", x[2], " at (stream ", b, ", step ", t, ", feature 2) must be 0 or 1"));
+    }
+}
+
+template <class S>
+void MixtureDensityHead<S>::nll(double* nll, CRef<S> Y, const Targets<S>& targets, Index T, Index B, bool train) {
+  const Index N = Y.cols(), R = output_size();
+  z_.resize(R, N);
+  inner_->forward(z_, Y, T, B, train);
+  if (train) dz_.resize(R, N);
+  parallel_slices(N, 16, [&](Index c0, Index m) {
+    for (Index n = c0; n < c0 + m; ++n)
+      nll[n] =
+          mixture_nll<S>(train ? dz_.col(n).data() : nullptr, z_.col(n).data(), targets.values + n * kTargetSize, M_);
+  });
+}
+
+template <class S>
+void MixtureDensityHead<S>::nll_backward(MRef<S> dY, CRef<S> Y, const Targets<S>&, S scale, const double* weights) {
+  const Index N = Y.cols();
+  MSRNN_CHECK(dz_.cols() == N, "nll_backward needs a preceding training nll over the same ", N, " columns");
+  for (Index n = 0; n < N; ++n) dz_.col(n) *= weights ? S(double(scale) * weights[n]) : scale;
+  inner_->backward(dY, dz_, Y);
+  dz_.resize(dz_.rows(), 0);  // one backward per nll
+}
+
+template MixtureColumn mixture_column<float>(const float*, Index, double, double);
+template MixtureColumn mixture_column<double>(const double*, Index, double, double);
+template double mixture_nll<float>(float*, const float*, const float*, Index);
+template double mixture_nll<double>(double*, const double*, const double*, Index);
+template class MixtureDensityHead<float>;
+template class MixtureDensityHead<double>;
+
+}  // namespace msrnn
