@@ -183,14 +183,6 @@ def test_iam_errors(iam, tmp_path):
         msr.data.load("iam-ondb")
 
 
-def test_command_line_refuses_stroke_corpora():
-    from multiscale_rnn.command_line.build import load_corpus
-
-    for name in ("kanjivg", "IAM_OnDB"):
-        with pytest.raises(ValueError, match="is a corpus of pen strokes .* msr.data.load"):
-            load_corpus({"data": name, "data_path": None, "data_options": {}})
-
-
 # ------------------------------------------------------------------------------------------- KanjiVG
 
 needs_svg = pytest.mark.skipif(
@@ -395,5 +387,66 @@ def test_real_kanjivg_drawings(real):
         assert b["component"].sum() <= n
     if "漢" in by_char:
         s, i = by_char["漢"]
-        # 氵 only: the right half (phonetic 𦰩) is a top-level group without kvg:element
-        assert real.boundaries[s][i]["component"].sum() == 1
+        # 氵 and the right half (the phonetic 𦰩, a top-level group marked only kvg:phon)
+        assert real.boundaries[s][i]["component"].sum() == 2
+
+
+@needs_svg
+def test_command_line_trains_evaluates_and_samples_a_stroke_model(kvg, tmp_path, capsys):
+    import json
+
+    import matplotlib.image
+
+    from multiscale_rnn import checkpoint
+    from multiscale_rnn.cli import main
+
+    ck = tmp_path / "kanji.npz"
+    argv = ["train", "--data", "kanjivg", "--data-path", str(kvg), "--model", "hm-lstm", "--embed-size", "8"]
+    argv += ["--hidden-sizes", "8,8", "--option", "mixtures=2", "--epochs", "2", "--batch-size", "2", "--bptt", "8"]
+    argv += ["--lr", "0.01", "--out", str(ck), "--no-progress", "--threads", "1"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "training sequences" in out and "nats per sequence" in out
+    model = checkpoint.load(ck).model
+    assert model.vocab_size is None and model.config["head"] == "mdn" and model.config["mixtures"] == 2
+    assert main(["evaluate", str(ck), "--split", "valid", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert r["split"] == "valid" and r["sequences"] >= 1 and r["log_likelihood"] == -r["nats_per_sequence"]
+    png = tmp_path / "drawn.png"
+    assert main(["sample", str(ck), "--length", "12", "--num-samples", "3", "--bias", "0.5", "--out", str(png)]) == 0
+    assert "3 drawing(s) of 12 pen offsets" in capsys.readouterr().out
+    assert matplotlib.image.imread(png).shape[1] > matplotlib.image.imread(png).shape[0]  # three side by side
+    assert main(["sample", str(ck), "--prompt", "x"]) == 1
+    assert "--prompt is for text models" in capsys.readouterr().err
+
+
+@needs_svg
+def test_hm_lstm_boundaries_scored_against_pen_lifts_and_components_and_figure_5(kvg):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    import multiscale_rnn as msr
+    from multiscale_rnn.analysis.hm_lstm_strokes import point_references, score_strokes, stroke_trace
+
+    corpus = msr.data.load("kanjivg", path=kvg, epsilon=0.5)
+    model = msr.HMLSTM(input_size=3, head="mdn", mixtures=2, embed_size=6, hidden_sizes=[8, 8, 8], warmup=0, seed=3)
+    rows = corpus.train[0]
+    tr = stroke_trace(model, rows, reference=corpus.boundaries["train"][0]["stroke"], tolerance=0)
+    assert tr.z.shape == (3, len(rows) + 1)  # one step per point: the start, then every row
+    np.testing.assert_array_equal(tr.reference, point_references(rows[:, 2] > 0.5))
+    r = score_strokes(model, corpus, "train", max_sequences=None, tolerance=1)
+    assert r["layers"] == ["z1", "z2"] and r["sequences"] == len(corpus.train)
+    assert r["points"] == sum(len(s) + 1 for s in corpus.train)
+    pen_rate = sum(float(s[:, 2].sum()) for s in corpus.train) / r["points"]
+    assert r["reference_rates"]["stroke"] == pytest.approx(pen_rate)
+    assert set(r) >= {"stroke", "component"} and all(0 <= s["f1"] <= 1 for s in r["stroke"] + r["component"])
+    fig, axes = plt.subplots(1, 2)
+    msr.plot.figure5(model, corpus, index=0, split="train", layer=2, axes=axes)
+    strokes_drawn = int(rows[:, 2].sum())  # the pen lifts after each stroke: as many segments
+    assert axes[1].get_title() == f"segments by pen-up ({strokes_drawn})"
+    assert len(axes[1].lines) == len(rows) + 1 - strokes_drawn  # one line per pen-down move
+    with pytest.raises(ValueError, match="layer must be in 1..3"):
+        msr.plot.figure5(model, corpus, layer=4)
+    plt.close(fig)

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import inspect
 import re
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 from .. import data, set_num_threads
 from ..data import loaders
-from ..data.loaders import STROKES, corpus_key
+from ..data.loaders import corpus_key
 from ..data.synthetic import synthetic_hierarchy
 from ..models.registry import build_model
 from ..optim import SGD, Adam
@@ -30,8 +30,10 @@ __all__ = [
 ]
 
 
-def model_from_settings(settings: Dict[str, Any], vocab_size: int):
-    """Build the model named in ``settings`` through ``build_model``."""
+def model_from_settings(settings: Dict[str, Any], vocab_size: Optional[int]):
+    """Build the model named in ``settings`` through ``build_model``; ``vocab_size`` None (a corpus of pen
+    strokes): the mixture density head on (dx, dy, pen bit) rows, ``head="mdn"`` and ``input_size=3``
+    unless the options say otherwise."""
     own = ("vocab_size", "embed_size", "hidden_sizes", "dropout", "dtype", "seed")
     clash = sorted(set(settings["options"]) & set(own))
     if clash:
@@ -39,15 +41,19 @@ def model_from_settings(settings: Dict[str, Any], vocab_size: int):
             f"model option(s) {clash} are settings of their own: use --{clash[0].replace('_', '-')} "
             f"(or the top-level key in a config file)"
         )
+    options = dict(settings["options"])
+    if vocab_size is None:
+        options.setdefault("head", "mdn")
+        options.setdefault("input_size", 3)
     return build_model(
         settings["model"],
-        vocab_size=int(vocab_size),
+        vocab_size=None if vocab_size is None else int(vocab_size),
         embed_size=settings["embed_size"],
         hidden_sizes=list(settings["hidden_sizes"]),
         dropout=float(settings["dropout"]),
         dtype=settings["dtype"],
         seed=settings["seed"],
-        **settings["options"],
+        **options,
     )
 
 
@@ -119,14 +125,7 @@ def trainer_from_settings(s, corpus, model, distributed=None, progress=None):
 
 def load_corpus(settings):
     """The corpus of ``settings`` (``data.load``); a corpus option it does not take is refused naming the
-    ``--data-option`` names it takes. The corpora of pen strokes are refused: their rows are vectors,
-    not the symbols the command line's models read."""
-    name = settings["data"]
-    if isinstance(name, str) and corpus_key(name) in STROKES:
-        raise ValueError(
-            f"--data {name} is a corpus of pen strokes (rows of offsets and a pen bit, not symbols), which the "
-            f"command line does not train on; load it in Python: msr.data.load({corpus_key(name)!r})"
-        )
+    ``--data-option`` names it takes."""
     try:
         return data.load(settings["data"], path=settings["data_path"], **settings["data_options"])
     except TypeError as e:  # an option the corpus does not take: name the flag and the options it takes
@@ -151,7 +150,7 @@ def _corpus_options(name: str) -> str:
 def token_unit(corpus) -> str:
     """What one token of the corpus is, for the label of the bits figure: "char", "word", or
     "bit" / "symbol" for corpora that say so (``token_unit``: the bit corpora, the music corpus)."""
-    return getattr(corpus, "token_unit", corpus.unit)
+    return str(getattr(corpus, "token_unit", None) or getattr(corpus, "unit", "step"))
 
 
 def corpus_bits_label(corpus) -> str:

@@ -13,6 +13,7 @@ from ..checkpoint import load
 from ..data.vocab import describe_symbol, tokenize_words
 from ..storage import check_writable
 from ..training import evaluate, sample
+from . import strokes
 from .build import corpus_bits_label, load_corpus, set_threads
 from .settings import key_values, resolve_data
 
@@ -124,6 +125,10 @@ def cmd_evaluate(args) -> int:
     set_threads(args.threads)
     ck = _load_checkpoint(args.checkpoint, args.best)
     _set_precision(ck.model, args.precision)
+    if ck.model.vocab_size is None:  # a pen-stroke model (head="mdn"): nats per sequence
+        r = strokes.evaluate_checkpoint(args, ck)
+        print(json.dumps(r) if args.json else f"{r['data']} {strokes.report_line(args.split, r)}")
+        return 0
     corpus, _ = _checkpoint_data(args, ck, need_corpus=True)
     s = dict(_presets.DEFAULTS)
     s.update(ck.extra.get("settings") or {})
@@ -197,6 +202,11 @@ def cmd_sample(args) -> int:
     set_threads(args.threads)
     ck = _load_checkpoint(args.checkpoint, args.best)
     _set_precision(ck.model, args.precision)
+    if ck.model.vocab_size is None:  # a pen-stroke model (head="mdn"): drawings
+        strokes.sample_checkpoint(args, ck)
+        return 0
+    if args.out is not None or args.bias:
+        raise ValueError("--out and --bias are for pen-stroke models (head='mdn'); a text model prints its samples")
     _, vocab = _checkpoint_data(args, ck, need_corpus=False)
     _check_symbols(args, vocab, args.prompt, "--prompt")
     n = args.num_samples

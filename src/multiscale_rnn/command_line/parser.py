@@ -281,7 +281,7 @@ def _checkpoint_commands(sub) -> None:
             c.add_argument("--json", action="store_true", help="print one JSON line")
         else:
             c.add_argument("--prompt", default="")
-            c.add_argument("--length", type=int, default=200)
+            c.add_argument("--length", type=int, default=200, help="symbols (pen offsets for a stroke model)")
             c.add_argument("--temperature", type=float, default=1.0)
             c.add_argument("--top-k", type=int, help="draw only from the K most likely symbols at each step")
             c.add_argument(
@@ -293,6 +293,13 @@ def _checkpoint_commands(sub) -> None:
                 "--num-samples", type=int, default=1, help="samples of the prompt, seeded --seed, --seed + 1, ..."
             )
             c.add_argument("--seed", type=int, default=0)
+            c.add_argument(
+                "--bias",
+                type=float,
+                default=0.0,
+                help="pen-stroke models: Graves' sampling bias b >= 0 (narrower Gaussians, likelier components)",
+            )
+            c.add_argument("--out", help="pen-stroke models: the drawing (.png or .svg; default beside the checkpoint)")
             c.add_argument(
                 "--allow-unknown",
                 action="store_true",

@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional
 
 from .. import presets as _presets
 from .._checks import Rule, first_bad_entry, is_int, is_number
-from ..data.loaders import BUILT_IN, LOADERS, STROKES, corpus_key
+from ..data.loaders import BUILT_IN, LOADERS, corpus_key
 
 __all__ = [
     "SETTING_RULES",
@@ -408,7 +408,7 @@ def _no_corpus(data: str, path=None) -> Exception:
     """The error for a corpus name that is none: a missing file when the name looks like a path."""
     import difflib
 
-    names = ", ".join(n for n in LOADERS[:-1] if n not in STROKES)  # the corpora the command line trains on
+    names = ", ".join(LOADERS[:-1])  # the corpora the command line trains on
     if path not in (None, ""):
         return ValueError(
             f"--data {data}: no corpus has that name (with --data-path, --data names the corpus "

@@ -12,6 +12,7 @@ from ..checkpoint import load
 from ..distributed import DataParallel
 from ..storage import check_writable, history_path
 from ..training import best_of, evaluate
+from . import strokes
 from .build import (
     build_optimizer,
     corpus_bits_label,
@@ -66,10 +67,12 @@ def _train(args, dist) -> int:
     out = Path(s["out"])
     corpus, model = ranks.together(lambda: _setup(args, s, out, ranks.root))
     label = corpus_bits_label(corpus)
-    ranks.say(
-        f"{s['model']} {model.num_parameters:,} parameters on {corpus.name} ({len(corpus.train):,} training "
-        f"tokens, vocabulary {corpus.vocab_size})"
+    data_words = (
+        strokes.describe(corpus)
+        if strokes.is_strokes(corpus)
+        else f"{len(corpus.train):,} training tokens, vocabulary {corpus.vocab_size}"
     )
+    ranks.say(f"{s['model']} {model.num_parameters:,} parameters on {corpus.name} ({data_words})")
     ranks.say(
         settings_sources(
             s["preset"],
@@ -87,6 +90,10 @@ def _train(args, dist) -> int:
         )
     log = _epoch_lines(s, label)
     extra = {"settings": {k: v for k, v in s.items() if k not in ("progress",)}}
+    if strokes.is_strokes(corpus):
+        extra["strokes"] = strokes.stroke_extra(corpus)
+        if s["restarts"] > 1:
+            raise ValueError("--restarts is for text corpora; train a pen-stroke model once per seed (--seed)")
     if s["restarts"] > 1:
         model, epoch, step = _train_restarts(args, dist, s, corpus, out, log, extra, ranks.say)
         best = ""
@@ -121,7 +128,7 @@ def _setup(args, s: Dict[str, Any], out: Path, root: bool):
         check_writable(history_path(out), "history")
     set_threads(s["threads"])
     corpus = load_corpus(s)
-    model = model_from_settings(s, corpus.vocab_size)
+    model = model_from_settings(s, getattr(corpus, "vocab_size", None))
     if root and not getattr(args, "resume", False) and not getattr(args, "overwrite", False):
         _check_overwrite(out, s)  # after the settings' own errors, still before any work
     return corpus, model
@@ -155,7 +162,7 @@ def _train_one(args, dist, s, corpus, model, out: Path, log, extra) -> tuple:
         max_chunks=s["max_chunks"],
         checkpoint_every=s["checkpoint_every"],
         log=log,
-        vocab=corpus.vocab,
+        vocab=getattr(corpus, "vocab", None),
         extra=extra,
     )
     return trainer.epoch, trainer.step, _early_stopping_note(trainer, int(s["epochs"]))
@@ -181,14 +188,18 @@ def _report(ranks: _Ranks, s, corpus, model, dist, label: str, done: str, out: P
     results = {}
     for split in ("valid", "test"):
         ids = getattr(corpus, split)
-        if ids is not None and len(ids) >= 2:
+        if ids is not None and len(ids) >= (1 if strokes.is_strokes(corpus) else 2):  # sequences, or ids
             results[split] = evaluate(
                 model, ids, batch_size=int(s["eval_batch_size"]), bptt=int(s["bptt"]), distributed=dist
             )
-    parts = [
-        f"{split} {label} {r['bpc']:.4f}" + (f" (perplexity {r['perplexity']:.1f})" if corpus.unit == "word" else "")
-        for split, r in results.items()
-    ]
+    if strokes.is_strokes(corpus):
+        parts = [strokes.report_line(split, r) for split, r in results.items()]
+    else:
+        parts = [
+            f"{split} {label} {r['bpc']:.4f}"
+            + (f" (perplexity {r['perplexity']:.1f})" if corpus.unit == "word" else "")
+            for split, r in results.items()
+        ]
     ranks.say(f"{done}: {', '.join(parts)}; checkpoint {out}")
     for line in model.end_of_run_notes(corpus, step):  # the family's own report (HM-LSTM: its boundaries)
         ranks.say(line)

@@ -17,7 +17,7 @@ the normalisation, for drawing.
 
 Boundaries: ``corpus.boundaries[split][i]["stroke"]`` (bool, one per row) is column 2 of the rows; KanjiVG
 drawings also have ``["component"]``: the row ends at the last point of the last stroke of a top-level
-component (a ``kvg:element`` group directly below the character's root group). Every sequence is
+component (a group directly below the character's root group). Every sequence is
 described in ``corpus.meta[split][i]`` (its ``id`` and where it came from).
 
 Splits. The sizes are numbers of drawings. With at least as many drawings as the sizes add up to, the
@@ -347,20 +347,6 @@ _KANJIVG_FILE = re.compile(r"^([0-9a-f]{4,6})(?:-(.+))?\.svg$")
 _SVG = "{http://www.w3.org/2000/svg}"
 
 
-def _local(name: str) -> str:
-    """An XML name without its namespace."""
-    return name.rsplit("}", 1)[-1]
-
-
-def _kvg(el: ET.Element, attr: str) -> Optional[str]:
-    """The value of KanjiVG attribute ``attr`` (``kvg:element`` ...), whatever namespace URI the file gives
-    the ``kvg`` prefix."""
-    for key, value in el.attrib.items():
-        if key.startswith("{") and _local(key) == attr:
-            return value
-    return None
-
-
 def _kanjivg_files(path: Optional[Union[str, Path]]) -> List[Path]:
     """The KanjiVG SVG files: of the folder ``path``, else of the installed ``kanjivg`` package."""
     if path is not None:
@@ -449,7 +435,8 @@ def _sample_paths(ds: Sequence[str], step: float) -> List[np.ndarray]:
 
 def _kanjivg_drawing(file: Path, step: float, epsilon: float) -> Tuple[Drawing, List[int]]:
     """One KanjiVG file's strokes (sampled, simplified, in file order) and the indices of the strokes
-    that end a top-level component (a ``kvg:element`` group directly below the character's root group)."""
+    that end a top-level component (a group directly below the character's root group, whether it names its
+    part with ``kvg:element`` or only with ``kvg:phon``, as the right half of 漢 does)."""
     from simplification.cutil import simplify_coords
 
     try:
@@ -476,7 +463,7 @@ def _kanjivg_drawing(file: Path, step: float, epsilon: float) -> Tuple[Drawing, 
     ends = []
     for child in root.findall(f"{_SVG}g"):
         inner = list(child.iter(f"{_SVG}path"))
-        if _kvg(child, "element") is not None and inner:
+        if inner:
             ends.append(index[id(inner[-1])])
     return strokes, sorted(set(ends))
 

@@ -1,0 +1,106 @@
+"""The command line's pen-stroke runs (``--data kanjivg`` or ``iam-ondb``): a model with the mixture
+density head reading (dx, dy, pen bit) rows, scored in nats per sequence, sampled to a drawing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Dict, List
+
+import numpy as np
+
+from .. import presets as _presets
+from ..storage import check_writable
+
+__all__ = ["is_strokes", "describe", "report_line", "stroke_extra", "evaluate_checkpoint", "sample_checkpoint"]
+
+
+def is_strokes(corpus) -> bool:
+    """True for a corpus of pen strokes (``data.strokes.StrokeCorpus``)."""
+    return getattr(corpus, "input_size", None) == 3 and not hasattr(corpus, "vocab")
+
+
+def describe(corpus) -> str:
+    """The first line's words on the data: sequences and rows of the training split."""
+    rows = sum(len(s) for s in corpus.train)
+    return f"{len(corpus.train):,} training sequences ({rows:,} pen offsets)"
+
+
+def report_line(split: str, r: Dict[str, Any]) -> str:
+    """One split's figures: nats per sequence (the log-likelihood's negative), and per step."""
+    return f"{split} {r['nats_per_sequence']:.2f} nats per sequence ({r['loss']:.4f} per step)"
+
+
+def stroke_extra(corpus) -> Dict[str, Any]:
+    """What the checkpoint keeps to draw the model's samples: the normalisation of the offsets."""
+    return {"corpus": corpus.name, "mean": [float(v) for v in corpus.mean], "std": [float(v) for v in corpus.std]}
+
+
+def _stored(ck) -> Dict[str, Any]:
+    s = dict(_presets.DEFAULTS)
+    s.update(ck.extra.get("settings") or {})
+    return s
+
+
+def evaluate_checkpoint(args, ck) -> Dict[str, Any]:
+    """``evaluate`` of a stroke model: the corpus it was trained on (or ``--data``), the split's figures."""
+    from ..training import evaluate
+    from .build import load_corpus
+
+    s = _stored(ck)
+    if args.data is not None:
+        s["data"], s["data_path"] = args.data, args.data_path
+    corpus = load_corpus(s)
+    if not is_strokes(corpus):
+        raise ValueError(f"{args.checkpoint} holds a pen-stroke model; --data {s['data']} is not a stroke corpus")
+    batch = args.batch_size if args.batch_size is not None else s["eval_batch_size"]
+    r = evaluate(ck.model, corpus.split(args.split), batch_size=batch)
+    return {"split": args.split, "data": corpus.name, **r}
+
+
+def _points(rows: np.ndarray, mean, std) -> tuple:
+    """Absolute points (L, 2) from (0, 0) and pen bits (L,) of normalised rows (as StrokeCorpus.points)."""
+    xy = np.vstack([np.zeros((1, 2)), np.cumsum(rows[:, :2] * std + mean, axis=0)])
+    return xy, np.concatenate([[False], rows[:, 2] > 0.5])
+
+
+def sample_checkpoint(args, ck) -> List[np.ndarray]:
+    """``sample`` of a stroke model: ``--num-samples`` drawings of ``--length`` rows at ``--temperature`` and
+    ``--bias``, drawn side by side into ``--out`` (PNG or SVG; default beside the checkpoint)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ..plot import figures
+    from ..plot.strokes import strokes
+    from ..training.sequences import sample_strokes
+
+    if args.prompt:
+        raise ValueError("--prompt is for text models; a pen-stroke model starts every drawing from the pen lifted")
+    norm = ck.extra.get("strokes")
+    if not isinstance(norm, dict):
+        raise ValueError(
+            f"{args.checkpoint} does not record the normalisation of its offsets (it was saved from Python): "
+            "train it with multiscale-rnn train --data kanjivg, or draw its samples with msr.plot.strokes"
+        )
+    out = Path(args.out) if args.out else Path(args.checkpoint).with_name(f"{Path(args.checkpoint).stem}-samples.png")
+    figures.output_format(out)
+    check_writable(out, "--out drawing")
+    drawn = sample_strokes(
+        ck.model,
+        args.length,
+        temperature=args.temperature,
+        bias=args.bias,
+        num_samples=args.num_samples,
+        seed=args.seed,
+    )
+    n = len(drawn)
+    fig, axes = plt.subplots(1, n, figsize=(2.2 * n, 2.4), squeeze=False)
+    for i, rows in enumerate(drawn):
+        xy, pen = _points(rows, np.asarray(norm["mean"]), np.asarray(norm["std"]))
+        strokes(xy, pen, ax=axes[0, i], title=f"seed {args.seed} #{i + 1}")
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+    print(f"{n} drawing(s) of {args.length} pen offsets (temperature {args.temperature:g}, bias {args.bias:g}): {out}")
+    return drawn
