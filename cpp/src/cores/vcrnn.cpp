@@ -641,7 +641,7 @@ CoreSchema vc_schema() {
       opt::choice("mask_index", "zero", {"zero", "one"},
                   "i = 0..D-1 (m = 1 updates every unit) or i = 1..D (eq. 8 literally)"),
       opt::choice("penalty", "l1", {"l1", "one_sided", "l2"}, "f of the penalty on m_t"),
-      opt::number("penalty_weight", 0.01, opt::at_least(0.0), "w of the penalty"),
+      opt::number("penalty_weight", 1.0, opt::at_least(0.0), "w of the penalty"),
       opt::number("target", 0.3, opt::closed(0.0, 1.0), "m_bar of the penalty"),
       opt::flag("skip", true, "compute only the leading d_t x d_t blocks (False: masked full path)"),
       opt::count("block", 16, 1, "d_t is rounded up to a multiple of this to group the streams of a step"),

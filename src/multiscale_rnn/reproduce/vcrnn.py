@@ -107,7 +107,7 @@ class _Settings:
 
     def __init__(self, minutes: float):
         self.smoke = minutes < SMOKE_MINUTES
-        self.target, self.lr, self.weight = 0.3, 2e-3, 0.01
+        self.target, self.lr, self.weight = 0.3, 2e-3, 1.0
         if self.smoke:
             self.hidden, self.train_chars, self.valid_chars, self.epochs = 8, 4_000, 1_000, 1
             return
