@@ -98,7 +98,7 @@ def sample_checkpoint(args, ck) -> List[np.ndarray]:
     fig, axes = plt.subplots(1, n, figsize=(2.2 * n, 2.4), squeeze=False)
     for i, rows in enumerate(drawn):
         xy, pen = _points(rows, np.asarray(norm["mean"]), np.asarray(norm["std"]))
-        strokes(xy, pen, ax=axes[0, i], title=f"seed {args.seed} #{i + 1}")
+        strokes(xy, pen, ax=axes[0, i], title=f"sample {i + 1}")
     fig.tight_layout()
     fig.savefig(out)
     plt.close(fig)
