@@ -41,7 +41,8 @@ def test_list_names_every_reproduction_with_its_budget_and_scale(capsys):
     out = capsys.readouterr().out
     for name in NAMES:
         assert f"{name}: " in out
-    assert out.count("default budget 180 min, takes about ") == 4
+    assert out.count("default budget 180 min, takes about ") == len(msr.reproduce.REPRODUCTIONS) == 5
+    assert 'needs KanjiVG from pip install "multiscale-rnn[strokes]"' in out
     assert "(reduced scale)" in out and "(full scale)" in out
     assert "needs --data-path with ptb.train.txt" in out and "needs no data (generated)" in out
     for r in msr.reproduce.REPRODUCTIONS.values():
@@ -181,3 +182,34 @@ def test_fs_rnn_models_are_compared_at_equal_training_time(tmp_path):
     text = msr.reproduce.report("fs-rnn-table3", tmp_path)
     assert "within 2.0 minutes of training and validation" in text
     assert "| fs | 1.800 |" in text and "| slow | - |" in text
+
+
+def test_hm_lstm_table3_runs_three_rows_of_equal_size_on_strokes_and_reports_the_ordering(tmp_path):
+    pytest.importorskip("svg.path")
+    pytest.importorskip("simplification")
+    from multiscale_rnn.reproduce import hm_lstm_strokes as t3
+    from multiscale_rnn.reproduce._common import Results
+
+    folder = tmp_path / "kanjivg"  # 40 one- and two-stroke characters in KanjiVG's format
+    folder.mkdir()
+    head = (
+        '<svg xmlns="http://www.w3.org/2000/svg" xmlns:kvg="http://kanjivg.tagaini.net" viewBox="0 0 109 109">'
+        '<g id="kvg:StrokePaths_{n}"><g id="kvg:{n}" kvg:element="{c}"><g kvg:element="{c}">{p}</g></g></g></svg>'
+    )
+    for k in range(40):
+        cp = 0x4E00 + k
+        paths = f'<path d="M10,{10 + k}L90,{20 + k}"/>' + ('<path d="M20,80c10,0,20,10,20,20"/>' if k % 2 else "")
+        (folder / f"{cp:05x}.svg").write_text(head.format(n=f"{cp:05x}", c=chr(cp), p=paths))
+    out = tmp_path / "out"
+    path = msr.reproduce.run("hm-lstm-table3", budget_minutes=0.1, out=out, data_path=folder, progress=False)
+    text = path.read_text()
+    assert "| model | parameters | test log-likelihood per sequence: median [min, max] | paper (IAM-OnDB) |" in text
+    assert "(3 seeds)" in text and "the paper's lstm < hm-lstm < hm-lstm-sa" in text and "complete." in text
+    finals = [r for r in Results(out).rows() if r.get("final")]
+    assert sorted((r["row"], r["seed"]) for r in finals) == sorted((w, s) for w in t3.ROWS for s in t3.SEEDS)
+    sizes = {r["row"]: r["parameters"] for r in finals}
+    assert abs(sizes["lstm"] - sizes["hm-lstm"]) <= 0.1 * sizes["hm-lstm"]  # equal parameters, to a layer size
+    assert all(np.isfinite(r["test_log_likelihood"]) for r in finals)
+    again = msr.reproduce.run("hm-lstm-table3", budget_minutes=0.1, out=out, data_path=folder, progress=False)
+    assert len([r for r in Results(out).rows() if r.get("final")]) == 9  # nothing trained twice
+    assert again == path

@@ -20,13 +20,20 @@ import time
 from pathlib import Path
 from typing import Dict, Optional, Union
 
-from . import fs_rnn, hm_lstm, hornn, vcrnn
+from . import fs_rnn, hm_lstm, hm_lstm_strokes, hornn, vcrnn
 from ._common import Budget, BudgetSpent, Reproduction, Results, machine_line
 
 __all__ = ["REPRODUCTIONS", "Reproduction", "BudgetSpent", "get", "run", "report", "listing"]
 
 REPRODUCTIONS: Dict[str, Reproduction] = {
-    r.name: r for r in (hornn.REPRODUCTION, hm_lstm.REPRODUCTION, vcrnn.REPRODUCTION, fs_rnn.REPRODUCTION)
+    r.name: r
+    for r in (
+        hornn.REPRODUCTION,
+        hm_lstm.REPRODUCTION,
+        hm_lstm_strokes.REPRODUCTION,
+        vcrnn.REPRODUCTION,
+        fs_rnn.REPRODUCTION,
+    )
 }
 
 
@@ -38,9 +45,12 @@ def get(name: str) -> Reproduction:
 
 
 def _check_data(r: Reproduction, data_path) -> Optional[Path]:
-    """The data folder, checked to hold the files ``r`` needs (errors name the reproduction and the path)."""
+    """The data folder, checked to hold the files ``r`` needs (errors name the reproduction and the path); for a
+    reproduction that needs none, the optional path it may read (or None)."""
     if not r.data_files:
-        return None
+        if data_path is not None and not Path(data_path).exists():
+            raise FileNotFoundError(f"{r.name}: --data-path {data_path} does not exist")
+        return None if data_path is None else Path(data_path)
     if data_path is None:
         raise ValueError(f"{r.name} needs --data-path: a folder holding {', '.join(r.data_files)}")
     path = Path(data_path)
@@ -119,7 +129,7 @@ def listing() -> str:
     """The ``reproduce --list`` text: every reproduction, its default budget and scale, its data."""
     lines = []
     for r in REPRODUCTIONS.values():
-        data = f"--data-path with {', '.join(r.data_files)}" if r.data_files else "no data (generated)"
+        data = f"--data-path with {', '.join(r.data_files)}" if r.data_files else (r.data_note or "no data (generated)")
         lines.append(f"{r.name}: {r.paper}")
         lines.append(f"    {r.what}")
         takes = r.default_budget if r.estimate is None else r.estimate(r.default_budget)

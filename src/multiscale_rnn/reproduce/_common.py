@@ -38,7 +38,8 @@ class Reproduction:
     ``--data-path`` must hold (empty: generated data, no path needed). ``scale(minutes)`` describes the
     scale a budget runs at. ``figures(out_dir)``, when given, draws the report's figures into ``out_dir``
     (PNG files, which the report shows) after a run. ``estimate(minutes)`` is the wall-clock minutes a
-    run at that budget is expected to take on one thread (at most the budget, where a run stops)."""
+    run at that budget is expected to take on one thread (at most the budget, where a run stops).
+    ``data_note`` says what a reproduction without ``data_files`` reads (empty: data it generates)."""
 
     name: str
     paper: str
@@ -52,6 +53,7 @@ class Reproduction:
     seeds: str = "0"
     figures: Optional[Callable[[Path], None]] = None
     estimate: Optional[Callable[[float], float]] = None
+    data_note: str = ""  # what it reads when it needs no --data-path files (empty: generated data)
 
 
 #: Below this many minutes a run is the smoke scale: tiny models on whatever data is given (for tests).
