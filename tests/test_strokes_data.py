@@ -449,4 +449,7 @@ def test_hm_lstm_boundaries_scored_against_pen_lifts_and_components_and_figure_5
     assert len(axes[1].lines) == len(rows) + 1 - strokes_drawn  # one line per pen-down move
     with pytest.raises(ValueError, match="layer must be in 1..3"):
         msr.plot.figure5(model, corpus, layer=4)
-    plt.close(fig)
+    ax = msr.plot.computation(model, corpus, index=0, split="train")
+    assert ax.get_title().startswith("layers updated (") and len(ax.get_legend().get_texts()) == 3
+    assert len(ax.lines) == len(rows) + 1 - strokes_drawn
+    plt.close("all")

@@ -7,7 +7,7 @@ from .figures import figure
 from .fs_rnn_dynamics import bpc_by_position, gradient_decay, relative_loss, state_change
 from .hm_lstm_boundaries import boundaries, boundary_rows, hidden_norms
 from .hornn_gradient_reach import gradient_reach
-from .strokes import figure5, segments_from_ends, strokes
+from .strokes import computation, figure5, segments_from_ends, strokes
 from .vcrnn_computation import bit_profile, class_computation, computation_profile
 
 __all__ = [
@@ -26,4 +26,5 @@ __all__ = [
     "strokes",
     "segments_from_ends",
     "figure5",
+    "computation",
 ]

@@ -7,7 +7,7 @@ from typing import Optional
 
 import numpy as np
 
-__all__ = ["strokes", "segments_from_ends", "figure5"]
+__all__ = ["strokes", "segments_from_ends", "figure5", "computation"]
 
 
 def segments_from_ends(ends) -> np.ndarray:
@@ -68,3 +68,24 @@ def figure5(model, corpus, index: int = 0, split: str = "valid", layer: int = 2,
     strokes(xy, pen, segments=by_z, ax=axes[0], title=f"segments by z{layer} ({by_z.max() + 1})")
     strokes(xy, pen, segments=by_pen, ax=axes[1], title=f"segments by pen-up ({by_pen.max() + 1})")
     return axes
+
+
+def computation(model, corpus, index: int = 0, split: str = "valid", ax=None):
+    """Where an HM-LSTM computes along drawing ``index`` of ``split``: every pen-down move coloured by how
+    many layers updated (UPDATE or FLUSH, not COPY) on reading the point it arrives at, 1 to L, with a
+    legend; the title gives the share of layer updates skipped. Returns the Axes."""
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    from ..analysis.hm_lstm_strokes import stroke_trace
+
+    rows = corpus.split(split)[index]
+    tr = stroke_trace(model, rows)
+    xy, pen = corpus.points(rows)
+    worked = (tr.ops != 0).sum(axis=0)  # (L,) layers that updated at each point
+    ax = strokes(xy, pen, segments=worked, ax=ax, title=f"layers updated ({tr.reduction:.0%} of updates skipped)")
+    colours = plt.get_cmap("tab10")
+    L = tr.ops.shape[0]
+    ax.legend(handles=[Line2D([0], [0], color=colours(k % 10), lw=2, label=f"{k} layer{'s' if k > 1 else ''}")
+                       for k in range(1, L + 1)], fontsize=7, loc="lower right")  # fmt: skip
+    return ax
