@@ -78,3 +78,13 @@ def test_hornn_notebook():
         assert f"{label:12s} trained: relative gradient" in text
     assert "valid perplexity" in text and "gated" in text
     assert len(images(nb)) == 2
+
+
+def test_hm_lstm_strokes_notebook():
+    pytest.importorskip("svg.path")
+    pytest.importorskip("simplification")
+    nb = run_notebook("hm_lstm_strokes.ipynb")
+    text = outputs(nb)
+    assert "nats per sequence" in text and "log-likelihood" in text
+    assert "z1 F1 against pen lifts" in text and "z2 F1 against pen lifts" in text and "component ends" in text
+    assert len(images(nb)) == 3

@@ -90,8 +90,9 @@ class Trainer:
         else the text bar), else plain lines (one about every 10 % of an epoch and at least every 30 s,
         no carriage returns, for log files); "bar" or "lines" to choose; False for none.
     eval_batch_size : streams for validation (default: ``batch_size``; see ``evaluate``).
-    unit : "char", "word", "bit" or "symbol": only the label of the bits figure in the progress bar
-        (bpc, bpw, bits/bit, bits/symbol).
+    unit : "char", "word", "bit", "symbol" or "step": only the label of the bits figure in the progress bar
+        (bpc, bpw, bits/bit, bits/symbol, bits/step); default "step" for a model without a vocabulary
+        (a pen-stroke model), else "char".
     constraint : a callable of the model run after every optimiser step (e.g.
         ``optim.ColumnNorm(max_norm)``, column normalisation); None: off.
     distributed : False, or data-parallel training over MPI (``multiscale_rnn.distributed``): True
@@ -134,7 +135,7 @@ class Trainer:
         seed: int = 0,
         progress: bool = True,
         eval_batch_size: Optional[int] = None,
-        unit: str = "char",
+        unit: Optional[str] = None,
         constraint: Optional[Callable] = None,
         distributed: Any = False,
         divergence: Optional[float] = None,
@@ -157,6 +158,8 @@ class Trainer:
         if progress not in (True, False, "bar", "lines"):
             raise ValueError(f"progress must be True, False, 'bar' or 'lines', got {progress!r}")
         self.progress = progress
+        if unit is None:  # pen strokes (a model without a vocabulary) score steps, text models characters
+            unit = "step" if model.vocab_size is None else "char"
         if unit not in BITS_LABELS:
             raise ValueError(f"unit must be one of {', '.join(map(repr, BITS_LABELS))}, got {unit!r}")
         self.unit = unit
