@@ -231,3 +231,37 @@ def test_trainer_refuses_sequences_for_a_token_model_and_tokens_for_a_stroke_mod
     bad = [seqs[0], np.ones((3, 2))]
     with pytest.raises(ValueError, match=r"train\[1\] must have shape"):
         msr.Trainer(stroke_model(), progress=False).fit(bad)
+
+
+def test_the_head_alone_of_the_benchmark_matches_the_reference():
+    torch = pytest.importorskip("torch")
+    from multiscale_rnn.reference import mdn
+
+    rng = np.random.default_rng(11)
+    N, I, M = 30, 7, 3
+    head = _core.MixtureHeadF64(I, M)
+    flat = head.flat_params()
+    flat[:] = rng.normal(scale=0.3, size=flat.size)
+    info = head.param_info()
+    (ow, rw, cw), (ob, rb, _) = info["decoder.weight"], info["decoder.bias"]
+    assert (rw, cw, rb) == (6 * M + 1, I, 6 * M + 1)
+
+    def view(a, o, r, c):  # column-major (r, c) at offset o
+        return a[o : o + r * c].reshape(c, r).T
+
+    W = torch.tensor(view(flat, ow, rw, cw).copy(), requires_grad=True)
+    b = torch.tensor(flat[ob : ob + rb].copy(), requires_grad=True)
+    y = rng.normal(size=(N, I))
+    x = np.column_stack([rng.normal(size=(N, 2)), rng.integers(0, 2, N)]).astype(float)
+    head.zero_grad()
+    loss, dy = head.loss_and_grad(y, x)
+    ty = torch.tensor(y, requires_grad=True)
+    ref = mdn.nll(ty @ W.T + b, torch.tensor(x)).mean()
+    ref.backward()
+    assert loss == pytest.approx(float(ref), rel=1e-12)
+    np.testing.assert_allclose(dy, ty.grad.numpy(), rtol=1e-9, atol=1e-12)
+    g = head.flat_grads()
+    np.testing.assert_allclose(view(g, ow, rw, cw), W.grad.numpy(), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(g[ob : ob + rb], b.grad.numpy(), rtol=1e-9, atol=1e-12)
+    with pytest.raises(ValueError, match=r"x \(N, 3\)"):
+        head.loss_and_grad(y, x[:, :2].copy())

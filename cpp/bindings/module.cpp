@@ -435,6 +435,39 @@ void bind_mixture(py::module_& m) {
       py::arg("z"), py::arg("x"), py::arg("mixtures"));
 }
 
+// The mixture density head alone (mdn.hpp, MixtureHeadAlone): its parameters and its loss and gradient of
+// Y (N, I) against X (N, 3), both C-contiguous in the head's dtype (row n is column n of the core's (I, N)).
+template <class S> void bind_mixture_head(py::module_& m, const char* name) {
+  using H = MixtureHeadAlone<S>;
+  py::class_<H>(m, name)
+      .def(py::init<Index, Index>(), py::arg("input_size"), py::arg("mixtures"))
+      .def("param_info",
+           [](H& self) {
+             py::dict out;  // name -> (offset, rows, cols) in the flat buffer, column-major
+             for (const auto& p : self.params().info()) out[py::str(p.name)] = py::make_tuple(p.offset, p.rows, p.cols);
+             return out;
+           })
+      .def("flat_params", [](py::object self) { return view_of(self.cast<H&>().params().data(), self); })
+      .def("flat_grads", [](py::object self) { return view_of(self.cast<H&>().params().grad_data(), self); })
+      .def("zero_grad", [](H& self) { self.params().zero_grad(); })
+      .def(
+          "loss_and_grad",
+          [](H& self, const Arr<S>& y, const Arr<S>& x) {
+            if (y.ndim() != 2 || x.ndim() != 2 || x.shape(1) != 3 || x.shape(0) != y.shape(0))
+              throw py::value_error("y must be (N, I) and x (N, 3) with the same N");
+            const Index N = y.shape(0), I = y.shape(1);
+            Arr<S> dy({N, I});
+            double loss;
+            {
+              py::gil_scoped_release release;
+              MatMap<S> dY(dy.mutable_data(), I, N);
+              loss = self.loss_and_grad(dY, CMatMap<S>(y.data(), I, N), x.data());
+            }
+            return py::make_tuple(loss, dy);
+          },
+          py::arg("y").noconvert(), py::arg("x").noconvert());
+}
+
 }  // namespace
 
 void bind_blocks(py::module_& parent);  // blocks.cpp
@@ -446,6 +479,8 @@ PYBIND11_MODULE(MSRNN_MODULE_NAME, m) {
   m.def("get_num_threads", &get_num_threads);
   m.def("core_names", &core_names);  // the registered cores
   bind_mixture(m);
+  bind_mixture_head<float>(m, "MixtureHeadF32");
+  bind_mixture_head<double>(m, "MixtureHeadF64");
   // A core's declared options (core.hpp, OptionSpec), one dict each in the table's order: name, kind
   // ("flag", "count", "number", "choice"), default, lo / hi / lo_open / hi_open (numbers; None where
   // unbounded), choices, per_layer, rest (the other layers' default), negative_is_none, rule, doc.

@@ -60,7 +60,11 @@ template <class S> double mixture_nll(S* dz, const S* z, const S* x, Index M) {
   double psum = 0.0;
   for (Index j = 0; j < M; ++j) psum += std::exp(double(z[1 + j]) - pmax);
   const double log_z = pmax + std::log(psum);
-  std::vector<double> a(M), d1(M), d2(M), q(M);  // (M) each
+  constexpr Index kStack = 64;  // mixtures held on the stack; more take the heap
+  double stack[4 * kStack];
+  std::vector<double> heap(M > kStack ? 4 * M : 0);
+  double* a = M > kStack ? heap.data() : stack;         // (M) log pi_j + log N_j
+  double *d1 = a + M, *d2 = a + 2 * M, *q = a + 3 * M;  // (M) each: d1_j, d2_j, Q_j
   double amax = -INFINITY;
   for (Index j = 0; j < M; ++j) {
     const double ls1 = double(z[1 + 3 * M + j]), ls2 = double(z[1 + 4 * M + j]), rh = double(z[1 + 5 * M + j]);
@@ -143,11 +147,32 @@ void MixtureDensityHead<S>::nll_backward(MRef<S> dY, CRef<S> Y, const Targets<S>
   dz_.resize(dz_.rows(), 0);  // one backward per nll
 }
 
+template <class S> MixtureHeadAlone<S>::MixtureHeadAlone(Index I, Index M) {
+  MSRNN_CHECK(I >= 1 && M >= 1, "the head needs an input size and mixtures >= 1, got ", I, " and ", M);
+  head_ = std::make_unique<MixtureDensityHead<S>>(std::make_unique<LinearHead<S>>(ps_, I, 6 * M + 1), M);
+  ps_.finalize();
+  head_->bind(ps_);
+}
+
+template <class S> double MixtureHeadAlone<S>::loss_and_grad(MRef<S> dY, CRef<S> Y, const S* X) {
+  const Index N = Y.cols();
+  const Targets<S> targets{nullptr, X};
+  head_->check_targets(targets, N, 1);
+  nll_.resize(N);
+  head_->nll(nll_.data(), Y, targets, N, 1, /*train=*/true);
+  double loss = 0.0;
+  for (double v : nll_) loss += v;
+  head_->nll_backward(dY, Y, targets, S(1.0 / double(N)), nullptr);
+  return loss / double(N);
+}
+
 template MixtureColumn mixture_column<float>(const float*, Index, double, double);
 template MixtureColumn mixture_column<double>(const double*, Index, double, double);
 template double mixture_nll<float>(float*, const float*, const float*, Index);
 template double mixture_nll<double>(double*, const double*, const double*, Index);
 template class MixtureDensityHead<float>;
 template class MixtureDensityHead<double>;
+template class MixtureHeadAlone<float>;
+template class MixtureHeadAlone<double>;
 
 }  // namespace msrnn

@@ -64,4 +64,20 @@ template <class S> class MixtureDensityHead : public Head<S> {
   Mat<S> dz_;  // (6M + 1, N) d nll_n / d z_n of the last training nll, then the loss's dZ
 };
 
+// The mixture density head on a linear head of its own parameters (decoder.weight (6M + 1, I), decoder.bias
+// (6M + 1)), without a core: what benchmarks time against the same head written plainly in PyTorch.
+template <class S> class MixtureHeadAlone {
+ public:
+  MixtureHeadAlone(Index I, Index M);
+  ParamSet<S>& params() { return ps_; }
+  // The mean nll over the N columns of Y (I, N) against targets X (3, N); dY (I, N) out (overwritten);
+  // parameter gradients accumulated.
+  double loss_and_grad(MRef<S> dY, CRef<S> Y, const S* X);
+
+ private:
+  ParamSet<S> ps_;
+  std::unique_ptr<MixtureDensityHead<S>> head_;
+  std::vector<double> nll_;  // (N)
+};
+
 }  // namespace msrnn
