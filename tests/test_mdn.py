@@ -265,3 +265,26 @@ def test_the_head_alone_of_the_benchmark_matches_the_reference():
     np.testing.assert_allclose(g[ob : ob + rb], b.grad.numpy(), rtol=1e-9, atol=1e-12)
     with pytest.raises(ValueError, match=r"x \(N, 3\)"):
         head.loss_and_grad(y, x[:, :2].copy())
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_the_vectorised_mixture_equals_the_plain_one(dtype):
+    # columns in blocks, vectorised across them (mixture_nll_columns) against one column at a time (mixture_nll)
+    rng = np.random.default_rng(12)
+    model = stroke_model(dtype=dtype, mixtures=5)
+    x, y, w = padded(strokes(rng, [40, 70, 3, 90]))
+    x[:, :, :2] *= 4.0  # offsets far from the components too
+    out = {}
+    for plain in (True, False):
+        msr.set_reference_kernels(plain)
+        try:
+            loss, grads, _ = model.loss_and_grad(x, y, None, padding=w)
+            _, per_step, _ = model.loss(x, y, None, per_token=True)
+        finally:
+            msr.set_reference_kernels(False)
+        out[plain] = (float(loss), grads, per_step)
+    tol = 1e-12 if dtype == "float64" else 1e-5
+    assert out[True][0] == pytest.approx(out[False][0], rel=tol)
+    np.testing.assert_allclose(out[True][2], out[False][2], rtol=tol, atol=tol)
+    for k in out[True][1]:
+        np.testing.assert_allclose(out[True][1][k], out[False][1][k], rtol=tol, atol=tol, err_msg=k)

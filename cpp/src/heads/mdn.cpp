@@ -101,6 +101,53 @@ template <class S> double mixture_nll(S* dz, const S* z, const S* x, Index M) {
   return nll;
 }
 
+namespace {
+
+using ArrD = Eigen::Array<double, Eigen::Dynamic, Eigen::Dynamic>;  // (rows, nb)
+using RowD = Eigen::Array<double, 1, Eigen::Dynamic>;               // (1, nb)
+
+// log cosh(a) elementwise: |a| + log(1 + exp(-2|a|)) - log 2.
+ArrD log_cosh_of(const ArrD& a) { return a.abs() + (-2.0 * a.abs()).exp().log1p() - 0.6931471805599453; }
+// log(1 + exp(a)) elementwise, without overflow.
+RowD softplus_of(const RowD& a) { return a.max(0.0) + (-a.abs()).exp().log1p(); }
+// The log-sum-exp of each column of a (rows, nb).
+RowD logsumexp_cols(const ArrD& a) {
+  const RowD top = a.colwise().maxCoeff();
+  return top + (a.rowwise() - top).exp().colwise().sum().log();
+}
+
+}  // namespace
+
+template <class S> void mixture_nll_columns(double* nll, S* dz, const S* z, const S* x, Index M, Index nb) {
+  const Index R = 6 * M + 1;
+  const ArrD Z = Eigen::Map<const Mat<S>>(z, R, nb).template cast<double>().array();  // (R, nb)
+  const ArrD X = Eigen::Map<const Mat<S>>(x, 3, nb).template cast<double>().array();  // (3, nb)
+  const ArrD P = Z.middleRows(1, M), LS1 = Z.middleRows(1 + 3 * M, M), LS2 = Z.middleRows(1 + 4 * M, M);
+  const ArrD RH = Z.middleRows(1 + 5 * M, M);
+  const RowD log_z = logsumexp_cols(P);                                           // log sum_j exp(pi^_j)
+  const ArrD rho = RH.tanh(), log_1mr2 = -2.0 * log_cosh_of(RH);                  // (M, nb)
+  const ArrD D1 = (Z.middleRows(1 + M, M).rowwise() - X.row(0)) * -(-LS1).exp();  // (x1 - mu1) / sigma1
+  const ArrD D2 = (Z.middleRows(1 + 2 * M, M).rowwise() - X.row(1)) * -(-LS2).exp();
+  const ArrD Q = D1 * D1 + D2 * D2 - 2.0 * rho * D1 * D2;
+  const ArrD C = (-log_1mr2).exp();                                                           // 1 / (1 - rho^2)
+  const ArrD A = (P.rowwise() - log_z) - kLog2Pi - LS1 - LS2 - 0.5 * log_1mr2 - 0.5 * Q * C;  // log pi_j N_j
+  const RowD log_mix = logsumexp_cols(A);
+  const RowD e_hat = Z.row(0), pen = X.row(2);
+  const RowD nll_row = -log_mix + (pen > 0.5).select(softplus_of(e_hat), softplus_of(-e_hat));
+  Eigen::Map<Eigen::Matrix<double, 1, Eigen::Dynamic>>(nll, nb) = nll_row.matrix();
+  if (!dz) return;
+  Eigen::Map<Mat<S>> dZ(dz, R, nb);
+  const ArrD G = (A.rowwise() - log_mix).exp();  // gamma_j
+  const ArrD E1 = D1 - rho * D2, E2 = D2 - rho * D1;
+  dZ.row(0) = (pen - 1.0 / (1.0 + e_hat.exp())).template cast<S>().matrix();
+  dZ.middleRows(1, M) = ((P.rowwise() - log_z).exp() - G).template cast<S>().matrix();
+  dZ.middleRows(1 + M, M) = (-G * C * E1 * (-LS1).exp()).template cast<S>().matrix();
+  dZ.middleRows(1 + 2 * M, M) = (-G * C * E2 * (-LS2).exp()).template cast<S>().matrix();
+  dZ.middleRows(1 + 3 * M, M) = (-G * (C * D1 * E1 - 1.0)).template cast<S>().matrix();
+  dZ.middleRows(1 + 4 * M, M) = (-G * (C * D2 * E2 - 1.0)).template cast<S>().matrix();
+  dZ.middleRows(1 + 5 * M, M) = (-G * (D1 * D2 + rho * (1.0 - C * Q))).template cast<S>().matrix();
+}
+
 template <class S>
 MixtureDensityHead<S>::MixtureDensityHead(std::unique_ptr<Head<S>> inner, Index M) : inner_(std::move(inner)), M_(M) {
   MSRNN_CHECK(M >= 1, "the mixture density head needs at least one mixture component, got ", M);
@@ -131,7 +178,16 @@ void MixtureDensityHead<S>::nll(double* nll, CRef<S> Y, const Targets<S>& target
   z_.resize(R, N);
   inner_->forward(z_, Y, T, B, train);
   if (train) dz_.resize(R, N);
+  const bool plain = reference_kernels();  // the column-by-column version (the reference)
   parallel_slices(N, 16, [&](Index c0, Index m) {
+    if (!plain) {
+      for (Index k = c0; k < c0 + m; k += 64) {  // blocks of 64 columns: the arrays stay in cache
+        const Index nb = std::min<Index>(64, c0 + m - k);
+        mixture_nll_columns<S>(nll + k, train ? dz_.col(k).data() : nullptr, z_.col(k).data(),
+                               targets.values + k * kTargetSize, M_, nb);
+      }
+      return;
+    }
     for (Index n = c0; n < c0 + m; ++n)
       nll[n] =
           mixture_nll<S>(train ? dz_.col(n).data() : nullptr, z_.col(n).data(), targets.values + n * kTargetSize, M_);
@@ -170,6 +226,8 @@ template MixtureColumn mixture_column<float>(const float*, Index, double, double
 template MixtureColumn mixture_column<double>(const double*, Index, double, double);
 template double mixture_nll<float>(float*, const float*, const float*, Index);
 template double mixture_nll<double>(double*, const double*, const double*, Index);
+template void mixture_nll_columns<float>(double*, float*, const float*, const float*, Index, Index);
+template void mixture_nll_columns<double>(double*, double*, const double*, const double*, Index, Index);
 template class MixtureDensityHead<float>;
 template class MixtureDensityHead<double>;
 template class MixtureHeadAlone<float>;

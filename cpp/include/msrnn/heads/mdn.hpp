@@ -37,7 +37,11 @@ template <class S>
 MixtureColumn mixture_column(const S* z, Index M, double temperature = 1.0, double bias = 0.0);
 
 // -log Pr(x | z) of one column (z (6M + 1), x (3)); with dz (6M + 1) given, writes d nll / d z there.
+// The plain version, one column at a time: the reference of mixture_nll_columns.
 template <class S> double mixture_nll(S* dz, const S* z, const S* x, Index M);
+// The same for nb columns at once, vectorised across them in double precision: nll (nb) out, dz (6M + 1, nb)
+// out when not null, z (6M + 1, nb) and x (3, nb) in, all column-major.
+template <class S> void mixture_nll_columns(double* nll, S* dz, const S* z, const S* x, Index M, Index nb);
 
 template <class S> class MixtureDensityHead : public Head<S> {
  public:
