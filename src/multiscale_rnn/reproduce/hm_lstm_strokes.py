@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Union
 
 import numpy as np
 
@@ -41,9 +41,9 @@ class _Scale:
         self.smoke = minutes < SMOKE_MINUTES
         self.lr, self.batch_size, self.bptt = 1e-3, 32, 300
         if self.smoke:
-            self.hidden, self.mixtures, self.epochs, self.sequences = 8, 2, 1, 24
+            self.hidden, self.mixtures, self.epochs = 8, 2, 1
             return
-        self.hidden, self.mixtures, self.sequences = 128, 20, None
+        self.hidden, self.mixtures = 128, 20
         per_model = 60.0 * minutes / (len(ROWS) * len(SEEDS))
         self.epochs = max(1, min(20, int(per_model / SECONDS_PER_EPOCH)))
 
@@ -51,13 +51,13 @@ class _Scale:
 def build(row: str, hidden: int, mixtures: int, seed: int, lstm_hidden: Optional[int] = None):
     """The model of a row: the HM-LSTM (3 x ``hidden``, gated output module of ``hidden``) or the LSTM of
     ``lstm_hidden`` units a layer (:func:`matched_lstm_size`), both with the mixture density head."""
-    import multiscale_rnn as msr
+    from ..models.registry import build_model
 
-    common = dict(input_size=3, head="mdn", mixtures=mixtures, seed=seed)
+    common: Dict[str, Any] = dict(input_size=3, head="mdn", mixtures=mixtures, seed=seed, vocab_size=None)
     if row == "lstm":
         h = lstm_hidden or hidden
-        return msr.LSTM(embed_size=h, hidden_sizes=(h, h, h), **common)
-    return msr.HMLSTM(embed_size=hidden, hidden_sizes=(hidden,) * 3, head_size=hidden, **common)
+        return build_model("lstm", embed_size=h, hidden_sizes=(h, h, h), **common)
+    return build_model("hm-lstm", embed_size=hidden, hidden_sizes=(hidden,) * 3, head_size=hidden, **common)
 
 
 def matched_lstm_size(hidden: int, mixtures: int) -> int:
@@ -110,7 +110,9 @@ def _train(corpus, s: _Scale, row, seed, lstm_h, out_dir: Path, budget, results,
     import multiscale_rnn as msr
 
     model = build(row, s.hidden, s.mixtures, seed, lstm_h)
-    options = {"slope": msr.schedules.linear(1.0, 3.0, per_epoch=0.004)} if row == "hm-lstm-sa" else None
+    options: Optional[Dict[str, Union[float, Callable]]] = None
+    if row == "hm-lstm-sa":
+        options = {"slope": msr.schedules.linear(1.0, 3.0, per_epoch=0.004)}
     trainer = msr.Trainer(model, msr.optim.Adam(s.lr), clip_norm=1.0, batch_size=s.batch_size, bptt=s.bptt,
                           seed=seed, progress=False, model_options=options)  # fmt: skip
     label = _label(row, seed)
@@ -148,7 +150,7 @@ def report(out_dir: Path) -> str:
         [[row, "-" if params[row] is None else f"{params[row]:,}", _spread(by_row[row]), PAPER[row]] for row in ROWS],
     )
     medians = {row: float(np.median(v)) for row, v in by_row.items() if v}
-    order = " < ".join(sorted(medians, key=medians.get)) if medians else "-"
+    order = " < ".join(sorted(medians, key=lambda row: medians[row])) if medians else "-"
     return "\n".join(
         [
             f"Data: {data}. The paper's figures are on IAM-OnDB and differ in scale; compare the orderings.",
