@@ -418,6 +418,13 @@ def test_command_line_trains_evaluates_and_samples_a_stroke_model(kvg, tmp_path,
     assert matplotlib.image.imread(png).shape[1] > matplotlib.image.imread(png).shape[0]  # three side by side
     assert main(["sample", str(ck), "--prompt", "x"]) == 1
     assert "--prompt is for text models" in capsys.readouterr().err
+    for kind in ("figure5", "computation"):
+        fig = tmp_path / f"{kind}.svg"
+        assert main(["plot", str(ck), "--kind", kind, "--index", "0", "--out", str(fig)]) == 0
+        assert f"{kind} of drawing 0 of the valid split of kanjivg" in capsys.readouterr().out
+        assert fig.read_text().lstrip().startswith("<?xml")
+    assert main(["plot", str(ck), "--kind", "figure5", "--index", "99"]) == 1
+    assert "--index 99: the valid split of kanjivg has drawings 0 .. " in capsys.readouterr().err
 
 
 @needs_svg

@@ -238,6 +238,9 @@ def cmd_plot(args) -> int:
     )
     figures.output_format(out)  # before any work: an extension the command does not write, a path it cannot
     check_writable(out, "--out figure")
+    if args.kind in strokes.PLOT_KINDS:  # a drawing of a pen-stroke HM-LSTM's corpus
+        strokes.plot_checkpoint(args, _load_checkpoint(args.checkpoint, args.best), out)
+        return 0
     if not args.text:
         raise ValueError('--text is empty: give the text the model reads, e.g. --text "the cat sat on the mat"')
     try:

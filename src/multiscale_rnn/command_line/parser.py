@@ -90,8 +90,14 @@ def _plot_command(sub) -> None:
     c = sub.add_parser("plot", help="draw a checkpoint's figure of a text (boundaries, heatmap, profile) to PNG or SVG")
     c.add_argument("checkpoint", help="a .npz checkpoint")
     every = "; ".join(f"{k} ({', '.join(v)})" for k, v in figure_kinds().items())
-    c.add_argument("--kind", required=True, help=f"the figure, one the model's family draws: {every}")
-    c.add_argument("--text", required=True, help="the text the model reads")
+    c.add_argument(
+        "--kind",
+        required=True,
+        help=f"the figure, one the model's family draws: {every}; of a pen-stroke HM-LSTM: figure5, computation",
+    )
+    c.add_argument("--text", help="the text the model reads (text models)")
+    c.add_argument("--index", type=int, default=0, help="pen-stroke models: the drawing of --split to draw")
+    c.add_argument("--split", choices=["train", "valid", "test"], default="valid", help="pen-stroke models")
     c.add_argument("--out", help="the file, .png or .svg (default: beside the checkpoint, NAME-KIND.png)")
     c.add_argument("--best", action="store_true", help="use the best parameters (lowest validation loss)")
     c.add_argument("--threads", type=int)

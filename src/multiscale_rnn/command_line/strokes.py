@@ -11,7 +11,22 @@ import numpy as np
 from .. import presets as _presets
 from ..storage import check_writable
 
-__all__ = ["is_strokes", "describe", "report_line", "stroke_extra", "evaluate_checkpoint", "sample_checkpoint"]
+__all__ = [
+    "is_strokes",
+    "describe",
+    "report_line",
+    "stroke_extra",
+    "evaluate_checkpoint",
+    "sample_checkpoint",
+    "PLOT_KINDS",
+    "plot_checkpoint",
+]
+
+#: The figures ``plot`` draws of a pen-stroke HM-LSTM, on a drawing of the corpus it was trained on.
+PLOT_KINDS = {
+    "figure5": "the drawing cut into segments by z2 beside the same drawing cut by the pen lifts (Figure 5)",
+    "computation": "each pen-down move coloured by the number of layers that updated",
+}
 
 
 def is_strokes(corpus) -> bool:
@@ -41,17 +56,55 @@ def _stored(ck) -> Dict[str, Any]:
     return s
 
 
-def evaluate_checkpoint(args, ck) -> Dict[str, Any]:
-    """``evaluate`` of a stroke model: the corpus it was trained on (or ``--data``), the split's figures."""
-    from ..training import evaluate
+def _stored_corpus(args, ck):
+    """The stroke corpus ``ck``'s model was trained on (its stored settings), or ``--data`` / ``--data-path``."""
     from .build import load_corpus
 
     s = _stored(ck)
-    if args.data is not None:
+    if getattr(args, "data", None) is not None:
         s["data"], s["data_path"] = args.data, args.data_path
     corpus = load_corpus(s)
     if not is_strokes(corpus):
         raise ValueError(f"{args.checkpoint} holds a pen-stroke model; --data {s['data']} is not a stroke corpus")
+    return corpus
+
+
+def plot_checkpoint(args, ck, out: Path) -> None:
+    """``plot --kind figure5|computation``: drawing ``--index`` of ``--split`` of the checkpoint's corpus."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ..plot.figures import save
+    from ..plot.strokes import computation, figure5
+
+    if ck.model.vocab_size is not None or "boundaries" not in type(ck.model).figure_kinds:  # an HM-LSTM of strokes
+        raise ValueError(
+            f"--kind {args.kind} draws a pen-stroke HM-LSTM (head='mdn'); {args.checkpoint} holds a "
+            f"{type(ck.model).__name__}{'' if ck.model.vocab_size is None else ' of text'}"
+        )
+    corpus = _stored_corpus(args, ck)
+    n = len(corpus.split(args.split))
+    if not 0 <= args.index < n:
+        raise ValueError(f"--index {args.index}: the {args.split} split of {corpus.name} has drawings 0 .. {n - 1}")
+    if args.kind == "figure5":
+        fig, axes = plt.subplots(1, 2, figsize=(7, 3.5))
+        figure5(ck.model, corpus, index=args.index, split=args.split, layer=2, axes=axes)
+    else:
+        fig, ax = plt.subplots(figsize=(3.5, 3.5))
+        computation(ck.model, corpus, index=args.index, split=args.split, ax=ax)
+    save(fig, out)
+    plt.close(fig)
+    print(f"{out}: {args.kind} of drawing {args.index} of the {args.split} split of {corpus.name}")
+
+
+def evaluate_checkpoint(args, ck) -> Dict[str, Any]:
+    """``evaluate`` of a stroke model: the corpus it was trained on (or ``--data``), the split's figures."""
+    from ..training import evaluate
+
+    s = _stored(ck)
+    corpus = _stored_corpus(args, ck)
     batch = args.batch_size if args.batch_size is not None else s["eval_batch_size"]
     r = evaluate(ck.model, corpus.split(args.split), batch_size=batch)
     return {"split": args.split, "data": corpus.name, **r}
