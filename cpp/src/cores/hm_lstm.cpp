@@ -264,7 +264,7 @@ template <class S> double HMLSTM<S>::rate_gradient(size_t l) const {
   double g = opt_.rate_penalty;
   if (has_target(l))
     g += 2.0 * opt_.rate_weight * (zbar_[l] - opt_.rate_target[l]);  // zbar_: this chunk's, or the batch's
-  return g / this->counted_columns(T_ * B_);                         // over this chunk's T B columns (without padding)
+  return g / counted_;                                               // over this chunk's T B columns (without padding)
 }
 
 template <class S> bool HMLSTM<S>::skipping(bool train) const {

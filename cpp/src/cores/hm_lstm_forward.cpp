@@ -130,14 +130,14 @@ template <class S> void HMLSTM<S>::forward_rate_terms(Index N, bool train) {
   aux_ = 0.0;
   aux_target_ = 0.0;
   if (train) {
-    const double counted = this->counted_columns(N);  // N without padding
+    counted_ = this->counted_columns(N);  // N without padding, once a forward (rate_gradient reads it per step)
     for (Index l = 0; l < L; ++l) {
       double sum = 0.0;
       if (layers_[l].detector) {
         const auto zs = layers_[l].zs.rightCols(N);  // (1, N)
         for (Index n = 0; n < N; ++n) sum += this->column_weight(n) * double(zs(0, n));
       }
-      zbar_[l] = sum / counted;
+      zbar_[l] = sum / counted_;
       if (layers_[l].detector) aux_ += opt_.rate_penalty * zbar_[l];
     }
     aux_target_ = target_term();

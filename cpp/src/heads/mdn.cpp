@@ -124,10 +124,11 @@ template <class S> void mixture_nll_columns(double* nll, S* dz, const S* z, cons
   const ArrD X = Eigen::Map<const Mat<S>>(x, 3, nb).template cast<double>().array();  // (3, nb)
   const ArrD P = Z.middleRows(1, M), LS1 = Z.middleRows(1 + 3 * M, M), LS2 = Z.middleRows(1 + 4 * M, M);
   const ArrD RH = Z.middleRows(1 + 5 * M, M);
-  const RowD log_z = logsumexp_cols(P);                                           // log sum_j exp(pi^_j)
-  const ArrD rho = RH.tanh(), log_1mr2 = -2.0 * log_cosh_of(RH);                  // (M, nb)
-  const ArrD D1 = (Z.middleRows(1 + M, M).rowwise() - X.row(0)) * -(-LS1).exp();  // (x1 - mu1) / sigma1
-  const ArrD D2 = (Z.middleRows(1 + 2 * M, M).rowwise() - X.row(1)) * -(-LS2).exp();
+  const RowD log_z = logsumexp_cols(P);                                     // log sum_j exp(pi^_j)
+  const ArrD rho = RH.tanh(), log_1mr2 = -2.0 * log_cosh_of(RH);            // (M, nb)
+  const ArrD inv_s1 = (-LS1).exp(), inv_s2 = (-LS2).exp();                  // 1 / sigma
+  const ArrD D1 = (Z.middleRows(1 + M, M).rowwise() - X.row(0)) * -inv_s1;  // (x1 - mu1) / sigma1
+  const ArrD D2 = (Z.middleRows(1 + 2 * M, M).rowwise() - X.row(1)) * -inv_s2;
   const ArrD Q = D1 * D1 + D2 * D2 - 2.0 * rho * D1 * D2;
   const ArrD C = (-log_1mr2).exp();                                                           // 1 / (1 - rho^2)
   const ArrD A = (P.rowwise() - log_z) - kLog2Pi - LS1 - LS2 - 0.5 * log_1mr2 - 0.5 * Q * C;  // log pi_j N_j
@@ -141,8 +142,8 @@ template <class S> void mixture_nll_columns(double* nll, S* dz, const S* z, cons
   const ArrD E1 = D1 - rho * D2, E2 = D2 - rho * D1;
   dZ.row(0) = (pen - 1.0 / (1.0 + e_hat.exp())).template cast<S>().matrix();
   dZ.middleRows(1, M) = ((P.rowwise() - log_z).exp() - G).template cast<S>().matrix();
-  dZ.middleRows(1 + M, M) = (-G * C * E1 * (-LS1).exp()).template cast<S>().matrix();
-  dZ.middleRows(1 + 2 * M, M) = (-G * C * E2 * (-LS2).exp()).template cast<S>().matrix();
+  dZ.middleRows(1 + M, M) = (-G * C * E1 * inv_s1).template cast<S>().matrix();
+  dZ.middleRows(1 + 2 * M, M) = (-G * C * E2 * inv_s2).template cast<S>().matrix();
   dZ.middleRows(1 + 3 * M, M) = (-G * (C * D1 * E1 - 1.0)).template cast<S>().matrix();
   dZ.middleRows(1 + 4 * M, M) = (-G * (C * D2 * E2 - 1.0)).template cast<S>().matrix();
   dZ.middleRows(1 + 5 * M, M) = (-G * (D1 * D2 + rho * (1.0 - C * Q))).template cast<S>().matrix();

@@ -30,8 +30,10 @@ PLOT_KINDS = {
 
 
 def is_strokes(corpus) -> bool:
-    """True for a corpus of pen strokes (``data.strokes.StrokeCorpus``)."""
-    return getattr(corpus, "input_size", None) == 3 and not hasattr(corpus, "vocab")
+    """True for a corpus of pen strokes (``data.strokes.StrokeCorpus``): its splits are separate sequences."""
+    from ..training.sequences import is_sequences
+
+    return is_sequences(corpus)
 
 
 def describe(corpus) -> str:
@@ -110,12 +112,6 @@ def evaluate_checkpoint(args, ck) -> Dict[str, Any]:
     return {"split": args.split, "data": corpus.name, **r}
 
 
-def _points(rows: np.ndarray, mean, std) -> tuple:
-    """Absolute points (L, 2) from (0, 0) and pen bits (L,) of normalised rows (as StrokeCorpus.points)."""
-    xy = np.vstack([np.zeros((1, 2)), np.cumsum(rows[:, :2] * std + mean, axis=0)])
-    return xy, np.concatenate([[False], rows[:, 2] > 0.5])
-
-
 def sample_checkpoint(args, ck) -> List[np.ndarray]:
     """``sample`` of a stroke model: ``--num-samples`` drawings of ``--length`` rows at ``--temperature`` and
     ``--bias``, drawn side by side into ``--out`` (PNG or SVG; default beside the checkpoint)."""
@@ -124,6 +120,7 @@ def sample_checkpoint(args, ck) -> List[np.ndarray]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from ..data.strokes import drawing_points
     from ..plot import figures
     from ..plot.strokes import strokes
     from ..training.sequences import sample_strokes
@@ -150,7 +147,7 @@ def sample_checkpoint(args, ck) -> List[np.ndarray]:
     n = len(drawn)
     fig, axes = plt.subplots(1, n, figsize=(2.2 * n, 2.4), squeeze=False)
     for i, rows in enumerate(drawn):
-        xy, pen = _points(rows, np.asarray(norm["mean"]), np.asarray(norm["std"]))
+        xy, pen = drawing_points(rows, norm["mean"], norm["std"])
         strokes(xy, pen, ax=axes[0, i], title=f"sample {i + 1}")
     fig.tight_layout()
     fig.savefig(out)

@@ -46,6 +46,7 @@ __all__ = [
     "load_iam",
     "load_kanjivg",
     "drawing_rows",
+    "drawing_points",
     "IAM_SPLIT",
     "KANJIVG_SPLIT",
     "KANJIVG_STEP",
@@ -123,18 +124,24 @@ class StrokeCorpus:
         """A sequence's drawing: absolute coordinates (L, 2), float64, starting at (0, 0), the
         normalisation undone; and pen bits (L,), bool: True where the pen lifts after the point (point
         ``k + 1`` gets row ``k``'s bit; point 0 gets False)."""
-        seq = np.asarray(seq, dtype=np.float64)
-        if seq.ndim != 2 or seq.shape[1] != 3:
-            raise ValueError(f"a stroke sequence has shape (n, 3), got {seq.shape}")
-        offsets = seq[:, :2] * self.std + self.mean
-        xy = np.vstack([np.zeros((1, 2)), np.cumsum(offsets, axis=0)])
-        pen = np.concatenate([[False], seq[:, 2] > 0.5])
-        return xy, pen
+        return drawing_points(seq, self.mean, self.std)
 
     def __repr__(self) -> str:
         st = self.stats()
         sizes = ", ".join(f"{s}={st[s]['sequences']:,} ({st[s]['mean_points']:.1f} points)" for s in SPLITS)
         return f"StrokeCorpus({self.name!r}: {sizes}, input_size=3)"
+
+
+def drawing_points(seq, mean, std) -> Tuple[np.ndarray, np.ndarray]:
+    """The drawing of rows normalised by ``mean`` and ``std`` ((2,) each): absolute coordinates (L, 2),
+    float64, from (0, 0), the normalisation undone, and pen bits (L,), bool (``StrokeCorpus.points``)."""
+    seq = np.asarray(seq, dtype=np.float64)
+    if seq.ndim != 2 or seq.shape[1] != 3:
+        raise ValueError(f"a stroke sequence has shape (n, 3), got {seq.shape}")
+    offsets = seq[:, :2] * np.asarray(std, dtype=np.float64) + np.asarray(mean, dtype=np.float64)
+    xy = np.vstack([np.zeros((1, 2)), np.cumsum(offsets, axis=0)])
+    pen = np.concatenate([[False], seq[:, 2] > 0.5])
+    return xy, pen
 
 
 def drawing_rows(strokes: Drawing, component_ends: Sequence[int] = ()) -> Tuple[np.ndarray, Dict[str, np.ndarray]]:

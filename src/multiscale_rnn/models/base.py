@@ -112,19 +112,22 @@ def sequence_and_symbols(text_or_tokens, vocab=None):
     return tokens, symbols
 
 
-def as_values(x, input_size: int, dtype) -> np.ndarray:
-    """Check a (batch, steps, input_size) array of real inputs and return it C-contiguous in ``dtype``.
+def as_values(x, input_size: int, dtype, what: str = "inputs", columns: str = "") -> np.ndarray:
+    """Check a (batch, steps, input_size) array of real ``what`` (inputs, or the targets of the mixture
+    density head, whose ``columns`` the messages name) and return it C-contiguous in ``dtype``.
 
     Raises TypeError for a non-float dtype and ValueError for a wrong shape; the core then refuses
-    the first NaN or infinity with a ValueError naming its (stream, step, feature) position.
+    the first NaN or infinity (and a pen bit other than 0 or 1) naming its (stream, step, feature) position.
     """
     a = np.asarray(x)
+    named = f" ({columns})" if columns else ""
     if not (np.issubdtype(a.dtype, np.floating) or np.issubdtype(a.dtype, np.integer)) or a.dtype == bool:
-        raise TypeError(f"inputs must be a real-valued array, got dtype {a.dtype}")
+        raise TypeError(f"{what} must be a real-valued array{named}, got dtype {a.dtype}")
     if a.ndim != 3 or a.shape[2] != input_size:
-        raise ValueError(f"inputs must have shape (batch, steps, {input_size}), got shape {a.shape}")
+        shape = f"(batch, steps, {input_size}): {columns};" if columns else f"(batch, steps, {input_size}),"
+        raise ValueError(f"{what} must have shape {shape} got shape {a.shape}")
     if a.shape[0] < 1 or a.shape[1] < 1:
-        raise ValueError(f"inputs are empty: shape {a.shape}")
+        raise ValueError(f"{what} are empty: shape {a.shape}")
     return np.ascontiguousarray(a, dtype=dtype)  # NaN and infinity are refused once, by the core
 
 
@@ -696,15 +699,8 @@ class LanguageModel:
         size = self._impl.target_size
         if size == 0:
             tgt = as_tokens(targets, "target", None)
-        else:
-            a = np.asarray(targets)
-            if not (np.issubdtype(a.dtype, np.floating) or np.issubdtype(a.dtype, np.integer)) or a.dtype == bool:
-                raise TypeError(f"targets must be a real-valued array (dx, dy, pen bit), got dtype {a.dtype}")
-            if a.ndim != 3 or a.shape[2] != size:
-                raise ValueError(
-                    f"targets must have shape (batch, steps, {size}): dx, dy, pen bit; got shape {a.shape}"
-                )
-            tgt = np.ascontiguousarray(a, dtype=self.dtype)  # NaN and pen bits other than 0 / 1: refused by the core
+        else:  # NaN and pen bits other than 0 / 1: refused by the core
+            tgt = as_values(targets, size, self.dtype, "targets", "dx, dy, pen bit")
         if tgt.shape[:2] != tok.shape[:2]:
             raise ValueError(f"targets have shape {tgt.shape[:2]}, inputs {tok.shape[:2]}")
         return tgt

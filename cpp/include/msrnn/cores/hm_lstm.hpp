@@ -232,6 +232,7 @@ template <class S> class HMLSTM : public Core<S> {
   std::vector<char> blend_;            // (L) gradient reading of each z^l in the last forward (backward follows it)
   double aux_ = 0.0;                   // boundary-rate term of the last training forward
   double aux_target_ = 0.0;            // boundary-rate target term of the last training forward
+  double counted_ = 0.0;               // columns of the last training forward that count (N without padding)
   std::vector<double> zbar_;           // (L) mean of z^l_t over the last training forward's chunk (or over
                                        // the whole batch, set_batch_statistics)
   Mat<S> ones_;                        // (1, B) z^0_t
