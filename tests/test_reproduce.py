@@ -210,6 +210,34 @@ def test_hm_lstm_table3_runs_three_rows_of_equal_size_on_strokes_and_reports_the
     sizes = {r["row"]: r["parameters"] for r in finals}
     assert abs(sizes["lstm"] - sizes["hm-lstm"]) <= 0.1 * sizes["hm-lstm"]  # equal parameters, to a layer size
     assert all(np.isfinite(r["test_log_likelihood"]) for r in finals)
+    analyses = [r for r in Results(out).rows() if r.get("analysis")]  # the HM-LSTMs' boundaries, read once
+    assert sorted((r["row"], r["seed"]) for r in analyses) == sorted((w, s) for w in t3.HM_ROWS for s in t3.SEEDS)
+    for r in analyses:
+        assert r["layers"] == ["z1", "z2"] and r["sequences"] == len(r["z2_segments"]) > 0
+        assert all(n >= 1 for n in r["z2_segments"]) and all(0 <= s["f1"] <= 1 for s in r["stroke"] + r["component"])
+    assert "| model | seeds | z1 rate | z2 rate | z1 F1 vs pen lifts | z1 F1 vs component ends |" in text
+    assert "\n| hm-lstm-sa | 3 | " in text
+    assert all((out / f).stat().st_size > 1000 for f in ("figure5.png", "computation.png", "samples.png"))
     again = msr.reproduce.run("hm-lstm-table3", budget_minutes=0.1, out=out, data_path=folder, progress=False)
     assert len([r for r in Results(out).rows() if r.get("final")]) == 9  # nothing trained twice
+    assert len([r for r in Results(out).rows() if r.get("analysis")]) == 6  # nor scored twice
     assert again == path
+
+
+def test_hm_lstm_table3_unit_resumed_after_its_last_epoch_writes_no_row_twice(tmp_path):
+    from multiscale_rnn.reproduce import hm_lstm_strokes as t3
+    from multiscale_rnn.reproduce._common import Budget, Results
+
+    rng = np.random.default_rng(0)
+    drawings = [np.c_[rng.normal(size=(n, 2)), (np.arange(n) % 4 == 3)].astype(np.float32) for n in (9, 12, 7, 10)]
+    splits = {"train": drawings, "valid": drawings[:2], "test": drawings[2:]}
+    corpus = msr.data.strokes.StrokeCorpus(
+        "fixture", splits, np.zeros(2), np.ones(2), {k: [{}] * len(v) for k, v in splits.items()},
+        {k: [{"stroke": d[:, 2] > 0.5} for d in v] for k, v in splits.items()},
+    )  # fmt: skip
+    s = t3._Scale(0.01)
+    s.epochs = 2
+    results, budget = Results(tmp_path), Budget(1e6, tmp_path)
+    for _ in range(2):  # the second call finds the checkpoint at the last epoch and its rows written
+        t3._train(corpus, s, "hm-lstm", 0, None, tmp_path, budget, results, lambda line: None)
+    assert [(r["epoch"], bool(r.get("final"))) for r in results.rows()] == [(1, False), (2, True)]

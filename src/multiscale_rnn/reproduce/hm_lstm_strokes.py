@@ -10,6 +10,12 @@ one whose parameter count is nearest. Batch 32, whole drawings (BPTT 300, chunks
 clip 1, the paper's slope annealing a = min(3, 1 + 0.004 epoch) for the third row (the paper's rate per
 epoch; over a reduced budget's epochs the slope hardly moves, which the report says). Seeds 0, 1, 2;
 each model resumes per epoch from its checkpoint in OUT.
+
+Once every model is trained, each HM-LSTM's boundaries are read on the test drawings: z^1 and z^2 scored
+against the pen lifts and (KanjiVG) the component ends, one point of slack, and the number of segments z^2
+cuts a drawing into; the report gives their median and range over the seeds. The figures: the paper's
+Figure 5 for every seed of the HM-LSTM with slope annealing (the first test drawing of at least two
+strokes, not chosen by its segments), where its layers compute along that drawing, and drawings it samples.
 """
 
 from __future__ import annotations
@@ -99,6 +105,7 @@ def run(out_dir: Path, budget, progress: bool, data_path=None) -> None:
                 budget.unit_finished()
     finally:
         bar.close()
+    _analyse(corpus, s, Path(out_dir), results)
 
 
 def _label(row: str, seed: int) -> str:
@@ -120,8 +127,9 @@ def _train(corpus, s: _Scale, row, seed, lstm_h, out_dir: Path, budget, results,
         budget.check()
         t0 = time.perf_counter()
         history = trainer.fit(corpus, epochs=epoch, checkpoint=out_dir / f"{label}.npz", resume="auto")
-        if len(history) > epoch:  # the checkpoint is past this epoch
-            continue
+        written = results.find(dict(label=label, epoch=epoch))
+        if len(history) > epoch or (written is not None and (epoch < s.epochs or written.get("final"))):
+            continue  # the checkpoint is past this epoch, or its row was written before the run stopped
         r: Dict = dict(label=label, row=row, seed=seed, epoch=epoch, parameters=model.num_parameters,
                        hidden=lstm_h if row == "lstm" else s.hidden, valid_loss=history[-1]["valid_loss"],
                        seconds=time.perf_counter() - t0, data=corpus.name)  # fmt: skip
@@ -132,16 +140,120 @@ def _train(corpus, s: _Scale, row, seed, lstm_h, out_dir: Path, budget, results,
         line(f"{label} epoch {epoch}: valid {r['valid_loss']:.4f} nats per step")
 
 
-def _spread(values: List[float]) -> str:
+#: The rows whose boundaries are read, and the drawing of the figures: the first test drawing of at least
+#: this many strokes.
+HM_ROWS = ("hm-lstm", "hm-lstm-sa")
+FIGURE_STROKES = 2
+
+
+def _analyse(corpus, s: _Scale, out_dir: Path, results) -> None:
+    """Score every trained HM-LSTM's z^1 and z^2 on the test drawings (a row ``analysis=True`` per model,
+    written once), then draw the figures from the checkpoints."""
+    from ..analysis.hm_lstm_strokes import score_strokes, stroke_trace
+    from ..checkpoint import load
+    from ..plot.strokes import segments_from_ends
+
+    models = {}
+    for row in HM_ROWS:
+        for seed in SEEDS:
+            label = _label(row, seed)
+            if results.find(dict(label=label, epoch=s.epochs, final=True)) is None:
+                continue
+            models[label] = model = load(out_dir / f"{label}.npz").model
+            if results.find(dict(label=label, analysis=True)) is not None:
+                continue
+            r = score_strokes(model, corpus, "test", max_sequences=None, tolerance=1)
+            segments = [int(segments_from_ends(stroke_trace(model, rows).z[1] > 0.5).max()) + 1 for rows in corpus.test]
+            results.append(dict(label=label, row=row, seed=seed, analysis=True, z2_segments=segments, **r))
+    if models:
+        _figures(corpus, models, out_dir)
+
+
+def _figure_index(corpus) -> int:
+    """The first test drawing of at least :data:`FIGURE_STROKES` strokes (the first when none has)."""
+    strokes = [int(np.asarray(rows)[:, 2].sum()) for rows in corpus.test]
+    return next((i for i, n in enumerate(strokes) if n >= FIGURE_STROKES), 0)
+
+
+def _figures(corpus, models: Dict[str, Any], out_dir: Path) -> None:
+    """``figure5.png`` (a row per trained seed of the annealed HM-LSTM, else the plain one), ``computation.png``
+    and ``samples.png`` of its first seed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ..plot.strokes import computation, figure5, strokes
+    from ..training.sequences import sample_strokes
+
+    row = next(r for r in HM_ROWS[::-1] if any(label.startswith(r + "-seed") for label in models))
+    chosen = {label: m for label, m in models.items() if label.rsplit("-seed", 1)[0] == row}
+    index = _figure_index(corpus)
+    fig, axes = plt.subplots(len(chosen), 2, figsize=(6, 3 * len(chosen)), squeeze=False)
+    for k, (label, model) in enumerate(chosen.items()):
+        figure5(model, corpus, index=index, split="test", layer=2, axes=axes[k])
+        axes[k, 0].set_title(f"{label}: " + axes[k, 0].get_title(), fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out_dir / "figure5.png", dpi=90)
+    plt.close(fig)
+    label, model = next(iter(chosen.items()))
+    fig, ax = plt.subplots(figsize=(3.5, 3.5))
+    computation(model, corpus, index=index, split="test", ax=ax)
+    ax.set_title(f"{label}: " + ax.get_title(), fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out_dir / "computation.png", dpi=90)
+    plt.close(fig)
+    drawn = sample_strokes(model, 60, bias=1.0, num_samples=6, seed=0)
+    fig, axes = plt.subplots(1, len(drawn), figsize=(1.8 * len(drawn), 2.0), squeeze=False)
+    for k, rows in enumerate(drawn):
+        strokes(*corpus.points(rows), ax=axes[0, k], title=f"sample {k + 1}")
+    fig.suptitle(f"{label}, bias 1", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out_dir / "samples.png", dpi=90)
+    plt.close(fig)
+
+
+def _spread(values: List[float], digits: int = 1, seeds: bool = True) -> str:
     """Median [min, max] of the seeds' values."""
     if not values:
         return "-"
-    return f"{fmt(float(np.median(values)), 1)} [{fmt(min(values), 1)}, {fmt(max(values), 1)}] ({len(values)} seeds)"
+    text = f"{fmt(float(np.median(values)), digits)} [{fmt(min(values), digits)}, {fmt(max(values), digits)}]"
+    return text + (f" ({len(values)} seeds)" if seeds else "")
+
+
+def boundary_report(rows: List[dict]) -> str:
+    """The HM-LSTMs' boundaries on the test drawings, median [min, max] over seeds: rates of z^1 and z^2 per
+    point, F1 against the pen lifts and the component ends, and the z^2 segments of a drawing."""
+    ref = next((r["reference_rates"] for r in rows), {})
+    kinds = [k for k in ("stroke", "component") if k in ref]
+    header = ["model", "seeds", "z1 rate", "z2 rate"]
+    header += [f"z{l} F1 vs {'pen lifts' if k == 'stroke' else 'component ends'}" for l in (1, 2) for k in kinds]
+    header += ["z2 segments per drawing", "drawings with >= 2 z2 segments"]
+    table = []
+    for row in HM_ROWS:
+        got = [r for r in rows if r["row"] == row]
+        if not got:
+            continue
+        line = [row, str(len(got))] + [_spread([r["rates"][l] for r in got], 3, False) for l in (0, 1)]
+        line += [_spread([r[k][l]["f1"] for r in got], 2, False) for l in (0, 1) for k in kinds]
+        line.append(_spread([float(np.median(r["z2_segments"])) for r in got], 1, False))
+        line.append(_spread([float(np.mean(np.asarray(r["z2_segments"]) >= 2)) for r in got], 2, False))
+        table.append(line)
+    rates = ", ".join(f"{'pen lifts' if k == 'stroke' else 'component ends'} {ref[k]:.3f}" for k in kinds)
+    return "\n".join(
+        [
+            f"Boundaries on the test drawings (one point of slack; reference rates per point: {rates}):",
+            "",
+            markdown_table(header, table),
+        ]
+    )
 
 
 def report(out_dir: Path) -> str:
     """Each row's test log-likelihood per sequence over the seeds, beside the paper's, and the orderings."""
-    finals = [r for r in Results(out_dir).rows() if r.get("final")]
+    rows = Results(out_dir).rows()
+    finals = [r for r in rows if r.get("final")]
+    analyses = [r for r in rows if r.get("analysis")]
     by_row = {row: [r["test_log_likelihood"] for r in finals if r["row"] == row] for row in ROWS}
     params = {row: next((r["parameters"] for r in finals if r["row"] == row), None) for row in ROWS}
     data = finals[0]["data"] if finals else "-"
@@ -159,6 +271,7 @@ def report(out_dir: Path) -> str:
             "",
             f"Ordering by median (worst first): here {order}; the paper's lstm < hm-lstm < hm-lstm-sa.",
         ]
+        + (["", boundary_report(analyses)] if analyses else [])
     )
 
 
