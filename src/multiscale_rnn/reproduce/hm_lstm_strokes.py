@@ -206,7 +206,8 @@ def _figures(corpus, models: Dict[str, Any], out_dir: Path) -> None:
     drawn = sample_strokes(model, 60, bias=1.0, num_samples=6, seed=0)
     fig, axes = plt.subplots(1, len(drawn), figsize=(1.8 * len(drawn), 2.0), squeeze=False)
     for k, rows in enumerate(drawn):
-        strokes(*corpus.points(rows), ax=axes[0, k], title=f"sample {k + 1}")
+        xy, pen = corpus.points(rows)
+        strokes(xy, pen, ax=axes[0, k], title=f"sample {k + 1}")
     fig.suptitle(f"{label}, bias 1", fontsize=8)
     fig.tight_layout()
     fig.savefig(out_dir / "samples.png", dpi=90)
@@ -224,7 +225,7 @@ def _spread(values: List[float], digits: int = 1, seeds: bool = True) -> str:
 def boundary_report(rows: List[dict]) -> str:
     """The HM-LSTMs' boundaries on the test drawings, median [min, max] over seeds: rates of z^1 and z^2 per
     point, F1 against the pen lifts and the component ends, and the z^2 segments of a drawing."""
-    ref = next((r["reference_rates"] for r in rows), {})
+    ref: Dict[str, float] = next((r["reference_rates"] for r in rows), {})
     kinds = [k for k in ("stroke", "component") if k in ref]
     header = ["model", "seeds", "z1 rate", "z2 rate"]
     header += [f"z{l} F1 vs {'pen lifts' if k == 'stroke' else 'component ends'}" for l in (1, 2) for k in kinds]
