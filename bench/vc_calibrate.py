@@ -10,6 +10,15 @@ best: it says so and keeps the best checkpoint).
 
 Resumable: each (model, w, seed) trains one epoch a call from its checkpoint in --out, and its epochs
 are lines of --out/results.jsonl. Not a benchmark: it prints a table.
+
+--profile reads the trained models back instead (the paper's Figure 3 over seeds): the mean m_t on the
+first --profile-chars characters of the test text where the input is a space, where it is the first
+character of a word (the input after a space) and elsewhere, and the test BPC there, per seed and as
+median [min, max]; with
+--figure F, the computation profile of each model's first seed on the start of the test text.
+
+    python bench/vc_calibrate.py --data ../shared/data/ptb --models vcrnn,vcgru --weights 1 --hidden 512 \
+        --seeds 0,1,2 --out runs/vc-calibrate --profile --figure docs/models/figures/vcrnn_ptb_fig3.png
 """
 
 from __future__ import annotations
@@ -31,6 +40,66 @@ def run(corpus, args, model_name: str, weight: float, seed: int, out: Path, on_r
     return train_vc(corpus, args, model_name, weight, seed, out, progress=True, on_row=on_row)
 
 
+def space_profile(model, ids, space: int, batch_size: int = 16, chunk: int = 500) -> dict:
+    """Mean m_t where the input is a space, the first character of a word (after a space) and elsewhere,
+    ``model`` reading ``ids`` as ``batch_size`` streams (m_t belongs to the input x_t)."""
+    import numpy as np
+
+    from multiscale_rnn.models.vcrnn import corpus_trace
+
+    m, _ = corpus_trace(model, ids, batch_size, chunk)
+    T = len(ids) // batch_size
+    tok = np.asarray(ids)[: T * batch_size].reshape(batch_size, T).T.reshape(-1)  # the trace's order: time-major
+    at_space = tok == space
+    prev = np.r_[np.zeros(batch_size, dtype=bool), at_space[:-batch_size]]  # the same stream's previous input
+    start = prev & ~at_space
+    rest = ~at_space & ~start
+    return {"space": float(m[at_space].mean()), "word start": float(m[start].mean()), "elsewhere": float(m[rest].mean())}
+
+
+def profile(corpus, args) -> int:
+    """The --profile table and figure (see the module's text)."""
+    import numpy as np
+
+    from multiscale_rnn.checkpoint import load
+
+    ids = corpus.test[: args.profile_chars]
+    space = corpus.vocab.stoi[" "]
+    first = {}
+    print(f"mean m_t on the first {len(ids):,} test characters (input x_t: space / word start / elsewhere)")
+    for model_name in args.models.split(","):
+        for w in [float(x) for x in args.weights.split(",")]:
+            rows = []
+            for seed in [int(s) for s in args.seeds.split(",")]:
+                path = args.out / f"{vc_label(model_name, args.hidden, w, args.target, seed)}.npz"
+                model = load(path).model
+                first.setdefault(model_name, model)
+                r = space_profile(model, ids, space)
+                r["test bpc"] = msr.evaluate(model, ids, batch_size=16)["bpc"]  # as train_vc scores the baselines
+                rows.append(r)
+                print(f"  {path.stem}: " + ", ".join(f"{k} {v:.3f}" for k, v in r.items()))
+            spread = {k: [r[k] for r in rows] for k in rows[0]}
+            above = sum(r["word start"] > r["elsewhere"] for r in rows)
+            print(f"{model_name} w{w:g}: " + ", ".join(
+                f"{k} {np.median(v):.3f} [{min(v):.3f}, {max(v):.3f}]" for k, v in spread.items()
+            ) + f"; word start above elsewhere on {above} of {len(rows)} seeds")  # fmt: skip
+    if args.figure is not None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        text = corpus.vocab.decode(corpus.test[:160])
+        fig, axes = plt.subplots(len(first), 1, figsize=(11, 2.6 * len(first)), squeeze=False)
+        for ax, (name, model) in zip(axes[:, 0], first.items()):
+            msr.plot.computation_profile(model.trace(text, corpus.vocab), width=80, ax=ax)
+            ax.set_title(f"{name.upper()}-{args.hidden}, first seed: " + ax.get_title(), fontsize=9)
+        fig.tight_layout()
+        fig.savefig(args.figure, dpi=90)
+        print(f"figure: {args.figure}")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", required=True, help="folder with ptb.char.{train,valid,test}.txt")
@@ -45,9 +114,14 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", default="0")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--profile", action="store_true", help="read the trained models: Figure 3 over seeds")
+    ap.add_argument("--profile-chars", type=int, default=100_000)
+    ap.add_argument("--figure", type=Path, help="with --profile: the computation profile's PNG")
     args = ap.parse_args(argv)
     msr.set_num_threads(args.threads)
     corpus = msr.data.load("ptb-char", path=args.data)
+    if args.profile:
+        return profile(corpus, args)
     args.out.mkdir(parents=True, exist_ok=True)
     results = args.out / "results.jsonl"
     done = set()
