@@ -54,7 +54,11 @@ def space_profile(model, ids, space: int, batch_size: int = 16, chunk: int = 500
     prev = np.r_[np.zeros(batch_size, dtype=bool), at_space[:-batch_size]]  # the same stream's previous input
     start = prev & ~at_space
     rest = ~at_space & ~start
-    return {"space": float(m[at_space].mean()), "word start": float(m[start].mean()), "elsewhere": float(m[rest].mean())}
+    return {
+        "space": float(m[at_space].mean()),
+        "word start": float(m[start].mean()),
+        "elsewhere": float(m[rest].mean()),
+    }
 
 
 def profile(corpus, args) -> int:
@@ -71,7 +75,7 @@ def profile(corpus, args) -> int:
         for w in [float(x) for x in args.weights.split(",")]:
             rows = []
             for seed in [int(s) for s in args.seeds.split(",")]:
-                path = args.out / f"{vc_label(model_name, args.hidden, w, args.target, seed)}.npz"
+                path = args.out / f"{vc_label(model_name, args.hidden, w, args.target, seed, args.penalty_scope)}.npz"
                 model = load(path).model
                 first.setdefault(model_name, model)
                 r = space_profile(model, ids, space)
@@ -106,6 +110,12 @@ def main(argv=None) -> int:
     ap.add_argument("--models", default="vcrnn,vcgru")
     ap.add_argument("--weights", default="0.05,0.1,0.2")
     ap.add_argument("--target", type=float, default=0.3)
+    ap.add_argument(
+        "--penalty-scope",
+        default="step",
+        choices=("step", "batch"),
+        help="the penalty on every m_t (the paper's reading) or on the batch's mean m_t",
+    )
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--train-chars", type=int, default=1_000_000)
     ap.add_argument("--valid-chars", type=int, default=100_000)
@@ -130,7 +140,7 @@ def main(argv=None) -> int:
     for model_name in args.models.split(","):
         for w in [float(x) for x in args.weights.split(",")]:
             for seed in [int(s) for s in args.seeds.split(",")]:
-                label = vc_label(model_name, args.hidden, w, args.target, seed)
+                label = vc_label(model_name, args.hidden, w, args.target, seed, args.penalty_scope)
                 if (label, args.epochs) in done:
                     continue
                 keep = lambda r: None if (r["label"], r["epoch"]) in done else Results(args.out).append(r)  # noqa: E731

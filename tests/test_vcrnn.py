@@ -69,7 +69,16 @@ def test_gradients_match_finite_differences(cls, lam, eps):
 
 @pytest.mark.parametrize("cls", UNITS, ids=lambda c: c.__name__)
 @pytest.mark.parametrize(
-    "opts", [{"mask_index": "one"}, {"penalty": "one_sided"}, {"penalty": "l2"}, {"skip": False}], ids=str
+    "opts",
+    [
+        {"mask_index": "one"},
+        {"penalty": "one_sided"},
+        {"penalty": "l2"},
+        {"skip": False},
+        {"penalty_scope": "batch"},
+        {"penalty_scope": "batch", "penalty": "l2", "target": 0.45},
+    ],
+    ids=str,
 )
 def test_gradients_match_finite_differences_options(cls, opts):
     m = make(cls, seed=4, scale=0.4, sharpness=2.0, eps=0.05, penalty_weight=0.5, **opts)
@@ -145,6 +154,8 @@ PARITY = [
     {"sharpness": 0.1},
     {"sharpness": 10.0, "block": 1},
     {"block": 3, "penalty_weight": 0.0},
+    {"penalty_scope": "batch", "target": 0.45},
+    {"penalty_scope": "batch", "penalty": "one_sided", "target": 0.2},
 ]
 
 
@@ -198,6 +209,40 @@ def test_penalty_value_and_gradient(kind):
     assert abs(expect) > 1e-3
     m = make(msr.VCRNN, seed=18, penalty=kind, penalty_weight=w)
     assert m.loss(tok, tgt, st)[0] == pytest.approx(float(loss), rel=1e-12)  # evaluation: no penalty
+
+
+@pytest.mark.parametrize("kind", ["l1", "l2"])
+def test_batch_scope_penalises_the_mean_m_and_reads_it_from_the_reducer(kind):
+    # penalty_scope "batch": w f(mean_n m_n - m_bar), gradient w f'(mean m - m_bar) / N on every m_n, so
+    # d vc_penalty / d b_m = w f'(mbar - m_bar) / N sum_n m_n (1 - m_n); the mean is a batch statistic.
+    w, target = 0.7, 0.67
+    f = {"l1": (np.abs, np.sign), "l2": (np.square, lambda x: 2 * x)}[kind]
+    tok, tgt = data(16, steps=1, batch=6)
+    st = random_state(17, batch=6)
+    grads = {}
+    for weight in (w, 0.0):
+        m = make(msr.VCRNN, seed=18, penalty=kind, penalty_weight=weight, target=target, penalty_scope="batch")
+        loss, grads[weight], _ = m.loss_and_grad(tok, tgt, st)
+        mm = m.records()["m"][0]
+        assert loss.aux["vc_penalty"] == pytest.approx(weight * f[0](mm.mean() - target), rel=1e-12, abs=0)
+    assert (mm > target).any() and (mm < target).any()  # a per-step penalty would differ from this one
+    step = make(msr.VCRNN, seed=18, penalty=kind, penalty_weight=w, target=target)
+    assert step.loss_and_grad(tok, tgt, st)[0].aux["vc_penalty"] != pytest.approx(float(loss.aux["vc_penalty"]))
+    expect = w * f[1](mm.mean() - target) / 6 * (mm * (1 - mm)).sum()
+    got = grads[w]["sched_bias_l0"] - grads[0.0]["sched_bias_l0"]
+    assert got[0] == pytest.approx(expect, rel=1e-10) and abs(expect) > 1e-3
+    m = make(msr.VCRNN, seed=18, penalty=kind, penalty_weight=w, target=target, penalty_scope="batch")
+    seen = []
+    m.loss_and_grad(tok, tgt, st, reducer=lambda s: seen.append(s.copy()))
+    assert len(seen) == 1 and seen[0] == pytest.approx([mm.mean()], rel=1e-15)
+    at, g_at, _ = m.loss_and_grad(tok, tgt, st, reducer=lambda s: np.array([target]))  # the batch's mean at m_bar
+    assert at.aux["vc_penalty"] == 0.0
+    if kind == "l2":  # f'(0) = 0: no gradient from the penalty
+        np.testing.assert_allclose(g_at["sched_bias_l0"], grads[0.0]["sched_bias_l0"], rtol=1e-13)
+    with pytest.raises(ValueError, match="the reducer must return None or 1 batch statistics"):
+        m.loss_and_grad(tok, tgt, st, reducer=lambda s: np.zeros(2))
+    assert make(msr.VCRNN, seed=18).loss_and_grad(tok, tgt, st, reducer=lambda s: seen.append(s))[0] is not None
+    assert len(seen) == 1  # the per-step penalty has no batch statistic: the reducer is not called
 
 
 # ---- skipping == masking ------------------------------------------------------------------------

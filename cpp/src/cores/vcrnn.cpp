@@ -160,6 +160,17 @@ template <class S> struct VCLayer<S>::PhaseClock {
   }
 };
 
+// The penalty of a forward from pen, the sum over the columns of f(m_t - m_bar) (of m_t with penalty_on_mean):
+// aux_, and mean_m_ (mbar_N) with penalty_on_mean; both 0 after an evaluation pass.
+template <class S> void VCLayer<S>::set_penalty(double pen, Index N, bool train) {
+  const double counted = this->counted_columns(N);  // the columns without padding
+  mean_m_ = train && opt_.penalty_on_mean ? pen / counted : 0.0;
+  if (!train)
+    aux_ = 0.0;
+  else
+    aux_ = opt_.penalty_weight * (opt_.penalty_on_mean ? penalty_value(mean_m_) : pen / counted);
+}
+
 template <class S> void VCLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index B, bool train) {
   MSRNN_CHECK(h_.cols() == B, unit_name(), " state has batch size ", h_.cols(), ", input has ", B);
   MSRNN_CHECK(X.rows() == D_ && X.cols() == T * B, unit_name(), " input has shape (", X.rows(), ", ", X.cols(),
@@ -235,7 +246,7 @@ template <class S> void VCLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index
     h_ = Y.rightCols(B);
   }
   trained_ = train;
-  aux_ = train ? opt_.penalty_weight * pen / this->counted_columns(N) : 0.0;  // the mean without padding
+  set_penalty(pen, N, train);
 }
 
 // The scheduler of one step (eq. 7-8): m_t = sigm(u . h_{t-1} + v . x_t + b_m) of each column, its mask e_t
@@ -253,7 +264,7 @@ void VCLayer<S>::forward_scheduler(Work& w, const HP& Hp, const XT& Xt, Index n0
     m_(0, n) = m;
     d_[n] = mask_column(n, m);
     q_[n] = opt_.skip ? std::min(D, (d_[n] + opt_.block - 1) / opt_.block * opt_.block) : D;
-    w.pen += this->column_weight(n) * penalty_value(double(m));
+    w.pen += this->column_weight(n) * (opt_.penalty_on_mean ? double(m) : penalty_value(double(m)));
   }
   group_step(w, n0, nb);
 }
@@ -570,7 +581,8 @@ template <class HP, class XT>
 void VCLayer<S>::backward_scheduler(Work& w, const HP& Hp, const XT& Xt, MRef<S>& dxt, Index n0, Index nb, S pw) {
   for (Index j = 0; j < nb; ++j) {
     const S m = m_(0, n0 + j);
-    const S slope = pw * S(this->column_weight(n0 + j) * penalty_slope(double(m)));  // 0 on padding
+    const double f1 = penalty_slope(opt_.penalty_on_mean ? mean_m_ : double(m));  // f' at this column, or the batch's
+    const S slope = pw * S(this->column_weight(n0 + j) * f1);                     // 0 on padding
     w.pm(0, j) = (w.pm(0, j) + slope) * m * (S(1) - m);
   }
   w.dhp.noalias() += u_.w.transpose() * w.pm;
@@ -628,6 +640,21 @@ template <class S> std::vector<std::pair<std::string, double>> VCLayer<S>::aux_l
   return {{"vc_penalty", aux_}};
 }
 
+template <class S> std::vector<std::pair<std::string, double>> VCLayer<S>::batch_statistics() const {
+  if (!trained_ || !opt_.penalty_on_mean) return {};
+  return {{"mean_m", mean_m_}};
+}
+
+template <class S> void VCLayer<S>::set_batch_statistics(const std::vector<double>& values) {
+  const size_t want = batch_statistics().size();
+  MSRNN_CHECK(values.size() == want, "the ", unit_name(), " has ", want,
+              " batch statistics now (the mean m_t with penalty_scope 'batch', after a training forward), got ",
+              values.size(), " values");
+  if (want == 0) return;
+  mean_m_ = values[0];
+  aux_ = opt_.penalty_weight * penalty_value(mean_m_);
+}
+
 template class VCLayer<float>;
 template class VCLayer<double>;
 
@@ -641,6 +668,8 @@ CoreSchema vc_schema() {
       opt::choice("mask_index", "zero", {"zero", "one"},
                   "i = 0..D-1 (m = 1 updates every unit) or i = 1..D (eq. 8 literally)"),
       opt::choice("penalty", "l1", {"l1", "one_sided", "l2"}, "f of the penalty on m_t"),
+      opt::choice("penalty_scope", "step", {"step", "batch"},
+                  "f on every m_t ('step', the paper's 'at all time') or on the batch's mean m_t ('batch')"),
       opt::number("penalty_weight", 1.0, opt::at_least(0.0), "w of the penalty"),
       opt::number("target", 0.3, opt::closed(0.0, 1.0), "m_bar of the penalty"),
       opt::flag("skip", true, "compute only the leading d_t x d_t blocks (False: masked full path)"),
@@ -657,6 +686,7 @@ template <class S> std::unique_ptr<Core<S>> make_vc(ParamSet<S>& ps, const CoreA
   opt.mask_offset = o.choice("mask_index") == "one" ? 1 : 0;
   const std::string pen = o.choice("penalty");
   opt.penalty = pen == "l1" ? VCPenalty::L1 : (pen == "l2" ? VCPenalty::L2 : VCPenalty::OneSided);
+  opt.penalty_on_mean = o.choice("penalty_scope") == "batch";
   opt.penalty_weight = o.number("penalty_weight");
   opt.target = o.number("target");
   opt.skip = o.flag("skip");

@@ -15,7 +15,9 @@ equal it). At each step a scheduler decides how many leading units to update::
            h_t = z . h~ + (1 - z) . h_{t-1}
 
 Training adds ``vc_penalty`` = w * mean_n f(m_n - m_bar) over the N = T*B columns (``Loss.aux``),
-f = |.| (``penalty="l1"``, the paper's), max(0, .) (``"one_sided"``) or (.)^2 (``"l2"``). Gradients are
+f = |.| (``penalty="l1"``, the paper's), max(0, .) (``"one_sided"``) or (.)^2 (``"l2"``); with
+``penalty_scope="batch"`` (the other reading of the paper's Omega(m, m_bar)) w * f(mean_n m_n - m_bar)
+instead, which holds the average computation at m_bar and leaves each step free. Gradients are
 exact through the mask's sigmoid and zero where Thres clamps. Where e_t is 0 nothing is computed:
 a step of one stream uses the leading d_t x d_t block of each matrix (``skip=True``). ``records()``
 holds ``m``, ``d``, ``e`` and ``time`` (seconds per phase of the core, for benchmarks). See

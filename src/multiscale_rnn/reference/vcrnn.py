@@ -114,7 +114,8 @@ def gru_reset_before(P: dict, tok, state: Optional[dict] = None):
 def loss_and_grad(model, inputs, targets, state: Optional[dict] = None, mask=None, *, padding=None):
     """The reference of ``model.loss_and_grad`` in float64 (the common interface of
     ``multiscale_rnn.reference``): the mean cross-entropy as a ``Loss`` whose ``aux["vc_penalty"]`` is
-    the weight times the mean of f(m - m_bar) over the B*T columns, the gradients (NumPy, by the
+    the weight times the mean of f(m - m_bar) over the B*T columns (``penalty_scope`` "batch": f of the
+    mean m minus m_bar), the gradients (NumPy, by the
     model's names) of ``loss.total`` and the new state. ``padding`` (B, T) 0/1: the mean over the columns
     it marks 1 (separate padded sequences)."""
     torch = _torch()
@@ -125,12 +126,16 @@ def loss_and_grad(model, inputs, targets, state: Optional[dict] = None, mask=Non
     logits, new, rec = forward(Pin, model.config, tok, st)
     xent = torch_objective(logits, targets, mask)
     cfg = model.config
-    f = penalty(rec["m"], cfg["penalty"], cfg["target"])  # (B, T)
-    if padding is None:
-        aux = cfg["penalty_weight"] * f.mean()
-    else:
-        pad = torch.as_tensor(np.asarray(padding, dtype=np.float64)).reshape(f.shape)
-        aux = cfg["penalty_weight"] * (f * pad).sum() / pad.sum()
+    m = rec["m"]  # (B, T)
+    pad = (
+        torch.ones_like(m)
+        if padding is None
+        else torch.as_tensor(np.asarray(padding, dtype=np.float64)).reshape(m.shape)
+    )
+    if cfg.get("penalty_scope", "step") == "batch":  # f of the mean m_t over the counted columns
+        aux = cfg["penalty_weight"] * penalty((m * pad).sum() / pad.sum(), cfg["penalty"], cfg["target"])
+    else:  # the mean of f(m_t - m_bar) over the counted columns
+        aux = cfg["penalty_weight"] * (penalty(m, cfg["penalty"], cfg["target"]) * pad).sum() / pad.sum()
     (xent + aux).backward()
     loss = Loss(float(xent.detach()), {"vc_penalty": float(aux.detach())})
     return loss, torch_grads(P), {k: v.detach().numpy() for k, v in new.items()}

@@ -35,20 +35,21 @@ def mean_m(model, ids, batch_size: int = 16, chunk: int = 500) -> tuple:
     return float(m.mean()), float(model.equivalent_dim(d))
 
 
-def vc_label(model_name: str, hidden: int, weight, target, seed: int) -> str:
-    """A model's name in the results (``vcrnn-H512-w0.1-m0.3-seed0``; ``gru-H460-seed0`` for a baseline)."""
+def vc_label(model_name: str, hidden: int, weight, target, seed: int, scope: str = "step") -> str:
+    """A model's name in the results (``vcrnn-H512-w0.1-m0.3-seed0``, ``vcrnn-H512-w1-m0.3-batch-seed0`` with
+    ``penalty_scope="batch"``; ``gru-H460-seed0`` for a baseline)."""
     if weight is None:
         return f"{model_name}-H{hidden}-seed{seed}"
-    return f"{model_name}-H{hidden}-w{weight:g}-m{target:g}-seed{seed}"
+    return f"{model_name}-H{hidden}-w{weight:g}-m{target:g}{'' if scope == 'step' else '-' + scope}-seed{seed}"
 
 
-def _build(model_name, vocab_size, hidden, weight, target, seed):
+def _build(model_name, vocab_size, hidden, weight, target, seed, scope="step"):
     import multiscale_rnn as msr
 
     if model_name in ("vcrnn", "vcgru"):
         cls = {"vcrnn": msr.VCRNN, "vcgru": msr.VCGRU}[model_name]
         return cls(vocab_size, embed_size=hidden, hidden_sizes=(hidden,), target=target, penalty="l1",
-                   penalty_weight=weight, seed=seed)  # fmt: skip
+                   penalty_weight=weight, penalty_scope=scope, seed=seed)  # fmt: skip
     cls = {"elman": msr.ElmanRNN, "gru": msr.GRU}[model_name]
     return cls(vocab_size, embed_size=hidden, hidden_sizes=(hidden,), seed=seed)
 
@@ -60,12 +61,14 @@ def train_vc(corpus, settings, model_name, weight, seed, out: Path, budget=None,
     ``on_row`` as soon as it is made, so a run stopped by ``budget`` keeps the rows of its finished epochs.
     An epoch the checkpoint had already passed gets no row: the model in hand is a later epoch's, so its
     figures would be. ``settings`` has ``hidden``, ``target``, ``lr``, ``epochs``, ``train_chars``,
-    ``valid_chars``; a baseline (``elman``, ``gru``) takes ``weight=None``."""
+    ``valid_chars`` and may have ``penalty_scope`` (default "step"); a baseline (``elman``, ``gru``) takes
+    ``weight=None``."""
     import multiscale_rnn as msr
 
     vc = model_name in ("vcrnn", "vcgru")
     hidden = settings.hidden
-    model = _build(model_name, corpus.vocab_size, hidden, weight, settings.target, seed)
+    scope = getattr(settings, "penalty_scope", "step")
+    model = _build(model_name, corpus.vocab_size, hidden, weight, settings.target, seed, scope)
     trainer = msr.Trainer(
         model,
         msr.optim.Adam(settings.lr),
@@ -77,7 +80,7 @@ def train_vc(corpus, settings, model_name, weight, seed, out: Path, budget=None,
         model_options={"sharpness": msr.sharpness_schedule()} if vc else None,
         divergence=0.1,
     )
-    label = vc_label(model_name, hidden, weight, settings.target, seed)
+    label = vc_label(model_name, hidden, weight, settings.target, seed, scope)
     train, valid = corpus.train[: settings.train_chars], corpus.valid[: settings.valid_chars]
     rows = []
     for epochs in range(1, settings.epochs + 1):
@@ -89,6 +92,8 @@ def train_vc(corpus, settings, model_name, weight, seed, out: Path, budget=None,
         r = dict(label=label, model=model_name, hidden=hidden, weight=weight, target=settings.target if vc else None,
                  seed=seed, epoch=epochs, valid_bpc=history[-1]["valid_bpc"], mean_m=m, rnn_d=rnn_d,
                  seconds=time.perf_counter() - t0, isa=msr._native.ISA, threads=msr.get_num_threads())  # fmt: skip
+        if vc:
+            r["penalty_scope"] = scope
         if test and epochs == settings.epochs:
             r["test_bpc"] = msr.evaluate(model, corpus.test[: settings.valid_chars], batch_size=16)["bpc"]
             r.update(machine())

@@ -18,6 +18,10 @@
 // m_bar is a fixed target (option "target"), so f applies to each column on its own and the term is a mean
 // over the columns: the terms and gradients of parts of a batch, weighted by their shares of the columns, add
 // up to the whole batch's, and data-parallel training needs no batch statistics (Core::batch_statistics).
+// That is the paper's reading ("close to m_bar at all time", penalty_scope "step"). The other reading of
+// Omega(m, m_bar), penalty_scope "batch", applies f once to the mean of m_t over the batch:
+//   w * f(mbar_N - m_bar),  mbar_N = mean over the N columns of m_n,
+// with the gradient w f'(mbar_N - m_bar) / N on every m_n; mbar_N is a batch statistic ("mean_m").
 //
 // Skipped work: e is non-increasing in i, so with d_t = 1 + the last i with e_i > 0, units i >= d_t
 // keep h_{t-1} and h_bar, x_bar vanish there; a column needs only the leading d_t x d_t block of each
@@ -72,6 +76,7 @@ struct VCOptions {
   double eps = 0.01;       // Thres_eps, in (0, 0.5)
   int mask_offset = 0;     // o above: 0 ("zero") or 1 ("one")
   VCPenalty penalty = VCPenalty::L1;
+  bool penalty_on_mean = false;  // penalty_scope "batch": f of the batch's mean m_t, not the mean of f(m_t)
   double penalty_weight = 0.01;  // w >= 0
   double target = 0.3;           // m_bar in [0, 1]
   bool skip = true;              // products on the leading q x q blocks only
@@ -96,6 +101,8 @@ template <class S> class VCLayer : public Core<S> {
   void set_option(const std::string& name, double value) override;
   std::vector<NamedState<S>> records() const override;
   std::vector<std::pair<std::string, double>> aux_losses() const override;
+  std::vector<std::pair<std::string, double>> batch_statistics() const override;
+  void set_batch_statistics(const std::vector<double>& values) override;
 
  private:
   const char* unit_name() const { return unit_ == VCUnit::GRU ? "VCGRU" : "VCRNN"; }
@@ -104,6 +111,8 @@ template <class S> class VCLayer : public Core<S> {
   // Penalty f(m - m_bar) and its derivative.
   double penalty_value(double m) const;
   double penalty_slope(double m) const;
+  // aux_ (and mean_m_) of a forward from the sum pen of its columns' penalties (vcrnn.cpp).
+  void set_penalty(double pen, Index N, bool train);
   // Per-thread work buffers: each thread runs its own streams [j0, j0 + nb) through the chunk.
   struct Work {
     std::vector<Index> order;                  // (nb) local columns of a step sorted by q
@@ -119,7 +128,7 @@ template <class S> class VCLayer : public Core<S> {
     Mat<S> pm;                     // (1, nb) scheduler pre-activations / their gradients
     Mat<S> gu, gv;                 // (1, D) this thread's sums of the gradients of u, v
     S gb = S(0);                   // and of b_m
-    double pen = 0.0;              // and of the penalty
+    double pen = 0.0;              // and of the penalty (of m_t itself with penalty_on_mean)
     double pack_s = 0.0;           // seconds this thread spent packing weights
   };
   // Sorts the local columns [0, nb) of a step (global columns n0 + j) by q into w.order, w.first, w.levels, w.qs.
@@ -167,6 +176,7 @@ template <class S> class VCLayer : public Core<S> {
   Mat<S> da_;                // (G*D, N) backward: gradients of the pre-activations (rows >= q unused)
   Mat<S> time_;              // (kVCPhases, N) seconds per phase and column (VCPhase)
   double aux_ = 0.0;         // penalty of the last training forward
+  double mean_m_ = 0.0;      // penalty_on_mean: mbar_N of the last training forward (or the batch's, set)
   bool trained_ = false;     // whether the last forward was a training one
   std::vector<Work> work_;   // one per thread
   // The VCRNN's skipped products through packed panels (packed_path()): packed once per chunk, then each
