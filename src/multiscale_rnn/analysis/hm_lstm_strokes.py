@@ -45,7 +45,8 @@ def score_strokes(
     """z^l of every detector layer against the drawings' boundaries over the first ``max_sequences``
     drawings of ``split`` (all: None), pooled: per reference kind ("stroke" and, where the corpus has it,
     "component") and layer, precision, recall and F1 (``tolerance`` points of slack), and the rate of
-    z^l = 1 per point beside the reference's rate. Returns ``{"layers": [...], "rates": [...],
+    z^l = 1 per point beside the reference's rate, and the segments z^l cuts each drawing into (Figure 5's).
+    Returns ``{"layers": [...], "rates": [...], "segments": [[per drawing] of z^1, ...],
     "reference_rates": {kind: rate}, kind: [scores of z^1, z^2, ...]}``."""
     seqs = corpus.split(split)[: max_sequences if max_sequences is not None else None]
     bounds = corpus.boundaries[split][: len(seqs)]
@@ -63,6 +64,7 @@ def score_strokes(
     out: Dict[str, Any] = {
         "layers": [f"z{l + 1}" for l in detectors],
         "rates": [float(z[l].mean()) for l in detectors],
+        "segments": [[int(zd[l, :-1].sum()) + 1 for zd in zs] for l in detectors],  # segments_from_ends' count
         "sequences": len(seqs),
         "points": int(z.shape[1]),
     }

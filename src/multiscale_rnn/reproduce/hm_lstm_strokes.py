@@ -144,29 +144,31 @@ def _train(corpus, s: _Scale, row, seed, lstm_h, out_dir: Path, budget, results,
 #: this many strokes.
 HM_ROWS = ("hm-lstm", "hm-lstm-sa")
 FIGURE_STROKES = 2
+#: The drawings' boundary kinds as the report names them.
+KIND_NAMES = {"stroke": "pen lifts", "component": "component ends"}
 
 
 def _analyse(corpus, s: _Scale, out_dir: Path, results) -> None:
     """Score every trained HM-LSTM's z^1 and z^2 on the test drawings (a row ``analysis=True`` per model,
     written once), then draw the figures from the checkpoints."""
-    from ..analysis.hm_lstm_strokes import score_strokes, stroke_trace
+    from ..analysis.hm_lstm_strokes import score_strokes
     from ..checkpoint import load
-    from ..plot.strokes import segments_from_ends
 
-    models = {}
+    models: Dict[str, Dict[str, Any]] = {}  # row -> label -> trained model
     for row in HM_ROWS:
         for seed in SEEDS:
             label = _label(row, seed)
             if results.find(dict(label=label, epoch=s.epochs, final=True)) is None:
                 continue
-            models[label] = model = load(out_dir / f"{label}.npz").model
+            models.setdefault(row, {})[label] = model = load(out_dir / f"{label}.npz").model
             if results.find(dict(label=label, analysis=True)) is not None:
                 continue
             r = score_strokes(model, corpus, "test", max_sequences=None, tolerance=1)
-            segments = [int(segments_from_ends(stroke_trace(model, rows).z[1] > 0.5).max()) + 1 for rows in corpus.test]
-            results.append(dict(label=label, row=row, seed=seed, analysis=True, z2_segments=segments, **r))
-    if models:
-        _figures(corpus, models, out_dir)
+            z2_segments = r.pop("segments")[1]
+            results.append(dict(label=label, row=row, seed=seed, analysis=True, z2_segments=z2_segments, **r))
+    chosen = models.get("hm-lstm-sa") or models.get("hm-lstm")
+    if chosen:
+        _figures(corpus, chosen, out_dir)
 
 
 def _figure_index(corpus) -> int:
@@ -175,9 +177,9 @@ def _figure_index(corpus) -> int:
     return next((i for i, n in enumerate(strokes) if n >= FIGURE_STROKES), 0)
 
 
-def _figures(corpus, models: Dict[str, Any], out_dir: Path) -> None:
-    """``figure5.png`` (a row per trained seed of the annealed HM-LSTM, else the plain one), ``computation.png``
-    and ``samples.png`` of its first seed."""
+def _figures(corpus, chosen: Dict[str, Any], out_dir: Path) -> None:
+    """``figure5.png`` (a row per trained seed of ``chosen``: the annealed HM-LSTM's, else the plain one's),
+    ``computation.png`` and ``samples.png`` of its first seed."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -186,8 +188,6 @@ def _figures(corpus, models: Dict[str, Any], out_dir: Path) -> None:
     from ..plot.strokes import computation, figure5, strokes
     from ..training.sequences import sample_strokes
 
-    row = next(r for r in HM_ROWS[::-1] if any(label.startswith(r + "-seed") for label in models))
-    chosen = {label: m for label, m in models.items() if label.rsplit("-seed", 1)[0] == row}
     index = _figure_index(corpus)
     fig, axes = plt.subplots(len(chosen), 2, figsize=(6, 3 * len(chosen)), squeeze=False)
     for k, (label, model) in enumerate(chosen.items()):
@@ -226,9 +226,9 @@ def boundary_report(rows: List[dict]) -> str:
     """The HM-LSTMs' boundaries on the test drawings, median [min, max] over seeds: rates of z^1 and z^2 per
     point, F1 against the pen lifts and the component ends, and the z^2 segments of a drawing."""
     ref: Dict[str, float] = next((r["reference_rates"] for r in rows), {})
-    kinds = [k for k in ("stroke", "component") if k in ref]
+    kinds = [k for k in KIND_NAMES if k in ref]
     header = ["model", "seeds", "z1 rate", "z2 rate"]
-    header += [f"z{l} F1 vs {'pen lifts' if k == 'stroke' else 'component ends'}" for l in (1, 2) for k in kinds]
+    header += [f"z{l} F1 vs {KIND_NAMES[k]}" for l in (1, 2) for k in kinds]
     header += ["z2 segments per drawing", "drawings with >= 2 z2 segments"]
     table = []
     for row in HM_ROWS:
@@ -240,7 +240,7 @@ def boundary_report(rows: List[dict]) -> str:
         line.append(_spread([float(np.median(r["z2_segments"])) for r in got], 1, False))
         line.append(_spread([float(np.mean(np.asarray(r["z2_segments"]) >= 2)) for r in got], 2, False))
         table.append(line)
-    rates = ", ".join(f"{'pen lifts' if k == 'stroke' else 'component ends'} {ref[k]:.3f}" for k in kinds)
+    rates = ", ".join(f"{KIND_NAMES[k]} {ref[k]:.3f}" for k in kinds)
     return "\n".join(
         [
             f"Boundaries on the test drawings (one point of slack; reference rates per point: {rates}):",
