@@ -513,21 +513,27 @@ def word_scores(m, corpus):
 
 
 @pytest.mark.usefixtures("one_thread")
-def test_default_recipe_finds_the_word_boundaries():
-    """One run of the defaults (docs/models/hm_lstm.md, "The default recipe") finds the word ends of
-    the generated text in layer 1: F1 >= 0.9. Seed 0 measured 0.964 / 0.984 / 0.973 with the avx512 /
-    avx2 / baseline modules; single runs reach 0.9 on 11 of 20 seeds (the study), so this checks
-    learning on one seed, not the rate of success. The boundaries must also be sparse (about one
-    per word: the rate target) and the layer above must skip most steps."""
-    m, corpus = train_synthetic()
-    assert m.options["detectors"] == 1.0, "the warm-up should have switched the detectors on"
-    tr, f1 = word_scores(m, corpus)
-    z1 = tr.z[0] > 0.5
-    chance = boundary_scores(np.random.default_rng(0).permutation(z1), tr.reference, 1)["f1"]
-    assert f1 >= 0.9, tr.scores[0]
-    assert chance < 0.5, chance
-    assert 0.15 <= z1.mean() <= 0.21, z1.mean()  # words end on 17.6 % of the steps
-    assert tr.updates[1] < 0.25 * len(tr), "the second layer should update about once per word"
+def test_default_recipe_finds_the_word_boundaries_over_seeds():
+    """Ten single runs of the defaults (docs/models/hm_lstm.md, "The default recipe"; seeds 0-9, about 3 s
+    each) on the generated text. What is asserted holds across seeds, instruction sets and thread counts
+    (measured on an AMD EPYC with the avx2 and baseline modules at 1 and 2 threads: F1 >= 0.9 on 5-6 of
+    10 seeds, median F1 0.88-0.92, lowest 0.73, z^1 rate 0.167-0.196, layer-2 updates at most 19.6 %):
+    every run keeps its boundaries sparse (about one per word: the rate target), lets the layer above
+    skip most steps and places them far better than chance; a single run finds the words (F1 >= 0.9)
+    on about half of the seeds, which is why the recipe keeps the best of five (the test below)."""
+    f1s = []
+    for seed in range(10):
+        m, corpus = train_synthetic(seed=seed)
+        assert m.options["detectors"] == 1.0, "the warm-up should have switched the detectors on"
+        tr, f1 = word_scores(m, corpus)
+        z1 = tr.z[0] > 0.5
+        chance = boundary_scores(np.random.default_rng(0).permutation(z1), tr.reference, 1)["f1"]
+        assert chance < 0.5 and f1 >= 0.6, (seed, tr.scores[0], chance)
+        assert 0.15 <= z1.mean() <= 0.21, (seed, z1.mean())  # words end on 17.6 % of the steps
+        assert tr.updates[1] < 0.25 * len(tr), (seed, "the second layer should update about once per word")
+        f1s.append(f1)
+    assert sum(f >= 0.9 for f in f1s) >= 3, f1s
+    assert np.median(f1s) >= 0.8, f1s
 
 
 @pytest.mark.usefixtures("one_thread")

@@ -214,7 +214,8 @@ def _preset(model, data, hidden, target, about, data_options=None, epochs=10):
     """A setting of Jernite et al. 2017 (Section 5): one VC layer, embedding = hidden size, the symmetric l1
     penalty towards m_bar, sharpness 0.1 + 0.1 per epoch up to 1. The paper gives no optimiser, batch,
     penalty weight or epoch count: Adam 2e-3, batch 32, 100 steps, clip 1, weight 1 (the measured default:
-    mean m_t within 0.05 of m_bar), 10 epochs (where the sharpness reaches 1) are this package's choices."""
+    mean m_t within 0.05 of m_bar on 3 seeds, measured at 512 units on 500k characters of PTB, not at a
+    preset's size), 10 epochs (where the sharpness reaches 1) are this package's choices."""
     return {
         "about": "Jernite et al. 2017, " + about,
         "model": model,
