@@ -35,8 +35,11 @@
 // [U W] packed per chunk as far as the steps reach (the leading rows and depths only), then per step every
 // panel of 16 (float, AVX2) rows runs over the sorted streams that reach it, each stream to exactly its own
 // depth q, in one pass for U h_bar + V x_bar; the backward packs U^T and W^T up to the chunk's largest q.
-// The Eigen staircase stays as the plain path (reference_kernels()). The mask evaluates the sigmoid only where
-// Thres_eps can leave it open (other units are exactly 0 or 1). With skip = false every column has
+// The Eigen staircase stays as the plain path (reference_kernels()). Outside the steps, once per chunk (the plain
+// path does them at each step): the scheduler's v . x_t of every column (vx_) and the gradients of u and v
+// (from pms_); an evaluation from token ids (forward_tokens) reads x_t = Emb[:, token] in place, v . x_t from
+// the table v Emb. The masks are written on the rows [0, q) the products read. The mask evaluates the sigmoid
+// only where Thres_eps can leave it open (other units are exactly 0 or 1). With skip = false every column has
 // q = D: the plain masked full computation (tests hold both equal). Threads run over streams
 // (over_streams): each thread steps its own streams through the chunk and sorts them by q itself; the
 // scheduler's gradients are summed per thread and added in thread order.
