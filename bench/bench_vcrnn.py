@@ -1,5 +1,5 @@
-"""Benchmark: VCRNN/VCGRU skipped work (leading d_t x d_t blocks) against the masked full path, and
-against the masked model written in PyTorch.
+"""Benchmark: VCRNN/VCGRU skipped work (leading d_t x d_t blocks) against the same model computed densely
+(every d_t = D) by the same kernels, against the masked full path, and against the masked model in PyTorch.
 
 The model reads the text shipped with the package (The Devil's Dictionary), as bits (--bits) or
 characters, lambda 1, eps 0.01. It is first TRAINED until its mean m_t is about --mean-m (0.3): Adam
@@ -19,7 +19,11 @@ batch comes from the last 10 % (not trained on). Then:
 3. --staircase also times the skipped path through the plain kernels (``set_reference_kernels``: the
    staircase of Eigen products, one thread), interleaved with the others: the skipped path before the
    packed leading-block products of the VCRNN.
-4. --breakdown prints where the time of each path goes, from the core's "time" record (seconds per phase:
+4. The same model with every d_t forced to D ("dense": the scheduler bias set to +50, so m_t = 1, through
+   the same skipped path and kernels with nothing to skip) is timed interleaved with the others: the
+   fastest dense computation of the same model, the fair baseline of the skipping. The "% of ideal vs
+   dense" columns give (dense / skip) / ideal from the best times of the repeats and from their medians.
+5. --breakdown prints where the time of each path goes, from the core's "time" record (seconds per phase:
    scheduler, operands, recurrent products, pointwise, weight packing, weight gradients), with the rate of
    the recurrent products (multiplications of the leading q x q blocks, q = d_t rounded up to the block).
 
@@ -48,13 +52,18 @@ FWD_ROWS = dict(zip(PHASES, range(5)))
 BWD_ROWS = dict(zip(PHASES + ("weight grads",), range(5, 11)))
 
 
-def best(fn, repeat):
+def timed(fn, repeat):
+    """Wall-clock seconds of each of repeat calls of fn."""
     times = []
     for _ in range(repeat):
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
-    return min(times)
+    return times
+
+
+def best(fn, repeat):
+    return min(timed(fn, repeat))
 
 
 def train_model(cls, unit, V, D, train_ids, args):
@@ -177,14 +186,13 @@ def main():
         # skip and mask alternate within each repeat, so that a burst of load from other work on a shared
         # machine slows both alike; the best of each is kept
         q = np.minimum(D, np.ceil(d / model.config["block"]) * model.config["block"])
-        # paths: (name, skip, plain kernels, scheduler bias or None); "full" is the skipped path with every
-        # d_t = D (the scheduler bias set to +50 so that m_t = 1): the same code with nothing to skip
-        paths = [("skip", True, False, None), ("mask", False, False, None)]
+        # paths: (name, skip, plain kernels, scheduler bias or None); "dense" is the skipped path with every
+        # d_t = D (the scheduler bias set to +50 so that m_t = 1): the same code and kernels, nothing to skip
+        paths = [("skip", True, False, None), ("dense", True, False, 50.0), ("mask", False, False, None)]
         paths += [("stair", True, True, None)] if args.staircase else []
-        paths += [("full", True, False, 50.0)] if args.breakdown else []
         bias = model.parameters()["sched_bias_l0"]
         bias0 = bias.copy()
-        res, phases = {}, {}
+        res, phases, walls = {}, {}, {}  # best seconds, its phase record, every repeat's seconds
         try:
             for _ in range(args.repeat):
                 for path, skip, plain, b in paths:
@@ -196,6 +204,7 @@ def main():
                         ("train", lambda: model.loss_and_grad(tok, tgt, state, copy_grads=False)),
                     ):
                         wall = best(fn, 1)
+                        walls.setdefault((k, path), []).append(wall)
                         if wall < res.get((k, path), math.inf):
                             res[(k, path)] = wall
                             phases[(k, path)] = model.records()["time"].sum(axis=1)
@@ -213,11 +222,12 @@ def main():
             ideal=ideal,
             ideal_model=ideal_model,
             **{f"{k}_{p}": v for (k, p), v in res.items()},
+            **{f"{k}_{p}_median": float(np.median(v)) for (k, p), v in walls.items()},
         )
         for (k, path), sec in phases.items():
             # multiplications of the recurrent products per pass: G (U and W) blocks per column, forward and
             # (training) backward; the rate counts 2 flops per multiplication
-            qq = q if path not in ("mask", "full") else np.full_like(q, D)
+            qq = q if path not in ("mask", "dense") else np.full_like(q, D)
             mults = 2 * G * np.sum(qq * qq) * (2 if k == "train" else 1)
             breakdowns.append((unit, k, path, res[(k, path)], sec, mults))
         if not args.no_torch:
@@ -249,6 +259,25 @@ def main():
             line["train_torch"] = best(t_train, max(2, args.repeat // 2))
         rows.append(line)
 
+    print()
+    print(
+        f"Skipped path against the same model with every d_t = D through the same kernels (dense), best of "
+        f"{args.repeat} interleaved repeats (median in brackets):"
+    )
+    print()
+    print("| unit | mean m | ideal (D²/d²) | pass | skip ms | dense ms | dense / skip | % of ideal vs dense |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        for k in ("infer", "train"):
+            sp, spm = (r[f"{k}_dense{x}"] / r[f"{k}_skip{x}"] for x in ("", "_median"))
+            print(
+                f"| {r['unit']} | {r['m']:.3f} | {r['ideal']:.2f} | {k} | {1e3 * r[f'{k}_skip']:.1f} "
+                f"({1e3 * r[f'{k}_skip_median']:.1f}) | {1e3 * r[f'{k}_dense']:.1f} "
+                f"({1e3 * r[f'{k}_dense_median']:.1f}) | {sp:.2f} ({spm:.2f}) | "
+                f"{100 * sp / r['ideal']:.0f} % ({100 * spm / r['ideal']:.0f} %) |"
+            )
+    print()
+    print("Skipped path against the masked full path (skip=False) and against PyTorch, best of the repeats:")
     print()
     print(
         "| unit | mean m | mean d_t | ideal (D²/d²) | ideal incl. head | pass | skip ms | mask ms | speedup | "
@@ -298,18 +327,6 @@ def main():
                 + " | ".join(f"{1e3 * per[n]:.1f}" for n in names)
                 + f" | {1e3 * rest:.1f} | {rate:.1f} |"
             )
-        print()
-        print('The skipped path against itself with every d_t = D ("full": the same kernels, nothing to skip):')
-        print()
-        print("| unit | pass | full ms | skip ms | speedup | ideal | % of ideal |")
-        print("| --- | --- | --- | --- | --- | --- | --- |")
-        for r in rows:
-            for k in ("infer", "train"):
-                sp = r[f"{k}_full"] / r[f"{k}_skip"]
-                print(
-                    f"| {r['unit']} | {k} | {1e3 * r[f'{k}_full']:.1f} | {1e3 * r[f'{k}_skip']:.1f} | {sp:.2f} | "
-                    f"{r['ideal']:.2f} | {100 * sp / r['ideal']:.0f} % |"
-                )
 
 
 if __name__ == "__main__":

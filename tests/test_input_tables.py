@@ -3,7 +3,8 @@
 For token inputs an LSTM's first-layer input term is W_ih e_{x_t} + b, one column of the table
 P = W_ih E + b (4H, V), built once per call; evaluation forwards (``forward``, ``loss``) read P
 instead of a product per step when 4 V <= T*B. ``msr.set_input_tables(False)`` selects the plain
-path (embedding, then the core's forward); the two must agree to rounding order.
+path (embedding, then the core's forward); the two must agree to rounding order. The VCRNN and VCGRU
+read x_t from the embedding in place in evaluation (their tests: tests/test_vcrnn.py).
 """
 
 import numpy as np

@@ -311,9 +311,9 @@ def plain_kernels_off():
     msr.set_reference_kernels(False)
 
 
-def spread_vcrnn(Dw, seed, dtype="float64", sched_bias=0.0, **kw):
-    """A VCRNN of Dw units whose m_t spreads over (0, 1) (many distinct q per step)."""
-    m = msr.VCRNN(V, hidden_sizes=(Dw,), dtype=dtype, seed=seed, eps=0.05, penalty_weight=0.3, **kw)
+def spread_vcrnn(Dw, seed, dtype="float64", sched_bias=0.0, cls=msr.VCRNN, **kw):
+    """A VCRNN (or cls) of Dw units whose m_t spreads over (0, 1) (many distinct q per step)."""
+    m = cls(V, hidden_sizes=(Dw,), dtype=dtype, seed=seed, eps=0.05, penalty_weight=0.3, **kw)
     rng = np.random.default_rng(seed)
     for p in m.parameters().values():
         p[...] = rng.normal(0.0, 0.6, p.shape)
@@ -369,6 +369,41 @@ def test_packed_products_equal_plain_staircase(plain_kernels_off, case, threads)
     assert_runs_equal(
         runs[False], runs[True], rtol=1e-10, grad_rtol=1e-9, atol=1e-12, exercised=not expect.startswith("all")
     )
+
+
+@pytest.mark.parametrize("cls", UNITS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("tables", [True, False], ids=["tokens", "embedded"])
+def test_chunk_scheduler_products_equal_plain(plain_kernels_off, cls, threads, tables):
+    """The fast path's scheduler products over the whole chunk (v . x_t of every column before the steps, the
+    gradients of u and v after them) equal the plain per-step products (reference kernels), float64, for both
+    units, with the masks' rows >= q unwritten by the fast path and the "e" record still zero there. With
+    input tables on, the evaluation forward reads x_t from the embedding in place (forward_tokens)."""
+    Dw, Bw = 37, 9
+    chunks = [
+        (np.random.default_rng(s).integers(0, V, (Bw, 4)), np.random.default_rng(s + 1).integers(0, V, (Bw, 4)))
+        for s in (51, 53)
+    ]
+    st = {"h_l0": np.random.default_rng(54).normal(0, 0.5, (Bw, Dw))}
+    old = msr.get_num_threads()
+    runs, masks = {}, {}
+    try:
+        msr.set_num_threads(threads)
+        for plain in (False, True):
+            msr.set_reference_kernels(plain)
+            msr.set_input_tables(tables)
+            m = spread_vcrnn(Dw, 50, cls=cls, block=3, sharpness=2.0)
+            runs[plain] = run_chunks(m, chunks, st)
+            masks[plain] = (m.records()["e"], m.records()["d"][0])
+    finally:
+        msr.set_num_threads(old)
+        msr.set_reference_kernels(False)
+        msr.set_input_tables(True)
+    e, d = masks[False]
+    assert len(np.unique(np.ceil(d / 3))) > 2  # mixed q
+    assert all((e[int(k) :, n] == 0).all() for n, k in enumerate(d))  # units i >= d_t: e = 0 in the record
+    np.testing.assert_allclose(e, masks[True][0], rtol=1e-10, atol=1e-12)
+    assert_runs_equal(runs[False], runs[True], rtol=1e-10, grad_rtol=1e-9, atol=1e-12)
 
 
 def test_packed_products_float32_and_time_record(plain_kernels_off):

@@ -62,7 +62,7 @@ template <class S> void VCLayer<S>::set_option(const std::string& name, double v
 
 template <class S> Index VCLayer<S>::mask_column(Index n, S m) {
   const S lam = S(opt_.sharpness), eps = S(opt_.eps), mD = m * S(D_);
-  auto e = e_.col(n);  // rows start at 0 (forward's setZero)
+  auto e = e_.col(n);  // rows [d, D) are left as they are (forward_scheduler zeroes [d, q))
   // With x_i = lambda (m D - o - i), Thres gives exactly 1 where x_i > logit(1 - eps) = L and exactly 0
   // where x_i < -L. Outside a margin of 0.05 (far above rounding) no exponential is needed:
   // units [0, i1) are 1 and units [i2, D) are 0; only [i1, i2) evaluate the sigmoid.
@@ -172,9 +172,22 @@ template <class S> void VCLayer<S>::set_penalty(double pen, Index N, bool train)
 }
 
 template <class S> void VCLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index B, bool train) {
-  MSRNN_CHECK(h_.cols() == B, unit_name(), " state has batch size ", h_.cols(), ", input has ", B);
   MSRNN_CHECK(X.rows() == D_ && X.cols() == T * B, unit_name(), " input has shape (", X.rows(), ", ", X.cols(),
               "), expected (", D_, ", ", T * B, ")");
+  run(Y, X, nullptr, T, B, train);
+}
+
+template <class S>
+bool VCLayer<S>::forward_tokens(MRef<S> Y, CRef<S> Emb, const std::int32_t* tokens, Index T, Index B) {
+  if (!input_tables() || !input_tables_pay(Emb.cols(), T * B) || reference_kernels()) return false;
+  MSRNN_CHECK(Emb.rows() == D_, unit_name(), " input table: embedding has ", Emb.rows(), " rows, expected ", D_);
+  run(Y, Emb, tokens, T, B, /*train=*/false);
+  return true;
+}
+
+template <class S>
+void VCLayer<S>::run(MRef<S> Y, CRef<S> X, const std::int32_t* tokens, Index T, Index B, bool train) {
+  MSRNN_CHECK(h_.cols() == B, unit_name(), " state has batch size ", h_.cols(), ", input has ", B);
   const Index N = T * B, D = D_;
   T_ = T;
   B_ = B;
@@ -196,13 +209,17 @@ template <class S> void VCLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index
     if (train) return StepMap(hs_.data() + ((t + 1) * B + j0) * D, D, nb, Eigen::OuterStride<>(D));
     return StepMap(y + (t * B + j0) * ldy, D, nb, Eigen::OuterStride<>(ldy));
   };
-  e_.setZero(D, N);
+  e_.resize(D, N);  // rows [0, q) of each column written by the scheduler; rows >= q are never read
   m_.resize(1, N);
   g_.resize(G_ * D, N);
   d_.assign(N, 0);
   q_.assign(N, 0);
   open_.assign(N, 0);
   time_.setZero(kVCPhases, N);
+  vx_.resize(1, N);
+  if (!reference_kernels()) scheduler_input_term(X, tokens);
+  // x_t of global column n: column n of X, or with tokens the embedding's column of token n
+  const auto x_col = [&](Index n) { return X.col(tokens ? Index(tokens[n]) : n).data(); };
   const int nt = stream_threads(B, !reference_kernels());
   work_.resize(nt);
   const bool packed = packed_path();
@@ -219,16 +236,16 @@ template <class S> void VCLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index
       PhaseClock clk;
       double sec[kVCPhases] = {};
       const Index n0 = t * B + j0;
-      auto Hp = h_prev(t, j0, nb);  // h_{t-1} (D, nb)
-      auto Hn = h_next(t, j0, nb);  // h_t (D, nb)
-      const auto Xt = X.middleCols(n0, nb);
-      forward_scheduler(w, Hp, Xt, n0, nb);
+      auto Hp = h_prev(t, j0, nb);                                                              // h_{t-1} (D, nb)
+      auto Hn = h_next(t, j0, nb);                                                              // h_t (D, nb)
+      if (reference_kernels()) vx_.middleCols(n0, nb).noalias() = v_.w * X.middleCols(n0, nb);  // plain: per step
+      forward_scheduler(w, Hp, n0, nb);
       clk.mark(sec[kFwdScheduler]);
       if (packed && !w.qs.empty()) {
         extend_packing(w.qs.back());
         clk.mark(sec[kFwdPack]);  // (with any wait for another thread's extension)
       }
-      forward_operands(w, Hp, Hn, Xt, n0, nb);
+      forward_operands(w, Hp, Hn, x_col, n0, nb);
       clk.mark(sec[kFwdOperands]);
       if (unit_ == VCUnit::Elman)
         forward_elman(w, Hp, Hn, n0, nb, packed, clk, sec);
@@ -249,21 +266,39 @@ template <class S> void VCLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index
   set_penalty(pen, N, train);
 }
 
+// The scheduler's input term of every column of the chunk, v . x_t into vx_ (1, N), before the steps (the plain
+// path computes it at each step): one pass over X (D, N), or with tokens the table v Emb (1, V) read per column.
+// Its time goes to the scheduler's row of time_.
+template <class S> void VCLayer<S>::scheduler_input_term(CRef<S> X, const std::int32_t* tokens) {
+  PhaseClock clk;
+  double sec = 0.0;
+  const Index N = vx_.cols();
+  if (tokens) {
+    const Mat<S> vE = v_.w * X;  // (1, V) v . Emb
+    for (Index n = 0; n < N; ++n) vx_(0, n) = vE(0, tokens[n]);
+  } else {
+    vx_.noalias() = v_.w * X;
+  }
+  clk.mark(sec);
+  time_.row(kFwdScheduler).setConstant(S(sec / double(std::max<Index>(N, 1))));
+}
+
 // The scheduler of one step (eq. 7-8): m_t = sigm(u . h_{t-1} + v . x_t + b_m) of each column, its mask e_t
 // (mask_column), d_t and q (d_t rounded up to the block), the penalty f(m_t - m_bar) summed into w.pen, and the
-// columns grouped by q (group_step). Hp h_{t-1} (D, nb), Xt x_t (D, nb).
+// columns grouped by q (group_step). Hp h_{t-1} (D, nb); v . x_t from vx_.
 template <class S>
-template <class HP, class XT>
-void VCLayer<S>::forward_scheduler(Work& w, const HP& Hp, const XT& Xt, Index n0, Index nb) {
+template <class HP>
+void VCLayer<S>::forward_scheduler(Work& w, const HP& Hp, Index n0, Index nb) {
   const Index D = D_;
   w.pm.noalias() = u_.w * Hp;
-  w.pm.noalias() += v_.w * Xt;
+  w.pm += vx_.middleCols(n0, nb);
   for (Index j = 0; j < nb; ++j) {
     const Index n = n0 + j;
     const S m = S(1) / (S(1) + std::exp(-(w.pm(0, j) + bm_.w(0, 0))));
     m_(0, n) = m;
     d_[n] = mask_column(n, m);
     q_[n] = opt_.skip ? std::min(D, (d_[n] + opt_.block - 1) / opt_.block * opt_.block) : D;
+    e_.col(n).segment(d_[n], q_[n] - d_[n]).setZero();  // the rows the products read past d_t
     w.pen += this->column_weight(n) * (opt_.penalty_on_mean ? double(m) : penalty_value(double(m)));
   }
   group_step(w, n0, nb);
@@ -271,10 +306,10 @@ void VCLayer<S>::forward_scheduler(Work& w, const HP& Hp, const XT& Xt, Index n0
 
 // The masked operands of one step (eq. 12), h_bar = e_t . h_{t-1} and x_bar = e_t . x_t, into w.hb, w.xb in
 // sorted order, and h_t = h_{t-1} on the units i >= q of each column (the rows < q are written by the update).
-// Hp h_{t-1} (D, nb), Hn h_t (D, nb), Xt x_t (D, nb).
+// Hp h_{t-1} (D, nb), Hn h_t (D, nb), x_col(n) the data of x_t (D) of global column n.
 template <class S>
-template <class HP, class HN, class XT>
-void VCLayer<S>::forward_operands(Work& w, const HP& Hp, HN& Hn, const XT& Xt, Index n0, Index nb) {
+template <class HP, class HN, class XC>
+void VCLayer<S>::forward_operands(Work& w, const HP& Hp, HN& Hn, const XC& x_col, Index n0, Index nb) {
   const Index D = D_;
   // Units i >= q of a column keep h_{t-1} (the rows < q are written by the update below).
   for (Index k = 0; k < w.first; ++k) Hn.col(w.order[k]) = Hp.col(w.order[k]);
@@ -283,7 +318,7 @@ void VCLayer<S>::forward_operands(Work& w, const HP& Hp, HN& Hn, const XT& Xt, I
     const Index j = w.order[k], n = n0 + j, q = q_[n];
     Hn.col(j).tail(D - q) = Hp.col(j).tail(D - q);
     w.hb.col(k).head(q) = e_.col(n).head(q).cwiseProduct(Hp.col(j).head(q));
-    w.xb.col(k).head(q) = e_.col(n).head(q).cwiseProduct(Xt.col(j).head(q));
+    w.xb.col(k).head(q) = e_.col(n).head(q).cwiseProduct(CVecMap<S>(x_col(n), q));
   }
 }
 
@@ -375,6 +410,7 @@ template <class S> void VCLayer<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X) 
   const S lamD = S(opt_.sharpness * double(D));
   const S pw = S(opt_.penalty_weight / this->counted_columns(N));
   da_.resize(G_ * D, N);
+  pms_.resize(1, N);
   time_.bottomRows(kVCPhases - kBwdScheduler).setZero();
   const int nt = stream_threads(B, !reference_kernels());
   work_.resize(nt);
@@ -434,12 +470,25 @@ template <class S> void VCLayer<S>::backward(MRef<S> dX, CRef<S> dY, CRef<S> X) 
     bm_.g(0, 0) += work_[k].gb;
   });
   PhaseClock clk;
-  double pack_s = 0.0, grads_s = 0.0;
+  double pack_s = 0.0, grads_s = 0.0, sched_s = 0.0;
   for (int k = 0; k < nt; ++k) pack_s += work_[k].pack_s;
+  if (!reference_kernels()) scheduler_weight_grads(X);
+  clk.mark(sched_s);
   accumulate_weight_grads(X);
   clk.mark(grads_s);
-  time_.row(kBwdPack).setConstant(S(pack_s / double(std::max<Index>(N, 1))));
-  time_.row(kBwdWeightGrads).setConstant(S(grads_s / double(std::max<Index>(N, 1))));
+  const double perN = 1.0 / double(std::max<Index>(N, 1));
+  time_.row(kBwdScheduler).array() += S(sched_s * perN);
+  time_.row(kBwdPack).setConstant(S(pack_s * perN));
+  time_.row(kBwdWeightGrads).setConstant(S(grads_s * perN));
+}
+
+// The gradients of the scheduler's weights over the whole chunk (eq. 7), from the gradients of its
+// pre-activations pms_ (1, N): dL/du = pms_ H^T with H the (D, N) h_{t-1} of every column, dL/dv = pms_ X^T,
+// one product each per chunk (the plain path sums them per step, backward_scheduler).
+template <class S> void VCLayer<S>::scheduler_weight_grads(CRef<S> X) {
+  const Index N = T_ * B_;
+  u_.g.noalias() += pms_ * hs_.leftCols(N).transpose();
+  v_.g.noalias() += pms_ * X.transpose();
 }
 
 // A thread's backward buffers for its nb streams, and its sums of the scheduler's gradients set to zero.
@@ -587,8 +636,12 @@ void VCLayer<S>::backward_scheduler(Work& w, const HP& Hp, const XT& Xt, MRef<S>
   }
   w.dhp.noalias() += u_.w.transpose() * w.pm;
   dxt.noalias() += v_.w.transpose() * w.pm;
-  w.gu.noalias() += w.pm * Hp.transpose();
-  w.gv.noalias() += w.pm * Xt.transpose();
+  if (reference_kernels()) {  // the plain path: the gradients of u and v at each step
+    w.gu.noalias() += w.pm * Hp.transpose();
+    w.gv.noalias() += w.pm * Xt.transpose();
+  } else {
+    pms_.middleCols(n0, nb) = w.pm;  // for scheduler_weight_grads
+  }
   w.gb += w.pm.sum();
 }
 
@@ -631,8 +684,13 @@ template <class S> void VCLayer<S>::accumulate_weight_grads(CRef<S> X) {
 template <class S> std::vector<NamedState<S>> VCLayer<S>::records() const {
   const Index N = Index(d_.size());
   Mat<S> d(1, N);
-  for (Index n = 0; n < N; ++n) d(0, n) = S(d_[n]);
-  return {{"m", m_}, {"d", d}, {"e", e_}, {"time", time_}};
+  Mat<S> e(D_, N);  // (D, N) e_t, with the zeros of rows >= q that forward leaves unwritten
+  for (Index n = 0; n < N; ++n) {
+    d(0, n) = S(d_[n]);
+    e.col(n).head(q_[n]) = e_.col(n).head(q_[n]);
+    e.col(n).tail(D_ - q_[n]).setZero();
+  }
+  return {{"m", m_}, {"d", d}, {"e", e}, {"time", time_}};
 }
 
 template <class S> std::vector<std::pair<std::string, double>> VCLayer<S>::aux_losses() const {

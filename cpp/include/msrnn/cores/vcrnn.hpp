@@ -35,8 +35,11 @@
 // [U W] packed per chunk as far as the steps reach (the leading rows and depths only), then per step every
 // panel of 16 (float, AVX2) rows runs over the sorted streams that reach it, each stream to exactly its own
 // depth q, in one pass for U h_bar + V x_bar; the backward packs U^T and W^T up to the chunk's largest q.
-// The Eigen staircase stays as the plain path (reference_kernels()). The mask evaluates the sigmoid only where
-// Thres_eps can leave it open (other units are exactly 0 or 1). With skip = false every column has
+// The Eigen staircase stays as the plain path (reference_kernels()). Outside the steps, once per chunk (the plain
+// path does them at each step): the scheduler's v . x_t of every column (vx_) and the gradients of u and v
+// (from pms_); an evaluation from token ids (forward_tokens) reads x_t = Emb[:, token] in place, v . x_t from
+// the table v Emb. The masks are written on the rows [0, q) the products read. The mask evaluates the sigmoid
+// only where Thres_eps can leave it open (other units are exactly 0 or 1). With skip = false every column has
 // q = D: the plain masked full computation (tests hold both equal). Threads run over streams
 // (over_streams): each thread steps its own streams through the chunk and sorts them by q itself; the
 // scheduler's gradients are summed per thread and added in thread order.
@@ -94,6 +97,10 @@ template <class S> class VCLayer : public Core<S> {
   Index output_size() const override { return D_; }
   void bind(ParamSet<S>& ps) override;
   void forward(MRef<S> Y, CRef<S> X, Index T, Index B, bool train) override;
+  // Evaluation from token ids (Core::forward_tokens): x_t = Emb[:, token_t] read in place (no embedded (D, N)
+  // input) and the scheduler's v . x_t from the table v Emb (1, V). Taken when input_tables() is on, the table
+  // pays (input_tables_pay) and the fast kernels are selected; else false.
+  bool forward_tokens(MRef<S> Y, CRef<S> Emb, const std::int32_t* tokens, Index T, Index B) override;
   void backward(MRef<S> dX, CRef<S> dY, CRef<S> X) override;
   std::vector<NamedState<S>> get_state() const override;
   void set_state(const std::vector<NamedState<S>>& state) override;
@@ -137,13 +144,20 @@ template <class S> class VCLayer : public Core<S> {
   auto lead(MatMap<S>& A, Index gate, Index q) { return A.block(gate * D_, 0, q, q); }
   // Weight gradients of the whole chunk, one product per q.
   void accumulate_weight_grads(CRef<S> X);
+  // The forward of forward and forward_tokens: X (D, N) the inputs, or with tokens (N) the embedding Emb (D, V).
+  void run(MRef<S> Y, CRef<S> X, const std::int32_t* tokens, Index T, Index B, bool train);
+  // The scheduler's v . x_t of the whole chunk into vx_ (fast path; vcrnn.cpp), X and tokens as in run.
+  void scheduler_input_term(CRef<S> X, const std::int32_t* tokens);
+  // The scheduler's u and v gradients of the whole chunk from pms_ (fast path; vcrnn.cpp).
+  void scheduler_weight_grads(CRef<S> X);
   // Wall-clock time of consecutive phases (vcrnn.cpp).
   struct PhaseClock;
   // The named steps of forward and backward over one step of a thread's streams (vcrnn.cpp, with the equations).
-  // HP, HN, XT: views of h_{t-1}, h_t, x_t (D, nb), columns [n0, n0 + nb) of the chunk.
-  template <class HP, class XT> void forward_scheduler(Work& w, const HP& Hp, const XT& Xt, Index n0, Index nb);
-  template <class HP, class HN, class XT>
-  void forward_operands(Work& w, const HP& Hp, HN& Hn, const XT& Xt, Index n0, Index nb);
+  // HP, HN, XT: views of h_{t-1}, h_t, x_t (D, nb), columns [n0, n0 + nb) of the chunk; XC: x_col(n), the
+  // data of x_t (D) of global column n.
+  template <class HP> void forward_scheduler(Work& w, const HP& Hp, Index n0, Index nb);
+  template <class HP, class HN, class XC>
+  void forward_operands(Work& w, const HP& Hp, HN& Hn, const XC& x_col, Index n0, Index nb);
   template <class HP, class HN>
   void forward_elman(Work& w, const HP& Hp, HN& Hn, Index n0, Index nb, bool packed, PhaseClock& clk,
                      double (&sec)[kVCPhases]);
@@ -167,12 +181,14 @@ template <class S> class VCLayer : public Core<S> {
   Param<S> W_, U_, b_, v_, u_, bm_;
   Mat<S> h_;                 // (D, B) carried state
   Mat<S> hs_;                // (D, N + B) h_{t-1} of every column; block 0 is the state before the chunk
-  Mat<S> e_;                 // (D, N) masks e_t
+  Mat<S> e_;                 // (D, N) masks e_t; rows >= q of a column unwritten (records() gives their 0)
   Mat<S> m_;                 // (1, N) scheduler values m_t
+  Mat<S> vx_;                // (1, N) v . x_t of every column (fast path: before the steps; plain: at each step)
   std::vector<Index> d_;     // (N) d_t
   std::vector<Index> q_;     // (N) q of each column (the rows its products use)
   std::vector<Index> open_;  // (N) first unit with e < 1: units [open, d) are the open ones (0 < e < 1)
   Mat<S> g_;                 // (G*D, N) VCRNN: tanh(a); VCGRU: [r; sigm(a_z); h~]; rows >= q of a column unused
+  Mat<S> pms_;               // (1, N) backward: scheduler pre-activation gradients (fast path, per chunk)
   Mat<S> da_;                // (G*D, N) backward: gradients of the pre-activations (rows >= q unused)
   Mat<S> time_;              // (kVCPhases, N) seconds per phase and column (VCPhase)
   double aux_ = 0.0;         // penalty of the last training forward
