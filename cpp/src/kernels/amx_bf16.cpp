@@ -83,8 +83,8 @@ const char* amx_cpu_reason() {
 }
 #endif
 
-// Why the CPU or this module of the core cannot run the kernel named `kernel` whose CPU check gave
-// `cpu` (nullptr: the CPU can); the module reason when the CPU can but this module lacks the kernel.
+// Why the AMX kernel (amx) or the AVX512-BF16 one cannot run: `cpu`, the CPU check's reason, when
+// there is one; else the module's reason when this module lacks the kernel; else nullptr.
 const char* module_reason(const char* cpu, bool amx) {
   if (cpu) return cpu;
 #if defined(MSRNN_AMX)
