@@ -10,9 +10,12 @@ state carried from chunk to chunk (truncated BPTT), Adam after every chunk.
   pytorch  torch.nn.Embedding + torch.nn.LSTM + torch.nn.Linear, cross-entropy, torch.optim.Adam,
            state detached between chunks; torch.set_num_threads(threads).
 
-Inference also runs in bfloat16 (``--precisions float32 bfloat16``, the default; AMX CPUs only):
+Inference also runs in bfloat16 (``--precisions float32 bfloat16``, the default; CPUs with AMX or
+AVX512-BF16 only):
   ours     model.inference_precision = "bfloat16": LSTM weights and step inputs rounded to
-           bfloat16, products accumulated in float32 on AMX tiles, gates, state and head float32.
+           bfloat16, products accumulated in float32 on AMX tiles, or with VDPBF16PS where there is
+           no AMX (AMD Zen 4, Intel Cooper Lake); gates, state and head float32. The kernel used
+           (msr.bf16_kernel()) is printed and written into the markdown summary.
   pytorch  the float32 model above (the ratio the target is about), and PyTorch in bfloat16
            (--torch-bf16: "cast", the modules cast to bfloat16, default; or "autocast",
            torch.autocast("cpu", dtype=torch.bfloat16) around the float32 modules).
@@ -20,7 +23,7 @@ Inference also runs in bfloat16 (``--precisions float32 bfloat16``, the default;
 Reported: characters (= tokens) per second, ours / PyTorch, and achieved GFLOP/s as a fraction of
 this machine's matrix-product peak, measured here with a large square sgemm through torch.mm (MKL)
 and through NumPy (OpenBLAS); "peak" is the higher of the two. bfloat16 rows are compared with a
-bfloat16 torch.mm of the same size (oneDNN / AMX).
+bfloat16 torch.mm of the same size (oneDNN: AMX or AVX512-BF16).
 
 FLOPs are counted analytically per column (one stream, one step):
   forward  = sum over layers of 2 * 4H * (E_l + H)  +  2 * V * H     (E_0 = E, E_l = H above)
@@ -67,7 +70,7 @@ def parse_args(argv=None):
         nargs="+",
         default=["float32", "bfloat16"],
         choices=["float32", "bfloat16"],
-        help="inference precisions (training is always float32; bfloat16 needs AMX)",
+        help="inference precisions (training is always float32; bfloat16 needs AMX or AVX512-BF16)",
     )
     p.add_argument(
         "--torch-bf16",
@@ -104,8 +107,8 @@ import numpy as np  # noqa: E402
 
 import multiscale_rnn as msr  # noqa: E402
 
-# bfloat16 inference rows: requested, and the AMX kernel can run here.
-ARGS.bf16 = "bfloat16" in ARGS.precisions and "infer" in ARGS.modes and msr.amx_bf16_unavailable_reason() is None
+# bfloat16 inference rows: requested, and a bfloat16 kernel (AMX or AVX512-BF16) can run here.
+ARGS.bf16 = "bfloat16" in ARGS.precisions and "infer" in ARGS.modes and msr.bf16_kernel() is not None
 
 try:
     import torch  # noqa: E402
@@ -257,7 +260,9 @@ def main():
         f"rates from {'process CPU' if a.cpu_time else 'wall'} time"
     )
     if "bfloat16" in a.precisions and not a.bf16:
-        print(f"bfloat16 rows left out: {msr.amx_bf16_unavailable_reason() or 'inference not timed'}")
+        print(f"bfloat16 rows left out: {msr.bf16_unavailable_reason() or 'inference not timed'}")
+    elif a.bf16:
+        print(f"bfloat16 kernel: {msr.bf16_kernel()}")
     peak = sgemm_peak(a.peak_size)
     for k, v in peak.items():
         print(f"sgemm {a.peak_size}^3 peak via {k}: {v:.1f} GFLOP/s")
@@ -374,8 +379,9 @@ def write_markdown(path, rows, peak, load0, load1):
         f"ISA variant `{msr.ISA}`{' with the reference kernels' if a.reference else ''}, {a.threads} threads; "
         f"V={a.vocab} E={a.embed} H={a.hidden} B={a.batch} "
         f"T={a.bptt}; {a.chunks} timed chunks per repeat, {a.repeats} interleaved repeats; rates from "
-        f"{'process CPU' if a.cpu_time else 'wall'} time; PyTorch bfloat16: {a.torch_bf16}. "
-        "Matrix-product peak "
+        f"{'process CPU' if a.cpu_time else 'wall'} time; PyTorch bfloat16: {a.torch_bf16}"
+        + (f"; our bfloat16 kernel: {msr.bf16_kernel()}. " if a.bf16 else ". ")
+        + "Matrix-product peak "
         + ", ".join(f"{k} {v:.1f}" for k, v in peak.items())
         + f" GFLOP/s. Load average before {load0[0]:.2f}, after {load1[0]:.2f}.",
         "",

@@ -1,16 +1,21 @@
 """The bfloat16 inference path of the LSTM layers.
 
 - ``round_to_bf16`` rounds to nearest, ties to even (checked against a NumPy version).
-- The AMX step product equals the emulated one (rounded weights and inputs, float32 kernels) up
-  to float32 summation order, with sizes that leave partial tiles; the emulated one equals a
-  float64 NumPy product of the rounded operands.
-- The model in "bfloat16" equals the model in "bfloat16-emulated" (1/2/3 threads), and both are
-  close to float32 (logits; the BPC of a briefly trained model).
+- The kernels' step product (AMX; AVX512-BF16; the portable model of the AVX512-BF16 kernel)
+  equals the emulated one (rounded weights and inputs, float32 kernels) up to float32 summation
+  order, with sizes that leave partial tiles; the emulated one equals a float64 NumPy product of
+  the rounded operands. The model equals a NumPy version of VDPBF16PS's arithmetic (odd then even
+  element of each pair, one rounding each) bit for bit, flushes denormals as the instruction does,
+  and the AVX512-BF16 kernel equals the model bit for bit.
+- The model in "bfloat16" (each kernel) equals the model in "bfloat16-emulated" (1/2/3 threads),
+  and both are close to float32 (logits; the BPC of a briefly trained model).
 - The precision is honoured by forward, loss, evaluate and the command line, never by training,
-  and refused with a clear error where it cannot apply.
-AMX tests skip (with the reason) on CPUs or modules without the AMX kernel.
+  and refused with a clear error (naming both kernels' reasons) where it cannot apply.
+Tests of a hardware kernel skip (with the core's reason) on CPUs or modules without it; those of
+the model run everywhere.
 """
 
+import contextlib
 import json
 import os
 import subprocess
@@ -20,9 +25,20 @@ import numpy as np
 import pytest
 
 import multiscale_rnn as msr
+from multiscale_rnn.testing import kernel_switches
 
 AMX_WHY = msr.amx_bf16_unavailable_reason()
+AVX_WHY = msr.avx512_bf16_unavailable_reason()
 needs_amx = pytest.mark.skipif(AMX_WHY is not None, reason=f"AMX bfloat16 kernel unavailable: {AMX_WHY}")
+needs_avx512_bf16 = pytest.mark.skipif(
+    AVX_WHY is not None, reason=f"AVX512-BF16 bfloat16 kernel unavailable: {AVX_WHY}"
+)
+# The step-product kernels: the hardware ones where they run, the portable model everywhere.
+KERNELS = [
+    pytest.param("amx", marks=needs_amx),
+    pytest.param("avx512-bf16", marks=needs_avx512_bf16),
+    "avx512-bf16-model",
+]
 
 
 def np_round_bf16(x):
@@ -98,14 +114,60 @@ def test_emulated_product_equals_rounded_numpy(M, K, N, K1):
     assert np.max(np.abs(got - exact) / scale) < 1e-6  # float32 summation order only
 
 
-@needs_amx
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("M,K,N,K1", SIZES)
-def test_amx_product_equals_emulated(M, K, N, K1):
+def test_kernel_product_equals_emulated(kernel, M, K, N, K1):
     A, b, X, exact, scale = product_case(M, K, N, K1, seed=M + N)
-    amx = msr.testing.blocks().bf16_step_product(A, b, X, K1, "amx")
+    got = msr.testing.blocks().bf16_step_product(A, b, X, K1, kernel)
     emu = msr.testing.blocks().bf16_step_product(A, b, X, K1, "emulated")
-    assert np.max(np.abs(amx - exact) / scale) < 1e-6
-    np.testing.assert_allclose(amx, emu, rtol=1e-5, atol=1e-5 * scale.max())
+    assert np.max(np.abs(got - exact) / scale) < 1e-6
+    np.testing.assert_allclose(got, emu, rtol=1e-5, atol=1e-5 * scale.max())
+
+
+def np_dpbf16_product(A, b, X):
+    """b + A X as VDPBF16PS accumulates it: per depth pair, the odd element's product then the even
+    one's, each added in float32 (rounded to nearest even). bf16 products are exact in float32, so
+    float32 multiply-then-add equals the instruction's fused multiply-add (no denormals here)."""
+    Ar, Xr = np_round_bf16(A), np_round_bf16(X)
+    acc = np.repeat(b, X.shape[1], axis=1).astype(np.float32)
+    for q in range(0, A.shape[1], 2):
+        for k in (q + 1, q):
+            if k < A.shape[1]:
+                acc = acc + Ar[:, k : k + 1] * Xr[k : k + 1, :]
+    return acc
+
+
+@pytest.mark.parametrize("M,K,N,K1", SIZES)
+def test_model_is_the_instruction_arithmetic(M, K, N, K1):
+    """The portable model, with the AVX512-BF16 kernel's blocking, padding and tails, gives exactly
+    the instruction's sums (order and rounding): every element bit for bit."""
+    A, b, X, _, _ = product_case(M, K, N, K1, seed=M + N)
+    got = msr.testing.blocks().bf16_step_product(A, b, X, K1, "avx512-bf16-model")
+    np.testing.assert_array_equal(got.view(np.uint32), np_dpbf16_product(A, b, X).view(np.uint32))
+
+
+def test_model_flushes_denormals():
+    """VDPBF16PS reads denormal inputs (here the bias) as zero and flushes denormal results to zero;
+    the emulated path keeps both."""
+    M, K = 20, 3
+    A = np.zeros((M, K), np.float32)
+    A[:, 0] = 2.0**-70
+    b = np.full((M, 1), 1e-39, np.float32)  # denormal
+    X = np.full((K, 2), 2.0**-60, np.float32)  # A X = 2^-130: denormal
+    model = msr.testing.blocks().bf16_step_product(A, b, X, 1, "avx512-bf16-model")
+    emu = msr.testing.blocks().bf16_step_product(A, b, X, 1, "emulated")
+    assert np.all(model == 0) and np.all(emu > 1e-39)
+
+
+@needs_avx512_bf16
+@pytest.mark.parametrize("M,K,N,K1", SIZES)
+def test_avx512_bf16_equals_its_model(M, K, N, K1):
+    """The intrinsic kernel and the portable model share every loop; the instruction must give the
+    model's numbers bit for bit."""
+    A, b, X, _, _ = product_case(M, K, N, K1, seed=M + N)
+    hw = msr.testing.blocks().bf16_step_product(A, b, X, K1, "avx512-bf16")
+    model = msr.testing.blocks().bf16_step_product(A, b, X, K1, "avx512-bf16-model")
+    np.testing.assert_array_equal(hw.view(np.uint32), model.view(np.uint32))
 
 
 def lstm_and_data(E, H, B, L, T, V=13, seed=0):
@@ -123,29 +185,50 @@ def forward_in(model, precision, tokens, state):
     return logits, new_state
 
 
-@needs_amx
+def running(kernel):
+    """A context in which inference_precision "bfloat16" runs `kernel`: the portable model through
+    the test switch; a hardware kernel where the core picks it (else the test skips, saying why)."""
+    if kernel is None or kernel == "avx512-bf16-model":
+        return kernel_switches(bf16_model_kernel=kernel is not None)
+    if msr.bf16_kernel() != kernel:
+        pytest.skip(f"'bfloat16' runs the {msr.bf16_kernel()} kernel here, which takes precedence over {kernel}")
+    return contextlib.nullcontext()
+
+
+# (precision, kernel): the emulated reference and "bfloat16" with each kernel.
+PRECISIONS = [
+    pytest.param("bfloat16-emulated", None, id="emulated"),
+    pytest.param("bfloat16", "amx", marks=needs_amx, id="amx"),
+    pytest.param("bfloat16", "avx512-bf16", marks=needs_avx512_bf16, id="avx512-bf16"),
+    pytest.param("bfloat16", "avx512-bf16-model", id="avx512-bf16-model"),
+]
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("threads", [1, 2, 3])
 @pytest.mark.parametrize("E,H,B", [(7, 37, 5), (12, 70, 33), (32, 64, 64)])
-def test_amx_model_step_equals_emulated(threads, E, H, B):
+def test_kernel_model_step_equals_emulated(kernel, threads, E, H, B):
     """One step from a random state: both paths see the same rounded operands, so logits and
     state agree to float32 summation order."""
     msr.set_num_threads(threads)
     model, tokens, state = lstm_and_data(E, H, B, L=1, T=1)
-    la, sa = forward_in(model, "bfloat16", tokens, state)
+    with running(kernel):
+        la, sa = forward_in(model, "bfloat16", tokens, state)
     le, se = forward_in(model, "bfloat16-emulated", tokens, state)
     np.testing.assert_allclose(la, le, rtol=1e-5, atol=1e-6)
     for k in se:
         np.testing.assert_allclose(sa[k], se[k], rtol=1e-5, atol=1e-6, err_msg=k)
 
 
-@needs_amx
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("threads", [1, 2, 3])
-def test_amx_model_chunk_close_to_emulated(threads):
+def test_kernel_model_chunk_close_to_emulated(kernel, threads):
     """Several steps and layers: the float32 summation order can flip the bfloat16 rounding of an
     element of h now and then, so the bound is looser; nearly all logits still agree to 1e-5."""
     msr.set_num_threads(threads)
     model, tokens, state = lstm_and_data(E=12, H=70, B=33, L=2, T=8)
-    la, sa = forward_in(model, "bfloat16", tokens, state)
+    with running(kernel):
+        la, sa = forward_in(model, "bfloat16", tokens, state)
     le, se = forward_in(model, "bfloat16-emulated", tokens, state)
     diff = np.abs(la - le)
     assert diff.max() < 1e-3
@@ -172,25 +255,26 @@ def test_emulated_model_step_equals_numpy():
     np.testing.assert_allclose(logits[:, 0], z, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("precision", ["bfloat16-emulated", pytest.param("bfloat16", marks=needs_amx)])
-def test_parameter_changes_are_seen(precision, precision_reset):
+@pytest.mark.parametrize("precision,kernel", PRECISIONS)
+def test_parameter_changes_are_seen(precision, kernel, precision_reset):
     """Weights are rounded and packed at every call: a changed parameter changes the next result."""
     model, tokens, state = lstm_and_data(8, 24, 4, L=2, T=5)
     precision_reset.append(model)
-    model.inference_precision = precision
-    before, _ = model.forward(tokens, state)
-    model.parameters()["weight_hh_l1"][...] *= 0.5
-    after, _ = model.forward(tokens, state)
-    fresh = msr.LSTM(vocab_size=13, embed_size=8, hidden_sizes=(24, 24), seed=0)
-    fresh.load_parameters(model.parameters())
-    fresh.inference_precision = precision
-    want, _ = fresh.forward(tokens, state)
+    with running(kernel):
+        model.inference_precision = precision
+        before, _ = model.forward(tokens, state)
+        model.parameters()["weight_hh_l1"][...] *= 0.5
+        after, _ = model.forward(tokens, state)
+        fresh = msr.LSTM(vocab_size=13, embed_size=8, hidden_sizes=(24, 24), seed=0)
+        fresh.load_parameters(model.parameters())
+        fresh.inference_precision = precision
+        want, _ = fresh.forward(tokens, state)
     assert np.abs(after - before).max() > 1e-3
     np.testing.assert_array_equal(after, want)
 
 
-@pytest.mark.parametrize("precision", ["bfloat16-emulated", pytest.param("bfloat16", marks=needs_amx)])
-def test_close_to_float32_and_training_unaffected(precision, precision_reset):
+@pytest.mark.parametrize("precision,kernel", PRECISIONS)
+def test_close_to_float32_and_training_unaffected(precision, kernel, precision_reset):
     """Accuracy against float32 on a briefly trained model (seeded): logits within 0.03, mean
     absolute difference below 0.002, |delta BPC| < 0.01 on held-out text; training steps
     (loss_and_grad) give bit-identical results whatever the inference precision."""
@@ -208,11 +292,12 @@ def test_close_to_float32_and_training_unaffected(precision, precision_reset):
     targets = np.asarray(corpus.valid[1 : 32 * 40 + 1]).reshape(32, 40)
     loss32, grads32, _ = model.loss_and_grad(tokens, targets)
 
-    model.inference_precision = precision
-    bf = msr.evaluate(model, valid, batch_size=32, bptt=100)
-    logits16, _ = model.forward(tokens)
-    loss16, grads16, _ = model.loss_and_grad(tokens, targets)
-    logits16_train, _ = model.forward(tokens, train=True)
+    with running(kernel):
+        model.inference_precision = precision
+        bf = msr.evaluate(model, valid, batch_size=32, bptt=100)
+        logits16, _ = model.forward(tokens)
+        loss16, grads16, _ = model.loss_and_grad(tokens, targets)
+        logits16_train, _ = model.forward(tokens, train=True)
     diff = np.abs(logits16 - logits32)
     assert 0 < diff.max() < 0.03 and diff.mean() < 0.002
     assert abs(bf["bpc"] - f32["bpc"]) < 0.01
@@ -245,25 +330,57 @@ def test_default_and_refusals():
     assert model.inference_precision == "float32"
 
 
-def test_bfloat16_without_amx_says_why():
-    """The baseline module has no AMX kernel: "bfloat16" is refused with the reason, the
-    precision stays float32, and the emulated path runs."""
+def test_bfloat16_refused_naming_both_kernels():
+    """Where neither kernel runs, "bfloat16" is refused with both reasons, each naming the missing
+    CPUID flag (or the core module without the kernel), and a pointer to "bfloat16-emulated"."""
+    if msr.bf16_kernel() is not None:
+        pytest.skip(f"the {msr.bf16_kernel()} bfloat16 kernel runs here")
+    why = msr.bf16_unavailable_reason()
+    assert why and AMX_WHY in why and AVX_WHY in why, why
+    flags = msr._native._cpu_flags()
+    if "amx_bf16" not in flags:
+        assert "CPUID.(EAX=7,ECX=0):EDX bit 22" in AMX_WHY, AMX_WHY
+    if "avx512f" not in flags:
+        assert "CPUID.(EAX=7,ECX=0):EBX bit 16" in AVX_WHY, AVX_WHY
+    elif "avx512_bf16" not in flags:
+        assert "CPUID.(EAX=7,ECX=1):EAX bit 5" in AVX_WHY, AVX_WHY
+    model = msr.LSTM(vocab_size=7, embed_size=4, hidden_sizes=(8,))
+    with pytest.raises(RuntimeError) as e:
+        model.inference_precision = "bfloat16"
+    assert AMX_WHY in str(e.value) and AVX_WHY in str(e.value) and "'bfloat16-emulated'" in str(e.value)
+    assert model.inference_precision == "float32"
+
+
+@pytest.mark.parametrize("isa", ["baseline", "avx2"])
+def test_each_module_refuses_or_runs_the_model(isa):
+    """In the modules without the hardware kernels, "bfloat16" is refused with both reasons, the
+    precision stays float32, the emulated path runs, and the portable model of the AVX512-BF16
+    kernel runs and agrees with the emulated path."""
+    if isa not in [v[0] for v in msr.testing.isa_variants() if v[1]]:
+        pytest.skip(f"no {isa} module for this CPU")
     code = (
         "import multiscale_rnn as msr, numpy as np\n"
-        "why = msr.amx_bf16_unavailable_reason()\n"
-        "assert why and 'without the AMX kernel' in why, why\n"
-        "m = msr.LSTM(vocab_size=7, embed_size=4, hidden_sizes=(8,))\n"
+        "from multiscale_rnn.testing import kernel_switches\n"
+        "why = msr.bf16_unavailable_reason()\n"
+        "assert why and 'AMX' in why and 'AVX512-BF16' in why and msr.bf16_kernel() is None, why\n"
+        "m = msr.LSTM(vocab_size=7, embed_size=4, hidden_sizes=(40,))\n"
         "try:\n"
         "    m.inference_precision = 'bfloat16'\n"
         "    raise SystemExit('not refused')\n"
         "except RuntimeError as e:\n"
-        "    assert 'AMX' in str(e) and 'bfloat16-emulated' in str(e), e\n"
+        "    assert 'AMX' in str(e) and 'AVX512-BF16' in str(e) and 'bfloat16-emulated' in str(e), e\n"
         "assert m.inference_precision == 'float32'\n"
+        "tok = np.arange(15, dtype=np.int32).reshape(5, 3) % 7\n"
         "m.inference_precision = 'bfloat16-emulated'\n"
-        "assert np.isfinite(m.forward(np.zeros((2, 3), dtype=np.int32))[0]).all()\n"
+        "emu = m.forward(tok)[0]\n"
+        "with kernel_switches(bf16_model_kernel=True):\n"
+        "    assert msr.bf16_kernel() == 'avx512-bf16-model'\n"
+        "    m.inference_precision = 'bfloat16'\n"
+        "    got = m.forward(tok)[0]\n"
+        "assert np.isfinite(emu).all() and np.abs(got - emu).max() < 1e-4, np.abs(got - emu).max()\n"
         "print('ok')\n"
     )
-    env = dict(os.environ, MULTISCALE_RNN_ISA="baseline")
+    env = dict(os.environ, MULTISCALE_RNN_ISA=isa)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
 
@@ -310,6 +427,6 @@ def test_command_line_precision(tmp_path, capsys):
     assert abs(bpc["float32"] - bpc["bfloat16-emulated"]) < 0.01
     assert main(["sample", str(out), "--length", "20", "--precision", "bfloat16-emulated"]) == 0
     assert len(capsys.readouterr().out.rstrip("\n")) >= 20
-    if AMX_WHY is not None:
+    if msr.bf16_kernel() is None:
         assert main(["evaluate", str(out), "--precision", "bfloat16"]) == 1
         assert "--precision bfloat16" in capsys.readouterr().err

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 import multiscale_rnn as msr
+from multiscale_rnn.testing import kernel_switches
 
-AMX_WHY = msr.amx_bf16_unavailable_reason()
+BF16_WHY = msr.bf16_unavailable_reason()
 
 
 @pytest.fixture(autouse=True)
@@ -163,22 +164,27 @@ def test_parameter_changes_are_seen():
 
 
 def bf16_forward(model, precision, tok, state, tables):
-    msr.set_input_tables(tables)
-    model.inference_precision = precision
-    try:
-        return model.forward(tok, state)
-    finally:
-        model.inference_precision = "float32"
+    """A forward in `precision`; "bfloat16-model": "bfloat16" with the portable model of the
+    AVX512-BF16 kernel (any CPU)."""
+    model_kernel = precision == "bfloat16-model"
+    with kernel_switches(input_tables=tables, bf16_model_kernel=model_kernel):
+        model.inference_precision = "bfloat16" if model_kernel else precision
+        try:
+            return model.forward(tok, state)
+        finally:
+            model.inference_precision = "float32"
+
+
+# "bfloat16" with the kernel the core picks (where one runs) and with the model of the AVX512-BF16 one.
+BF16_PRECISIONS = [
+    "bfloat16-emulated",
+    pytest.param("bfloat16", marks=pytest.mark.skipif(BF16_WHY is not None, reason=f"no bfloat16 kernel: {BF16_WHY}")),
+    "bfloat16-model",
+]
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize(
-    "precision",
-    [
-        "bfloat16-emulated",
-        pytest.param("bfloat16", marks=pytest.mark.skipif(AMX_WHY is not None, reason=f"no AMX: {AMX_WHY}")),
-    ],
-)
+@pytest.mark.parametrize("precision", BF16_PRECISIONS)
 def test_bfloat16_table_equals_plain(threads, precision):
     """One step: both paths see the same rounded operands (bf16(E) columns are bf16(x_t)), so they
     agree to float32 summation order."""
@@ -193,16 +199,10 @@ def test_bfloat16_table_equals_plain(threads, precision):
     assert not np.array_equal(la, lb)  # the table path was taken
 
 
-@pytest.mark.parametrize(
-    "precision",
-    [
-        "bfloat16-emulated",
-        pytest.param("bfloat16", marks=pytest.mark.skipif(AMX_WHY is not None, reason=f"no AMX: {AMX_WHY}")),
-    ],
-)
+@pytest.mark.parametrize("precision", BF16_PRECISIONS)
 def test_bfloat16_table_chunk_close(precision):
     """Several steps and layers: a summation-order difference can flip the bfloat16 rounding of an
-    element of h now and then, so the bound is looser, as between the AMX and emulated paths."""
+    element of h now and then, so the bound is looser, as between the kernels and the emulated path."""
     msr.set_num_threads(2)
     model, chunks, state = make_case(E=12, H=70, B=33, T=8, L=2, dtype="float32", dropout=0.0)
     tok = chunks[0][0]

@@ -1,6 +1,6 @@
 // Float64 bindings of the building blocks, one forward/backward pair each, for gradient checks
 // and reference comparisons from Python (module `_core.blocks`). Arrays are copied in and out.
-// Also, in float32: the bfloat16 rounding and the bfloat16 step product (AMX and emulated).
+// Also, in float32: the bfloat16 rounding and the bfloat16 step product (each kernel).
 #include <pybind11/eigen.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -11,6 +11,9 @@
 #include "msrnn/kernels/amx_bf16.hpp"
 #include "msrnn/kernels/blocks.hpp"
 #include "msrnn/kernels/gemm.hpp"
+
+#include <algorithm>
+#include <iterator>
 
 namespace py = pybind11;
 using namespace msrnn;
@@ -142,19 +145,23 @@ void bind_bf16_blocks(py::module_& m) {
     return y;
   });
   // C (M, N) = b + A [X1; X2] with A (M, K), X = [X1; X2] (K, N) split after row K1, through the
-  // LSTM layer's bfloat16 step product: kernel "amx" (AmxBf16Matrix) or "emulated" (PackedPanels
-  // holding the rounded A, times the rounded X).
+  // LSTM layer's bfloat16 step product: kernel "amx", "avx512-bf16" or "avx512-bf16-model"
+  // (Bf16Matrix) or "emulated" (PackedPanels holding the rounded A, times the rounded X).
   m.def(
       "bf16_step_product",
       [](const F& A, const F& b, const F& X, Index K1, const std::string& kernel) {
         check_rows(X, A.cols(), "X");
         check_rows(b, A.rows(), "b");
         if (K1 < 0 || K1 > A.cols()) throw py::value_error(cat("split K1 = ", K1, " outside [0, ", A.cols(), "]"));
-        if (kernel != "amx" && kernel != "emulated")
-          throw py::value_error(cat("kernel must be 'amx' or 'emulated', got '", kernel, "'"));
+        const Bf16Kernel kernels[] = {Bf16Kernel::Amx, Bf16Kernel::Avx512Bf16, Bf16Kernel::Avx512Bf16Model,
+                                      Bf16Kernel::Emulated};
+        const auto k = std::find_if(std::begin(kernels), std::end(kernels),
+                                    [&](Bf16Kernel c) { return kernel == bf16_kernel_name(c); });
+        if (k == std::end(kernels))
+          throw py::value_error(
+              cat("kernel must be 'amx', 'avx512-bf16', 'avx512-bf16-model' or 'emulated', got '", kernel, "'"));
         F C(A.rows(), X.cols());
-        bf16_step_product(C.data(), A.data(), b.data(), X.data(), A.rows(), A.cols(), K1, X.cols(),
-                          kernel == "amx" ? Bf16Kernel::Amx : Bf16Kernel::Emulated);
+        bf16_step_product(C.data(), A.data(), b.data(), X.data(), A.rows(), A.cols(), K1, X.cols(), *k);
         return C;
       },
       py::arg("A"), py::arg("b"), py::arg("X"), py::arg("K1"), py::arg("kernel"));

@@ -526,11 +526,18 @@ PYBIND11_MODULE(MSRNN_MODULE_NAME, m) {
   // plain path of embedding then the core's forward, which tests hold equal).
   m.def("set_input_tables", &set_input_tables, py::arg("on"));
   m.def("input_tables", &input_tables);
-  // None when the AMX bfloat16 kernel can run in this process, else why not.
-  m.def("amx_bf16_unavailable_reason", []() -> py::object {
-    const char* why = amx_bf16_unavailable_reason();
-    return why ? py::object(py::str(why)) : py::object(py::none());
+  // None when the AMX / AVX512-BF16 / either bfloat16 kernel can run in this process, else why not.
+  auto reason = [](const char* why) { return why ? py::object(py::str(why)) : py::object(py::none()); };
+  m.def("amx_bf16_unavailable_reason", [=]() { return reason(amx_bf16_unavailable_reason()); });
+  m.def("avx512_bf16_unavailable_reason", [=]() { return reason(avx512_bf16_unavailable_reason()); });
+  m.def("bf16_unavailable_reason", [=]() { return reason(bf16_unavailable_reason()); });
+  // The kernel inference_precision "bfloat16" runs ("amx", "avx512-bf16", "avx512-bf16-model"), or None.
+  m.def("bf16_kernel", []() -> py::object {
+    return bf16_unavailable_reason() ? py::object(py::none()) : py::object(py::str(bf16_kernel_name(bf16_kernel())));
   });
+  // The portable model of the AVX512-BF16 kernel in place of the hardware kernels (tests).
+  m.def("set_bf16_model_kernel", &set_bf16_model_kernel, py::arg("on"));
+  m.def("bf16_model_kernel", &bf16_model_kernel);
   bind_model<float>(m, "LanguageModelF32");
   bind_model<double>(m, "LanguageModelF64");
   bind_optim<float>(m);

@@ -88,10 +88,30 @@ def input_tables() -> bool:
 
 
 def amx_bf16_unavailable_reason() -> Optional[str]:
-    """None when this process can run the AMX bfloat16 kernel (``inference_precision =
-    "bfloat16"``), else a sentence saying why not (no AMX-BF16 on the CPU, tile state refused by
-    the OS, or a core module built without the kernel)."""
+    """None when this process can run the AMX bfloat16 kernel, else a sentence saying why not (the
+    missing CPUID flag, tile state refused by the OS, or a core module built without the kernel)."""
     return _core.amx_bf16_unavailable_reason()
+
+
+def avx512_bf16_unavailable_reason() -> Optional[str]:
+    """None when this process can run the AVX512-BF16 bfloat16 kernel (AMD Zen 4 and later, Intel
+    Cooper Lake), else a sentence saying why not (the missing CPUID flag, AVX-512 state not enabled
+    by the OS, or a core module built without the kernel)."""
+    return _core.avx512_bf16_unavailable_reason()
+
+
+def bf16_kernel() -> Optional[str]:
+    """The kernel ``inference_precision = "bfloat16"`` runs in this process: ``"amx"`` where AMX
+    runs, else ``"avx512-bf16"`` where AVX512-BF16 runs, else None (then "bfloat16" is refused;
+    :func:`bf16_unavailable_reason` says why). ``"avx512-bf16-model"`` while tests select the
+    portable model of the AVX512-BF16 kernel (``testing.kernel_switches(bf16_model_kernel=True)``)."""
+    return _core.bf16_kernel()
+
+
+def bf16_unavailable_reason() -> Optional[str]:
+    """None when ``inference_precision = "bfloat16"`` can run here (:func:`bf16_kernel`), else a
+    sentence giving the reasons of both kernels, AMX and AVX512-BF16."""
+    return _core.bf16_unavailable_reason()
 
 
 __all__ = list(models.__all__) + [
@@ -118,6 +138,9 @@ __all__ = list(models.__all__) + [
     "get_num_threads",
     "max_threads",
     "amx_bf16_unavailable_reason",
+    "avx512_bf16_unavailable_reason",
+    "bf16_kernel",
+    "bf16_unavailable_reason",
     "set_reference_kernels",
     "reference_kernels",
     "set_input_tables",

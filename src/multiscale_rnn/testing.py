@@ -33,21 +33,32 @@ __all__ = [
 
 
 @contextlib.contextmanager
-def kernel_switches(*, reference_kernels: Optional[bool] = None, input_tables: Optional[bool] = None) -> Iterator[None]:
+def kernel_switches(
+    *,
+    reference_kernels: Optional[bool] = None,
+    input_tables: Optional[bool] = None,
+    bf16_model_kernel: Optional[bool] = None,
+) -> Iterator[None]:
     """Within the ``with`` block, run the core's plain reference kernels or its fast paths
-    (``reference_kernels``, :func:`multiscale_rnn.set_reference_kernels`) and let evaluation forwards
-    use per-token input tables or not (``input_tables``, :func:`multiscale_rnn.set_input_tables`); a
-    switch given as None is left as it is. Both are restored on leaving the block, also on an error."""
-    before = (bool(_core.reference_kernels()), bool(_core.input_tables()))
+    (``reference_kernels``, :func:`multiscale_rnn.set_reference_kernels`), let evaluation forwards
+    use per-token input tables or not (``input_tables``, :func:`multiscale_rnn.set_input_tables`) and
+    let ``inference_precision = "bfloat16"`` run the portable model of the AVX512-BF16 kernel instead
+    of a hardware kernel, on any CPU (``bf16_model_kernel``: the same loops with the instruction
+    modelled in plain C++, for tests; see :func:`multiscale_rnn.bf16_kernel`); a switch given as None
+    is left as it is. All are restored on leaving the block, also on an error."""
+    before = (bool(_core.reference_kernels()), bool(_core.input_tables()), bool(_core.bf16_model_kernel()))
     try:
         if reference_kernels is not None:
             _core.set_reference_kernels(bool(reference_kernels))
         if input_tables is not None:
             _core.set_input_tables(bool(input_tables))
+        if bf16_model_kernel is not None:
+            _core.set_bf16_model_kernel(bool(bf16_model_kernel))
         yield
     finally:
         _core.set_reference_kernels(before[0])
         _core.set_input_tables(before[1])
+        _core.set_bf16_model_kernel(before[2])
 
 
 def core_model(
@@ -73,8 +84,8 @@ def core_names() -> List[str]:
 
 
 def blocks() -> Any:
-    """The core's building blocks bound in float64 (and the bfloat16 rounding and step product), for
-    checks of the pieces one at a time."""
+    """The core's building blocks bound in float64 (and the bfloat16 rounding and step product, by
+    kernel), for checks of the pieces one at a time."""
     return _core.blocks
 
 

@@ -126,8 +126,8 @@ template <class S> void LSTMLayer<S>::set_inference_precision(Precision p) {
   MSRNN_CHECK((p == Precision::Float32 || std::is_same<S, float>::value), precision_name(p),
               " inference needs a float32 model; this one is float64");
   if (p == Precision::BFloat16)
-    if (const char* why = amx_bf16_unavailable_reason())  // also asks Linux for the tile state
-      throw std::runtime_error(cat("bfloat16 inference runs on AMX tiles, which cannot be used here: ", why,
+    if (const char* why = bf16_unavailable_reason())  // also asks Linux for the tile state
+      throw std::runtime_error(cat("inference precision 'bfloat16': ", why,
                                    ". 'bfloat16-emulated' gives the same arithmetic on any CPU (slower than float32)"));
   precision_ = p;
 }
@@ -137,10 +137,11 @@ template <class S> void LSTMLayer<S>::set_inference_precision(Precision p) {
 // Streams are independent, so threads meet only once per chunk, after packing: no barrier per
 // step, which also keeps the loop fast when other processes share the cores. The products over
 // all steps split over threads by rows or columns.
-// In evaluation with a bfloat16 precision the step product changes (see lstm.hpp): on AMX tiles
-// (BFloat16), or with the float32 panels holding rounded weights and a per-thread copy of
-// [x_t; h_{t-1}] rounded to bfloat16 (BFloat16Emulated). The reference-kernel switch does not
-// apply to these (the emulated path is the AMX path's reference).
+// In evaluation with a bfloat16 precision the step product changes (see lstm.hpp): through
+// Bf16Matrix with the kernel bf16_kernel(), AMX or AVX512-BF16 (BFloat16), or with the float32
+// panels holding rounded weights and a per-thread copy of [x_t; h_{t-1}] rounded to bfloat16
+// (BFloat16Emulated). The reference-kernel switch does not apply to these (the emulated path is
+// the reference of both kernels).
 template <class S> void LSTMLayer<S>::forward(MRef<S> Y, CRef<S> X, Index T, Index B, bool train) {
   MSRNN_CHECK(h_.cols() == B, "LSTM state has batch size ", h_.cols(), ", input has ", B);
   run(Y, X, nullptr, nullptr, T, B, train);
@@ -184,7 +185,8 @@ void LSTMLayer<S>::run(MRef<S> Y, CRef<S> X, const Mat<S>* P, const std::int32_t
   trained_ = train;
   const Precision prec = train ? Precision::Float32 : precision_;
   if (!P && reference_kernels() && prec == Precision::Float32) return forward_reference(Y, X, T, B);
-  const bool amx = prec == Precision::BFloat16, emulated = prec == Precision::BFloat16Emulated;
+  const bool bf16 = prec == Precision::BFloat16, emulated = prec == Precision::BFloat16Emulated;
+  const Bf16Kernel kernel = bf16 ? bf16_kernel() : Bf16Kernel::Emulated;  // bf16: AMX or AVX512-BF16
   // With a table the packed product is W_hh alone, without bias (P holds b + W_ih x_t).
   const Index Kx = P ? 0 : E;  // depth of the input part of the step product
   // Training keeps every step for backward: gates in act_ and tanh_c_, h and c in hs_ and cs_
@@ -202,22 +204,23 @@ void LSTMLayer<S>::run(MRef<S> Y, CRef<S> X, const Mat<S>* P, const std::int32_t
   cs_.leftCols(B) = c_;
   const Index ldy = Y.outerStride();
   const Index MR = PackedPanels<S>::panel_rows();
-  const Index NR = amx ? AmxBf16Matrix::kTile : PackedPanels<S>::block_cols();  // column alignment per thread
-  if (amx)
-    W_amx_.resize(4 * H, Kx + H);
+  const Index NR =
+      bf16 ? Bf16Matrix::block_cols(kernel) : PackedPanels<S>::block_cols();  // column alignment per thread
+  if (bf16)
+    W_bf16_.resize(4 * H, Kx + H);
   else
     W_p_.resize(4, H, Kx + H);
   const int nt = get_num_threads();
   auto pack = [&](int k, int team) {
     if constexpr (std::is_same<S, float>::value) {
-      if (amx) {  // this thread's unit tiles of all 4H rows
-        const auto rows = thread_units(4 * H, AmxBf16Matrix::kTile, k, team);
-        if (!P) W_amx_.pack(W_ih_.w.data(), 4 * H, 0, E, rows.first, rows.second);
-        W_amx_.pack(W_hh_.w.data(), 4 * H, Kx, H, rows.first, rows.second);
-        if (!P) W_amx_.set_bias(b_sum_.data(), rows.first, rows.second);
+      if (bf16) {  // this thread's unit tiles of all 4H rows
+        const auto rows = thread_units(4 * H, Bf16Matrix::kTile, k, team);
+        if (!P) W_bf16_.pack(W_ih_.w.data(), 4 * H, 0, E, rows.first, rows.second);
+        W_bf16_.pack(W_hh_.w.data(), 4 * H, Kx, H, rows.first, rows.second);
+        if (!P) W_bf16_.set_bias(b_sum_.data(), rows.first, rows.second);
       }
     }
-    if (!amx) {
+    if (!bf16) {
       const auto units = thread_units(H, MR, k, team);  // packing: this thread's panels
       if (!P) W_p_.pack(W_ih_.w.data(), 4 * H, 0, E, units.first, units.second);
       W_p_.pack(W_hh_.w.data(), 4 * H, Kx, H, units.first, units.second);
@@ -226,8 +229,8 @@ void LSTMLayer<S>::run(MRef<S> Y, CRef<S> X, const Mat<S>* P, const std::int32_t
     }
   };
   over_streams(B, nt, NR, pack, [&](Index j0, Index nb, int) {
-    std::vector<std::uint16_t> xb(amx ? W_amx_.scratch_size(nb) : 0);  // AMX: [x_t; h_{t-1}] in bf16
-    Mat<S> xr(emulated ? Kx + H : 0, nb);                              // (Kx + H, nb) emulated: the same, rounded
+    std::vector<std::uint16_t> xb(bf16 ? W_bf16_.scratch_size(nb) : 0);  // bf16: [x_t; h_{t-1}] in bf16, rows
+    Mat<S> xr(emulated ? Kx + H : 0, nb);                                // (Kx + H, nb) emulated: the same, rounded
     for (Index t = 0; t < T; ++t) {
       // act_t = b + W_ih x_t + W_hh h_{t-1} on this thread's columns, then the gates.
       const Index a0 = t * keep + j0, n0 = t * B + j0;  // first column in act_ / tanh_c_, in X / hs_ / cs_
@@ -241,11 +244,11 @@ void LSTMLayer<S>::run(MRef<S> Y, CRef<S> X, const Mat<S>* P, const std::int32_t
       const S* c_prev = cs_.data() + (train ? n0 : (t % 2) * B + j0) * H;
       S* c_new = cs_.data() + (train ? n0 + B : ((t + 1) % 2) * B + j0) * H;
       if constexpr (std::is_same<S, float>::value) {
-        if (amx) {
+        if (bf16) {
           if (P)
-            W_amx_.multiply(act, 4 * H, h, ldh, H, nullptr, 0, nb, xb.data());
+            W_bf16_.multiply(act, 4 * H, h, ldh, H, nullptr, 0, nb, xb.data(), kernel);
           else
-            W_amx_.multiply(act, 4 * H, x, X.outerStride(), E, h, ldh, nb, xb.data());
+            W_bf16_.multiply(act, 4 * H, x, X.outerStride(), E, h, ldh, nb, xb.data(), kernel);
         }
         if (emulated) {
           for (Index j = 0; j < nb; ++j) {

@@ -1,19 +1,31 @@
-// AMX bfloat16 step products (see amx_bf16.hpp). Intrinsics and plain loops only; every function
-// that executes AMX or AVX512-BF16 instructions carries its own target attribute, and only the
-// x86-64-v4 module defines MSRNN_AMX (the other modules compile the portable parts and report
-// that they have no AMX kernel).
+// bfloat16 step products (see amx_bf16.hpp): the packing and conversion shared by the kernels, the
+// AMX kernel, the CPU checks of both hardware kernels and the choice between them. Intrinsics and
+// plain loops only; every function that executes AMX or AVX512-BF16 instructions carries its own
+// target attribute, and only the x86-64-v4 module defines MSRNN_AMX (the other modules compile the
+// portable parts and report that they have no AMX or AVX512-BF16 kernel).
 #include "msrnn/kernels/amx_bf16.hpp"
 
-#include <cstring>
+#include "msrnn/kernels/avx512_bf16.hpp"
 
-#if defined(MSRNN_AMX)
+#include <atomic>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#if defined(__x86_64__) || defined(__i386__)
+#define MSRNN_X86
 #include <cpuid.h>
+#endif
+#if defined(MSRNN_AMX)
 #include <immintrin.h>
 #if defined(__linux__)
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
 #endif
+
+#define MSRNN_STRINGIFY2(x) #x
+#define MSRNN_STRINGIFY(x) MSRNN_STRINGIFY2(x)
 
 namespace msrnn {
 
@@ -37,11 +49,139 @@ std::uint16_t bf16_bits(float x) {
   return std::uint16_t(u >> 16);
 }
 
-// One tile row from 16 rows of two depth columns: row[2n] = bf16(a0[n]), row[2n + 1] = bf16(a1[n]).
-// Returns false where no vector version exists (the caller then converts one element at a time).
-bool pack_pair(std::uint16_t* row, const float* a0, const float* a1);
+std::atomic<bool> g_bf16_model{false};  // set_bf16_model_kernel
+
+#if defined(MSRNN_X86)
+// The OS has enabled XSAVE and the register states `mask` of XCR0.
+bool os_enabled(unsigned mask) {
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE)) return false;
+  unsigned lo, hi;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (lo & mask) == mask;
+}
+
+// Why this CPU (and OS) cannot run VDPBF16PS on zmm registers, or nullptr.
+const char* avx512_bf16_cpu_reason() {
+  unsigned a, b, c, d;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(b & bit_AVX512F))
+    return "the CPU has no AVX-512 (CPUID.(EAX=7,ECX=0):EBX bit 16, AVX512F, absent)";
+  if (!__get_cpuid_count(7, 1, &a, &b, &c, &d) || !(a & bit_AVX512BF16))
+    return "the CPU has no AVX512-BF16 (CPUID.(EAX=7,ECX=1):EAX bit 5 absent)";
+  if (!os_enabled(0xe6u)) return "the OS has not enabled the AVX-512 register state (XCR0 bits 1-2 and 5-7)";
+  return nullptr;
+}
+
+// Why this CPU (and OS) cannot run the AMX kernel, or nullptr (before the tile-data permission).
+const char* amx_cpu_reason() {
+  unsigned a, b, c, d;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & bit_AMX_TILE) || !(d & bit_AMX_BF16))
+    return "the CPU has no AMX-BF16 (CPUID.(EAX=7,ECX=0):EDX bit 22 AMX-BF16 / bit 24 AMX-TILE absent)";
+  if (const char* why = avx512_bf16_cpu_reason()) return why;  // the conversions use AVX512-BF16
+  if (!os_enabled(0x60000u)) return "the OS has not enabled the AMX tile state (XCR0 bits 17-18)";
+  return nullptr;
+}
+#endif
+
+// Why the AMX kernel (amx) or the AVX512-BF16 one cannot run: `cpu`, the CPU check's reason, when
+// there is one; else the module's reason when this module lacks the kernel; else nullptr.
+const char* module_reason(const char* cpu, bool amx) {
+  if (cpu) return cpu;
+#if defined(MSRNN_AMX)
+  (void)amx;
+  return nullptr;
+#else
+  return amx ? "this module of the core (" MSRNN_STRINGIFY(MSRNN_MODULE_NAME) ") was built without the AMX kernel "
+               "(it is only in the x86-64 AVX-512 variant, _core_avx512)"
+             : "this module of the core (" MSRNN_STRINGIFY(MSRNN_MODULE_NAME) ") was built without the AVX512-BF16 "
+               "kernel (it is only in the x86-64 AVX-512 variant, _core_avx512)";
+#endif
+}
+
+const char* check_avx512_bf16() {
+#if defined(MSRNN_X86)
+  return module_reason(avx512_bf16_cpu_reason(), false);
+#else
+  return "AVX512-BF16 is an x86-64 feature; this CPU is not x86-64";
+#endif
+}
+
+const char* tile_permission();
+
+const char* check_amx() {
+#if defined(MSRNN_X86)
+  if (const char* why = module_reason(amx_cpu_reason(), true)) return why;
+  return tile_permission();
+#else
+  return "AMX is an x86-64 feature; this CPU is not x86-64";
+#endif
+}
+
+// The vector conversions to bf16 can run: this module has them and the CPU has AVX512-BF16.
+bool vector_bf16() {
+#if defined(MSRNN_AMX)
+  static const bool ok = avx512_bf16_cpu_reason() == nullptr;
+  return ok;
+#else
+  return false;
+#endif
+}
+
+// d[i] = bf16(s[i]) for i < n, with the vector conversion (only when vector_bf16()).
+void convert_piece_vector(std::uint16_t* d, const float* s, Idx n);
+
+// One tile row from 16 rows of two depth columns: row[2n] = bf16(a0[n]), row[2n + 1] = bf16(a1[n]),
+// with the vector conversion (only when vector_bf16()).
+void pack_pair_vector(std::uint16_t* row, const float* a0, const float* a1);
+
+// d[i] = bf16(s[i]) for i < n.
+void convert_piece(std::uint16_t* d, const float* s, Idx n) {
+  if (vector_bf16()) return convert_piece_vector(d, s, n);
+  for (Idx i = 0; i < n; ++i) d[i] = bf16_bits(s[i]);
+}
 
 }  // namespace
+
+const char* bf16_kernel_name(Bf16Kernel k) {
+  switch (k) {
+    case Bf16Kernel::Amx: return "amx";
+    case Bf16Kernel::Avx512Bf16: return "avx512-bf16";
+    case Bf16Kernel::Avx512Bf16Model: return "avx512-bf16-model";
+    case Bf16Kernel::Emulated: return "emulated";
+  }
+  return "?";
+}
+
+const char* amx_bf16_unavailable_reason() {
+  static const char* reason = check_amx();  // once per process (the permission is per process)
+  return reason;
+}
+
+const char* avx512_bf16_unavailable_reason() {
+  static const char* reason = check_avx512_bf16();
+  return reason;
+}
+
+const char* bf16_unavailable_reason() {
+  if (bf16_model_kernel() || !amx_bf16_unavailable_reason() || !avx512_bf16_unavailable_reason()) return nullptr;
+  static const std::string both =
+      std::string(
+          "no bfloat16 kernel can run here: AMX (Intel Xeon Sapphire Rapids and "
+          "later): ") +
+      amx_bf16_unavailable_reason() +
+      "; AVX512-BF16 (AMD Zen 4 and later, Intel Cooper Lake): " + avx512_bf16_unavailable_reason();
+  return both.c_str();
+}
+
+Bf16Kernel bf16_kernel() {
+  if (bf16_model_kernel()) return Bf16Kernel::Avx512Bf16Model;
+  if (!amx_bf16_unavailable_reason()) return Bf16Kernel::Amx;
+  if (!avx512_bf16_unavailable_reason()) return Bf16Kernel::Avx512Bf16;
+  throw std::runtime_error(bf16_unavailable_reason());
+}
+
+void set_bf16_model_kernel(bool on) { g_bf16_model.store(on); }
+bool bf16_model_kernel() { return g_bf16_model.load(std::memory_order_relaxed); }
 
 void round_to_bf16(float* dst, const float* src, std::ptrdiff_t n) {
   for (Idx i = 0; i < n; ++i) {
@@ -50,7 +190,9 @@ void round_to_bf16(float* dst, const float* src, std::ptrdiff_t n) {
   }
 }
 
-void AmxBf16Matrix::resize(Idx M, Idx K) {
+Idx Bf16Matrix::block_cols(Bf16Kernel kernel) { return kernel == Bf16Kernel::Amx ? kT : kDpbf16Columns; }
+
+void Bf16Matrix::resize(Idx M, Idx K) {
   M_ = M;
   K_ = K;
   Mp_ = round_up(M, 2 * kT);
@@ -59,8 +201,9 @@ void AmxBf16Matrix::resize(Idx M, Idx K) {
   bias_.assign(static_cast<size_t>(Mp_), 0.0f);
 }
 
-void AmxBf16Matrix::pack(const float* Ak, Idx lda, Idx k0, Idx kn, Idx r0, Idx r1) {
+void Bf16Matrix::pack(const float* Ak, Idx lda, Idx k0, Idx kn, Idx r0, Idx r1) {
   const Idx nK = Kp_ / kKB;
+  const bool vec = vector_bf16();
   for (Idx t0 = r0; t0 < r1; t0 += kT) {  // one unit tile at a time: its tiles are contiguous
     const Idx ut = t0 / kT, rows = min_idx(kT, r1 - t0);
     std::uint16_t* tiles = w_.data() + ut * nK * kTileElems;  // (nK, 16 x 32)
@@ -70,7 +213,9 @@ void AmxBf16Matrix::pack(const float* Ak, Idx lda, Idx k0, Idx kn, Idx r0, Idx r
       const bool pair = p == 0 && k + 1 < kn;                   // depth kk and kk + 1 fill one tile row
       const float* a0 = Ak + k * lda + t0;                      // rows t0.. of column kk of A
       std::uint16_t* row = tiles + kb * kTileElems + k2 * kKB;  // tile row k2 (32 bf16)
-      if (!(pair && rows == kT && pack_pair(row, a0, a0 + lda)))
+      if (pair && rows == kT && vec)
+        pack_pair_vector(row, a0, a0 + lda);
+      else
         for (Idx n = 0; n < rows; ++n) {
           row[2 * n + p] = bf16_bits(a0[n]);
           if (pair) row[2 * n + 1] = bf16_bits(a0[lda + n]);
@@ -80,40 +225,51 @@ void AmxBf16Matrix::pack(const float* Ak, Idx lda, Idx k0, Idx kn, Idx r0, Idx r
   }
 }
 
-void AmxBf16Matrix::set_bias(const float* b, Idx r0, Idx r1) {
+void Bf16Matrix::set_bias(const float* b, Idx r0, Idx r1) {
   for (Idx r = r0; r < r1; ++r) bias_[r] = b[r];
 }
 
-Idx AmxBf16Matrix::scratch_size(Idx N) const { return round_up(N, kT) * Kp_; }
+Idx Bf16Matrix::scratch_size(Idx N) const { return round_up(N, kT) * Kp_; }
+
+void Bf16Matrix::convert(std::uint16_t* scratch, const float* X1, Idx ldx1, Idx K1, const float* X2, Idx ldx2,
+                         Idx N) const {
+  const Idx Np = round_up(N, kT);
+  for (Idx j = 0; j < N; ++j) {
+    std::uint16_t* dst = scratch + j * Kp_;  // (Kp) row j: [x1_j (K1); x2_j (K - K1)], zero-padded
+    convert_piece(dst, X1 + j * ldx1, K1);
+    if (K_ > K1) convert_piece(dst + K1, X2 + j * ldx2, K_ - K1);
+    for (Idx k = K_; k < Kp_; ++k) dst[k] = 0;
+  }
+  std::memset(scratch + N * Kp_, 0, sizeof(std::uint16_t) * static_cast<size_t>((Np - N) * Kp_));
+}
+
+void Bf16Matrix::multiply(float* C, Idx ldc, const float* X1, Idx ldx1, Idx K1, const float* X2, Idx ldx2, Idx N,
+                          std::uint16_t* scratch, Bf16Kernel kernel) const {
+  if (kernel == Bf16Kernel::Emulated) throw std::logic_error("Bf16Matrix::multiply has no emulated kernel");
+  if (N <= 0 || M_ <= 0) return;
+  convert(scratch, X1, ldx1, K1, X2, ldx2, N);
+  if (kernel == Bf16Kernel::Amx)
+    multiply_amx(C, ldc, N, scratch);
+  else
+    dpbf16_multiply(*this, C, ldc, scratch, N, kernel == Bf16Kernel::Avx512Bf16Model);
+}
 
 #if !defined(MSRNN_AMX)
 
-const char* amx_bf16_unavailable_reason() {
-  return "this module of the core was built without the AMX kernel (it is only in the x86-64 AVX-512 variant, "
-         "_core_avx512)";
-}
-
-// Never reached: callers check amx_bf16_unavailable_reason() first, which is non-null here.
-void AmxBf16Matrix::multiply(float*, Idx, const float*, Idx, Idx, const float*, Idx, Idx, std::uint16_t*) const {}
+// Never reached: callers check the reasons first, which are non-null here.
+void Bf16Matrix::multiply_amx(float*, Idx, Idx, const std::uint16_t*) const {}
 
 namespace {
-bool pack_pair(std::uint16_t*, const float*, const float*) { return false; }
+const char* tile_permission() { return nullptr; }  // not reached: module_reason() refused first
+void convert_piece_vector(std::uint16_t*, const float*, Idx) {}
+void pack_pair_vector(std::uint16_t*, const float*, const float*) {}
 }  // namespace
 
 #else
 
 namespace {
 
-const char* check_amx() {
-  unsigned a, b, c, d;
-  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & bit_AMX_TILE) || !(d & bit_AMX_BF16))
-    return "the CPU has no AMX-BF16 (CPUID AMX-TILE / AMX-BF16 flags absent)";
-  if (!__get_cpuid_count(7, 1, &a, &b, &c, &d) || !(a & bit_AVX512BF16))
-    return "the CPU has no AVX512-BF16 (CPUID flag absent)";
-  if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE)) return "the OS has not enabled XSAVE (OSXSAVE)";
-  unsigned lo, hi;
-  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-  if ((lo & 0x60000u) != 0x60000u) return "the OS has not enabled the AMX tile state (XCR0 bits 17-18)";
+const char* tile_permission() {
 #if defined(__linux__)
   constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
   if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) != 0)
@@ -122,6 +278,24 @@ const char* check_amx() {
 #else
   return "AMX needs Linux's tile-data permission request; this is not Linux";
 #endif
+}
+
+__attribute__((target("avx512bf16"))) void convert_piece_vector(std::uint16_t* d, const float* s, Idx n) {
+  Idx i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(s + i)));
+  if (i < n) {
+    const __mmask16 m = __mmask16((1u << (n - i)) - 1);
+    _mm256_mask_storeu_epi16(d + i, m, (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, s + i)));
+  }
+}
+
+__attribute__((target("avx512bf16"))) void pack_pair_vector(std::uint16_t* row, const float* a0, const float* a1) {
+  alignas(64) static const std::uint16_t interleave[32] = {0,  16, 1,  17, 2,  18, 3,  19, 4,  20, 5,
+                                                           21, 6,  22, 7,  23, 8,  24, 9,  25, 10, 26,
+                                                           11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i v = (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(a1), _mm512_loadu_ps(a0));  // [a0; a1] in bf16
+  _mm512_storeu_si512(row, _mm512_permutexvar_epi16(_mm512_load_si512(interleave), v));
 }
 
 // The 64-byte tile configuration (palette 1): 8 tiles of 16 rows x 64 bytes.
@@ -147,37 +321,6 @@ __attribute__((target("amx-tile"))) void load_tile_config() {
 }
 
 __attribute__((target("amx-tile"))) void release_tiles() { _tile_release(); }
-
-// d[i] = bf16(s[i]) for i < n.
-__attribute__((target("avx512bf16"))) void convert_piece(std::uint16_t* d, const float* s, Idx n) {
-  Idx i = 0;
-  for (; i + 16 <= n; i += 16)
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(s + i)));
-  if (i < n) {
-    const __mmask16 m = __mmask16((1u << (n - i)) - 1);
-    _mm256_mask_storeu_epi16(d + i, m, (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, s + i)));
-  }
-}
-
-// dst (Kp) = bf16 of [x1 (K1); x2 (K2)], zero-padded.
-void convert_column(std::uint16_t* dst, const float* x1, Idx K1, const float* x2, Idx K2, Idx Kp) {
-  convert_piece(dst, x1, K1);
-  if (K2 > 0) convert_piece(dst + K1, x2, K2);
-  for (Idx k = K1 + K2; k < Kp; ++k) dst[k] = 0;
-}
-
-__attribute__((target("avx512bf16"))) void pack_pair_bf16(std::uint16_t* row, const float* a0, const float* a1) {
-  alignas(64) static const std::uint16_t interleave[32] = {0,  16, 1,  17, 2,  18, 3,  19, 4,  20, 5,
-                                                           21, 6,  22, 7,  23, 8,  24, 9,  25, 10, 26,
-                                                           11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
-  const __m512i v = (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(a1), _mm512_loadu_ps(a0));  // [a0; a1] in bf16
-  _mm512_storeu_si512(row, _mm512_permutexvar_epi16(_mm512_load_si512(interleave), v));
-}
-
-bool pack_pair(std::uint16_t* row, const float* a0, const float* a1) {
-  pack_pair_bf16(row, a0, a1);
-  return true;
-}
 
 // Tile numbers: C(a, b) = tile 2a + b for batch tile a and unit tile b; X(a) = 4 + a; A(b) = 6 + b.
 #define MSRNN_STORE_C(t, a, b)                                                                       \
@@ -241,20 +384,9 @@ __attribute__((target("amx-tile,amx-bf16"))) void block(float* C, Idx ldc, Idx M
 
 }  // namespace
 
-const char* amx_bf16_unavailable_reason() {
-  static const char* reason = check_amx();  // once per process (the permission is per process)
-  return reason;
-}
-
-void AmxBf16Matrix::multiply(float* C, Idx ldc, const float* X1, Idx ldx1, Idx K1, const float* X2, Idx ldx2, Idx N,
-                             std::uint16_t* scratch) const {
-  if (N <= 0 || M_ <= 0) return;
-  // scratch (Np, Kp): row j = bf16 of column j of [X1; X2]; rows N..Np-1 zero.
+void Bf16Matrix::multiply_amx(float* C, Idx ldc, Idx N, const std::uint16_t* scratch) const {
   const Idx Np = round_up(N, kT), nK = Kp_ / kKB;
-  for (Idx j = 0; j < N; ++j)
-    convert_column(scratch + j * Kp_, X1 + j * ldx1, K1, X2 ? X2 + j * ldx2 : nullptr, K_ - K1, Kp_);
-  std::memset(scratch + N * Kp_, 0, sizeof(std::uint16_t) * static_cast<size_t>((Np - N) * Kp_));
-  // GCC's tile loads do not declare that they read memory: keep the stores above before them.
+  // GCC's tile loads do not declare that they read memory: keep the conversion's stores before them.
   __asm__ volatile("" : : : "memory");
   load_tile_config();
   // Unit pairs outer: the packed A streams past once per call (from L2 / L3), each of its tiles

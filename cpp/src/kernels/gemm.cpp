@@ -288,15 +288,18 @@ void bf16_step_product(float* C, const float* A, const float* b, const float* X,
                        Bf16Kernel kernel) {
   MSRNN_CHECK(M > 0 && K > 0 && N > 0 && K1 >= 0 && K1 <= K, "bfloat16 step product: sizes M=", M, " K=", K, " K1=", K1,
               " N=", N);
-  if (kernel == Bf16Kernel::Amx) {
-    if (const char* why = amx_bf16_unavailable_reason()) throw std::runtime_error(why);
-    AmxBf16Matrix W;
+  if (kernel != Bf16Kernel::Emulated) {
+    const char* why = kernel == Bf16Kernel::Amx          ? amx_bf16_unavailable_reason()
+                      : kernel == Bf16Kernel::Avx512Bf16 ? avx512_bf16_unavailable_reason()
+                                                         : nullptr;  // the model runs anywhere
+    if (why) throw std::runtime_error(why);
+    Bf16Matrix W;
     W.resize(M, K);
     W.pack(A, M, 0, K1, 0, M);
     W.pack(A + K1 * M, M, K1, K - K1, 0, M);
     W.set_bias(b, 0, M);
-    std::vector<std::uint16_t> scratch(static_cast<size_t>(W.scratch_size(N)));
-    W.multiply(C, M, X, K, K1, X + K1, K, N, scratch.data());
+    std::vector<std::uint16_t> scratch(static_cast<size_t>(W.scratch_size(N)));  // (N rounded up to 16, Kp) bf16
+    W.multiply(C, M, X, K, K1, X + K1, K, N, scratch.data(), kernel);
     return;
   }
   PackedPanels<float> W;  // the emulated path: the rounded A in panels, times the rounded X

@@ -267,8 +267,8 @@ def _checkpoint_commands(sub) -> None:
             "--precision",
             choices=["float32", "bfloat16", "bfloat16-emulated"],
             default="float32",
-            help="arithmetic of the LSTM layers' products (bfloat16: AMX tiles, float32 accumulation; "
-            "float32 LSTM models only)",
+            help="arithmetic of the LSTM layers' products (bfloat16: AMX tiles, else AVX512-BF16, float32 "
+            "accumulation; float32 LSTM models only)",
         )
         c.set_defaults(func=func)
         c.add_argument(

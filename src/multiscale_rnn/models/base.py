@@ -785,16 +785,19 @@ class LanguageModel:
         - ``"float32"`` (default): the model's dtype.
         - ``"bfloat16"``: in every LSTM layer, the step product
           ``a_t = (b_ih + b_hh) + bf16([W_ih W_hh]) bf16([x_t; h_{t-1}])`` takes weights and step
-          inputs rounded to bfloat16 (to nearest, ties to even) and accumulates in float32 on the
-          CPU's AMX tiles; gates, state, embedding and head stay float32. The weights are rounded
-          from the current parameters at every call, so changed parameters are always used.
+          inputs rounded to bfloat16 (to nearest, ties to even) and accumulates in float32: on the
+          CPU's AMX tiles where they run (Intel Xeon Sapphire Rapids and later), else with
+          AVX512-BF16 instructions (AMD Zen 4 and later, Intel Cooper Lake);
+          ``multiscale_rnn.bf16_kernel()`` names the one this process uses. Gates, state, embedding
+          and head stay float32. The weights are rounded from the current parameters at every call,
+          so changed parameters are always used.
         - ``"bfloat16-emulated"``: the same rounding with the float32 kernels, on any CPU; equal
           to ``"bfloat16"`` up to float32 summation order, slower than ``"float32"``.
 
         Setting anything but ``"float32"`` raises ``ValueError`` for a float64 model or a model
-        other than ``LSTM``; ``"bfloat16"`` raises ``RuntimeError`` saying why when the AMX kernel
-        cannot run here (see ``multiscale_rnn.amx_bf16_unavailable_reason()``). The setting is not
-        saved in checkpoints.
+        other than ``LSTM``; ``"bfloat16"`` raises ``RuntimeError`` saying why when neither kernel can
+        run here (the reasons of both, as ``multiscale_rnn.bf16_unavailable_reason()`` gives them).
+        The setting is not saved in checkpoints.
         """
         return str(self._impl.inference_precision)
 

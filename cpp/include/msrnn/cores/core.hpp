@@ -18,7 +18,8 @@ namespace msrnn {
 // Arithmetic of evaluation-mode forward passes (training always runs in the model's dtype):
 //   Float32           the model's own dtype
 //   BFloat16          weights and step inputs rounded to bfloat16, products accumulated in float32
-//                     on AMX tiles (amx_bf16.hpp); gates, state and head in float32
+//                     on AMX tiles where they run, else with AVX512-BF16 (bf16_kernel(), amx_bf16.hpp);
+//                     gates, state and head in float32
 //   BFloat16Emulated  the same rounding, products with the float32 kernels: any CPU, equal to
 //                     BFloat16 up to float32 summation order (the plain reference of BFloat16)
 enum class Precision { Float32, BFloat16, BFloat16Emulated };

@@ -79,7 +79,7 @@ template <class S> class LSTMLayer : public Core<S> {
   PackedPanels<S> W_hh_tp_;                   // W_hh^T (H, 4H) in panels, for dh_{t-1} = W_hh^T da_t
   Mat<S> dh_, dc_;                            // (H, B) backward: gradients reaching h_t and c_t
   Precision precision_ = Precision::Float32;  // of evaluation-mode forwards
-  AmxBf16Matrix W_amx_;                       // [W_ih W_hh] (4H, E + H) in bf16 tiles, bias b_ih + b_hh (BFloat16)
+  Bf16Matrix W_bf16_;                         // [W_ih W_hh] (4H, E + H) in bf16 tiles, bias b_ih + b_hh (BFloat16)
   Mat<S> P_;                                  // (4H, V) per-token input table (forward_tokens)
   Mat<S> W_ih_r_, Emb_r_;                     // (4H, E), (E, V) bfloat16-rounded copies for a bfloat16 table
   // forward's body; with a table P (4H, V) and tokens (N), X is unused and the step reads P.

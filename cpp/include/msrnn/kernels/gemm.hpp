@@ -12,6 +12,7 @@
 // streams.hpp.
 #pragma once
 
+#include "msrnn/kernels/amx_bf16.hpp"
 #include "msrnn/kernels/streams.hpp"
 #include "msrnn/model/common.hpp"
 
@@ -72,10 +73,9 @@ template <class S> class PackedPanels {
 };
 
 // The LSTM layer's bfloat16 step product on its own, for tests: C (M, N) = b + A [X1; X2] with A (M, K)
-// and X = [X1; X2] (K, N) split after row K1 (all column-major, float32), through the AMX kernel
-// (AmxBf16Matrix; std::runtime_error naming the reason when it cannot run here) or the emulated
-// one (PackedPanels holding the rounded A, times the rounded X).
-enum class Bf16Kernel { Amx, Emulated };
+// and X = [X1; X2] (K, N) split after row K1 (all column-major, float32), through one of the kernels
+// of Bf16Matrix (amx_bf16.hpp; std::runtime_error naming the reason when it cannot run here) or the
+// emulated one (PackedPanels holding the rounded A, times the rounded X).
 void bf16_step_product(float* C, const float* A, const float* b, const float* X, Index M, Index K, Index K1, Index N,
                        Bf16Kernel kernel);
 
