@@ -31,7 +31,7 @@ import argparse
 import os
 
 import numpy as np
-from timing import timed
+from timing import sgemm_peak, timed
 
 import multiscale_rnn as msr
 from multiscale_rnn.models.base import _core
@@ -154,6 +154,16 @@ def breakdown(torch, args):
             print(f"{pooling:8s} {side:6s} {c:7.0f} {f:7.0f} {r:7.0f}   {c - r:10.0f} {f - r:10.0f}", flush=True)
         o, t = cols["ours"], cols["torch"]
         print(f"{pooling:8s} {'ratio':6s} {t[0] / o[0]:6.2f}x {t[1] / o[1]:6.2f}x {t[2] / o[2]:6.2f}x", flush=True)
+        head_gflop = 6.0 * B * T * H * (V - 50) / 1e9  # the full head's three products (forward, dX, dW)
+        for side in ("ours", "torch"):
+            rate = head_gflop / max(cols[side][1] - cols[side][2], 1e-9) * 1e3
+            print(f"{pooling:8s} {side:6s} full head's products: {rate:6.1f} GFLOP/s of CPU time", flush=True)
+    peak = sgemm_peak(4096, torch=torch)
+    print(
+        "sgemm 4096^3 peak: "
+        + ", ".join(f"{k} {v:.1f}" for k, v in peak.items())
+        + f" GFLOP/s ({args.threads} thread(s))"
+    )
 
 
 def main(argv=None):

@@ -104,6 +104,7 @@ if ARGS.isa:
     os.environ["MULTISCALE_RNN_ISA"] = ARGS.isa
 
 import numpy as np  # noqa: E402
+from timing import sgemm_peak  # noqa: E402
 
 import multiscale_rnn as msr  # noqa: E402
 
@@ -123,37 +124,6 @@ def load():
 def pause():
     """Let the other library's OpenMP threads stop spinning before the next timing."""
     time.sleep(0.3)
-
-
-# ---------------------------------------------------------------------------------------------
-# Peak: large square sgemm.
-def sgemm_peak(n: int, reps: int = 5):
-    flops = 2.0 * n**3
-    rng = np.random.default_rng(0)
-    a = rng.standard_normal((n, n), dtype=np.float32)
-    b = rng.standard_normal((n, n), dtype=np.float32)
-
-    def rate(product):
-        """GFLOP/s of the fastest of `reps` calls, after one warm-up call."""
-        product()
-        best = float("inf")
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            product()
-            best = min(best, time.perf_counter() - t0)
-        return flops / best / 1e9
-
-    c = np.empty((n, n), dtype=np.float32)
-    out = {"numpy": rate(lambda: np.matmul(a, b, out=c))}
-    if torch is not None:
-        ta, tb = torch.from_numpy(a), torch.from_numpy(b)
-        tc = torch.empty(n, n)
-        out["torch"] = rate(lambda: torch.mm(ta, tb, out=tc))
-        if ARGS.bf16:
-            ha, hb = ta.to(torch.bfloat16), tb.to(torch.bfloat16)
-            hc = torch.empty(n, n, dtype=torch.bfloat16)
-            out["torch-bf16"] = rate(lambda: torch.mm(ha, hb, out=hc))
-    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -263,7 +233,7 @@ def main():
         print(f"bfloat16 rows left out: {msr.bf16_unavailable_reason() or 'inference not timed'}")
     elif a.bf16:
         print(f"bfloat16 kernel: {msr.bf16_kernel()}")
-    peak = sgemm_peak(a.peak_size)
+    peak = sgemm_peak(a.peak_size, torch=torch, bf16=ARGS.bf16)
     for k, v in peak.items():
         print(f"sgemm {a.peak_size}^3 peak via {k}: {v:.1f} GFLOP/s")
     pause()
@@ -298,7 +268,7 @@ def main():
     # the machine's true peak.
     pause()
     raised = False
-    for k, v in sgemm_peak(a.peak_size).items():
+    for k, v in sgemm_peak(a.peak_size, torch=torch, bf16=ARGS.bf16).items():
         print(f"sgemm {a.peak_size}^3 peak via {k} (end): {v:.1f} GFLOP/s")
         raised |= v > peak[k]
         peak[k] = max(peak[k], v)
