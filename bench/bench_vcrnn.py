@@ -52,18 +52,13 @@ FWD_ROWS = dict(zip(PHASES, range(5)))
 BWD_ROWS = dict(zip(PHASES + ("weight grads",), range(5, 11)))
 
 
-def timed(fn, repeat):
-    """Wall-clock seconds of each of repeat calls of fn."""
+def best(fn, repeat):
     times = []
     for _ in range(repeat):
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
-    return times
-
-
-def best(fn, repeat):
-    return min(timed(fn, repeat))
+    return min(times)
 
 
 def train_model(cls, unit, V, D, train_ids, args):

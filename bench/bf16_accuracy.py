@@ -31,11 +31,12 @@ def main(argv=None):
         trainer = msr.Trainer(m, optimizer=msr.optim.Adam(2e-3), clip_norm=1.0, batch_size=32, bptt=100, seed=0)
         trainer.fit(corpus.train[: args.train_chars], epochs=1)
         row = {}
-        for precision in ("float32", "bfloat16-emulated") + (("bfloat16",) if msr.bf16_kernel() else ()):
+        labels = {"float32": "float32", "bfloat16-emulated": "bfloat16-emulated"}  # precision -> column
+        if msr.bf16_kernel():
+            labels["bfloat16"] = f"bfloat16 ({msr.bf16_kernel()})"
+        for precision, label in labels.items():
             m.inference_precision = precision
-            row[precision if precision != "bfloat16" else f"bfloat16 ({msr.bf16_kernel()})"] = msr.evaluate(m, test)[
-                "bpc"
-            ]
+            row[label] = msr.evaluate(m, test)["bpc"]
         with kernel_switches(bf16_model_kernel=True):
             m.inference_precision = "bfloat16"
             row["bfloat16 (model of the avx512-bf16 kernel)"] = msr.evaluate(m, test)["bpc"]
