@@ -171,10 +171,15 @@ def test_fs_rnn_models_are_compared_at_equal_training_time(tmp_path):
 
     rows = [row("fs", 1, 60.0, 2.0), row("fs", 2, 60.0, 1.8), row("seq", 1, 50.0, 2.2), row("seq", 2, 50.0, 1.9)]
     rows += [row("seq", 3, 50.0, 1.7), row("slow", 1, 200.0, 1.5)]
+    for r in rows:
+        r["cpu_seconds"] = r["seconds"]
+    rows[0]["seconds"] = 5000.0  # a paused epoch: its wall time is ignored where its CPU time is known
     T, best = equal_time(rows)
     assert T == 120.0  # fs: 60 + 60; seq's third epoch ends at 150 and slow's first at 200
     assert best == {"fs": 1.8, "seq": 1.9, "slow": None}
     assert equal_time([]) == (0.0, {})
+    old = [{k: v for k, v in r.items() if k != "cpu_seconds"} for r in rows[2:]]  # rows written before CPU time
+    assert equal_time(old) == (150.0, {"seq": 1.7, "slow": None})
     from multiscale_rnn.reproduce._common import Results
 
     for r in rows:
