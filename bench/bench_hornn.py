@@ -22,7 +22,8 @@ softmax.
 
 --breakdown: process CPU time per step (the fastest of --steps) of each side with the class head,
 the full softmax and a 50-word vocabulary with the full softmax (about the recurrent part alone),
-so the head's share is the difference.
+so the head's share is the difference; then the full head's three products alone (the core's linear
+map in float32 on preallocated arrays, no softmax) as a fraction of the sgemm peak measured after them.
 """
 
 from __future__ import annotations
@@ -119,6 +120,27 @@ def zipf_chunk(V, B, T, seed=0):
     return tok, tgt, msr.data.class_sizes(np.round(p * 1e9).astype(np.int64))
 
 
+def head_products(H, V, N, reps):
+    """The full head's three products alone, in float32 through the core's own linear map (the functions the
+    head runs, on preallocated arrays: nothing else timed): {name: (CPU ms, GFLOP/s)}, fastest of 3 rounds of
+    ``reps``."""
+    rng = np.random.default_rng(0)
+    W, dW = (np.asfortranarray(rng.standard_normal((V, H), dtype=np.float32)) for _ in range(2))
+    X, dX = (np.asfortranarray(rng.standard_normal((H, N), dtype=np.float32)) for _ in range(2))
+    Y, dY = (np.asfortranarray(rng.standard_normal((V, N), dtype=np.float32)) for _ in range(2))
+    b, db = np.zeros((V, 1), np.float32, order="F"), np.zeros((V, 1), np.float32, order="F")
+    blocks = _core.blocks
+    steps = [lambda: blocks.linear_forward_into(Y, W, b, X), lambda: blocks.linear_backward_into(dX, dW, db, dY, W, X)]
+    rounds = [timed(steps, reps) for _ in range(3)]  # a disturbance on a shared machine lasts seconds
+    fwd, bwd = (min(r[i][1] for r in rounds) for i in range(2))
+    gflop = 2.0 * V * H * N / 1e9
+    return {
+        "forward W X": (fwd * 1e3, gflop / fwd),
+        "backward dY X^T, W^T dY": (bwd * 1e3, 2 * gflop / bwd),
+        "three products": ((fwd + bwd) * 1e3, 3 * gflop / (fwd + bwd)),
+    }
+
+
 def breakdown(torch, args):
     """Process CPU time per step, ms: class head, full softmax, and V = 50 (about the recurrent part)."""
     H, E, K, B, T, V = args.hidden, args.embed, args.order, args.batch, args.bptt, int(args.vocab.split(",")[0])
@@ -158,7 +180,13 @@ def breakdown(torch, args):
         for side in ("ours", "torch"):
             rate = head_gflop / max(cols[side][1] - cols[side][2], 1e-9) * 1e3
             print(f"{pooling:8s} {side:6s} full head's products: {rate:6.1f} GFLOP/s of CPU time", flush=True)
+    products = head_products(H, V, B * T, args.steps)
     peak = sgemm_peak(4096, torch=torch)
+    best = max(peak.values())
+    for name, (ms, rate) in products.items():
+        print(
+            f"head's {name:24s} {ms:7.1f} ms  {rate:6.1f} GFLOP/s = {100 * rate / best:3.0f} % of the peak", flush=True
+        )
     print(
         "sgemm 4096^3 peak: "
         + ", ".join(f"{k} {v:.1f}" for k, v in peak.items())

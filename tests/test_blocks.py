@@ -46,6 +46,34 @@ def test_linear(rng):
         assert relative_error(ana, numeric_gradient(f, x)) < TOL
 
 
+def test_float32_linear_products_write_into_the_callers_arrays_and_refuse_copies(rng):
+    """The timing bindings: the float64 products' results in float32, written in place; an array they
+    would have to copy (C order, float64, read-only) is refused rather than silently copied."""
+    O, I, N = 37, 19, 23  # not multiples of any SIMD width
+    f32 = [
+        np.asfortranarray(rng.normal(size=s)).astype(np.float32, order="F") for s in ((O, I), (O, 1), (I, N), (O, N))
+    ]
+    W, b, X, R = f32
+    Y = np.zeros((O, N), np.float32, order="F")
+    blk.linear_forward_into(Y, W, b, X)
+    np.testing.assert_allclose(Y, blk.linear_forward(*(a.astype(np.float64) for a in (W, b, X))), rtol=1e-5, atol=1e-5)
+    dX, dW, db = (
+        np.zeros((I, N), np.float32, order="F"),
+        np.ones((O, I), np.float32, order="F"),
+        np.zeros((O, 1), np.float32, order="F"),
+    )
+    blk.linear_backward_into(dX, dW, db, R, W, X)
+    want = blk.linear_backward(*(a.astype(np.float64) for a in (R, W, X)))
+    for got, w, acc in ((dX, want[0], 0.0), (dW, want[1], 1.0), (db, want[2], 0.0)):  # dW and db accumulate
+        np.testing.assert_allclose(got, w + acc, rtol=1e-4, atol=1e-4)
+    with pytest.raises(TypeError):
+        blk.linear_forward_into(np.zeros((O, N), np.float32), W, b, X)  # C order: would be a copy
+    with pytest.raises(TypeError):
+        blk.linear_forward_into(Y, W.astype(np.float64), b, X)
+    with pytest.raises(ValueError, match="X has 18 rows, expected 19"):
+        blk.linear_forward_into(Y, W, b, np.asfortranarray(X[:-1]))
+
+
 def test_layer_norm(rng):
     D, N, eps = 6, 4, 1e-5
     X = rng.normal(size=(D, N)) * 3 + 1

@@ -1,6 +1,7 @@
 // Float64 bindings of the building blocks, one forward/backward pair each, for gradient checks
 // and reference comparisons from Python (module `_core.blocks`). Arrays are copied in and out.
-// Also, in float32: the bfloat16 rounding and the bfloat16 step product (each kernel).
+// Also, in float32: the linear map's products on the caller's arrays (for timing), the bfloat16
+// rounding and the bfloat16 step product (each kernel).
 #include <pybind11/eigen.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -22,7 +23,7 @@ using Ids = py::array_t<std::int32_t, py::array::c_style | py::array::forcecast>
 
 namespace {
 
-void same_shape(const M& a, const M& b, const char* what_a, const char* what_b) {
+template <class A, class B> void same_shape(const A& a, const B& b, const char* what_a, const char* what_b) {
   if (a.rows() != b.rows() || a.cols() != b.cols())
     throw py::value_error(
         cat(what_a, " has shape (", a.rows(), ", ", a.cols(), "), ", what_b, " (", b.rows(), ", ", b.cols(), ")"));
@@ -139,6 +140,36 @@ void bind_cell_blocks(py::module_& m) {
 void bind_bf16_blocks(py::module_& m) {
   // bfloat16 (float32 arrays).
   using F = Mat<float>;
+  // The linear map's three products in float32 on the caller's arrays, without copies (Fortran-ordered,
+  // writeable float32 arrays; anything else is refused), so a benchmark times the products alone:
+  //   Y (V, N) = b + W X,   dW (V, H) += dY X^T and db += dY 1,   dX (H, N) = W^T dY.
+  using FRef = Eigen::Ref<F>;
+  using FCRef = Eigen::Ref<const F>;
+  m.def(
+      "linear_forward_into",
+      [](FRef Y, FCRef W, FCRef b, FCRef X) {
+        check_rows(X, W.cols(), "X");
+        check_rows(b, W.rows(), "b");
+        check_rows(Y, W.rows(), "Y");
+        if (Y.cols() != X.cols()) throw py::value_error(cat("Y has ", Y.cols(), " columns, expected ", X.cols()));
+        linear_forward<float>(Y, W, b, X);
+      },
+      py::arg("Y").noconvert(), py::arg("W").noconvert(), py::arg("b").noconvert(), py::arg("X").noconvert());
+  m.def(
+      "linear_backward_into",
+      [](FRef dX, FRef dW, FRef db, FCRef dY, FCRef W, FCRef X) {
+        check_rows(dY, W.rows(), "dY");
+        check_rows(X, W.cols(), "X");
+        check_rows(dX, W.cols(), "dX");
+        same_shape(dW, W, "dW", "W");
+        check_rows(db, W.rows(), "db");
+        if (dY.cols() != X.cols() || dX.cols() != X.cols())
+          throw py::value_error(cat("dY, X and dX have ", dY.cols(), ", ", X.cols(), " and ", dX.cols(), " columns"));
+        linear_backward_params<float>(dW, db, dY, X);
+        linear_backward_input<float>(dX, W, dY);
+      },
+      py::arg("dX").noconvert(), py::arg("dW").noconvert(), py::arg("db").noconvert(), py::arg("dY").noconvert(),
+      py::arg("W").noconvert(), py::arg("X").noconvert());
   m.def("round_to_bf16", [](const F& x) {
     F y(x.rows(), x.cols());
     round_to_bf16(y.data(), x.data(), x.size());
