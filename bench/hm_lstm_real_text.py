@@ -12,7 +12,8 @@ boundaries, slope 1 -> 5 by 0.04 per epoch, Adam 2e-3, clip 1, B = 64, T = 100) 
 package's default gradient reading and flush cut (``--paper`` for the paper's: gradient "switch", no
 flush cut). ``--recipe`` trains the word recipe instead (``WORD_RECIPE``, the package's defaults up to 2
 layers: linear head, boundary warm-up, rate target on layer 1 (``--rate-target`` for one value per
-detector layer), constant slope 1); ``--defaults`` the model's own defaults for its depth (from 3 layers
+detector layer, or ``--rate-target text``: layers 1 and 2 at the word- and clause-end rates of the
+corpus's own training text, ``text_rates``), constant slope 1); ``--defaults`` the model's own defaults for its depth (from 3 layers
 the phrase recipe), with layer norm and slope 1. ``--option NAME=JSON`` sets any other model option.
 
 Corpora (``--data``, comma-separated): ``ptb-char``, ``text8`` (the shared prefix), ``shakespeare``
@@ -120,13 +121,35 @@ def score_boundaries(z: np.ndarray, refs: dict, tolerance: int = 1) -> dict:
 
 
 # ---- the configuration ---------------------------------------------------------------------------
-def model_options(a) -> tuple:
-    """The model's options, the trainer's annealed options and the configuration's name, from the flags."""
+#: Characters of the training split whose word- and clause-end rates ``--rate-target text`` reads.
+TEXT_RATE_CHARS = 5_000_000
+
+
+def text_rates(corpus) -> dict:
+    """The word- and clause-end rates (``reference_boundaries``) of the first ``TEXT_RATE_CHARS`` characters
+    of ``corpus``'s training split: the targets ``--rate-target text`` gives layers 1 and 2."""
+    text = corpus.vocab.decode(np.asarray(corpus.train[:TEXT_RATE_CHARS]))
+    return {k: float(v.mean()) for k, v in reference_boundaries(text).items()}
+
+
+def model_options(a, corpus=None) -> tuple:
+    """The model's options, the trainer's annealed options and the configuration's name, from the flags
+    (``corpus``: for ``--rate-target text``, whose targets are read off its training text)."""
     if a.defaults:  # the model's own defaults for its depth, layer norm on, slope 1 throughout
         opts, schedules, name = dict(layer_norm=True), {}, "defaults"
     elif a.recipe:  # the word recipe: linear head, boundary warm-up, rate target, slope 1 throughout
         opts, schedules, name = dict(WORD_RECIPE, layer_norm=True), {}, "recipe"
-        if a.rate_target is not None:
+        if a.rate_target == "text":  # layer 1 at the word-end rate, layer 2 at the clause-end rate
+            name += "+target-text"
+            if corpus is not None:
+                rates = text_rates(corpus)
+                if rates["clause"] == 0.0:
+                    raise SystemExit(
+                        f"error: --rate-target text: {corpus.name}'s training text has no clause end "
+                        "(. , ; : ? ! or line end) to set layer 2's target by; give the targets as numbers"
+                    )
+                opts["rate_target"] = [round(rates["word"], 4), round(rates["clause"], 4)][: a.layers - 1]
+        elif a.rate_target is not None:
             opts["rate_target"] = [float(r) for r in a.rate_target.split(",")]
             name += "+target" + "_".join(f"{r:g}" for r in opts["rate_target"])
     else:  # the model of the first documented runs (before the default recipe: no rate target, no warm-up)
@@ -243,7 +266,7 @@ def train_blocks(a, trainer, corpus, folder: Path) -> bool:
 
 def build(a, corpus, seed: int):
     """The model and its trainer for one run."""
-    opts, schedules, _ = model_options(a)
+    opts, schedules, _ = model_options(a, corpus)
     model = msr.HMLSTM(corpus.vocab_size, a.embed, (a.hidden,) * a.layers, seed=seed, **opts)
     trainer = msr.Trainer(
         model,
@@ -425,7 +448,12 @@ def add_run_flags(r: argparse.ArgumentParser) -> None:
     r.add_argument("--rate-penalty", type=float, default=0.0, help="lambda of the boundary-rate term (0: off)")
     r.add_argument("--recipe", action="store_true", help="the word recipe (WORD_RECIPE, slope 1)")
     r.add_argument("--defaults", action="store_true", help="the model's defaults for the depth, layer norm")
-    r.add_argument("--rate-target", default=None, help="with --recipe: targets per detector layer, comma-separated")
+    r.add_argument(
+        "--rate-target",
+        default=None,
+        help="with --recipe: targets per detector layer, comma-separated, or 'text': layers 1 and 2 at the "
+        "word- and clause-end rates of the corpus's training text",
+    )
     r.add_argument("--option", action="append", default=[], metavar="NAME=JSON", help="any HMLSTM option")
     r.add_argument("--ramp1", type=int, default=0, metavar="N", help="rate_ramp=[N, 0]: layer 1's target ramped")
     r.add_argument("--valid-chars", type=int, default=100_000, help="validation characters scored (BPC)")

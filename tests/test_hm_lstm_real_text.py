@@ -111,3 +111,25 @@ def test_bad_corpus_or_seed_is_refused(bench, tmp_path):
         bench.main(["--data", "enwik8", "--out", str(tmp_path)])
     with pytest.raises(SystemExit, match="seeds"):
         bench.main(["--data", "text8", "--seeds", "7", "--out", str(tmp_path)])
+
+
+def test_rate_targets_read_off_the_training_text(bench, tmp_path):
+    """``--rate-target text``: layers 1 and 2 at the word- and clause-end rates of the training text, which
+    the run records; a text without clause ends is refused with its name."""
+    tree = source_tree(tmp_path / "src")
+    corpus = bench.load_corpus("python-stdlib", tmp_path, tree)
+    text = corpus.vocab.decode(np.asarray(corpus.train))
+    refs = bench.reference_boundaries(text)
+    rates = bench.text_rates(corpus)
+    assert rates == {"word": pytest.approx(refs["word"].mean()), "clause": pytest.approx(refs["clause"].mean())}
+    assert 0 < rates["clause"] < rates["word"] < 1
+    args = bench.parser().parse_args(["run", *tiny_args(tree, tmp_path / "out", "--rate-target", "text")])
+    opts, _, name = bench.model_options(args, corpus)
+    assert name == "recipe+target-text" and opts["rate_target"] == [round(rates["word"], 4), round(rates["clause"], 4)]
+    assert bench.model_options(args)[2] == name  # the run's name does not need the corpus
+    assert bench.main(tiny_args(tree, tmp_path / "out", "--rate-target", "text", "--no-figures")) == 0
+    (row,) = rows(tmp_path / "out")
+    assert row["config"] == name and row["options"]["rate_target"] == opts["rate_target"]
+    words = msr.data.char_corpus("just words and spaces here " * 50, name="words")
+    with pytest.raises(SystemExit, match="no clause end"):
+        bench.model_options(args, words)
