@@ -3,7 +3,9 @@
 One training step = forward and backward over a chunk of B streams x T steps, global-norm
 clipping to 1 and an Adam update; characters per second = B * T / (time per step), the fastest of
 --steps repetitions, ours and PyTorch's interleaved so both see the same load of a shared machine;
-the CPU-time ratio (process time, all threads) is printed beside it. Two models:
+the CPU-time ratio (process time, all threads) is printed beside it, and each side's GFLOP/s
+(``train_flops_per_char``: the products counted analytically; layer norm, gates and masks not
+counted) as a share of the sgemm peak measured after the runs. Two models:
 
   paper   the paper's FS-LSTM-2: layer norm on each gate and on the cell state, zoneout on c and h,
           dropout on the non-recurrent connections. PyTorch (multiscale_rnn.reference.fs_rnn):
@@ -22,7 +24,7 @@ import argparse
 import os
 
 import numpy as np
-from timing import timed
+from timing import sgemm_peak, timed
 
 import multiscale_rnn as msr
 from multiscale_rnn.models.base import _core
@@ -60,6 +62,13 @@ def torch_step_fn(torch, ours, tok, tgt):
     return step
 
 
+def train_flops_per_char(V, E, HF, HS) -> float:
+    """Training FLOPs per character, counted analytically: 3x the forward products of the FS-LSTM-2's chain
+    F1 (input E), S (input HF), F2 (input HS) and the head, 2 * 4H * (input + H) per cell and 2 * V * HF."""
+    forward = 2 * 4 * HF * (E + HF) + 2 * 4 * HS * (HF + HS) + 2 * 4 * HF * (HS + HF) + 2 * V * HF
+    return 3.0 * forward
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--fast", type=int, default=256)
@@ -94,9 +103,12 @@ def main(argv=None):
         f"ISA {msr.ISA}  torch {torch.__version__}{'  reference kernels' if args.reference else ''}"
     )
     print(
-        f"{'model':8s} {'ours chars/s':>13s} {'torch chars/s':>14s} {'ratio':>6s}   "
-        f"{'CPU-time ratio':>14s}   (fastest of {args.steps} interleaved steps; load {os.getloadavg()[0]:.1f})"
+        f"{'model':8s} {'ours chars/s':>13s} {'torch chars/s':>14s} {'ratio':>6s}   {'CPU-time ratio':>14s}   "
+        f"{'ours GFLOP/s':>12s} {'torch GFLOP/s':>13s}   (fastest of {args.steps} interleaved steps; "
+        f"load {os.getloadavg()[0]:.1f})"
     )
+    flops = train_flops_per_char(V, E, HF, HS)
+    rates = []
     for name in args.models.split(","):
         s = settings[name]
         ours = msr.FSRNN(
@@ -105,10 +117,20 @@ def main(argv=None):
         (w_ours, c_ours), (w_torch, c_torch) = timed(
             [ours_step_fn(ours, tok, tgt, msr.optim.Adam(lr=1e-3)), torch_step_fn(torch, ours, tok, tgt)], args.steps
         )
+        g_ours, g_torch = flops * B * T / w_ours / 1e9, flops * B * T / w_torch / 1e9
+        rates.append((name, g_ours, g_torch))
         print(
             f"{name:8s} {B * T / w_ours:13,.0f} {B * T / w_torch:14,.0f} {w_torch / w_ours:5.2f}x   "
-            f"{c_torch / c_ours:13.2f}x",
+            f"{c_torch / c_ours:13.2f}x   {g_ours:12.1f} {g_torch:13.1f}",
             flush=True,
+        )
+    peak = sgemm_peak(4096, torch=torch)
+    best = max(peak.values())
+    print("sgemm 4096^3 peak: " + ", ".join(f"{k} {v:.1f}" for k, v in peak.items()) + " GFLOP/s (same threads)")
+    for name, g_ours, g_torch in rates:
+        print(
+            f"{name:8s} % of the peak: ours {100 * g_ours / best:3.0f} %, torch {100 * g_torch / best:3.0f} %; "
+            f"2x torch would need {200 * g_torch / best:3.0f} % of it"
         )
 
 

@@ -13,8 +13,9 @@ package's default gradient reading and flush cut (``--paper`` for the paper's: g
 flush cut). ``--recipe`` trains the word recipe instead (``WORD_RECIPE``, the package's defaults up to 2
 layers: linear head, boundary warm-up, rate target on layer 1 (``--rate-target`` for one value per
 detector layer, or ``--rate-target text``: layers 1 and 2 at the word- and clause-end rates of the
-corpus's own training text, ``text_rates``), constant slope 1); ``--defaults`` the model's own defaults for its depth (from 3 layers
-the phrase recipe), with layer norm and slope 1. ``--option NAME=JSON`` sets any other model option.
+corpus's own training text, ``text_rates``), constant slope 1); ``--defaults`` the model's own defaults
+for its depth (from 3 layers the phrase recipe), with layer norm and slope 1. ``--option NAME=JSON`` sets
+any other model option.
 
 Corpora (``--data``, comma-separated): ``ptb-char``, ``text8`` (the shared prefix), ``shakespeare``
 (Tiny Shakespeare) from ``--data-dir`` (``../shared/data``), and ``python-stdlib`` (this interpreter's
