@@ -23,7 +23,8 @@ softmax.
 --breakdown: process CPU time per step (the fastest of --steps) of each side with the class head,
 the full softmax and a 50-word vocabulary with the full softmax (about the recurrent part alone),
 so the head's share is the difference; then the full head's three products alone (the core's linear
-map in float32 on preallocated arrays, no softmax) as a fraction of the sgemm peak measured after them.
+map in float32 on preallocated arrays, no softmax) and each side's class-head step (its products counted,
+``class_step_gflop``) as fractions of the sgemm peak measured after them.
 """
 
 from __future__ import annotations
@@ -120,6 +121,17 @@ def zipf_chunk(V, B, T, seed=0):
     return tok, tgt, msr.data.class_sizes(np.round(p * 1e9).astype(np.int64))
 
 
+def class_step_gflop(H, E, K, pooling, sizes, tgt) -> float:
+    """GFLOP of one training step with the class head, its products counted analytically (3x the forward):
+    per token the input product 2 H E, the K recurrent paths 2 H H each (gated pooling: K gates more, from
+    x_t and h_{t-n}), the class logits 2 H C and the target class's word logits 2 H |class|."""
+    sizes = np.asarray(sizes)
+    in_class = sizes[np.repeat(np.arange(len(sizes)), sizes)[np.asarray(tgt).reshape(-1)]]  # (B T,)
+    per_token = 2 * H * E + K * 2 * H * H + (K * 2 * H * (E + H) if pooling == "gated" else 0)
+    forward = per_token * in_class.size + 2 * H * (len(sizes) * in_class.size + in_class.sum())
+    return 3.0 * forward / 1e9
+
+
 def head_products(H, V, N, reps):
     """The full head's three products alone, in float32 through the core's own linear map (the functions the
     head runs, on preallocated arrays: nothing else timed): {name: (CPU ms, GFLOP/s)}, fastest of 3 rounds of
@@ -149,6 +161,7 @@ def breakdown(torch, args):
     print(
         f"{'pooling':8s} {'side':6s} {'class':>7s} {'full':>7s} {'V=50':>7s}   {'class head':>10s} {'full head':>10s}"
     )
+    class_rates = []
     for pooling in args.poolings.split(","):
         cols = {}
         for side in ("ours", "torch"):
@@ -176,6 +189,8 @@ def breakdown(torch, args):
             print(f"{pooling:8s} {side:6s} {c:7.0f} {f:7.0f} {r:7.0f}   {c - r:10.0f} {f - r:10.0f}", flush=True)
         o, t = cols["ours"], cols["torch"]
         print(f"{pooling:8s} {'ratio':6s} {t[0] / o[0]:6.2f}x {t[1] / o[1]:6.2f}x {t[2] / o[2]:6.2f}x", flush=True)
+        class_gflop = class_step_gflop(H, E, K, pooling, sizes, tgt)
+        class_rates.append((pooling, class_gflop / o[0] * 1e3, class_gflop / t[0] * 1e3))
         head_gflop = 6.0 * B * T * H * (V - 50) / 1e9  # the full head's three products (forward, dX, dW)
         for side in ("ours", "torch"):
             rate = head_gflop / max(cols[side][1] - cols[side][2], 1e-9) * 1e3
@@ -186,6 +201,11 @@ def breakdown(torch, args):
     for name, (ms, rate) in products.items():
         print(
             f"head's {name:24s} {ms:7.1f} ms  {rate:6.1f} GFLOP/s = {100 * rate / best:3.0f} % of the peak", flush=True
+        )
+    for pooling, ours, theirs in class_rates:
+        print(
+            f"{pooling:8s} class-head step, products counted: ours {ours:5.1f} GFLOP/s ({100 * ours / best:3.0f} % of "
+            f"the peak), torch {theirs:5.1f} ({100 * theirs / best:3.0f} %); 2x torch needs {200 * theirs / best:3.0f}%"
         )
     print(
         "sgemm 4096^3 peak: "
