@@ -131,5 +131,10 @@ def test_rate_targets_read_off_the_training_text(bench, tmp_path):
     (row,) = rows(tmp_path / "out")
     assert row["config"] == name and row["options"]["rate_target"] == opts["rate_target"]
     words = msr.data.char_corpus("just words and spaces here " * 50, name="words")
-    with pytest.raises(SystemExit, match="no clause end"):
+    no_clauses = tmp_path / "plain"
+    no_clauses.mkdir()
+    (no_clauses / "m.py").write_text("just words and spaces here " * 400)
+    with pytest.raises(ValueError, match="no clause end"):
         bench.model_options(args, words)
+    with pytest.raises(SystemExit, match="error: rate target 'text': python-stdlib's training text has no clause"):
+        bench.main(tiny_args(tree, tmp_path / "out2", "--rate-target", "text", "--data-path", str(no_clauses)))

@@ -12,12 +12,13 @@ import pytest
 import multiscale_rnn as msr
 from multiscale_rnn.cli import main
 
-NAMES = ["hornn-table2", "hm-lstm-boundaries", "vcrnn-table3", "fs-rnn-table3"]
+NAMES = ["hornn-table2", "hm-lstm-boundaries", "vcrnn-table3", "fs-rnn-table3", "hm-lstm-real-text"]
 HEADERS = {
     "hornn-table2": "| pooling | N=1 | N=2 | N=3 | N=4 |",
     "hm-lstm-boundaries": "| configuration | layers | part | runs | spaced: z1 F1 >= 0.9 |",
     "vcrnn-table3": "| model | D | m_bar | penalty | epochs | mean m | RNN-d | valid BPC | test BPC | paper |",
     "fs-rnn-table3": "| model | parameters | epochs | valid BPC | test BPC | paper (test BPC) |",
+    "hm-lstm-real-text": "| corpus | configuration | size | minutes | seeds | z1 F1 (words) | z1 rate |",
 }
 
 
@@ -41,7 +42,7 @@ def test_list_names_every_reproduction_with_its_budget_and_scale(capsys):
     out = capsys.readouterr().out
     for name in NAMES:
         assert f"{name}: " in out
-    assert out.count("default budget 180 min, takes about ") == len(msr.reproduce.REPRODUCTIONS) == 5
+    assert out.count("default budget 180 min, takes about ") == len(msr.reproduce.REPRODUCTIONS) == 6
     assert 'needs KanjiVG from pip install "multiscale-rnn[strokes]"' in out
     assert "(reduced scale)" in out and "(full scale)" in out
     assert "needs --data-path with ptb.train.txt" in out and "needs no data (generated)" in out

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Dict, Optional, Union
 
-from . import fs_rnn, hm_lstm, hm_lstm_strokes, hornn, vcrnn
+from . import fs_rnn, hm_lstm, hm_lstm_real_text, hm_lstm_strokes, hornn, vcrnn
 from ._common import Budget, BudgetSpent, Reproduction, Results, machine_line
 
 __all__ = ["REPRODUCTIONS", "Reproduction", "BudgetSpent", "get", "run", "report", "listing"]
@@ -30,6 +30,7 @@ REPRODUCTIONS: Dict[str, Reproduction] = {
     for r in (
         hornn.REPRODUCTION,
         hm_lstm.REPRODUCTION,
+        hm_lstm_real_text.REPRODUCTION,
         hm_lstm_strokes.REPRODUCTION,
         vcrnn.REPRODUCTION,
         fs_rnn.REPRODUCTION,

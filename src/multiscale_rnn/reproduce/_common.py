@@ -25,6 +25,7 @@ __all__ = [
     "figure",
     "epoch_curves",
     "UnitProgress",
+    "PTB_CHAR_FILES",
 ]
 
 
@@ -55,6 +56,9 @@ class Reproduction:
     estimate: Optional[Callable[[float], float]] = None
     data_note: str = ""  # what it reads when it needs no --data-path files (empty: generated data)
 
+
+#: The files of Penn Treebank's character-level splits that ``--data-path`` must hold.
+PTB_CHAR_FILES = ("ptb.char.train.txt", "ptb.char.valid.txt", "ptb.char.test.txt")
 
 #: Below this many minutes a run is the smoke scale: tiny models on whatever data is given (for tests).
 SMOKE_MINUTES = 1.0

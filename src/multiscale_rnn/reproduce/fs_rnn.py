@@ -18,7 +18,17 @@ import time
 from pathlib import Path
 from typing import Dict
 
-from ._common import SMOKE_MINUTES, Reproduction, Results, epoch_curves, fmt, machine, markdown_table, say
+from ._common import (
+    PTB_CHAR_FILES,
+    SMOKE_MINUTES,
+    Reproduction,
+    Results,
+    epoch_curves,
+    fmt,
+    machine,
+    markdown_table,
+    say,
+)
 
 __all__ = ["REPRODUCTION", "matched_size", "equal_time", "PAPER"]
 
@@ -201,7 +211,7 @@ REPRODUCTION = Reproduction(
     scale=scale,
     run=run,
     report=report,
-    data_files=("ptb.char.train.txt", "ptb.char.valid.txt", "ptb.char.test.txt"),
+    data_files=PTB_CHAR_FILES,
     figures=lambda out: epoch_curves(out, "valid_bpc_by_epoch.png", "valid_bpc", "validation BPC"),
     estimate=estimate,
 )
