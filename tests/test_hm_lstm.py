@@ -563,37 +563,44 @@ def test_default_recipe_with_restarts_keeps_a_run_that_finds_the_words():
 
 
 @pytest.mark.usefixtures("one_thread")
-def test_three_layer_defaults_find_words_and_phrases():
-    """The default recipe of a 3-layer model, the phrase recipe (docs/models/hm_lstm.md, "The default recipe";
-    study seed 4: model seeds 20-24), from the defaults alone: five runs compared where ``best_of`` chooses by
+def test_three_layer_defaults_find_words_and_phrases_over_seeds():
+    """The default recipe of a 3-layer model, the phrase recipe (docs/models/hm_lstm.md, "The default recipe"),
+    from the defaults alone, over three seeds: each seed's five runs compared where ``best_of`` chooses by
     itself (after 65 epochs, just before layer 2's detector starts), the one of lowest BPC on validation text
-    after the 2,000 characters scored trained on to 100 epochs. Its layer 1 marks the word ends (F1 >= 0.9)
-    and its layer 2 the phrase ends (F1 >= 0.7 against the step after each phrase's last symbol); the recipe
-    reached both on 8 of 10 seeds on a Zen 4 machine and 7 of 10 on Zen 5 (this seed: 1.00 / 0.92 and
-    0.99 / 0.84), and layer 3 updates about once a phrase."""
+    after the 2,000 characters scored trained on to 100 epochs. Asserted is what held for the seeds 20, 30, 40
+    (model seeds 20-24, 30-34, 40-44) with the ``avx2`` and ``baseline`` modules at 1 and 2 threads on an AMD
+    EPYC: layer 1 marks the word ends (F1 0.99-1.00), layer 2 the phrase ends (F1 against the step after each
+    phrase's last symbol 0.78-0.96, median over the three 0.91-0.96), and layer 3 updates about once a phrase
+    (3.8-5.6 % of the steps). A fourth seed, 50, found the words too (F1 1.00) but its layer 2 only reached
+    0.62-0.71 against the phrases; earlier machines gave both on 8 of 10 seeds (Zen 4) and 7 of 10 (Zen 5)."""
     corpus = synthetic_corpus()
-    m, results = msr.best_of(
-        lambda s: msr.HMLSTM(corpus.vocab_size, 16, (32, 32, 32), seed=s),
-        corpus.train,
-        corpus.valid[2000:],
-        restarts=5,
-        epochs=100,
-        seed=20,
-        make_optimizer=lambda: msr.optim.Adam(5e-3),
-        clip_norm=1.0,
-        batch_size=32,
-        bptt=50,
-        progress=False,
-    )
-    assert m.config["detector_input"] == "below" and m.config["warmup"] == [500, 1500]  # the phrase recipe
-    kept = [r for r in results if r["chosen"]]
-    assert len(kept) == 1 and kept[0]["epochs"] == 100 and all(r["epochs"] == 65 for r in results if not r["chosen"])
-    assert all(r["compared_after"] == 65 for r in results)
-    tr, f1 = word_scores(m, corpus)
-    z2 = boundary_scores(tr.z[1] > 0.5, first_seen(corpus.boundaries["valid"]["phrase"][:2000]), 1)
-    assert f1 >= 0.9, (tr.scores[0], results)
-    assert z2["f1"] >= 0.7, (z2, results)
-    assert tr.updates[2] < 0.1 * len(tr), "the third layer should update about once per phrase"
+    phrases = first_seen(corpus.boundaries["valid"]["phrase"][:2000])
+    f1_z2 = []
+    for seed in (20, 30, 40):
+        m, results = msr.best_of(
+            lambda s: msr.HMLSTM(corpus.vocab_size, 16, (32, 32, 32), seed=s),
+            corpus.train,
+            corpus.valid[2000:],
+            restarts=5,
+            epochs=100,
+            seed=seed,
+            make_optimizer=lambda: msr.optim.Adam(5e-3),
+            clip_norm=1.0,
+            batch_size=32,
+            bptt=50,
+            progress=False,
+        )
+        assert m.config["detector_input"] == "below" and m.config["warmup"] == [500, 1500]  # the phrase recipe
+        kept = [r for r in results if r["chosen"]]
+        assert len(kept) == 1 and kept[0]["epochs"] == 100
+        assert all(r["epochs"] == 65 and r["compared_after"] == 65 for r in results if not r["chosen"])
+        tr, f1 = word_scores(m, corpus)
+        z2 = boundary_scores(tr.z[1] > 0.5, phrases, 1)
+        assert f1 >= 0.95, (seed, tr.scores[0], results)
+        assert z2["f1"] >= 0.7, (seed, z2, results)
+        assert tr.updates[2] < 0.1 * len(tr), (seed, "the third layer should update about once per phrase")
+        f1_z2.append(z2["f1"])
+    assert np.median(f1_z2) >= 0.8, f1_z2
 
 
 def test_plots(tmp_path):
