@@ -74,7 +74,6 @@ def main(argv=None):
         records = models[0].records() if name.startswith("vc") else {}
         m = f"   mean m {float(np.mean(records['m'])):.2f}" if "m" in records else ""
         print(f"{name:10s} {sizes:>22s} {B * T / w1:12,.0f} {B * T / w2:12,.0f} {w1 / w2:7.2f}x{m}", flush=True)
-    msr.set_num_threads(2)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ with the reproduction's values).
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shutil
@@ -47,12 +48,6 @@ def _say(a, text: str) -> None:
     """A progress line, unless the run is quiet."""
     if not getattr(a, "quiet", False):
         print(text, flush=True)
-
-
-def _msr():
-    import multiscale_rnn
-
-    return multiscale_rnn
 
 
 #: --data name -> (the name in boundary_split.json, the folder under --data-dir; None: no folder)
@@ -123,6 +118,7 @@ def score_boundaries(z: np.ndarray, refs: dict, tolerance: int = 1) -> dict:
 TEXT_RATE_CHARS = 5_000_000
 
 
+@functools.lru_cache(maxsize=1)  # every seed's run of a corpus reads the same rates
 def text_rates(corpus) -> dict:
     """The word- and clause-end rates (``reference_boundaries``) of the first ``TEXT_RATE_CHARS`` characters
     of ``corpus``'s training split: the targets ``--rate-target text`` gives layers 1 and 2."""
@@ -133,7 +129,8 @@ def text_rates(corpus) -> dict:
 def model_options(a, corpus=None) -> tuple:
     """The model's options, the trainer's annealed options and the configuration's name, from the flags
     (``corpus``: for ``--rate-target text``, whose targets are read off its training text)."""
-    msr = _msr()
+    import multiscale_rnn as msr
+
     opts: Dict[str, Any]
     schedules: Dict[str, Any]
     if a.defaults:  # the model's own defaults for its depth, layer norm on, slope 1 throughout
@@ -202,7 +199,8 @@ def run_folder(out: Path, key: dict) -> Path:
 def load_corpus(data: str, data_dir: Path, data_path=None):
     """The corpus ``data`` (a --data name), from ``data_path`` when given, else its folder under ``data_dir``
     (python-stdlib: this interpreter's standard library)."""
-    msr = _msr()
+    import multiscale_rnn as msr
+
     folder = CORPORA[data][1]
     path = data_path if data_path is not None else (None if folder is None else data_dir / folder)
     if data == "python-stdlib":
@@ -270,7 +268,8 @@ def train_blocks(a, trainer, corpus, folder: Path) -> bool:
 
 def build(a, corpus, seed: int):
     """The model and its trainer for one run."""
-    msr = _msr()
+    import multiscale_rnn as msr
+
     opts, schedules, _ = model_options(a, corpus)
     model = msr.HMLSTM(corpus.vocab_size, a.embed, (a.hidden,) * a.layers, seed=seed, **opts)
     trainer = msr.Trainer(
@@ -289,7 +288,8 @@ def build(a, corpus, seed: int):
 # ---- scoring and figures -------------------------------------------------------------------------
 def score_run(a, model, corpus) -> tuple:
     """Validation BPC on --valid-chars characters, the trace of --trace-chars and its scores."""
-    msr = _msr()
+    import multiscale_rnn as msr
+
     valid = corpus.valid[: a.valid_chars]
     out = {"valid_chars": int(len(valid)), "valid_bpc": msr.evaluate(model, valid, batch_size=16)["bpc"]}
     tr = model.trace(corpus.valid[: a.trace_chars], corpus.vocab)
@@ -306,8 +306,9 @@ def score_run(a, model, corpus) -> tuple:
 def draw(tr, refs, folder: Path, layers: int) -> list:
     """Figure 3 (270 characters, 3 rows of 90) and Figure 4 (180 characters) of the trace, from just after
     the first word end of its first 400 characters; the files written."""
-    msr = _msr()
     import matplotlib
+
+    import multiscale_rnn as msr
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -407,10 +408,11 @@ def settings(minutes: float, out_dir=None, data_path=None) -> SimpleNamespace:
 
 def run(out_dir: Path, budget, progress: bool, data_path) -> None:
     """Each seed's run on PTB characters, resuming from its folder's checkpoint."""
-    msr = _msr()
+    import multiscale_rnn as msr
+
     a = settings(budget.minutes, out_dir, data_path)
     a.quiet, a.check = not progress, budget.check
-    corpus = msr.data.load("ptb-char", path=str(data_path))
+    corpus = load_corpus("ptb-char", Path(), data_path)
     results = Results(out_dir)
     msr.set_num_threads(a.threads)
     for seed in a.seeds:
