@@ -39,7 +39,9 @@ def tiny_ids(n=3000, vocab=11, seed=0):
 def test_training_on_synthetic_hierarchy_reaches_bpc(synthetic, tmp_path):
     # The generated text has a unigram entropy of about 4.7 bits; the words inside a phrase class
     # and the letters inside a word are nearly deterministic, so a small LSTM gets below 1.3 bits
-    # per character within two epochs (0.98 measured with one thread); 1.3 leaves a margin for thread counts.
+    # per character within two epochs. Over seeds 0-4 (the text's and the model's) validation ends at
+    # 0.98-1.01 and test at 0.97-1.01, the same with the avx2 and baseline modules at 1 and 2 threads:
+    # the bounds 1.3 and 1.4 hold on every seed with a margin.
     c = synthetic
     h0 = unigram_bits(c.train, c.vocab_size)
     assert h0 > 4.0
