@@ -5,7 +5,8 @@ paper's recipe (docs/training.md): N(0, 0.1^2) init, SGD with momentum 0.9 and l
 0.5 read as applying to a sum over the 30 steps of a chunk; on 300k words, 2 epochs, the plain RNN's
 validation perplexity was 516 at lr 0.05, 331 at 0.5, 312 at 1.0 and 341 at 3.0; the gated N=3 HORNN
 298 at 1.0; max N=3 363 at 1.0 and 357 at 0.5), weight decay 1e-5, clipping by value at 5, column normalisation at 2.0,
-batch 20, BPTT 30, learning rate halved when the validation loss does not decrease.
+batch 20, BPTT 30, the RNNLM toolkit's schedule (reproduce.hornn.schedule: halved after the first miss and
+every epoch after).
 
 The training, its stopping rule and the checkpoint layout are ``multiscale_rnn.reproduce.hornn``'s, which
 ``multiscale-rnn reproduce hornn-table2`` runs at the paper's size. Here reduced: H units (default 100,

@@ -460,6 +460,16 @@ def test_cli_anneal_per_step(tmp_path):
         resolve_settings(flags={"lr_every": "minute"})
 
 
+def test_cli_newbob_schedule():
+    from multiscale_rnn.command_line.build import build_lr_schedule
+    from multiscale_rnn.schedules import NewBob
+
+    sched = build_lr_schedule(resolve_settings(flags={"lr_schedule": "newbob", "lr_factor": 4.0}))
+    assert isinstance(sched, NewBob) and (sched.factor, sched.threshold) == (4.0, 0.003)
+    with pytest.raises(ValueError, match="choose one of constant, halve, plateau, newbob, multistep"):
+        build_lr_schedule(resolve_settings(flags={"lr_schedule": "newbbob"}))
+
+
 def test_plain_progress_lines_when_not_a_terminal(tmp_path):
     script = (
         "import multiscale_rnn as msr\nfrom multiscale_rnn import data\n"

@@ -40,6 +40,35 @@ def test_reduce_on_plateau():
         run(S.ReduceOnPlateau(), [float("nan")])
 
 
+def test_newbob_keeps_halving_after_the_first_miss():
+    # epoch 3 lowers the loss by less than 0.3 % (4.0 -> 3.995): a miss, halving starts and goes on
+    # every epoch, improving or not; ReduceOnPlateau(patience=0) would halve only after the misses
+    losses = [5.0, 4.0, 3.995, 3.0, 2.0, 2.5, 1.0]
+    assert run(S.NewBob(), losses) == [1.0, 1.0, 0.5, 0.25, 0.125, 0.0625, 0.03125]
+    assert run(S.ReduceOnPlateau(patience=0), losses) == [1.0, 1.0, 1.0, 1.0, 1.0, 0.5, 0.5]
+    assert S.NewBob().misses(losses) == 2  # epochs 3 and 6: the toolkit stops at epoch 6
+    assert S.NewBob(threshold=0.0).misses(losses) == 1  # only epoch 6 does not decrease
+    assert run(S.NewBob(factor=4), [2.0, 2.0, 1.0]) == [1.0, 0.25, 0.0625]
+    with pytest.raises(ValueError, match="factor must be > 1"):
+        S.NewBob(factor=1.0)
+    with pytest.raises(ValueError, match="threshold"):
+        S.NewBob(threshold=1.5)
+    with pytest.raises(ValueError, match="finite loss"):
+        run(S.NewBob(), [float("inf")])
+
+
+def test_newbob_state_round_trips_and_is_built_by_name():
+    a = S.NewBob()
+    run(a, [3.0, 2.0, 2.0])
+    state = json.loads(json.dumps(a.state_dict()))
+    b = S.make_lr_schedule("newbob")
+    b.load_state_dict(state)
+    assert (b.last, b.annealing, b.base_lr) == (2.0, True, 1.0)
+    assert a.next_lr(4, 0.5, 1.0) == b.next_lr(4, 0.5, 1.0) == 0.25
+    with pytest.raises(ValueError, match="saved with"):
+        S.NewBob(threshold=0.01).load_state_dict(state)
+
+
 def test_plateau_state_round_trips_through_json():
     a = S.ReduceOnPlateau(factor=2, patience=2)
     run(a, [3.0, 2.0, 2.5])

@@ -10,6 +10,9 @@ validation set). ``epoch`` always counts *completed* epochs: 0 before training, 
                                       at base_lr, then divided by ``factor`` every epoch (Zaremba et al.)
     ReduceOnPlateau(factor, patience) lr /= factor once the validation loss has not improved on its
                                       best for more than ``patience`` epochs in a row
+    NewBob(factor=2, threshold=0.003) base_lr until an epoch lowers the validation loss by less than
+                                      ``threshold`` of it, then lr /= factor after that epoch and every
+                                      epoch after (Mikolov's RNNLM toolkit, which stops at the second miss)
     LambdaLR(fn)                      lr = base_lr * fn(epoch)  (``fn`` any callable of the epoch)
     MultiStep(milestones, factor=10)  lr = base_lr / factor^(milestones reached): [180] with 200
                                       epochs divides by 10 for the last 20 (FS-RNN on Penn Treebank)
@@ -36,6 +39,7 @@ __all__ = [
     "Constant",
     "HalveAfter",
     "ReduceOnPlateau",
+    "NewBob",
     "LambdaLR",
     "MultiStep",
     "Linear",
@@ -172,6 +176,55 @@ class ReduceOnPlateau(LRSchedule):
         self.bad_epochs = int(state.get("bad_epochs", 0))
 
 
+class NewBob(LRSchedule):
+    """The schedule of Mikolov's RNNLM toolkit ("newbob"): ``base_lr`` until the first *miss*, an epoch
+    whose validation loss L_e is not below ``L_{e-1} * (1 - threshold)`` (the toolkit's ``min_improvement``
+    1.003 on the log-likelihood); from then on lr /= ``factor`` after every epoch, that one included.
+    The toolkit stops at the second miss: ``NewBob.misses(losses)`` counts them over a run's validation
+    losses (``misses(...) >= 2``), with the same test. The toolkit also puts back the previous weights
+    after an epoch that made the validation loss worse; this schedule does not (``Trainer.restore_best()``
+    at the end gives the best epoch's).
+    """
+
+    def __init__(self, factor: float = 2.0, threshold: float = 0.003):
+        super().__init__()
+        if not (is_number(factor) and factor > 1.0):
+            raise ValueError(f"factor must be > 1 (the learning rate is divided by it), got {factor!r}")
+        self.factor = float(factor)
+        self.threshold = float(threshold)
+        if not 0.0 <= self.threshold < 1.0:
+            raise ValueError(f"threshold must be in [0, 1), got {threshold!r}")
+        self.last: Optional[float] = None
+        self.annealing = False
+
+    def params(self):
+        return {"factor": self.factor, "threshold": self.threshold}
+
+    def missed(self, before: float, after: float) -> bool:
+        """Whether an epoch that took the validation loss from ``before`` to ``after`` is a miss."""
+        return not after < before * (1.0 - self.threshold)
+
+    def misses(self, losses) -> int:
+        """The misses among consecutive validation losses (one per epoch)."""
+        return sum(1 for a, b in zip(losses, losses[1:]) if self.missed(a, b))
+
+    def next_lr(self, epoch, lr, metric):
+        if metric is None or not math.isfinite(metric):
+            raise ValueError(f"NewBob needs a finite loss after epoch {epoch}, got {metric!r}")
+        if self.last is not None and self.missed(self.last, metric):
+            self.annealing = True
+        self.last = float(metric)
+        return lr / self.factor if self.annealing else lr
+
+    def state_dict(self):
+        return {**super().state_dict(), "last": self.last, "annealing": self.annealing}
+
+    def load_state_dict(self, state):
+        super().load_state_dict(state)
+        self.last = state.get("last")
+        self.annealing = bool(state.get("annealing", False))
+
+
 class LambdaLR(LRSchedule):
     """``lr = base_lr * fn(epoch)`` for any callable ``fn`` of the completed epochs (PyTorch's rule).
 
@@ -216,12 +269,12 @@ class MultiStep(LRSchedule):
         return self.base_lr / self.factor ** sum(1 for m in self.milestones if epoch >= m)
 
 
-LR_SCHEDULES = {cls.__name__: cls for cls in (Constant, HalveAfter, ReduceOnPlateau, MultiStep)}
+LR_SCHEDULES = {cls.__name__: cls for cls in (Constant, HalveAfter, ReduceOnPlateau, NewBob, MultiStep)}
 
 
 def make_lr_schedule(name: str, **params) -> LRSchedule:
     """Build a schedule by name: ``constant``, ``halve`` / ``halveafter``, ``plateau`` /
-    ``reduceonplateau``, ``multistep``."""
+    ``reduceonplateau``, ``newbob``, ``multistep``."""
     key = name.strip().lower().replace("_", "").replace("-", "")
     aliases = {
         "constant": Constant,
@@ -230,10 +283,13 @@ def make_lr_schedule(name: str, **params) -> LRSchedule:
         "halveafter": HalveAfter,
         "plateau": ReduceOnPlateau,
         "reduceonplateau": ReduceOnPlateau,
+        "newbob": NewBob,
         "multistep": MultiStep,
     }
     if key not in aliases:
-        raise ValueError(f"unknown learning-rate schedule {name!r}; choose one of constant, halve, plateau, multistep")
+        raise ValueError(
+            f"unknown learning-rate schedule {name!r}; choose one of constant, halve, plateau, newbob, multistep"
+        )
     return aliases[key](**params)
 
 

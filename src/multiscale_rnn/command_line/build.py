@@ -84,6 +84,8 @@ def build_lr_schedule(settings):
             f"lr-schedule {name} follows the validation loss and steps per epoch only "
             "(lr-every step is for halve and multistep)"
         )
+    if name == "newbob":
+        return make_lr_schedule(name, factor=settings["lr_factor"])
     return make_lr_schedule(name, factor=settings["lr_factor"], patience=settings["patience"])
 
 

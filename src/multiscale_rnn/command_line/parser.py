@@ -186,8 +186,10 @@ def _optimisation_flags(g) -> None:
         metavar="NATS",
         help="early stopping: how much lower the validation loss must be to count as better (default 0)",
     )
-    g.add_argument("--lr-schedule", choices=["constant", "halve", "plateau", "multistep"])
-    g.add_argument("--lr-factor", type=float, help="divide the learning rate by this (halve, plateau, multistep)")
+    g.add_argument("--lr-schedule", choices=["constant", "halve", "plateau", "newbob", "multistep"])
+    g.add_argument(
+        "--lr-factor", type=float, help="divide the learning rate by this (halve, plateau, newbob, multistep)"
+    )
     g.add_argument("--patience", type=int, help="plateau: epochs without improvement before dividing")
     g.add_argument("--halve-after", type=int, help="halve: epochs at the initial learning rate")
     g.add_argument("--lr-milestones", type=sizes, help="multistep: comma-separated epoch counts, e.g. 180")
