@@ -17,8 +17,9 @@ from multiscale_rnn import presets
 # json.dumps(PRESETS, sort_keys=True) when the presets moved from presets.py to their families; since
 # then the about text of the *-hm-lstm-recipe presets names the study page its measurement moved to, and
 # the VCRNN / VCGRU presets take the measured penalty weight 1 (docs/studies/vcrnn_measurements.md), and
-# the HM-LSTM presets' about text says over how many seeds (or in how many runs) its claims were measured.
-SNAPSHOT_SHA256 = "1c19a0a04fed7ee62121173da137a7d57460e20d1a79f45ae2ea96d72c2eacc4"
+# the HM-LSTM presets' about text says over how many seeds (or in how many runs) its claims were measured,
+# and the ptb-word-hornn-* presets take the RNNLM toolkit's schedule (newbob).
+SNAPSHOT_SHA256 = "32aa8751b2301bad7f545ede72ebb2539f8dc8e2ad2d3d2dab6520e661f45b45"
 SNAPSHOT_NAMES = sorted(
     ["quick", "synthetic", "ptb-char-lstm", "ptb-char-hm-lstm", "ptb-char-hm-lstm-recipe", "text8-hm-lstm-recipe"]
     + ["synthetic-hm-lstm", "synthetic-hm-lstm-phrases", "ptb-char-fs-lstm-2", "ptb-char-fs-lstm-4"]

@@ -65,7 +65,8 @@ def _preset(pooling, corpus="ptb"):
     ptb = corpus == "ptb"
     H = 400 if ptb else 500
     schedule = (
-        "halved when the validation loss does not improve"
+        "the RNNLM toolkit's schedule (halved after the first epoch that improves the validation loss by "
+        "less than 0.3 % and after every epoch from then on: newbob)"
         if ptb
         else "5 epochs at the initial rate, then halved after every epoch"
     )
@@ -101,7 +102,7 @@ def _preset(pooling, corpus="ptb"):
         "clip_norm": None,
         "clip_value": 5.0,
         "lr_factor": 2.0,
-        **({"lr_schedule": "plateau", "patience": 0} if ptb else {"lr_schedule": "halve", "halve_after": 5}),
+        **({"lr_schedule": "newbob"} if ptb else {"lr_schedule": "halve", "halve_after": 5}),
         "out": f"runs/{corpus}-word-hornn-{pooling}.npz",
     }
 
