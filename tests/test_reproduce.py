@@ -164,6 +164,33 @@ def test_a_hornn_is_scored_at_its_best_epoch_not_its_last(ptb, tmp_path):
     assert valid < math.exp(losses[-1]) and math.isfinite(test)
 
 
+def test_anneal_script_continues_a_model_from_its_best_epoch_and_leaves_the_checkpoint(ptb, tmp_path, capsys):
+    """bench/hornn_anneal.py: the best epoch's perplexities first (those the table reports), then one line
+    per halved epoch; the checkpoint is read, not written."""
+    import importlib.util
+    from pathlib import Path
+
+    from multiscale_rnn.reproduce.hornn import HornnSettings, train_model
+
+    corpus = msr.data.load("ptb-word", path=str(ptb)).by_frequency()
+    classes = msr.data.class_sizes(corpus.counts())
+    s = HornnSettings(hidden=8, train_tokens=2000, epochs=8, lr=10.0, checkpoints=str(tmp_path))
+    valid, test, _, _, best = train_model(corpus, classes, s)
+    ck = next(tmp_path.glob("*.npz"))
+    before = ck.read_bytes()
+    script = Path(__file__).resolve().parents[1] / "bench" / "hornn_anneal.py"
+    spec = importlib.util.spec_from_file_location("hornn_anneal", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    capsys.readouterr()
+    module.main([str(ck), "--data", str(ptb), "--lr", "1.0", "--epochs", "2"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"best epoch {best}: valid {valid:.1f} test {test:.1f}"
+    assert [line.split(":")[0] for line in lines[1:]] == ["halving epoch 1", "halving epoch 2"]
+    assert "lr 1 " in lines[1] and "lr 0.5 " in lines[2]
+    assert ck.read_bytes() == before
+
+
 def test_fs_rnn_models_are_compared_at_equal_training_time(tmp_path):
     """The equal-time table: T is the shortest model's total time; each model's best epoch ended by T."""
     from multiscale_rnn.reproduce.fs_rnn import equal_time
