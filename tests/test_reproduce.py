@@ -164,6 +164,26 @@ def test_a_hornn_is_scored_at_its_best_epoch_not_its_last(ptb, tmp_path):
     assert valid < math.exp(losses[-1]) and math.isfinite(test)
 
 
+def test_a_hornn_run_capped_below_20_epochs_halves_in_its_last_three(ptb, tmp_path):
+    """The default budget gives 6 epochs, the rate halved after epoch 3 and every epoch after, and the
+    results key says so; 20 epochs leave the toolkit's rule alone. On the tiny text: 2 epochs with
+    ``anneal_after=1``, the second at half the rate (``NewBob``'s own test: tests/test_schedules.py)."""
+    from multiscale_rnn.reproduce.hornn import HornnSettings, _key, settings_for, train_model
+
+    assert (settings_for(180).epochs, settings_for(180).anneal_after) == (6, 3)
+    assert settings_for(6000).anneal_after is None and settings_for(0.5).anneal_after is None
+    corpus = msr.data.load("ptb-word", path=str(ptb)).by_frequency()
+    classes = msr.data.class_sizes(corpus.counts())
+    s = HornnSettings(hidden=8, train_tokens=2000, epochs=2, anneal_after=1, lr=0.05, checkpoints=str(tmp_path))
+    train_model(corpus, classes, s)
+    history = json.loads(next(tmp_path.glob("*.history.json")).read_text())
+    assert [r["lr"] for r in history] == [0.05, 0.025]
+    state = msr.checkpoint.load(next(tmp_path.glob("*.npz"))).trainer_state["lr_schedule"]
+    assert state["name"] == "NewBob" and state["params"]["anneal_after"] == 1
+    assert _key(corpus, s, "plain", 1, None)["anneal_after"] == 1
+    assert "anneal_after" not in _key(corpus, HornnSettings(), "plain", 1, None)
+
+
 def test_anneal_script_continues_a_model_from_its_best_epoch_and_leaves_the_checkpoint(ptb, tmp_path, capsys):
     """bench/hornn_anneal.py: the best epoch's perplexities first (those the table reports), then one line
     per halved epoch; the checkpoint is read, not written."""

@@ -55,6 +55,11 @@ def test_newbob_keeps_halving_after_the_first_miss():
         S.NewBob(threshold=1.5)
     with pytest.raises(ValueError, match="finite loss"):
         run(S.NewBob(), [float("inf")])
+    # a capped run: halving from epoch 3 on although no epoch missed; a miss still starts it earlier
+    assert run(S.NewBob(anneal_after=2), [5.0, 4.0, 3.0, 2.0]) == [1.0, 0.5, 0.25, 0.125]
+    assert run(S.NewBob(anneal_after=3), [5.0, 5.0, 3.0]) == [1.0, 0.5, 0.25]
+    with pytest.raises(ValueError, match="anneal_after"):
+        S.NewBob(anneal_after=-1)
 
 
 def test_newbob_state_round_trips_and_is_built_by_name():
@@ -67,6 +72,9 @@ def test_newbob_state_round_trips_and_is_built_by_name():
     assert a.next_lr(4, 0.5, 1.0) == b.next_lr(4, 0.5, 1.0) == 0.25
     with pytest.raises(ValueError, match="saved with"):
         S.NewBob(threshold=0.01).load_state_dict(state)
+    with pytest.raises(ValueError, match="saved with"):
+        S.NewBob(anneal_after=4).load_state_dict(state)
+    assert "anneal_after" not in state["params"]  # unset: the state of a schedule saved before it existed
 
 
 def test_plateau_state_round_trips_through_json():

@@ -12,7 +12,8 @@ validation set). ``epoch`` always counts *completed* epochs: 0 before training, 
                                       best for more than ``patience`` epochs in a row
     NewBob(factor=2, threshold=0.003) base_lr until an epoch lowers the validation loss by less than
                                       ``threshold`` of it, then lr /= factor after that epoch and every
-                                      epoch after (Mikolov's RNNLM toolkit, which stops at the second miss)
+                                      epoch after (Mikolov's RNNLM toolkit, which stops at the second miss;
+                                      ``anneal_after=n``: start after epoch n at the latest)
     LambdaLR(fn)                      lr = base_lr * fn(epoch)  (``fn`` any callable of the epoch)
     MultiStep(milestones, factor=10)  lr = base_lr / factor^(milestones reached): [180] with 200
                                       epochs divides by 10 for the last 20 (FS-RNN on Penn Treebank)
@@ -183,10 +184,11 @@ class NewBob(LRSchedule):
     The toolkit stops at the second miss: ``NewBob.misses(losses)`` counts them over a run's validation
     losses (``misses(...) >= 2``), with the same test. The toolkit also puts back the previous weights
     after an epoch that made the validation loss worse; this schedule does not (``Trainer.restore_best()``
-    at the end gives the best epoch's).
+    at the end gives the best epoch's). ``anneal_after=n`` (not the toolkit's) starts the halving after
+    epoch n at the latest, for a run whose epochs are capped before its first miss.
     """
 
-    def __init__(self, factor: float = 2.0, threshold: float = 0.003):
+    def __init__(self, factor: float = 2.0, threshold: float = 0.003, anneal_after: Optional[int] = None):
         super().__init__()
         if not (is_number(factor) and factor > 1.0):
             raise ValueError(f"factor must be > 1 (the learning rate is divided by it), got {factor!r}")
@@ -194,11 +196,17 @@ class NewBob(LRSchedule):
         self.threshold = float(threshold)
         if not 0.0 <= self.threshold < 1.0:
             raise ValueError(f"threshold must be in [0, 1), got {threshold!r}")
+        if anneal_after is not None and (not is_int(anneal_after) or anneal_after < 0):
+            raise ValueError(f"anneal_after must be None or an integer >= 0, got {anneal_after!r}")
+        self.anneal_after = None if anneal_after is None else int(anneal_after)
         self.last: Optional[float] = None
         self.annealing = False
 
     def params(self):
-        return {"factor": self.factor, "threshold": self.threshold}
+        p = {"factor": self.factor, "threshold": self.threshold}
+        if self.anneal_after is not None:  # absent when unset: checkpoints from before it existed still load
+            p["anneal_after"] = self.anneal_after
+        return p
 
     def missed(self, before: float, after: float) -> bool:
         """Whether an epoch that took the validation loss from ``before`` to ``after`` is a miss."""
@@ -212,6 +220,8 @@ class NewBob(LRSchedule):
         if metric is None or not math.isfinite(metric):
             raise ValueError(f"NewBob needs a finite loss after epoch {epoch}, got {metric!r}")
         if self.last is not None and self.missed(self.last, metric):
+            self.annealing = True
+        if self.anneal_after is not None and epoch >= self.anneal_after:
             self.annealing = True
         self.last = float(metric)
         return lr / self.factor if self.annealing else lr

@@ -30,12 +30,13 @@ from ._common import SMOKE_MINUTES, Reproduction, Results, figure, fmt, machine,
 __all__ = ["REPRODUCTION", "HornnSettings", "should_stop", "train_model", "finished", "PAPER"]
 
 
-def schedule():
+def schedule(anneal_after: Optional[int] = None):
     """The learning-rate schedule of the recipe: the RNNLM toolkit's (``schedules.NewBob``, its
-    ``min_improvement`` 1.003 as a threshold of 0.3 % on the validation loss)."""
+    ``min_improvement`` 1.003 as a threshold of 0.3 % on the validation loss); a run capped below the
+    paper's 20 epochs halves from ``anneal_after`` on at the latest (``HornnSettings.anneal_after``)."""
     import multiscale_rnn as msr
 
-    return msr.schedules.NewBob(factor=2.0, threshold=0.003)
+    return msr.schedules.NewBob(factor=2.0, threshold=0.003, anneal_after=anneal_after)
 
 
 #: Table 2 of the paper (test perplexity by pooling and order) and the RNN of its Table 3.
@@ -78,6 +79,7 @@ class HornnSettings:
     hidden: int = 400
     train_tokens: int = 100_000_000
     epochs: int = 20
+    anneal_after: Optional[int] = None  # halve after every epoch from this one on, missed or not (None: NewBob's rule)
     lr: float = 1.0
     seed: int = 0
     threads: int = 1
@@ -116,7 +118,7 @@ def train_model(corpus, classes, args, pooling="plain", order=1, alpha=None, bud
         bptt=30,
         unit="word",
         progress=args.progress,
-        lr_schedule=schedule(),
+        lr_schedule=schedule(getattr(args, "anneal_after", None)),
         constraint=msr.optim.ColumnNorm(2.0),
     )
     t0 = time.perf_counter()
@@ -149,6 +151,7 @@ def _key(corpus, args, pooling, order, alpha):
         max_epochs=args.epochs,
         lr=args.lr,
         schedule="newbob",  # rows without it were trained with ReduceOnPlateau(patience=0)
+        **({} if getattr(args, "anneal_after", None) is None else {"anneal_after": args.anneal_after}),
     )
 
 
@@ -175,8 +178,9 @@ def settings_for(minutes: float, train_words: Optional[int] = None) -> HornnSett
     if minutes < SMOKE_MINUTES:
         return HornnSettings(hidden=16, train_tokens=2_000, epochs=1)
     words = train_words or 929_589
-    epochs = int(60.0 * minutes / len(UNITS) / (words / WORDS_PER_SECOND))
-    return HornnSettings(epochs=max(1, min(20, epochs)))
+    epochs = max(1, min(20, int(60.0 * minutes / len(UNITS) / (words / WORDS_PER_SECOND))))
+    # capped below the paper's 20: the last 3 epochs (at most) halve the rate, as a converged run's would
+    return HornnSettings(epochs=epochs, anneal_after=max(1, epochs - 3) if 1 < epochs < 20 else None)
 
 
 def estimate(minutes: float) -> float:
@@ -193,7 +197,8 @@ def scale(minutes: float) -> str:
     s = settings_for(minutes)
     if minutes < SMOKE_MINUTES:
         return "smoke scale: 16 units, 1 epoch on 2,000 words"
-    return f"the paper's size (400 units), all training words, at most {s.epochs} epoch(s) per model"
+    halving = "" if s.anneal_after is None else f", the rate halved from epoch {s.anneal_after + 1} on at the latest"
+    return f"the paper's size (400 units), all training words, at most {s.epochs} epoch(s) per model{halving}"
 
 
 def run(out_dir: Path, budget, progress: bool, data_path) -> None:
