@@ -30,15 +30,19 @@ def main(argv=None):
     args = ap.parse_args(argv)
     msr.set_num_threads(args.threads)
     corpus = data.load("ptb-word", path=args.data).by_frequency()
-    model = checkpoint.load(args.checkpoint).model
-    from multiscale_rnn.reproduce.hornn import schedule
+    ck = checkpoint.load(args.checkpoint)
+    model = ck.model
+    saved = ck.trainer_state.get("lr_schedule") if ck.trainer_state else None  # NewBob, or ReduceOnPlateau before it
+    if saved is None:
+        raise SystemExit(f"{args.checkpoint} holds no learning-rate schedule: not a Table 2 model's checkpoint")
+    saved_schedule = msr.schedules.LR_SCHEDULES[saved["name"]](**saved["params"])
 
     def trainer(lr, sched):
         return msr.Trainer(model, msr.optim.SGD(lr, momentum=0.9, weight_decay=1e-5), clip_value=5.0, batch_size=20,
                            bptt=30, unit="word", progress=False, lr_schedule=sched,
                            constraint=msr.optim.ColumnNorm(2.0))  # fmt: skip
 
-    first = trainer(1.0, schedule())
+    first = trainer(1.0, saved_schedule)
     first.resume_from(args.checkpoint)
     first.restore_best()
 
