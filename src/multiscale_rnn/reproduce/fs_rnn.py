@@ -157,13 +157,16 @@ def equal_time(rows) -> tuple:
 
 
 def report(out_dir: Path) -> str:
-    """The tested epoch of each model, its parameters, BPC, beside the paper's; then the models compared
-    at equal training time (``equal_time``)."""
+    """Each finished model's parameters, epochs, its best epoch's validation BPC and the test BPC of that
+    epoch (the Trainer restores it before the test), beside the paper's; then the models compared at equal
+    training time (``equal_time``)."""
     rows, all_rows = [], Results(out_dir).rows()
     for r in all_rows:
         if "test_bpc" in r:
-            rows.append([r["label"], f"{r['params']:,}", r["epoch"], fmt(r["valid_bpc"]), fmt(r["test_bpc"]),
-                         PAPER.get(r["model"], "-")])  # fmt: skip
+            mine = [x for x in all_rows if x.get("label") == r["label"] and "valid_bpc" in x]
+            top = min(mine, key=lambda x: x["valid_bpc"])
+            rows.append([r["label"], f"{r['params']:,}", r["epoch"], f"{fmt(top['valid_bpc'])} (epoch {top['epoch']})",
+                         fmt(r["test_bpc"]), PAPER.get(r["model"], "-")])  # fmt: skip
     T, best = equal_time([r for r in all_rows if "label" in r and "seconds" in r])
     timed = [[label, fmt(v)] for label, v in best.items()]
     return "\n".join(
@@ -171,7 +174,9 @@ def report(out_dir: Path) -> str:
             "PTB characters, layer norm on the cells, no dropout or zoneout (Section 4.2's setting), equal "
             "parameter counts; the paper's numbers are its full-size regularised models (Table 1).",
             "",
-            markdown_table(["model", "parameters", "epochs", "valid BPC", "test BPC", "paper (test BPC)"], rows),
+            markdown_table(
+                ["model", "parameters", "epochs", "best valid BPC", "test BPC there", "paper (test BPC)"], rows
+            ),
             "",
             f"At equal training time: the lowest validation BPC of each model's epochs that ended within "
             f"{T / 60.0:.1f} minutes of training and validation (the shortest model's total of CPU time; "
