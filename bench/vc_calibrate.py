@@ -19,6 +19,9 @@ median [min, max]; with
 
     python bench/vc_calibrate.py --data ../shared/data/ptb --models vcrnn,vcgru --weights 1 --hidden 512 \
         --seeds 0,1,2 --out runs/vc-calibrate --profile --figure docs/models/figures/vcrnn_ptb_fig3.png
+
+--models elman or gru trains the constant unit of --hidden units (no penalty weight) the same way and
+tests it at its last epoch: the baselines of a VC model's measured RNN-d.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ def run(corpus, args, model_name: str, weight: float, seed: int, out: Path, on_r
     """One (model, w, seed), one epoch a call from its checkpoint in ``out``: its rows, one per epoch
     trained, each passed to ``on_row`` when made (``multiscale_rnn.reproduce.vcrnn.train_vc``, which
     ``multiscale-rnn reproduce vcrnn-table3`` runs)."""
-    return train_vc(corpus, args, model_name, weight, seed, out, progress=True, on_row=on_row)
+    return train_vc(corpus, args, model_name, weight, seed, out, progress=True, test=weight is None, on_row=on_row)
 
 
 def space_profile(model, ids, space: int, batch_size: int = 16, chunk: int = 500) -> dict:
@@ -138,7 +141,10 @@ def main(argv=None) -> int:
     if results.exists():
         done = {(r["label"], r["epoch"]) for r in map(json.loads, results.read_text().splitlines())}
     for model_name in args.models.split(","):
-        for w in [float(x) for x in args.weights.split(",")]:
+        if model_name not in ("vcrnn", "vcgru", "elman", "gru"):
+            ap.error(f"--models: unknown model {model_name!r}; choose from vcrnn, vcgru, elman, gru")
+        baseline = model_name in ("elman", "gru")  # a constant unit: no penalty weight, tested at its last epoch
+        for w in [None] if baseline else [float(x) for x in args.weights.split(",")]:
             for seed in [int(s) for s in args.seeds.split(",")]:
                 label = vc_label(model_name, args.hidden, w, args.target, seed, args.penalty_scope)
                 if (label, args.epochs) in done:

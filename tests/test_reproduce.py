@@ -211,6 +211,23 @@ def test_anneal_script_continues_a_model_from_its_best_epoch_and_leaves_the_chec
     assert ck.read_bytes() == before
 
 
+def test_vc_rnn_d_counts_a_vcgru_as_the_gru_it_is_compared_with():
+    """The paper's convention on both sides of Table 3: a GRU of n units has RNN-d sqrt(2) n, so a VCGRU's
+    measured d_t count G = 2 (sqrt(2 d^2 + D)), not the 3 gates of ``equivalent_dim``'s own default."""
+    from multiscale_rnn.models.vcrnn import corpus_trace, equivalent_dim
+    from multiscale_rnn.reproduce.vcrnn import GATES, mean_m
+
+    ids = np.random.default_rng(0).integers(0, 11, 3000).astype(np.int32)
+    for cls, name in ((msr.VCGRU, "vcgru"), (msr.VCRNN, "vcrnn")):
+        model = cls(11, embed_size=32, hidden_sizes=(32,), seed=0)
+        m, d = corpus_trace(model, ids, 16, 500)
+        got = mean_m(model, ids)
+        assert got[0] == pytest.approx(float(m.mean()))
+        assert got[1] == pytest.approx(equivalent_dim(d, 32, name, gates=GATES[name] ** 2))
+        assert got[1] == pytest.approx(float(np.sqrt(np.mean(GATES[name] ** 2 * d.astype(float) ** 2 + 32))))
+    assert GATES["vcgru"] ** 2 == pytest.approx(2.0) and GATES["gru"] == GATES["vcgru"]
+
+
 def test_fs_rnn_models_are_compared_at_equal_training_time(tmp_path):
     """The equal-time table: T is the shortest model's total time; each model's best epoch ended by T."""
     from multiscale_rnn.reproduce.fs_rnn import equal_time

@@ -32,17 +32,21 @@ __all__ = ["REPRODUCTION", "mean_m", "train_vc", "vc_label", "PAPER"]
 
 #: Table 3 (left) of the paper: BPC and RNN-d of the 1024-unit models.
 PAPER = {"vcrnn": (1.46, 760), "vcgru": (1.42, 648)}
+#: RNN-d of a unit of size n, in units of n, in the paper's convention (Table 3: GRU-1024 has RNN-d 1450): a
+#: VC model's measured RNN-d takes the same count (``equivalent_dim(..., gates=GATES[name] ** 2)``), so a VCGRU
+#: and the GRU it is compared with are sized alike.
 GATES = {"elman": 1.0, "gru": math.sqrt(2), "vcrnn": 1.0, "vcgru": math.sqrt(2)}
 # The mean rate over the 4 models on one thread (a few chunks timed on a loaded machine: VCGRU-1024 ~2,100/s)
 CHARS_PER_SECOND = 5_200
 
 
 def mean_m(model, ids, batch_size: int = 16, chunk: int = 500) -> tuple:
-    """(mean m_t, RNN-d) of a VC ``model`` reading ``ids`` in evaluation mode as ``batch_size`` streams."""
+    """(mean m_t, RNN-d) of a VC ``model`` reading ``ids`` in evaluation mode as ``batch_size`` streams,
+    RNN-d in the paper's convention (``GATES``: a VCGRU's d_t counted as a GRU's, G = 2)."""
     from ..models.vcrnn import corpus_trace
 
     m, d = corpus_trace(model, ids, batch_size, chunk)
-    return float(m.mean()), float(model.equivalent_dim(d))
+    return float(m.mean()), float(model.equivalent_dim(d, gates=GATES[model.core_name] ** 2))
 
 
 def vc_label(model_name: str, hidden: int, weight, target, seed: int, scope: str = "step") -> str:
