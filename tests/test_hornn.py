@@ -347,7 +347,7 @@ def test_word_presets_build(pooling, corpus):
         5.0,
     )
     assert s["data"] == f"{corpus}-word" and s["hidden_sizes"] == ([400] if corpus == "ptb" else [500])
-    assert s["lr_schedule"] == ("plateau" if corpus == "ptb" else "halve")
+    assert s["lr_schedule"] == ("newbob" if corpus == "ptb" else "halve")
     if corpus == "text8":
         assert s["halve_after"] == 5
     m = msr.build_model(s["model"], vocab_size=V, embed_size=4, hidden_sizes=[3], **s["options"])
