@@ -18,6 +18,7 @@ import time
 
 import multiscale_rnn as msr
 from multiscale_rnn import checkpoint, data
+from multiscale_rnn.reproduce.hornn import recipe_trainer
 
 
 def main(argv=None):
@@ -37,12 +38,7 @@ def main(argv=None):
         raise SystemExit(f"{args.checkpoint} holds no learning-rate schedule: not a Table 2 model's checkpoint")
     saved_schedule = msr.schedules.LR_SCHEDULES[saved["name"]](**saved["params"])
 
-    def trainer(lr, sched):
-        return msr.Trainer(model, msr.optim.SGD(lr, momentum=0.9, weight_decay=1e-5), clip_value=5.0, batch_size=20,
-                           bptt=30, unit="word", progress=False, lr_schedule=sched,
-                           constraint=msr.optim.ColumnNorm(2.0))  # fmt: skip
-
-    first = trainer(1.0, saved_schedule)
+    first = recipe_trainer(model, 1.0, saved_schedule)
     first.resume_from(args.checkpoint)
     first.restore_best()
 
@@ -54,7 +50,7 @@ def main(argv=None):
     lr = args.lr
     for e in range(1, args.epochs + 1):
         t0 = time.process_time()
-        trainer(lr, msr.schedules.Constant()).fit(corpus.train, epochs=1)
+        recipe_trainer(model, lr, msr.schedules.Constant()).fit(corpus.train, epochs=1)
         valid, test = perplexities()
         print(f"halving epoch {e}: lr {lr:g}  valid {valid:.1f} test {test:.1f}  "
               f"({time.process_time() - t0:.0f} CPU-s)", flush=True)  # fmt: skip

@@ -58,6 +58,20 @@ def _every(every: str) -> str:
     return every
 
 
+def _divisor(factor) -> float:
+    """A schedule's ``factor`` (the learning rate is divided by it), checked: a number > 1."""
+    if not (is_number(factor) and factor > 1.0):
+        raise ValueError(f"factor must be > 1 (the learning rate is divided by it), got {factor!r}")
+    return float(factor)
+
+
+def _fraction(x, name: str) -> float:
+    """A relative threshold, checked: a number in [0, 1)."""
+    if not (is_number(x) and 0.0 <= x < 1.0):
+        raise ValueError(f"{name} must be in [0, 1), got {x!r}")
+    return float(x)
+
+
 class LRSchedule:
     """Base class. ``start(base_lr)`` once, then ``next_lr(epoch, lr, metric)`` after every epoch;
     with ``every="step"`` (the schedules that need no validation loss) ``next_lr(step, lr, None)``
@@ -137,15 +151,11 @@ class ReduceOnPlateau(LRSchedule):
 
     def __init__(self, factor: float = 2.0, patience: int = 0, threshold: float = 0.0, min_lr: float = 0.0):
         super().__init__()
-        if not (is_number(factor) and factor > 1.0):
-            raise ValueError(f"factor must be > 1 (the learning rate is divided by it), got {factor!r}")
-        self.factor = float(factor)
+        self.factor = _divisor(factor)
         if not is_int(patience) or patience < 0:
             raise ValueError(f"patience must be an integer >= 0, got {patience!r}")
         self.patience = int(patience)
-        self.threshold = float(threshold)
-        if not 0.0 <= self.threshold < 1.0:
-            raise ValueError(f"threshold must be in [0, 1), got {threshold!r}")
+        self.threshold = _fraction(threshold, "threshold")
         self.min_lr = float(min_lr)
         if self.min_lr < 0:
             raise ValueError(f"min_lr must be >= 0, got {min_lr!r}")
@@ -190,12 +200,8 @@ class NewBob(LRSchedule):
 
     def __init__(self, factor: float = 2.0, threshold: float = 0.003, anneal_after: Optional[int] = None):
         super().__init__()
-        if not (is_number(factor) and factor > 1.0):
-            raise ValueError(f"factor must be > 1 (the learning rate is divided by it), got {factor!r}")
-        self.factor = float(factor)
-        self.threshold = float(threshold)
-        if not 0.0 <= self.threshold < 1.0:
-            raise ValueError(f"threshold must be in [0, 1), got {threshold!r}")
+        self.factor = _divisor(factor)
+        self.threshold = _fraction(threshold, "threshold")
         if anneal_after is not None and (not is_int(anneal_after) or anneal_after < 0):
             raise ValueError(f"anneal_after must be None or an integer >= 0, got {anneal_after!r}")
         self.anneal_after = None if anneal_after is None else int(anneal_after)

@@ -6,7 +6,7 @@ initialisation, SGD with momentum 0.9 and learning rate 1.0 (the paper's 0.5 rea
 over the 30 steps of a chunk: on 300k words, 2 epochs, the plain RNN's validation perplexity was 516 at
 0.05, 331 at 0.5, 312 at 1.0 and 341 at 3.0), weight decay 1e-5, clipping by value at 5, column
 normalisation at 2.0, batch 20, BPTT 30, and the learning rate and stopping rule of Mikolov's RNNLM
-toolkit (``SCHEDULE``: the rate halved after the first epoch that misses, validation loss not 0.3 %
+toolkit (``schedule()``: the rate halved after the first epoch that misses, validation loss not 0.3 %
 below the epoch before, and after every epoch from then on; training stops at the second miss,
 ``should_stop``). The paper halves "at the end of each epoch if the cross entropy on the validation
 set does not decrease" and follows the toolkit's schedule on text8; halving only after the epochs that
@@ -27,7 +27,16 @@ from typing import Any, Dict, Optional
 
 from ._common import SMOKE_MINUTES, Reproduction, Results, figure, fmt, machine, markdown_table, say
 
-__all__ = ["REPRODUCTION", "HornnSettings", "should_stop", "train_model", "finished", "PAPER"]
+__all__ = [
+    "REPRODUCTION",
+    "HornnSettings",
+    "schedule",
+    "recipe_trainer",
+    "should_stop",
+    "train_model",
+    "finished",
+    "PAPER",
+]
 
 
 def schedule(anneal_after: Optional[int] = None):
@@ -87,6 +96,17 @@ class HornnSettings:
     checkpoints: Optional[str] = None
 
 
+def recipe_trainer(model, lr: float, lr_schedule, progress: bool = False):
+    """The recipe's Trainer for ``model``: SGD at ``lr`` with momentum 0.9 and weight decay 1e-5, clipping
+    by value at 5, batch 20, BPTT 30, column normalisation at 2.0, the learning rate following
+    ``lr_schedule``."""
+    import multiscale_rnn as msr
+
+    return msr.Trainer(model, msr.optim.SGD(lr, momentum=0.9, weight_decay=1e-5), clip_value=5.0, batch_size=20,
+                       bptt=30, unit="word", progress=progress, lr_schedule=lr_schedule,
+                       constraint=msr.optim.ColumnNorm(2.0))  # fmt: skip
+
+
 def should_stop(valid_losses) -> bool:
     """The stopping rule (the RNNLM toolkit's; the paper names the halving, not when to stop): stop at
     the second epoch that misses (``schedule()``'s test), or after ``epochs``."""
@@ -110,17 +130,7 @@ def train_model(corpus, classes, args, pooling="plain", order=1, alpha=None, bud
         kw["alpha"] = alpha
     model = msr.HORNN(corpus.vocab_size, args.hidden, (args.hidden,), **kw)
     msr.init.gaussian(model, 0.1, rng=args.seed)
-    trainer = msr.Trainer(
-        model,
-        msr.optim.SGD(args.lr, momentum=0.9, weight_decay=1e-5),
-        clip_value=5.0,
-        batch_size=20,
-        bptt=30,
-        unit="word",
-        progress=args.progress,
-        lr_schedule=schedule(getattr(args, "anneal_after", None)),
-        constraint=msr.optim.ColumnNorm(2.0),
-    )
+    trainer = recipe_trainer(model, args.lr, schedule(getattr(args, "anneal_after", None)), args.progress)
     t0 = time.perf_counter()
     train = corpus.train[: args.train_tokens]
     if args.checkpoints is None:
