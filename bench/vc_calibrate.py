@@ -3,7 +3,8 @@ computation as the paper does). For each penalty weight w, a model is trained on
 characters with the paper's schedule (symmetric L1 penalty towards m_bar, the mask's sharpness lambda
 from 0.1 up by 0.1 per epoch to 1), and the validation text gives the mean m_t, its distance to m_bar,
 RNN-d and BPC after every epoch. The Trainer's divergence guard is on (validation BPC 0.1 above its
-best: it says so and keeps the best checkpoint).
+best: it says so and keeps the best checkpoint); a diverged run ends there, with a row marked diverged
+that holds the best epoch's figures, and is not trained again.
 
     python bench/vc_calibrate.py --data ../shared/data/ptb --models vcrnn,vcgru --weights 0.05,0.1,0.2 \\
         --hidden 256 --train-chars 1000000 --epochs 4 --seeds 0 --out runs/vc_calibrate
@@ -33,7 +34,7 @@ from pathlib import Path
 
 import multiscale_rnn as msr
 from multiscale_rnn.reproduce._common import Results
-from multiscale_rnn.reproduce.vcrnn import mean_m, train_vc, vc_label  # noqa: F401 - the script's names
+from multiscale_rnn.reproduce.vcrnn import finished, mean_m, train_vc, vc_label  # noqa: F401 - the script's names
 
 
 def run(corpus, args, model_name: str, weight: float, seed: int, out: Path, on_row) -> list:
@@ -137,9 +138,12 @@ def main(argv=None) -> int:
         return profile(corpus, args)
     args.out.mkdir(parents=True, exist_ok=True)
     results = args.out / "results.jsonl"
-    done = set()
+    done, ended = set(), set()  # (label, epoch) of every row; the labels whose run has ended
     if results.exists():
-        done = {(r["label"], r["epoch"]) for r in map(json.loads, results.read_text().splitlines())}
+        for r in map(json.loads, results.read_text().splitlines()):
+            done.add((r["label"], r["epoch"]))
+            if finished(r, args.epochs):
+                ended.add(r["label"])
     for model_name in args.models.split(","):
         if model_name not in ("vcrnn", "vcgru", "elman", "gru"):
             ap.error(f"--models: unknown model {model_name!r}; choose from vcrnn, vcgru, elman, gru")
@@ -147,7 +151,7 @@ def main(argv=None) -> int:
         for w in [None] if baseline else [float(x) for x in args.weights.split(",")]:
             for seed in [int(s) for s in args.seeds.split(",")]:
                 label = vc_label(model_name, args.hidden, w, args.target, seed, args.penalty_scope)
-                if (label, args.epochs) in done:
+                if label in ended:
                     continue
                 keep = lambda r: None if (r["label"], r["epoch"]) in done else Results(args.out).append(r)  # noqa: E731
                 run(corpus, args, model_name, w, seed, args.out, keep)

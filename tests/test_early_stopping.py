@@ -186,3 +186,31 @@ def test_the_command_line_refuses_bad_early_stopping_flags(tmp_path, noisy_text,
 
     assert main(["train", "--data", str(noisy_text), "--out", str(tmp_path / "x.npz"), *flags]) == 1
     assert words in capsys.readouterr().err
+
+
+def test_the_best_model_comes_back_with_its_options_values(tmp_path):
+    """A VCRNN's sharpness is annealed per epoch: putting epoch 1's parameters back under epoch 3's sharpness
+    would give another model. restore_best and ``evaluate --best`` set the options' values of the best epoch,
+    so the model scores what that epoch scored."""
+    from multiscale_rnn.command_line.commands import _load_checkpoint
+
+    class Wreck(Hook):  # epochs 2 and 3 at a learning rate that makes them worse than epoch 1
+        def on_epoch_start(self, run):
+            if run.trainer.epoch >= 1:
+                run.trainer.optimizer.lr = 50.0
+
+    model = msr.VCRNN(V, 16, (16,), seed=0)
+    tr = msr.Trainer(model, msr.optim.Adam(3e-2), batch_size=4, bptt=20, progress=False, hooks=[Wreck()],
+                     model_options={"sharpness": msr.sharpness_schedule()})  # fmt: skip
+    ck = tmp_path / "vc.npz"
+    history = tr.fit(TRAIN, valid=VALID, epochs=3, checkpoint=ck)
+    assert tr.best_epoch == 1 and [h["valid_bpc"] > history[0]["valid_bpc"] for h in history[1:]] == [True, True]
+    assert tr.best_options == {"sharpness": pytest.approx(0.1)} and model.options["sharpness"] == pytest.approx(0.3)
+    best = msr.evaluate(model, VALID, batch_size=4, bptt=20)["bpc"]
+    assert tr.restore_best()
+    assert model.options["sharpness"] == pytest.approx(0.1) and tr.option_values == tr.best_options
+    got = msr.evaluate(model, VALID, batch_size=4, bptt=20)["bpc"]
+    assert got == pytest.approx(history[0]["valid_bpc"], abs=1e-9) and abs(got - best) > 1e-3
+    loaded = _load_checkpoint(ck, best=True).model  # the command line's --best, from the saved state
+    assert loaded.options["sharpness"] == pytest.approx(0.1)
+    assert msr.evaluate(loaded, VALID, batch_size=4, bptt=20)["bpc"] == pytest.approx(got, abs=1e-9)

@@ -147,6 +147,51 @@ def test_a_model_stopped_between_epochs_resumes_from_its_checkpoint(ptb, tmp_pat
     assert rows[-1]["test_bpc"] == whole[-1]["test_bpc"]
 
 
+def test_a_diverged_vc_run_ends_at_its_best_epoch_and_is_not_trained_again(ptb, tmp_path, monkeypatch, capsys):
+    """The divergence guard stops a run: its last row holds the best epoch's figures and says so, the table
+    shows it, and a rerun of vc_calibrate.py does not repeat the diverged epoch (it would, from the last
+    checkpoint, every epoch left and every session)."""
+    import importlib.util
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from multiscale_rnn.reproduce.vcrnn import finished, train_vc
+
+    class Wreck(msr.training.Hook):  # epoch 2 onwards at a learning rate that wrecks the model
+        def on_epoch_start(self, run):
+            if run.trainer.epoch >= 1:
+                run.trainer.optimizer.lr = 400.0
+
+    class Blowing(msr.Trainer):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, hooks=[Wreck()], **kw)
+
+    monkeypatch.setattr(msr, "Trainer", Blowing)
+    corpus = msr.data.load("ptb-char", path=str(ptb))
+    s = SimpleNamespace(hidden=8, target=0.3, lr=2e-3, epochs=4, train_chars=4_000, valid_chars=1_000)
+    with pytest.warns(RuntimeWarning, match="epoch 2: .* the run has diverged"):
+        rows = train_vc(corpus, s, "vcrnn", 0.01, 0, tmp_path, test=True)
+    assert [r["epoch"] for r in rows] == [1, 2]  # stopped: epochs 3 and 4 are not tried
+    last = rows[-1]
+    assert last["diverged"] is True and last["best_epoch"] == 1 and finished(last, 4) and not finished(rows[0], 4)
+    assert last["valid_bpc"] == rows[0]["valid_bpc"] and last["diverged_bpc"] > rows[0]["valid_bpc"] + 0.1
+    assert (last["mean_m"], last["rnn_d"]) == (rows[0]["mean_m"], rows[0]["rnn_d"])  # the model ends at epoch 1
+    assert "test_bpc" in last
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    text = msr.reproduce.report("vcrnn-table3", tmp_path)
+    assert f"| vcrnn-H8-w0.01-m0.3-seed0 | 8 | 0.30 | 0.010 | 1 (diverged at 2) | {last['mean_m']:.3f} |" in text
+    script = Path(__file__).resolve().parents[1] / "bench" / "vc_calibrate.py"
+    spec = importlib.util.spec_from_file_location("vc_calibrate", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    trained = []
+    monkeypatch.setattr(module, "run", lambda *a: trained.append(a[2:5]))
+    argv = ["--data", str(ptb), "--models", "vcrnn", "--weights", "0.01,0.02", "--hidden", "8", "--epochs", "4",
+            "--out", str(tmp_path)]  # fmt: skip
+    assert module.main(argv) == 0
+    assert trained == [("vcrnn", 0.02, 0)]  # the diverged run is over; the other weight is trained
+
+
 def test_a_hornn_is_scored_at_its_best_epoch_not_its_last(ptb, tmp_path):
     """The stopping rule ends a run on an epoch that did not improve; the table reports the epoch of
     lowest validation loss (lr 10 on the tiny corpus: epochs 3 and 6 get worse, the second miss stops

@@ -30,6 +30,8 @@ def _load_checkpoint(path, best: bool):
                 f"{path} holds no best parameters (no epoch was completed): leave --best out to use the last parameters"
             )
         ck.model.flat_parameters()[...] = state["best_params"]
+        for name, value in (state.get("best_options") or {}).items():  # the options' values at that epoch
+            ck.model.set_option(name, float(value))
     return ck
 
 

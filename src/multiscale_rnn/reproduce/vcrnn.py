@@ -28,7 +28,7 @@ from ._common import (
     say,
 )
 
-__all__ = ["REPRODUCTION", "mean_m", "train_vc", "vc_label", "PAPER"]
+__all__ = ["REPRODUCTION", "finished", "mean_m", "train_vc", "vc_label", "PAPER"]
 
 #: Table 3 (left) of the paper: BPC and RNN-d of the 1024-unit models.
 PAPER = {"vcrnn": (1.46, 760), "vcgru": (1.42, 648)}
@@ -76,7 +76,9 @@ def train_vc(corpus, settings, model_name, weight, seed, out: Path, budget=None,
     An epoch the checkpoint had already passed gets no row: the model in hand is a later epoch's, so its
     figures would be. ``settings`` has ``hidden``, ``target``, ``lr``, ``epochs``, ``train_chars``,
     ``valid_chars`` and may have ``penalty_scope`` (default "step"); a baseline (``elman``, ``gru``) takes
-    ``weight=None``."""
+    ``weight=None``. A run the divergence guard stops ends there with a row marked ``diverged``: its
+    ``valid_bpc``, ``mean_m``, ``rnn_d`` (and ``test_bpc`` when ``test``) are those of the parameters the model
+    ends with, the best epoch's (``best_epoch``); ``diverged_bpc`` is the figure that stopped it."""
     import multiscale_rnn as msr
 
     vc = model_name in ("vcrnn", "vcgru")
@@ -102,13 +104,17 @@ def train_vc(corpus, settings, model_name, weight, seed, out: Path, budget=None,
         history = trainer.fit(train, valid=valid, epochs=epochs, checkpoint=out / f"{label}.npz", resume="auto")
         if len(history) > epochs:  # the checkpoint is past this epoch
             continue
+        d = trainer.diverged  # the guard stopped this epoch and put the best epoch's parameters back
         m, rnn_d = mean_m(model, valid) if vc else (None, GATES[model_name] * hidden)
         r = dict(label=label, model=model_name, hidden=hidden, weight=weight, target=settings.target if vc else None,
-                 seed=seed, epoch=epochs, valid_bpc=history[-1]["valid_bpc"], mean_m=m, rnn_d=rnn_d,
-                 seconds=time.perf_counter() - t0, isa=msr._native.ISA, threads=msr.get_num_threads())  # fmt: skip
+                 seed=seed, epoch=epochs, valid_bpc=history[-1]["valid_bpc"] if d is None else d["best_bits"],
+                 mean_m=m, rnn_d=rnn_d, seconds=time.perf_counter() - t0, isa=msr._native.ISA,
+                 threads=msr.get_num_threads())  # fmt: skip
         if vc:
             r["penalty_scope"] = scope
-        if test and epochs == settings.epochs:
+        if d is not None:  # the row's figures are the best epoch's, the model the run ends with
+            r.update(diverged=True, best_epoch=d["best_epoch"], diverged_bpc=d["valid_bits"])
+        if test and (epochs == settings.epochs or d is not None):
             r["test_bpc"] = msr.evaluate(model, corpus.test[: settings.valid_chars], batch_size=16)["bpc"]
             r.update(machine())
         rows.append(r)
@@ -116,6 +122,9 @@ def train_vc(corpus, settings, model_name, weight, seed, out: Path, budget=None,
             on_row(r)
         mm = "" if m is None else f", mean m {m:.3f} (m_bar {settings.target})"
         say(progress, f"{label} epoch {epochs}: valid {r['valid_bpc']:.3f} bpc{mm}, RNN-d {rnn_d:.0f} of {hidden}")
+        if d is not None:  # trained on, the run would repeat the diverged epoch from the last checkpoint
+            say(progress, f"{label}: diverged at epoch {epochs}; ends with epoch {d['best_epoch']}'s parameters")
+            break
         if budget is not None and epochs < settings.epochs:
             budget.check()
     return rows
@@ -135,8 +144,13 @@ class _Settings:
         self.epochs = max(1, min(10, int(60.0 * minutes / 4 / per_epoch)))
 
 
+def finished(r: dict, epochs: int) -> bool:
+    """Whether a results row ends its model's run: its last epoch, or the epoch the divergence guard stopped."""
+    return r["epoch"] == epochs or bool(r.get("diverged"))
+
+
 def _finished_unit(results, label, epochs):
-    return next((r for r in results.rows() if r["label"] == label and r["epoch"] == epochs and "test_bpc" in r), None)
+    return next((r for r in results.rows() if r["label"] == label and finished(r, epochs) and "test_bpc" in r), None)
 
 
 def run(out_dir: Path, budget, progress: bool, data_path) -> None:
@@ -174,7 +188,8 @@ def report(out_dir: Path) -> str:
     rows = []
     for r in last.values():
         paper = PAPER.get(r["model"]) if r.get("weight") is not None else None
-        rows.append([r["label"], r["hidden"], fmt(r.get("target"), 2), fmt(r.get("weight"), 3), r["epoch"],
+        epochs = f"{r['best_epoch']} (diverged at {r['epoch']})" if r.get("diverged") else r["epoch"]
+        rows.append([r["label"], r["hidden"], fmt(r.get("target"), 2), fmt(r.get("weight"), 3), epochs,
                      fmt(r.get("mean_m"), 3), f"{r['rnn_d']:.0f}", fmt(r["valid_bpc"]), fmt(r.get("test_bpc")),
                      "-" if paper is None else f"{paper[0]} @ RNN-d {paper[1]} (1024 units)"])  # fmt: skip
     header = ["model", "D", "m_bar", "penalty", "epochs", "mean m", "RNN-d", "valid BPC", "test BPC", "paper"]

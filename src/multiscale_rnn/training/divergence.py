@@ -22,7 +22,7 @@ class DivergenceGuard(Hook):
     epochs are not compared with the old one's), with its epoch and parameters."""
 
     def __init__(self):
-        self.baseline: Optional[dict] = None  # {"loss", "epoch", "params"}; None until an epoch sets it
+        self.baseline: Optional[dict] = None  # {"loss", "epoch", "params", "options"}; None until an epoch sets it
         self.tripped = False  # the epoch being ended diverged
 
     def on_model_changed(self, run: FitRun, names: List[str]) -> None:
@@ -49,10 +49,11 @@ class DivergenceGuard(Hook):
                 "loss": float(metric),
                 "epoch": row["epoch"],
                 "params": np.array(trainer.model.flat_parameters(), copy=True),
+                "options": dict(trainer.option_values),
             }
 
     def on_epoch_end(self, run: FitRun, row: dict) -> None:
-        """Stop a run that diverged in this epoch: say so, and put the best parameters back."""
+        """Stop a run that diverged in this epoch: say so, and put the best model back (parameters, options)."""
         if not self.tripped:
             return
         self.tripped = False
@@ -72,5 +73,5 @@ class DivergenceGuard(Hook):
             f"(--divergence none) to train through it."
         )
         assert self.baseline is not None  # a run diverges from a best figure, whose parameters were kept
-        trainer.model.flat_parameters()[...] = self.baseline["params"]
+        trainer.put_back(self.baseline["params"], self.baseline["options"])
         run.stop(warning=message, save=False)

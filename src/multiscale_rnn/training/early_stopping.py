@@ -22,8 +22,8 @@ class EarlyStopping(Hook):
     min_delta : how much lower than the best so far (in nats per token, the unit of ``valid_loss``) an
         epoch's validation loss must be to count as an improvement (a finite number >= 0; 0: any decrease).
     restore_best : at the end of ``fit`` (stopped early, or all its epochs done; not when ``max_chunks``
-        cut it short), copy the best parameters the trainer kept (``trainer.best_params``, the epoch of
-        lowest validation loss, ``trainer.best_epoch``) into the model.
+        cut it short), put the best model the trainer kept back (``trainer.best_params`` and the options'
+        values then, ``trainer.best_options``: the epoch of lowest validation loss, ``trainer.best_epoch``).
 
     Needs validation data (``fit(valid=...)`` or a corpus with a valid split). The checkpoint written at the
     epoch that stops the run holds that epoch's (last) parameters, as every checkpoint does, and the best

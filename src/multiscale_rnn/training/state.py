@@ -31,6 +31,10 @@ STATE_RULES: Dict[str, Rule] = {
     "best_loss": _NUMBER,
     "best_epoch": (lambda v: is_int(v) and v >= 1, "an integer >= 1"),
     "best_params": (lambda v: isinstance(v, np.ndarray), "an array"),
+    "best_options": (
+        lambda v: isinstance(v, dict) and all(is_number(x) for x in v.values()),
+        "an object of finite numbers",
+    ),
     "lr_schedule": (lambda v: isinstance(v, dict), "an object"),
     "model_options": (lambda v: isinstance(v, dict), "an object"),
     "data": (
@@ -62,6 +66,7 @@ OPTIONAL_STATE = (
     "best_loss",
     "best_epoch",
     "best_params",
+    "best_options",
     "lr_schedule",
     "model_options",
     "data",

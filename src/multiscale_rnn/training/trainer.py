@@ -106,7 +106,8 @@ class Trainer:
         from the last time the model's own schedules changed the model (``default_model_options``: a
         boundary detector starting after its warm-up makes a new model, whose first epochs are not
         compared with the old one's). ``fit`` then says so (a ``RuntimeWarning`` naming both epochs
-        and figures), stops, puts those best parameters back into the model and leaves the last
+        and figures), stops, puts that best epoch's parameters and option values (an annealed
+        sharpness or slope) back into the model and leaves the last
         checkpoint as it was; the epoch's history row has ``"diverged": True`` and ``trainer.diverged``
         the figures. None (the default) turns the guard off. Needs validation data. Off by default
         because some recipes are not monotone: an HM-LSTM's validation figure jumps for a few epochs
@@ -196,6 +197,7 @@ class Trainer:
         self.best_loss: Optional[float] = None
         self.best_epoch: Optional[int] = None
         self.best_params: Optional[np.ndarray] = None
+        self.best_options: Optional[Dict[str, float]] = None  # the model options' values at the best epoch
         self._data_id: Optional[dict] = None
         self._rank_rngs: Optional[np.ndarray] = None  # (K, 4) every rank's random state, for checkpoints
         self._applied: Dict[str, float] = {}
@@ -209,6 +211,15 @@ class Trainer:
     # ---- model options --------------------------------------------------------------------------
     def _set_option(self, name: str, value: float) -> None:
         self.model.set_option(name, float(value))
+
+    def put_back(self, params: np.ndarray, options: Optional[Dict[str, float]]) -> None:
+        """Put a kept model back: its parameters and the values its options had (``option_values``), so that
+        it computes what it computed then (a VCRNN's annealed sharpness, an HM-LSTM's slope)."""
+        self.model.flat_parameters()[...] = params
+        for name, value in (options or {}).items():
+            self._set_option(name, float(value))
+            self._applied[name] = float(value)
+        self.option_values = dict(self._applied)
 
     def _apply_options(self, force: bool = False) -> List[str]:
         """Set every model option whose value changed (all with ``force``); returns the model's own
@@ -245,6 +256,7 @@ class Trainer:
             "best_loss": self.best_loss,
             "best_epoch": self.best_epoch,
             "best_params": self.best_params,
+            "best_options": self.best_options,
             "lr_schedule": self.lr_schedule.state_dict() if self.lr_schedule is not None else None,
             "model_options": {
                 k: {"value": self._applied.get(k), "schedule": repr(s)} for k, s in self.model_options.items()
@@ -295,6 +307,8 @@ class Trainer:
         self.best_loss, self.best_epoch = state.get("best_loss"), state.get("best_epoch")
         bp = state.get("best_params")
         self.best_params = None if bp is None else np.array(bp, copy=True)
+        bo = state.get("best_options")
+        self.best_options = None if bo is None else {str(k): float(v) for k, v in bo.items()}
         self._data_id = state.get("data")
         rngs = state.get("rank_rngs")
         self._rank_rngs = None if rngs is None else np.array(rngs, copy=True)
@@ -366,10 +380,11 @@ class Trainer:
         return ck
 
     def restore_best(self) -> bool:
-        """Copy the best parameters seen (lowest validation loss) into the model; False if none."""
+        """Put the best model seen (lowest validation loss) back: its parameters and its options' values;
+        False if none."""
         if self.best_params is None:
             return False
-        self.model.flat_parameters()[...] = self.best_params
+        self.put_back(self.best_params, self.best_options)
         return True
 
     # ---- training -------------------------------------------------------------------------------
@@ -771,6 +786,7 @@ class Trainer:
         if math.isfinite(metric) and (self.best_loss is None or metric < self.best_loss):
             self.best_loss, self.best_epoch = float(metric), epoch_no
             self.best_params = np.array(self.model.flat_parameters(), copy=True)
+            self.best_options = dict(self.option_values)
         self.epoch, self.chunk = epoch_no, 0
         self._carried = None
         self._sum_loss, self._tokens = 0.0, 0
