@@ -8,6 +8,7 @@ import pytest
 from _texts import noisy_cycle
 
 import multiscale_rnn as msr
+from multiscale_rnn import checkpoint
 
 V = 12
 
@@ -90,3 +91,31 @@ def test_the_command_line_takes_the_guard_and_none(tmp_path):
     assert args.divergence == "none"
     with pytest.raises(ValueError, match="divergence"):
         resolve_settings("quick", flags={"divergence": -1.0})
+
+
+@pytest.mark.parametrize("saved_before_the_guard", [False, True])
+def test_a_resumed_run_compares_with_the_best_before_the_stop(tmp_path, monkeypatch, saved_before_the_guard):
+    """Processes stop between epochs: a new trainer resumed from the checkpoint must still see that epoch 2
+    diverged from epoch 1 (else epoch 2 becomes the baseline and the wrecked run trains on). A checkpoint
+    written before the guard's state was saved takes the trainer's best epoch as the baseline."""
+    ck = tmp_path / "run.npz"
+    model, tr = _trainer()
+    if saved_before_the_guard:
+        plain = msr.Trainer.state_dict
+        monkeypatch.setattr(
+            msr.Trainer, "state_dict", lambda self: {k: v for k, v in plain(self).items() if k != "divergence"}
+        )
+    tr.fit(TRAIN, valid=VALID, epochs=1, checkpoint=ck)
+    best = np.array(model.flat_parameters(), copy=True)
+    state = checkpoint.load(ck).trainer_state
+    assert ("divergence" in state) is not saved_before_the_guard
+    if not saved_before_the_guard:
+        assert state["divergence"]["epoch"] == 1
+        np.testing.assert_array_equal(state["divergence"]["params"], best)
+    model2, tr2 = _trainer()
+    tr2.resume_from(ck)
+    tr2.optimizer.lr = 400.0
+    with pytest.warns(RuntimeWarning, match=r"epoch 2: .*the run has diverged.*best parameters \(epoch 1\)"):
+        history = tr2.fit(TRAIN, valid=VALID, epochs=4, checkpoint=ck)
+    assert len(history) == 2 and history[-1]["diverged"] is True and tr2.diverged["best_epoch"] == 1
+    np.testing.assert_array_equal(model2.flat_parameters(), best)

@@ -3,14 +3,17 @@ stops the run, says so, puts the best parameters back and leaves the last checkp
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 
 from .evaluation import bits, bits_label
 from .hooks import FitRun, Hook
 
-__all__ = ["DivergenceGuard"]
+__all__ = ["DivergenceGuard", "MISSING"]
+
+#: ``DivergenceGuard.load_state_dict``'s state of a checkpoint saved before the guard's state was
+MISSING = object()
 
 
 class DivergenceGuard(Hook):
@@ -24,6 +27,29 @@ class DivergenceGuard(Hook):
     def __init__(self):
         self.baseline: Optional[dict] = None  # {"loss", "epoch", "params", "options"}; None until an epoch sets it
         self.tripped = False  # the epoch being ended diverged
+
+    def state_dict(self) -> Optional[Dict[str, Any]]:
+        """The baseline, for the trainer's saved state (``Trainer.state_dict()["divergence"]``): a resumed run
+        compares its next epoch with the best before the stop, not with nothing."""
+        return None if self.baseline is None else dict(self.baseline)
+
+    def load_state_dict(self, state: Optional[Dict[str, Any]], trainer) -> None:
+        """A baseline saved by ``state_dict`` (checked by ``training.state.check_state``), or None. A state
+        saved before the guard's was (``missing``) takes the trainer's best epoch instead."""
+        if state is MISSING:
+            state = None
+            if trainer.best_params is not None:
+                state = {"loss": trainer.best_loss, "epoch": trainer.best_epoch, "params": trainer.best_params,
+                         "options": trainer.best_options or {}}  # fmt: skip
+        if state is None:
+            self.baseline = None
+            return
+        self.baseline = {
+            "loss": float(state["loss"]),
+            "epoch": int(state["epoch"]),
+            "params": np.array(state["params"], copy=True),
+            "options": {str(k): float(v) for k, v in (state.get("options") or {}).items()},
+        }
 
     def on_model_changed(self, run: FitRun, names: List[str]) -> None:
         self.baseline = None  # the model itself changed (a detector started): a new baseline

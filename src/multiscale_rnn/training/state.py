@@ -52,6 +52,16 @@ STATE_RULES: Dict[str, Rule] = {
         "an object with 'best' (a finite number or null), 'best_epoch' and 'stopped_epoch' (integers >= 1 or "
         "null) and 'bad' (an integer >= 0)",
     ),
+    "divergence": (
+        lambda v: (
+            isinstance(v, dict)
+            and is_number(v.get("loss"))
+            and is_int(v.get("epoch"))
+            and isinstance(v.get("params"), np.ndarray)
+            and isinstance(v.get("options", {}), dict)
+        ),
+        "an object with 'loss' (a finite number), 'epoch' (an integer), 'params' (an array) and 'options'",
+    ),
     "rank_rngs": (
         lambda v: isinstance(v, np.ndarray) and v.ndim == 2 and v.shape[0] >= 1 and v.dtype == np.uint64,
         "a (ranks, words) uint64 array",
@@ -71,6 +81,7 @@ OPTIONAL_STATE = (
     "model_options",
     "data",
     "early_stopping",
+    "divergence",
     "rank_rngs",
 )
 

@@ -31,7 +31,7 @@ from .._native import core as _core
 from ..distributed import data_parallel
 from ..optim import Adam, Optimizer
 from ..storage import History, check_writable, history_path
-from .divergence import DivergenceGuard
+from .divergence import MISSING, DivergenceGuard
 from .early_stopping import EarlyStopping
 from .evaluation import BITS_LABELS, bits, evaluate
 from .hooks import CheckpointWriter, FitRun, LogCalls, Step, check_hooks
@@ -263,6 +263,7 @@ class Trainer:
             },
             "data": self._data_id,
             "early_stopping": self.early_stopping.state_dict() if self.early_stopping is not None else None,
+            "divergence": self._guard.state_dict(),
             **({"rank_rngs": self._rank_rngs} if self._rank_rngs is not None else {}),
         }
 
@@ -314,6 +315,7 @@ class Trainer:
         self._rank_rngs = None if rngs is None else np.array(rngs, copy=True)
         if self.early_stopping is not None:
             self.early_stopping.load_state_dict(state.get("early_stopping"))
+        self._guard.load_state_dict(state.get("divergence", MISSING), self)
 
     def save_checkpoint(self, path: Union[str, Path], vocab=None, extra: Optional[dict] = None) -> Path:
         """Write model, optimiser, progress and history to ``path`` and the history to its JSON.
