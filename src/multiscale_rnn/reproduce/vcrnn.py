@@ -36,8 +36,9 @@ PAPER = {"vcrnn": (1.46, 760), "vcgru": (1.42, 648)}
 #: VC model's measured RNN-d takes the same count (``equivalent_dim(..., gates=GATES[name] ** 2)``), so a VCGRU
 #: and the GRU it is compared with are sized alike.
 GATES = {"elman": 1.0, "gru": math.sqrt(2), "vcrnn": 1.0, "vcgru": math.sqrt(2)}
-# The mean rate over the 4 models on one thread (a few chunks timed on a loaded machine: VCGRU-1024 ~2,100/s)
-CHARS_PER_SECOND = 5_200
+#: Training characters per second on one thread at the default scale, by model (AMD EPYC Zen 3, `avx2`: the
+#: VCRNN-1024 over its first three epochs at mean m 0.43-0.35, the others timed over 12 chunks of 32 x 100)
+CHARS_PER_SECOND = {"vcrnn": 1_700, "vcgru": 3_500, "elman": 27_000, "gru": 6_500}
 
 
 def mean_m(model, ids, batch_size: int = 16, chunk: int = 500) -> tuple:
@@ -140,8 +141,11 @@ class _Settings:
             self.hidden, self.train_chars, self.valid_chars, self.epochs = 8, 4_000, 1_000, 1
             return
         self.hidden, self.train_chars, self.valid_chars = 1024, 1_000_000, 100_000
-        per_epoch = self.train_chars / CHARS_PER_SECOND
-        self.epochs = max(1, min(10, int(60.0 * minutes / 4 / per_epoch)))
+        self.epochs = max(1, min(10, int(60.0 * minutes / self.seconds_per_epoch())))
+
+    def seconds_per_epoch(self) -> float:
+        """One epoch of each of the 4 models at ``CHARS_PER_SECOND``."""
+        return sum(self.train_chars / rate for rate in CHARS_PER_SECOND.values())
 
 
 def finished(r: dict, epochs: int) -> bool:
@@ -204,12 +208,11 @@ def report(out_dir: Path) -> str:
 
 
 def estimate(minutes: float) -> float:
-    """Expected minutes: 4 models for all their epochs at ``CHARS_PER_SECOND`` (the baselines are faster), at
-    most the budget."""
+    """Expected minutes: the 4 models for all their epochs at ``CHARS_PER_SECOND``, at most the budget."""
     s = _Settings(minutes)
     if s.smoke:
         return minutes
-    return min(minutes, 4 * s.epochs * s.train_chars / CHARS_PER_SECOND / 60.0)
+    return min(minutes, s.epochs * s.seconds_per_epoch() / 60.0)
 
 
 def scale(minutes: float) -> str:
