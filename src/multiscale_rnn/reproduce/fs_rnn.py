@@ -35,7 +35,8 @@ __all__ = ["REPRODUCTION", "matched_size", "equal_time", "PAPER"]
 #: Table 1 of the paper (test BPC on Penn Treebank, parameters): the paper reports no stacked or
 #: sequential LSTM of equal size in a table (Section 4.2 compares their dynamics).
 PAPER = {"fs-lstm-2": "1.190 (7.2M parameters, fast 700, slow 400)", "stacked-lstm": "2-layer LSTM: 1.243"}
-CHARS_PER_SECOND = 4_600  # one thread: the run of the docs, 175-237 CPU-seconds an epoch of 1M characters (AMD EPYC, avx2)
+#: One thread: the run of the docs, 175-237 CPU-seconds an epoch of 1M characters (AMD EPYC, avx2)
+CHARS_PER_SECOND = 4_600
 
 
 def _models(vocab_size, embed, fast, slow, seed):
