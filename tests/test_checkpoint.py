@@ -233,3 +233,25 @@ def test_a_checkpoint_written_before_an_option_existed_loads_into_the_current_mo
     np.testing.assert_array_equal(back.flat_parameters(), m.flat_parameters())
     with pytest.raises(CheckpointError, match=r"rate_ramp: saved None, model 3"):
         checkpoint.load(old, model=msr.HMLSTM(20, 8, (8, 8), rate_ramp=3))
+
+
+@pytest.mark.parametrize("family", ["vcrnn", "hm-lstm"])
+def test_a_loaded_model_has_its_annealed_options_values(corpus, tmp_path, family):
+    """The trainer anneals a model option (a VCRNN's sharpness, an HM-LSTM's slope) that the model's config
+    holds at its built value: a checkpoint read back for evaluation (``load``, and so the command line's
+    evaluate, sample and plot) must compute what the trained model did."""
+
+    V = corpus.vocab_size
+    if family == "vcrnn":
+        model, name, sched = msr.VCRNN(V, 16, (16,), seed=0), "sharpness", msr.sharpness_schedule()
+    else:
+        model, name, sched = msr.HMLSTM(V, 12, (16, 16), seed=0), "slope", msr.schedules.linear(1.0, 5.0, 1.0)
+    tr = msr.Trainer(model, msr.optim.Adam(1e-2), batch_size=4, bptt=20, progress=False, model_options={name: sched})
+    ck = tmp_path / "m.npz"
+    tr.fit(corpus.train[:2_000], valid=corpus.valid, epochs=2, checkpoint=ck, vocab=corpus.vocab)
+    trained = model.options[name]
+    assert trained != type(model).all_options()[name].default  # annealed away from the built value
+    want = msr.evaluate(model, corpus.valid, batch_size=4, bptt=20)["bpc"]
+    loaded = checkpoint.load(ck).model
+    assert loaded.options[name] == trained
+    assert msr.evaluate(loaded, corpus.valid, batch_size=4, bptt=20)["bpc"] == want

@@ -214,3 +214,25 @@ def test_the_best_model_comes_back_with_its_options_values(tmp_path):
     loaded = _load_checkpoint(ck, best=True).model  # the command line's --best, from the saved state
     assert loaded.options["sharpness"] == pytest.approx(0.1)
     assert msr.evaluate(loaded, VALID, batch_size=4, bptt=20)["bpc"] == pytest.approx(got, abs=1e-9)
+
+
+@pytest.mark.parametrize("max_chunks", [None, 3])
+def test_a_checkpoint_saved_before_best_options_were_takes_them_from_its_best_epoch(tmp_path, monkeypatch, max_chunks):
+    """A checkpoint without ``best_options`` written at the end of its best epoch holds that epoch's option
+    values; one written inside a later epoch does not, and none are made up."""
+    plain = msr.Trainer.state_dict
+    monkeypatch.setattr(
+        msr.Trainer, "state_dict", lambda self: {k: v for k, v in plain(self).items() if k != "best_options"}
+    )
+    ck = tmp_path / "vc.npz"
+    opts = {"sharpness": msr.sharpness_schedule()}
+    tr = msr.Trainer(msr.VCRNN(V, 16, (16,), seed=0), msr.optim.Adam(3e-2), batch_size=4, bptt=20, progress=False,
+                     model_options=opts)  # fmt: skip
+    tr.fit(TRAIN, valid=VALID, epochs=1, checkpoint=ck)
+    if max_chunks is not None:  # stopped inside epoch 2, whose sharpness is 0.2
+        tr.fit(TRAIN, valid=VALID, epochs=2, checkpoint=ck, max_chunks=max_chunks)
+    again = msr.Trainer(msr.VCRNN(V, 16, (16,), seed=0), msr.optim.Adam(3e-2), batch_size=4, bptt=20,
+                        progress=False, model_options=opts)  # fmt: skip
+    again.resume_from(ck)
+    assert again.best_epoch == 1
+    assert again.best_options == (None if max_chunks else {"sharpness": pytest.approx(0.1)})

@@ -47,7 +47,9 @@ class CheckpointError(ValueError):
 
 @dataclass
 class Checkpoint:
-    """What ``load`` returns. ``model`` has the saved parameters and random state."""
+    """What ``load`` returns. ``model`` has the saved parameters and random state, and the values the trainer's
+    annealed options had when it was saved (a VCRNN's sharpness, an HM-LSTM's slope): it computes what the
+    trained model computed."""
 
     path: Path
     config: dict
@@ -364,6 +366,22 @@ def check_config(saved: dict, model, path: Union[str, Path] = "checkpoint") -> N
         )
 
 
+def _set_annealed_options(model, trainer_state: Optional[dict], path: Path) -> None:
+    """Give ``model`` the values of the options the trainer annealed, as they were at the save (the model's
+    config holds the values it was built with)."""
+    saved = (trainer_state or {}).get("model_options") or {}
+    if not isinstance(saved, dict):
+        raise CheckpointError(f"{path}: the trainer state's model_options must be an object, got {saved!r:.60}")
+    for name, entry in saved.items():
+        value = entry.get("value") if isinstance(entry, dict) else None
+        if value is None:
+            continue
+        try:
+            model.set_option(name, float(value))
+        except (TypeError, ValueError, KeyError, RuntimeError) as e:
+            raise CheckpointError(f"{path}: cannot set the annealed option {name!r} to {value!r}: {e}") from None
+
+
 def load(path: Union[str, Path], model=None) -> Checkpoint:
     """Read a checkpoint, refusing a missing file (``FileNotFoundError``), a corrupt or foreign file,
     a newer format version, or one whose model does not match ``model`` (``CheckpointError``).
@@ -401,7 +419,7 @@ def _load(z: _Archive, path: Path, model) -> Checkpoint:
             "trainer",
             lambda where: (
                 (flat.shape, flat.dtype)
-                if where == "trainer/best_params"
+                if where in ("trainer/best_params", "trainer/divergence/params")
                 else (None, flat.dtype)
                 if where.startswith("trainer/carried/")
                 else None
@@ -417,6 +435,7 @@ def _load(z: _Archive, path: Path, model) -> Checkpoint:
     extra = _want(meta.get("extra"), dict, "the extra settings", path, none=True) or {}
     flat[...] = params
     model.set_rng_state(rng)
+    _set_annealed_options(model, trainer_state, path)
     return Checkpoint(
         path=path,
         config=config,

@@ -309,6 +309,8 @@ class Trainer:
         bp = state.get("best_params")
         self.best_params = None if bp is None else np.array(bp, copy=True)
         bo = state.get("best_options")
+        if bo is None and "best_options" not in state and self.best_epoch == self.epoch and self.chunk == 0:
+            bo = self._applied  # saved before best_options were, at the end of its best epoch: the values then
         self.best_options = None if bo is None else {str(k): float(v) for k, v in bo.items()}
         self._data_id = state.get("data")
         rngs = state.get("rank_rngs")
