@@ -163,8 +163,8 @@ def test_a_diverged_vc_run_ends_at_its_best_epoch_and_is_not_trained_again(ptb, 
                 run.trainer.optimizer.lr = 400.0
 
     class Blowing(msr.Trainer):
-        def __init__(self, *a, **kw):
-            super().__init__(*a, hooks=[Wreck()], **kw)
+        def __init__(self, *a, hooks=(), **kw):
+            super().__init__(*a, hooks=list(hooks) + [Wreck()], **kw)
 
     monkeypatch.setattr(msr, "Trainer", Blowing)
     corpus = msr.data.load("ptb-char", path=str(ptb))
@@ -190,6 +190,45 @@ def test_a_diverged_vc_run_ends_at_its_best_epoch_and_is_not_trained_again(ptb, 
             "--out", str(tmp_path)]  # fmt: skip
     assert module.main(argv) == 0
     assert trained == [("vcrnn", 0.02, 0)]  # the diverged run is over; the other weight is trained
+
+
+def test_a_diverged_vc_run_goes_on_at_half_the_rate_when_it_has_retries(ptb, tmp_path, monkeypatch):
+    """``settings.retries``: the divergence gets a row marked retried, the run goes on from its last checkpoint at
+    half the learning rate (set after the resume, which reads the checkpoint's rate) and ends at its last epoch;
+    ``halvings`` (a later session's count of those rows) starts it at the lowered rate."""
+    from types import SimpleNamespace
+
+    from multiscale_rnn.reproduce.vcrnn import finished, train_vc
+
+    wrecked, rates = [], []
+
+    class WreckOnce(msr.training.Hook):  # the first training of epoch 2 at a rate that wrecks the model
+        def on_epoch_start(self, run):
+            rates.append((run.trainer.epoch + 1, run.trainer.optimizer.lr))
+            if run.trainer.epoch == 1 and not wrecked:
+                wrecked.append(True)
+                run.trainer.optimizer.lr = 400.0
+
+    class Blowing(msr.Trainer):
+        def __init__(self, *a, hooks=(), **kw):
+            super().__init__(*a, hooks=list(hooks) + [WreckOnce()], **kw)
+
+    monkeypatch.setattr(msr, "Trainer", Blowing)
+    corpus = msr.data.load("ptb-char", path=str(ptb))
+    s = SimpleNamespace(hidden=8, target=0.3, lr=2e-3, epochs=3, train_chars=4_000, valid_chars=1_000, retries=1)
+    with pytest.warns(RuntimeWarning, match="epoch 2: .* the run has diverged"):
+        rows = train_vc(corpus, s, "vcrnn", 0.01, 0, tmp_path, test=True)
+    want = [(1, False, 2e-3), (2, True, 2e-3), (2, False, 1e-3), (3, False, 1e-3)]  # (epoch, retried, lr)
+    assert [(r["epoch"], bool(r.get("retried")), r["lr"]) for r in rows] == want
+    assert [lr for _, lr in rates] == [2e-3, 2e-3, 1e-3, 1e-3]  # epoch 2 again, from the checkpoint, at half
+    assert [finished(r, 3) for r in rows] == [False, False, False, True] and "test_bpc" in rows[-1]
+    history = json.loads((tmp_path / "vcrnn-H8-w0.01-m0.3-seed0.history.json").read_text())
+    assert [h["epoch"] for h in history] == [1, 2, 3] and not any(h.get("diverged") for h in history)
+    rows[1].pop("test_bpc", None)
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert "| 3, lr halved at epoch 2 |" in msr.reproduce.report("vcrnn-table3", tmp_path)
+    again = train_vc(corpus, s, "vcrnn", 0.01, 1, tmp_path / "later", halvings=1)  # a later session's start
+    assert {r["lr"] for r in again} == {1e-3}
 
 
 def test_a_hornn_is_scored_at_its_best_epoch_not_its_last(ptb, tmp_path):

@@ -4,7 +4,8 @@ their mean m_t, equivalent dimension (RNN-d) and BPC, beside an Elman RNN and a 
 
 Each model trains one epoch a call from its checkpoint (``OUT/<label>.npz``) with the paper's schedule
 (symmetric L1 penalty towards m_bar, the mask's sharpness from 0.1 up by 0.1 per epoch to 1), Adam
-2e-3, batch 32, BPTT 100, gradient norm clipped to 1, the divergence guard on; every epoch is a line
+2e-3, batch 32, BPTT 100, gradient norm clipped to 1, the divergence guard on (a run it stops goes on from
+its last checkpoint at half the learning rate, at most twice, then ends at its best epoch); every epoch is a line
 of ``OUT/results.jsonl`` in the layout of ``bench/vc_calibrate.py`` (label, model, hidden, weight,
 target, seed, epoch, valid_bpc, mean_m, rnn_d, seconds, isa, threads), whose runs ``report`` reads too.
 """
@@ -16,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Dict
 
+from ..training.hooks import Hook
 from ._common import (
     PTB_CHAR_FILES,
     SMOKE_MINUTES,
@@ -70,51 +72,62 @@ def _build(model_name, vocab_size, hidden, weight, target, seed, scope="step"):
 
 
 def train_vc(corpus, settings, model_name, weight, seed, out: Path, budget=None, progress=False, test=False,
-             on_row=None):  # fmt: skip
+             on_row=None, halvings: int = 0):  # fmt: skip
     """Train one model epoch by epoch from its checkpoint in ``out``; its rows, one per epoch trained by this
     call or read back from the checkpoint (the last with ``test_bpc`` when ``test``), each passed to
     ``on_row`` as soon as it is made, so a run stopped by ``budget`` keeps the rows of its finished epochs.
     An epoch the checkpoint had already passed gets no row: the model in hand is a later epoch's, so its
     figures would be. ``settings`` has ``hidden``, ``target``, ``lr``, ``epochs``, ``train_chars``,
     ``valid_chars`` and may have ``penalty_scope`` (default "step"); a baseline (``elman``, ``gru``) takes
-    ``weight=None``. A run the divergence guard stops ends there with a row marked ``diverged``: its
-    ``valid_bpc``, ``mean_m``, ``rnn_d`` (and ``test_bpc`` when ``test``) are those of the parameters the model
-    ends with, the best epoch's (``best_epoch``); ``diverged_bpc`` is the figure that stopped it."""
+    ``weight=None``. ``settings.retries`` (0 when absent): how many times a run the divergence guard stops
+    goes on from its last checkpoint with the learning rate halved; ``halvings``: how many it already has
+    (its rows marked ``retried``). The divergence gets a row marked ``diverged`` (``best_epoch``, and
+    ``diverged_bpc`` the figure that stopped it): with ``retried`` when the run goes on, else as its last
+    row, whose ``valid_bpc``, ``mean_m``, ``rnn_d`` (and ``test_bpc`` when ``test``) are those of the
+    parameters the model ends with, the best epoch's. Every row has the learning rate it trained at."""
     import multiscale_rnn as msr
 
     vc = model_name in ("vcrnn", "vcgru")
     hidden = settings.hidden
     scope = getattr(settings, "penalty_scope", "step")
-    model = _build(model_name, corpus.vocab_size, hidden, weight, settings.target, seed, scope)
-    trainer = msr.Trainer(
-        model,
-        msr.optim.Adam(settings.lr),
-        clip_norm=1.0,
-        batch_size=32,
-        bptt=100,
-        seed=seed,
-        progress=progress,
-        model_options={"sharpness": msr.sharpness_schedule()} if vc else None,
-        divergence=0.1,
-    )
+    retries = getattr(settings, "retries", 0)
     label = vc_label(model_name, hidden, weight, settings.target, seed, scope)
     train, valid = corpus.train[: settings.train_chars], corpus.valid[: settings.valid_chars]
+    model, trainer, lr = None, None, settings.lr * 0.5**halvings
     rows = []
-    for epochs in range(1, settings.epochs + 1):
+    epochs = 1
+    while epochs <= settings.epochs:
+        if trainer is None:  # a new run, or one going on from its checkpoint at a lower rate
+            model = _build(model_name, corpus.vocab_size, hidden, weight, settings.target, seed, scope)
+            trainer = msr.Trainer(model, msr.optim.Adam(lr), clip_norm=1.0, batch_size=32, bptt=100, seed=seed,
+                                  progress=progress, divergence=0.1, hooks=[_LearningRate(lr)],
+                                  model_options={"sharpness": msr.sharpness_schedule()} if vc else None)  # fmt: skip
         t0 = time.perf_counter()
         history = trainer.fit(train, valid=valid, epochs=epochs, checkpoint=out / f"{label}.npz", resume="auto")
         if len(history) > epochs:  # the checkpoint is past this epoch
+            epochs += 1
             continue
         d = trainer.diverged  # the guard stopped this epoch and put the best epoch's parameters back
         m, rnn_d = mean_m(model, valid) if vc else (None, GATES[model_name] * hidden)
         r = dict(label=label, model=model_name, hidden=hidden, weight=weight, target=settings.target if vc else None,
                  seed=seed, epoch=epochs, valid_bpc=history[-1]["valid_bpc"] if d is None else d["best_bits"],
-                 mean_m=m, rnn_d=rnn_d, seconds=time.perf_counter() - t0, isa=msr._native.ISA,
+                 mean_m=m, rnn_d=rnn_d, lr=lr, seconds=time.perf_counter() - t0, isa=msr._native.ISA,
                  threads=msr.get_num_threads())  # fmt: skip
         if vc:
             r["penalty_scope"] = scope
-        if d is not None:  # the row's figures are the best epoch's, the model the run ends with
+        if d is not None:  # the row's figures are the best epoch's, the model's parameters now
             r.update(diverged=True, best_epoch=d["best_epoch"], diverged_bpc=d["valid_bits"])
+        if d is not None and halvings < retries:  # on from the last checkpoint at half the rate
+            r["retried"] = True
+            rows.append(r)
+            if on_row is not None:
+                on_row(r)
+            say(
+                progress,
+                f"{label}: diverged at epoch {epochs} (lr {lr:g}); on from the last checkpoint at lr {lr / 2:g}",
+            )
+            halvings, lr, trainer = halvings + 1, lr / 2, None
+            continue
         if test and (epochs == settings.epochs or d is not None):
             r["test_bpc"] = msr.evaluate(model, corpus.test[: settings.valid_chars], batch_size=16)["bpc"]
             r.update(machine())
@@ -128,7 +141,19 @@ def train_vc(corpus, settings, model_name, weight, seed, out: Path, budget=None,
             break
         if budget is not None and epochs < settings.epochs:
             budget.check()
+        epochs += 1
     return rows
+
+
+class _LearningRate(Hook):
+    """Sets the optimiser's learning rate when ``fit`` starts, after the resume (which reads the rate of the
+    checkpoint): a run going on after a divergence trains at its lowered rate."""
+
+    def __init__(self, lr: float):
+        self.lr = lr
+
+    def on_fit_start(self, run) -> None:
+        run.trainer.optimizer.lr = self.lr
 
 
 class _Settings:
@@ -137,6 +162,7 @@ class _Settings:
     def __init__(self, minutes: float):
         self.smoke = minutes < SMOKE_MINUTES
         self.target, self.lr, self.weight = 0.3, 2e-3, 1.0
+        self.retries = 2  # a run the divergence guard stops goes on at half the rate, at most twice
         if self.smoke:
             self.hidden, self.train_chars, self.valid_chars, self.epochs = 8, 4_000, 1_000, 1
             return
@@ -149,8 +175,9 @@ class _Settings:
 
 
 def finished(r: dict, epochs: int) -> bool:
-    """Whether a results row ends its model's run: its last epoch, or the epoch the divergence guard stopped."""
-    return r["epoch"] == epochs or bool(r.get("diverged"))
+    """Whether a results row ends its model's run: its last epoch, or the epoch the divergence guard stopped
+    when the run did not go on at a lower rate."""
+    return not r.get("retried") and (r["epoch"] == epochs or bool(r.get("diverged")))
 
 
 def _finished_unit(results, label, epochs):
@@ -177,22 +204,34 @@ def run(out_dir: Path, budget, progress: bool, data_path) -> None:
             continue
         budget.check()
         say(progress, f"[{i}/{len(plan)}] {label}: {s.epochs} epoch(s) on {s.train_chars:,} characters")
-        done = {r["epoch"] for r in results.rows() if r["label"] == label}
-        keep = lambda r: None if r["epoch"] in done and "test_bpc" not in r else results.append(r)  # noqa: E731
-        train_vc(corpus, unit_s, name, weight, 0, Path(out_dir), budget, progress, test=True, on_row=keep)
+        mine = [r for r in results.rows() if r["label"] == label]
+        done = {r["epoch"] for r in mine if not r.get("retried")}
+        halvings = sum(1 for r in mine if r.get("retried"))
+
+        def keep(r, done=done):  # a row once: an epoch read back from the checkpoint is in the results already
+            if r.get("retried") or "test_bpc" in r or r["epoch"] not in done:
+                results.append(r)
+
+        train_vc(corpus, unit_s, name, weight, 0, Path(out_dir), budget, progress, test=True, on_row=keep,
+                 halvings=halvings)  # fmt: skip
         budget.unit_finished()
 
 
 def report(out_dir: Path) -> str:
     """The last epoch of every model in ``out_dir/results.jsonl``, beside the paper's Table 3."""
     last: Dict[str, dict] = {}
+    rows_of: Dict[str, list] = {}
     for r in Results(out_dir).rows():
+        rows_of.setdefault(r["label"], []).append(r)
         if r["label"] not in last or r["epoch"] >= last[r["label"]]["epoch"]:
             last[r["label"]] = r
     rows = []
     for r in last.values():
         paper = PAPER.get(r["model"]) if r.get("weight") is not None else None
-        epochs = f"{r['best_epoch']} (diverged at {r['epoch']})" if r.get("diverged") else r["epoch"]
+        epochs = f"{r['best_epoch']} (diverged at {r['epoch']})" if r.get("diverged") else str(r["epoch"])
+        halved = [x["epoch"] for x in rows_of[r["label"]] if x.get("retried")]
+        if halved:
+            epochs += f", lr halved at epoch {', '.join(map(str, halved))}"
         rows.append([r["label"], r["hidden"], fmt(r.get("target"), 2), fmt(r.get("weight"), 3), epochs,
                      fmt(r.get("mean_m"), 3), f"{r['rnn_d']:.0f}", fmt(r["valid_bpc"]), fmt(r.get("test_bpc")),
                      "-" if paper is None else f"{paper[0]} @ RNN-d {paper[1]} (1024 units)"])  # fmt: skip
