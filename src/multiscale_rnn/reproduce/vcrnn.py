@@ -93,15 +93,19 @@ def train_vc(corpus, settings, model_name, weight, seed, out: Path, budget=None,
     retries = getattr(settings, "retries", 0)
     label = vc_label(model_name, hidden, weight, settings.target, seed, scope)
     train, valid = corpus.train[: settings.train_chars], corpus.valid[: settings.valid_chars]
-    model, trainer, lr = None, None, settings.lr * 0.5**halvings
+
+    def start(lr: float):
+        """The model and its Trainer at ``lr``; ``fit`` resumes from the checkpoint when there is one."""
+        model = _build(model_name, corpus.vocab_size, hidden, weight, settings.target, seed, scope)
+        return model, msr.Trainer(model, msr.optim.Adam(lr), clip_norm=1.0, batch_size=32, bptt=100, seed=seed,
+                                  progress=progress, divergence=0.1, hooks=[_LearningRate(lr)],
+                                  model_options={"sharpness": msr.sharpness_schedule()} if vc else None)  # fmt: skip
+
+    lr = settings.lr * 0.5**halvings
+    model, trainer = start(lr)
     rows = []
     epochs = 1
     while epochs <= settings.epochs:
-        if trainer is None:  # a new run, or one going on from its checkpoint at a lower rate
-            model = _build(model_name, corpus.vocab_size, hidden, weight, settings.target, seed, scope)
-            trainer = msr.Trainer(model, msr.optim.Adam(lr), clip_norm=1.0, batch_size=32, bptt=100, seed=seed,
-                                  progress=progress, divergence=0.1, hooks=[_LearningRate(lr)],
-                                  model_options={"sharpness": msr.sharpness_schedule()} if vc else None)  # fmt: skip
         t0 = time.perf_counter()
         history = trainer.fit(train, valid=valid, epochs=epochs, checkpoint=out / f"{label}.npz", resume="auto")
         if len(history) > epochs:  # the checkpoint is past this epoch
@@ -126,7 +130,8 @@ def train_vc(corpus, settings, model_name, weight, seed, out: Path, budget=None,
                 progress,
                 f"{label}: diverged at epoch {epochs} (lr {lr:g}); on from the last checkpoint at lr {lr / 2:g}",
             )
-            halvings, lr, trainer = halvings + 1, lr / 2, None
+            halvings, lr = halvings + 1, lr / 2
+            model, trainer = start(lr)  # on from the last checkpoint
             continue
         if test and (epochs == settings.epochs or d is not None):
             r["test_bpc"] = msr.evaluate(model, corpus.test[: settings.valid_chars], batch_size=16)["bpc"]
