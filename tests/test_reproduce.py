@@ -147,6 +147,26 @@ def test_a_model_stopped_between_epochs_resumes_from_its_checkpoint(ptb, tmp_pat
     assert rows[-1]["test_bpc"] == whole[-1]["test_bpc"]
 
 
+def _wreck_epoch_2(monkeypatch, once: bool) -> list:
+    """Every Trainer ``msr.Trainer`` makes trains epoch 2 (the first time only, with ``once``; else from epoch 2
+    on) at a learning rate that wrecks the model; returns the list it fills with (epoch, rate at its start)."""
+    wrecked, rates = [], []
+
+    class Wreck(msr.training.Hook):
+        def on_epoch_start(self, run):
+            rates.append((run.trainer.epoch + 1, run.trainer.optimizer.lr))
+            if run.trainer.epoch >= 1 and not (once and (run.trainer.epoch > 1 or wrecked)):
+                wrecked.append(True)
+                run.trainer.optimizer.lr = 400.0
+
+    class Wrecking(msr.Trainer):
+        def __init__(self, *a, hooks=(), **kw):
+            super().__init__(*a, hooks=list(hooks) + [Wreck()], **kw)
+
+    monkeypatch.setattr(msr, "Trainer", Wrecking)
+    return rates
+
+
 def test_a_diverged_vc_run_ends_at_its_best_epoch_and_is_not_trained_again(ptb, tmp_path, monkeypatch, capsys):
     """The divergence guard stops a run: its last row holds the best epoch's figures and says so, the table
     shows it, and a rerun of vc_calibrate.py does not repeat the diverged epoch (it would, from the last
@@ -157,16 +177,7 @@ def test_a_diverged_vc_run_ends_at_its_best_epoch_and_is_not_trained_again(ptb, 
 
     from multiscale_rnn.reproduce.vcrnn import finished, train_vc
 
-    class Wreck(msr.training.Hook):  # epoch 2 onwards at a learning rate that wrecks the model
-        def on_epoch_start(self, run):
-            if run.trainer.epoch >= 1:
-                run.trainer.optimizer.lr = 400.0
-
-    class Blowing(msr.Trainer):
-        def __init__(self, *a, hooks=(), **kw):
-            super().__init__(*a, hooks=list(hooks) + [Wreck()], **kw)
-
-    monkeypatch.setattr(msr, "Trainer", Blowing)
+    _wreck_epoch_2(monkeypatch, once=False)
     corpus = msr.data.load("ptb-char", path=str(ptb))
     s = SimpleNamespace(hidden=8, target=0.3, lr=2e-3, epochs=4, train_chars=4_000, valid_chars=1_000)
     with pytest.warns(RuntimeWarning, match="epoch 2: .* the run has diverged"):
@@ -200,20 +211,7 @@ def test_a_diverged_vc_run_goes_on_at_half_the_rate_when_it_has_retries(ptb, tmp
 
     from multiscale_rnn.reproduce.vcrnn import finished, train_vc
 
-    wrecked, rates = [], []
-
-    class WreckOnce(msr.training.Hook):  # the first training of epoch 2 at a rate that wrecks the model
-        def on_epoch_start(self, run):
-            rates.append((run.trainer.epoch + 1, run.trainer.optimizer.lr))
-            if run.trainer.epoch == 1 and not wrecked:
-                wrecked.append(True)
-                run.trainer.optimizer.lr = 400.0
-
-    class Blowing(msr.Trainer):
-        def __init__(self, *a, hooks=(), **kw):
-            super().__init__(*a, hooks=list(hooks) + [WreckOnce()], **kw)
-
-    monkeypatch.setattr(msr, "Trainer", Blowing)
+    rates = _wreck_epoch_2(monkeypatch, once=True)
     corpus = msr.data.load("ptb-char", path=str(ptb))
     s = SimpleNamespace(hidden=8, target=0.3, lr=2e-3, epochs=3, train_chars=4_000, valid_chars=1_000, retries=1)
     with pytest.warns(RuntimeWarning, match="epoch 2: .* the run has diverged"):
