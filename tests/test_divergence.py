@@ -119,3 +119,18 @@ def test_a_resumed_run_compares_with_the_best_before_the_stop(tmp_path, monkeypa
         history = tr2.fit(TRAIN, valid=VALID, epochs=4, checkpoint=ck)
     assert len(history) == 2 and history[-1]["diverged"] is True and tr2.diverged["best_epoch"] == 1
     np.testing.assert_array_equal(model2.flat_parameters(), best)
+
+
+def test_a_run_continued_after_the_stop_goes_on_from_the_best_parameters():
+    """The warning's advice: a lower learning rate and another fit. ``trainer.diverged`` speaks of the last
+    fit only, and training goes on from the best epoch's parameters."""
+    model, tr = _trainer()
+    with pytest.warns(RuntimeWarning, match="the run has diverged"):
+        _blow_up(tr, 4)
+    assert tr.diverged["epoch"] == 2
+    tr.optimizer.lr = 0.5
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        history = tr.fit(TRAIN, valid=VALID, epochs=4)
+    assert tr.diverged is None and [r["epoch"] for r in history] == [1, 2, 3, 4]
+    assert history[-1]["valid_bpc"] < history[1]["valid_bpc"] and not history[-1].get("diverged")

@@ -51,6 +51,10 @@ class DivergenceGuard(Hook):
             "options": {str(k): float(v) for k, v in (state.get("options") or {}).items()},
         }
 
+    def on_fit_start(self, run: FitRun) -> None:
+        """``trainer.diverged`` speaks of this ``fit`` call: a run continued after a stop starts without one."""
+        run.trainer.diverged = None
+
     def on_model_changed(self, run: FitRun, names: List[str]) -> None:
         self.baseline = None  # the model itself changed (a detector started): a new baseline
 

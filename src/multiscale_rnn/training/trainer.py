@@ -109,7 +109,8 @@ class Trainer:
         and figures), stops, puts that best epoch's parameters and option values (an annealed
         sharpness or slope) back into the model and leaves the last
         checkpoint as it was; the epoch's history row has ``"diverged": True`` and ``trainer.diverged``
-        the figures. None (the default) turns the guard off. Needs validation data. Off by default
+        the figures (None again when the next ``fit`` starts: call it, at a lower learning rate, to go
+        on from the best parameters). None (the default) turns the guard off. Needs validation data. Off by default
         because some recipes are not monotone: an HM-LSTM's validation figure jumps for a few epochs
         after each detector starts.
     early_stopping : an ``EarlyStopping(patience, min_delta)``: stop once the validation loss has not improved
@@ -170,7 +171,7 @@ class Trainer:
         if divergence is not None and not (is_number(divergence) and divergence > 0):
             raise ValueError(f"divergence must be a number of bits > 0 (or None: no guard), got {divergence!r}")
         self.divergence = None if divergence is None else float(divergence)
-        self.diverged: Optional[dict] = None  # the epoch the guard stopped at, with its figures
+        self.diverged: Optional[dict] = None  # the epoch the guard stopped the last fit at, with its figures
         self._guard = DivergenceGuard()  # kept from one fit call to the next: its baseline carries on
         if early_stopping is not None and not isinstance(early_stopping, EarlyStopping):
             raise TypeError(
