@@ -396,3 +396,12 @@ def test_hm_lstm_table3_unit_resumed_after_its_last_epoch_writes_no_row_twice(tm
     for _ in range(2):  # the second call finds the checkpoint at the last epoch and its rows written
         t3._train(corpus, s, "hm-lstm", 0, None, tmp_path, budget, results, lambda line: None)
     assert [(r["epoch"], bool(r.get("final"))) for r in results.rows()] == [(1, False), (2, True)]
+
+
+def test_the_machine_line_gives_the_rows_threads_and_module_not_the_reporting_process():
+    from multiscale_rnn.reproduce import machine_line
+
+    line = machine_line([dict(label="a", epoch=1, isa="baseline", threads=7)])  # rows that record no CPU
+    assert "instruction-set module `baseline`, 7 thread(s)" in line
+    line = machine_line([dict(cpu="Some CPU", isa="avx2", threads=1), dict(cpu="Some CPU", isa="avx2", threads=1)])
+    assert line.startswith("Machine: Some CPU, instruction-set module `avx2`, 1 thread(s) (")

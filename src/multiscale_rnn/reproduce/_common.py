@@ -154,7 +154,9 @@ def machine() -> Dict:
 
 def machine_line(rows: Iterable[dict]) -> str:
     """The report's machine line: the machines the rows record (an older row may lack the cores), or
-    this machine when no row records one."""
+    this machine's CPU when no row records one, with the module and threads the rows ran with (this
+    process's when no row has them)."""
+    rows = list(rows)
     seen: List[str] = []
     for r in rows:
         if "cpu" in r:
@@ -163,7 +165,9 @@ def machine_line(rows: Iterable[dict]) -> str:
                 seen.append(m)
     if not seen:
         here = machine()
-        seen.append(f"{here['cpu']}, instruction-set module `{here['isa']}`, {here['threads']} thread(s)")
+        isa = next((r["isa"] for r in rows if "isa" in r), here["isa"])
+        threads = next((r["threads"] for r in rows if "threads" in r), here["threads"])
+        seen.append(f"{here['cpu']}, instruction-set module `{isa}`, {threads} thread(s)")
     return "Machine: " + "; ".join(seen) + f" ({os.cpu_count()} cores here)"
 
 
