@@ -369,13 +369,12 @@ def check_config(saved: dict, model, path: Union[str, Path] = "checkpoint") -> N
 def _set_annealed_options(model, trainer_state: Optional[dict], path: Path) -> None:
     """Give ``model`` the values of the options the trainer annealed, as they were at the save (the model's
     config holds the values it was built with)."""
+    from .training.state import saved_option_values
+
     saved = (trainer_state or {}).get("model_options") or {}
     if not isinstance(saved, dict):
         raise CheckpointError(f"{path}: the trainer state's model_options must be an object, got {saved!r:.60}")
-    for name, entry in saved.items():
-        value = entry.get("value") if isinstance(entry, dict) else None
-        if value is None:
-            continue
+    for name, value in saved_option_values(trainer_state or {}).items():
         try:
             model.set_option(name, float(value))
         except (TypeError, ValueError, KeyError, RuntimeError) as e:

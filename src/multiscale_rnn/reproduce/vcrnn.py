@@ -121,24 +121,23 @@ def train_vc(corpus, settings, model_name, weight, seed, out: Path, budget=None,
             r["penalty_scope"] = scope
         if d is not None:  # the row's figures are the best epoch's, the model's parameters now
             r.update(diverged=True, best_epoch=d["best_epoch"], diverged_bpc=d["valid_bits"])
-        if d is not None and halvings < retries:  # on from the last checkpoint at half the rate
+        retry = d is not None and halvings < retries  # on from the last checkpoint at half the rate
+        if retry:
             r["retried"] = True
-            rows.append(r)
-            if on_row is not None:
-                on_row(r)
-            say(
-                progress,
-                f"{label}: diverged at epoch {epochs} (lr {lr:g}); on from the last checkpoint at lr {lr / 2:g}",
-            )
-            halvings, lr = halvings + 1, lr / 2
-            model, trainer = start(lr)  # on from the last checkpoint
-            continue
-        if test and (epochs == settings.epochs or d is not None):
+        elif test and (epochs == settings.epochs or d is not None):
             r["test_bpc"] = msr.evaluate(model, corpus.test[: settings.valid_chars], batch_size=16)["bpc"]
             r.update(machine())
         rows.append(r)
         if on_row is not None:
             on_row(r)
+        if retry:
+            say(
+                progress,
+                f"{label}: diverged at epoch {epochs} (lr {lr:g}); on from the last checkpoint at lr {lr / 2:g}",
+            )
+            halvings, lr = halvings + 1, lr / 2
+            model, trainer = start(lr)
+            continue
         mm = "" if m is None else f", mean m {m:.3f} (m_bar {settings.target})"
         say(progress, f"{label} epoch {epochs}: valid {r['valid_bpc']:.3f} bpc{mm}, RNN-d {rnn_d:.0f} of {hidden}")
         if d is not None:  # trained on, the run would repeat the diverged epoch from the last checkpoint

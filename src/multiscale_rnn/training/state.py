@@ -10,7 +10,7 @@ import numpy as np
 
 from .._checks import Rule, first_bad_entry, is_int, is_number
 
-__all__ = ["STATE_RULES", "OPTIONAL_STATE", "check_state", "ids_fingerprint"]
+__all__ = ["STATE_RULES", "OPTIONAL_STATE", "check_state", "ids_fingerprint", "saved_option_values"]
 
 _COUNT: Rule = (lambda v: is_int(v) and v >= 0, "an integer >= 0")
 _NUMBER: Rule = (is_number, "a finite number")
@@ -96,6 +96,14 @@ def check_state(state) -> None:
     if key not in state:
         raise ValueError(f"the trainer state lacks {key!r}")
     raise ValueError(f"trainer state {key!r} must be {STATE_RULES[key][1]}, got {state[key]!r:.80}")
+
+
+def saved_option_values(state: dict) -> Dict[str, float]:
+    """The values the trainer's annealed model options had when ``state`` was saved (its ``model_options``
+    entries that hold a value)."""
+    saved = state.get("model_options") or {}
+    values = {name: entry.get("value") if isinstance(entry, dict) else None for name, entry in saved.items()}
+    return {name: float(v) for name, v in values.items() if v is not None}
 
 
 def ids_fingerprint(ids: np.ndarray) -> dict:

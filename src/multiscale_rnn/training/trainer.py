@@ -39,7 +39,7 @@ from .inputs import training_data
 from .logs import CsvLog, TensorBoardLog, csv_path, writer_class
 from .progress import ProgressDisplay
 from .sequences import SequenceBatches, as_sequences, is_sequences, sequences_fingerprint
-from .state import check_state, ids_fingerprint
+from .state import check_state, ids_fingerprint, saved_option_values
 
 if TYPE_CHECKING:
     from ..models.base import LanguageModel
@@ -213,14 +213,18 @@ class Trainer:
     def _set_option(self, name: str, value: float) -> None:
         self.model.set_option(name, float(value))
 
+    def _set_options(self, values: Dict[str, float]) -> None:
+        """Set model options to ``values`` and record them as applied."""
+        for name, value in values.items():
+            self._set_option(name, float(value))
+            self._applied[name] = float(value)
+        self.option_values = dict(self._applied)
+
     def put_back(self, params: np.ndarray, options: Optional[Dict[str, float]]) -> None:
         """Put a kept model back: its parameters and the values its options had (``option_values``), so that
         it computes what it computed then (a VCRNN's annealed sharpness, an HM-LSTM's slope)."""
         self.model.flat_parameters()[...] = params
-        for name, value in (options or {}).items():
-            self._set_option(name, float(value))
-            self._applied[name] = float(value)
-        self.option_values = dict(self._applied)
+        self._set_options(options or {})
 
     def _apply_options(self, force: bool = False) -> List[str]:
         """Set every model option whose value changed (all with ``force``); returns the model's own
@@ -294,12 +298,7 @@ class Trainer:
         # the options' values at the checkpoint, set again: a resumed run with nothing left to train leaves
         # the model as it was saved (an evaluation sees the annealed sharpness, slope, ... not the defaults)
         self._applied = {}
-        for name, entry in (state.get("model_options") or {}).items():
-            value = entry.get("value") if isinstance(entry, dict) else None
-            if value is not None:
-                self._set_option(name, float(value))
-                self._applied[name] = float(value)
-        self.option_values = dict(self._applied)
+        self._set_options(saved_option_values(state))
         self.epoch, self.chunk, self.step = int(state["epoch"]), int(state["chunk"]), int(state["step"])
         self._sum_loss, self._tokens = float(state["sum_loss"]), int(state["tokens"])
         self._sum_aux = {str(k): float(v) for k, v in (state.get("sum_aux") or {}).items()}
