@@ -24,7 +24,7 @@ import argparse
 import os
 
 import numpy as np
-from timing import sgemm_peak, timed
+from timing import arithmetic_peak, describe_arithmetic_peak, sgemm_peak, timed
 
 import multiscale_rnn as msr
 from multiscale_rnn.models.base import _core
@@ -124,13 +124,21 @@ def main(argv=None):
             f"{c_torch / c_ours:13.2f}x   {g_ours:12.1f} {g_torch:13.1f}",
             flush=True,
         )
-    peak = sgemm_peak(4096, torch=torch)
+    peak = sgemm_peak(4096, args.threads, torch=torch)
     best = max(peak.values())
     print("sgemm 4096^3 peak: " + ", ".join(f"{k} {v:.1f}" for k, v in peak.items()) + " GFLOP/s (same threads)")
     for name, g_ours, g_torch in rates:
         print(
             f"{name:8s} % of the peak: ours {100 * g_ours / best:3.0f} %, torch {100 * g_torch / best:3.0f} %; "
             f"2x torch would need {200 * g_torch / best:3.0f} % of it"
+        )
+    arith = arithmetic_peak()
+    print(describe_arithmetic_peak(arith))
+    for name, g_ours, g_torch in rates:
+        a = arith["gflops"]
+        print(
+            f"{name:8s} % of the arithmetic peak: ours {100 * g_ours / a:3.0f} %, torch {100 * g_torch / a:3.0f} %; "
+            f"2x torch would need {200 * g_torch / a:3.0f} % of it"
         )
 
 

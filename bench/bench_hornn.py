@@ -33,7 +33,7 @@ import argparse
 import os
 
 import numpy as np
-from timing import sgemm_peak, timed
+from timing import arithmetic_peak, describe_arithmetic_peak, sgemm_peak, timed
 
 import multiscale_rnn as msr
 from multiscale_rnn.models.base import _core
@@ -196,7 +196,7 @@ def breakdown(torch, args):
             rate = head_gflop / max(cols[side][1] - cols[side][2], 1e-9) * 1e3
             print(f"{pooling:8s} {side:6s} full head's products: {rate:6.1f} GFLOP/s of CPU time", flush=True)
     products = head_products(H, V, B * T, args.steps)
-    peak = sgemm_peak(4096, torch=torch)
+    peak = sgemm_peak(4096, args.threads, torch=torch)
     best = max(peak.values())
     for name, (ms, rate) in products.items():
         print(
@@ -212,6 +212,16 @@ def breakdown(torch, args):
         + ", ".join(f"{k} {v:.1f}" for k, v in peak.items())
         + f" GFLOP/s ({args.threads} thread(s))"
     )
+    arith = arithmetic_peak()
+    print(describe_arithmetic_peak(arith))
+    a = arith["gflops"]
+    for name, (ms, rate) in products.items():
+        print(f"head's {name:24s} {rate:6.1f} GFLOP/s = {100 * rate / a:3.0f} % of the arithmetic peak", flush=True)
+    for pooling, ours, theirs in class_rates:
+        print(
+            f"{pooling:8s} class-head step: ours {100 * ours / a:3.0f} % of the arithmetic peak, torch "
+            f"{100 * theirs / a:3.0f} %; 2x torch needs {200 * theirs / a:3.0f}%"
+        )
 
 
 def main(argv=None):

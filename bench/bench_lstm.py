@@ -104,7 +104,7 @@ if ARGS.isa:
     os.environ["MULTISCALE_RNN_ISA"] = ARGS.isa
 
 import numpy as np  # noqa: E402
-from timing import sgemm_peak  # noqa: E402
+from timing import arithmetic_peak, describe_arithmetic_peak, sgemm_peak  # noqa: E402
 
 import multiscale_rnn as msr  # noqa: E402
 
@@ -233,9 +233,11 @@ def main():
         print(f"bfloat16 rows left out: {msr.bf16_unavailable_reason() or 'inference not timed'}")
     elif a.bf16:
         print(f"bfloat16 kernel: {msr.bf16_kernel()}")
-    peak = sgemm_peak(a.peak_size, torch=torch, bf16=ARGS.bf16)
+    peak = sgemm_peak(a.peak_size, a.threads, torch=torch, bf16=ARGS.bf16)
     for k, v in peak.items():
         print(f"sgemm {a.peak_size}^3 peak via {k}: {v:.1f} GFLOP/s")
+    arith = arithmetic_peak()
+    print(describe_arithmetic_peak(arith))
     pause()
 
     data = make_data(a.vocab, a.batch, a.bptt, max(a.chunks, a.warmup))
@@ -268,7 +270,7 @@ def main():
     # the machine's true peak.
     pause()
     raised = False
-    for k, v in sgemm_peak(a.peak_size, torch=torch, bf16=ARGS.bf16).items():
+    for k, v in sgemm_peak(a.peak_size, a.threads, torch=torch, bf16=ARGS.bf16).items():
         print(f"sgemm {a.peak_size}^3 peak via {k} (end): {v:.1f} GFLOP/s")
         raised |= v > peak[k]
         peak[k] = max(peak[k], v)
@@ -276,10 +278,16 @@ def main():
         print("peak raised; % of peak with it:")
         for i, row in enumerate(rows):
             print_row(row, peak, header=i == 0)
+    arith = max(arith, arithmetic_peak(), key=lambda p: p["gflops"])
+    print(describe_arithmetic_peak(arith) + "; the float32 rows against it (ours, best repeat):")
+    for row in rows:
+        if row["precision"] == "float32":
+            gf = row["ours"][0] * row["flops"] / 1e9
+            print(f"  {row['layers']} layer(s) {row['mode']}: {gf:.1f} GFLOP/s = {100 * gf / arith['gflops']:.0f} %")
     load1 = load()
     print(f"load average after: {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}")
     if a.markdown:
-        write_markdown(a.markdown, rows, peak, load0, load1)
+        write_markdown(a.markdown, rows, peak, load0, load1, arith)
 
 
 def summary(values):
@@ -341,7 +349,7 @@ def print_row(row, peak, header):
     print("  ".join(c.rjust(w) for c, w in zip(fmt_row(row, peak), widths)), flush=True)
 
 
-def write_markdown(path, rows, peak, load0, load1):
+def write_markdown(path, rows, peak, load0, load1, arith):
     a = ARGS
     lines = [
         f"Command: `python {' '.join(sys.argv)}`",
@@ -353,7 +361,7 @@ def write_markdown(path, rows, peak, load0, load1):
         + (f"; our bfloat16 kernel: {msr.bf16_kernel()}. " if a.bf16 else ". ")
         + "Matrix-product peak "
         + ", ".join(f"{k} {v:.1f}" for k, v in peak.items())
-        + f" GFLOP/s. Load average before {load0[0]:.2f}, after {load1[0]:.2f}.",
+        + f" GFLOP/s; {describe_arithmetic_peak(arith)}. Load average before {load0[0]:.2f}, after {load1[0]:.2f}.",
         "",
         "| " + " | ".join(HEAD) + " |",
         "|" + "---|" * len(HEAD),

@@ -3,6 +3,9 @@ same load of a shared machine."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -26,11 +29,13 @@ def timed(steps, reps):
     return [(min(w), min(c)) for w, c in zip(wall, cpu)]
 
 
-def sgemm_peak(n: int, reps: int = 5, torch=None, bf16: bool = False):
+def sgemm_peak(n: int, threads: int, reps: int = 5, torch=None, bf16: bool = False):
     """This machine's matrix-product peak, GFLOP/s: the fastest of ``reps`` (after a warm-up) square
-    float32 products C (n, n) = A B through NumPy (OpenBLAS) and, given ``torch``, ``torch.mm`` (MKL), with
-    ``bf16`` also ``torch.mm`` in bfloat16; {"numpy": ..., "torch": ..., "torch-bf16": ...}. Run it with the
-    thread count of the figures it is compared with."""
+    float32 products C (n, n) = A B through NumPy (OpenBLAS) on ``threads`` threads and, given ``torch``,
+    ``torch.mm`` (MKL) on torch's thread count, with ``bf16`` also ``torch.mm`` in bfloat16;
+    {"numpy": ..., "torch": ..., "torch-bf16": ...}. Run it with the thread count of the figures it is
+    compared with. NumPy's product runs in a child process: OpenBLAS reads its thread count once, when it
+    loads, and a benchmark's NumPy has loaded by then (with every core)."""
     flops = 2.0 * n**3
     rng = np.random.default_rng(0)
     a = rng.standard_normal((n, n), dtype=np.float32)
@@ -45,8 +50,7 @@ def sgemm_peak(n: int, reps: int = 5, torch=None, bf16: bool = False):
             best = min(best, time.perf_counter() - t0)
         return flops / best / 1e9
 
-    c = np.empty((n, n), dtype=np.float32)
-    out = {"numpy": rate(lambda: np.matmul(a, b, out=c))}
+    out = {"numpy": _numpy_sgemm_rate(n, threads, reps)}
     if torch is not None:
         ta, tb = torch.from_numpy(a), torch.from_numpy(b)
         tc = torch.empty(n, n)
@@ -56,3 +60,58 @@ def sgemm_peak(n: int, reps: int = 5, torch=None, bf16: bool = False):
             hc = torch.empty(n, n, dtype=torch.bfloat16)
             out["torch-bf16"] = rate(lambda: torch.mm(ha, hb, out=hc))
     return out
+
+
+def _numpy_sgemm_rate(n: int, threads: int, reps: int) -> float:
+    """GFLOP/s of NumPy's (n, n) float32 product on ``threads`` BLAS threads, fastest of ``reps``."""
+    code = (
+        "import time, numpy as np\n"
+        f"n, reps = {n}, {reps}\n"
+        "rng = np.random.default_rng(0)\n"
+        "a, b = (rng.standard_normal((n, n), dtype=np.float32) for _ in range(2))\n"
+        "c = np.empty((n, n), dtype=np.float32)\n"
+        "np.matmul(a, b, out=c)\n"
+        "best = float('inf')\n"
+        "for _ in range(reps):\n"
+        "    t0 = time.perf_counter(); np.matmul(a, b, out=c); best = min(best, time.perf_counter() - t0)\n"
+        "print(2.0 * n**3 / best / 1e9)\n"
+    )
+    env = dict(os.environ, **{v: str(threads) for v in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS")})
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    return float(out.stdout.strip())
+
+
+def arithmetic_peak(seconds: float = 0.3, reps: int = 3):
+    """The loaded core module's arithmetic peak, GFLOP/s, on the core's current thread count: independent
+    vector multiply-adds in the module's widest vectors (``multiply_add_peak``, cpp/include/msrnn/kernels/
+    peak.hpp), no memory traffic. No float32 product of that module can run faster, whatever a BLAS reaches
+    (on an AMD Zen 5, NumPy's and PyTorch's 4096^2 sgemm stay well below it). The fastest of ``reps`` calls
+    of about ``seconds`` each; {"gflops", "isa", "threads", "vector_floats", "fused"}."""
+    import multiscale_rnn as msr
+
+    peak = msr.testing.blocks().multiply_add_peak
+    n = 1 << 14
+    while True:  # calibrate: a call of about `seconds`
+        t0 = time.perf_counter()
+        run = peak(n)
+        dt = time.perf_counter() - t0
+        if dt >= seconds / 4:
+            break
+        n *= 4
+    n = max(1, int(n * seconds / dt))
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        run = peak(n)
+        best = min(best, time.perf_counter() - t0)
+    keys = ("threads", "vector_floats", "fused")
+    return dict(gflops=run["flops"] / best / 1e9, isa=msr.ISA, **{k: run[k] for k in keys})
+
+
+def describe_arithmetic_peak(p) -> str:
+    """One line for a benchmark's output: the figure and what it is."""
+    kind = "fused multiply-adds" if p["fused"] else "multiplies and adds"
+    return (
+        f"arithmetic peak of the {p['isa']} module: {p['gflops']:.1f} GFLOP/s ({p['threads']} thread(s), "
+        f"{p['vector_floats']}-float {kind})"
+    )

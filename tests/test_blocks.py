@@ -165,3 +165,33 @@ def test_block_bad_input(rng):
         blk.embedding_forward(rng.normal(size=(2, 5)), np.array([0, 9], np.int32))
     with pytest.raises(ValueError, match="rows"):
         blk.linear_forward(rng.normal(size=(3, 2)), rng.normal(size=(3, 1)), rng.normal(size=(4, 5)))
+
+
+@pytest.mark.parametrize("isa", ["baseline", "avx2", "avx512"])
+def test_multiply_add_peak_computes_its_chains(isa):
+    """The arithmetic-peak kernel of each core module this CPU runs (bench/timing.py's
+    ``arithmetic_peak``): every lane follows x_{n+1} = a x_n + c from x_0 = 0.001 * lane, so the
+    checksum is the closed form summed over the lanes and threads; the flop count is 2 per lane and
+    round, and the vector width is the module's (AVX-512: 16 floats fused, AVX2: 8 fused, SSE2: 4)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    if isa not in [v for v, ok, _ in msr.testing.isa_variants() if ok]:
+        pytest.skip(f"no {isa} module runs on this CPU")
+    width, fused = {"baseline": (4, False), "avx2": (8, True), "avx512": (16, True)}[isa]
+    a, c, n = 0.999, 0.002, 1000
+    code = (
+        f"import json, multiscale_rnn as msr; print(json.dumps(msr.testing.blocks().multiply_add_peak({n}, {a}, {c})))"
+    )
+    env = dict(os.environ, MULTISCALE_RNN_ISA=isa)  # one core module per process
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    r = json.loads(out.stdout)
+    assert (r["vector_floats"], r["fused"]) == (width, fused) and r["lanes"] % width == 0, r
+    assert r["threads"] >= 1 and r["flops"] == 2.0 * n * r["lanes"] * r["threads"], r
+    x0 = 0.001 * np.arange(r["lanes"])
+    want = r["threads"] * np.sum(a**n * x0 + c * (1 - a**n) / (1 - a))
+    assert r["checksum"] == pytest.approx(want, rel=1e-4), (r, want)
+    with pytest.raises(ValueError, match="iterations must be at least 1, got 0"):
+        blk.multiply_add_peak(0)

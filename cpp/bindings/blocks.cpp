@@ -1,7 +1,7 @@
 // Float64 bindings of the building blocks, one forward/backward pair each, for gradient checks
 // and reference comparisons from Python (module `_core.blocks`). Arrays are copied in and out.
-// Also, in float32: the linear map's products on the caller's arrays (for timing), the bfloat16
-// rounding and the bfloat16 step product (each kernel).
+// Also, in float32: the linear map's products on the caller's arrays and the module's arithmetic peak
+// (for timing), the bfloat16 rounding and the bfloat16 step product (each kernel).
 #include <pybind11/eigen.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -12,6 +12,7 @@
 #include "msrnn/kernels/amx_bf16.hpp"
 #include "msrnn/kernels/blocks.hpp"
 #include "msrnn/kernels/gemm.hpp"
+#include "msrnn/kernels/peak.hpp"
 
 #include <algorithm>
 #include <iterator>
@@ -170,6 +171,27 @@ void bind_bf16_blocks(py::module_& m) {
       },
       py::arg("dX").noconvert(), py::arg("dW").noconvert(), py::arg("db").noconvert(), py::arg("dY").noconvert(),
       py::arg("W").noconvert(), py::arg("X").noconvert());
+  // The module's arithmetic peak (peak.hpp): `iterations` rounds of vector multiply-adds on each of the
+  // core's threads; a dict of the run's flops, checksum, threads, lanes, vector_floats and fused.
+  m.def(
+      "multiply_add_peak",
+      [](std::int64_t iterations, float a, float c) {
+        if (iterations < 1) throw py::value_error(cat("iterations must be at least 1, got ", iterations));
+        PeakRun r;
+        {
+          py::gil_scoped_release release;
+          r = multiply_add_peak(iterations, a, c);
+        }
+        py::dict d;
+        d["flops"] = r.flops;
+        d["checksum"] = r.checksum;
+        d["threads"] = r.threads;
+        d["lanes"] = r.lanes;
+        d["vector_floats"] = r.vector_floats;
+        d["fused"] = r.fused;
+        return d;
+      },
+      py::arg("iterations"), py::arg("a") = 0.9999f, py::arg("c") = 0.0001f);
   m.def("round_to_bf16", [](const F& x) {
     F y(x.rows(), x.cols());
     round_to_bf16(y.data(), x.data(), x.size());
