@@ -171,27 +171,6 @@ void bind_bf16_blocks(py::module_& m) {
       },
       py::arg("dX").noconvert(), py::arg("dW").noconvert(), py::arg("db").noconvert(), py::arg("dY").noconvert(),
       py::arg("W").noconvert(), py::arg("X").noconvert());
-  // The module's arithmetic peak (peak.hpp): `iterations` rounds of vector multiply-adds on each of the
-  // core's threads; a dict of the run's flops, checksum, threads, lanes, vector_floats and fused.
-  m.def(
-      "multiply_add_peak",
-      [](std::int64_t iterations, float a, float c) {
-        if (iterations < 1) throw py::value_error(cat("iterations must be at least 1, got ", iterations));
-        PeakRun r;
-        {
-          py::gil_scoped_release release;
-          r = multiply_add_peak(iterations, a, c);
-        }
-        py::dict d;
-        d["flops"] = r.flops;
-        d["checksum"] = r.checksum;
-        d["threads"] = r.threads;
-        d["lanes"] = r.lanes;
-        d["vector_floats"] = r.vector_floats;
-        d["fused"] = r.fused;
-        return d;
-      },
-      py::arg("iterations"), py::arg("a") = 0.9999f, py::arg("c") = 0.0001f);
   m.def("round_to_bf16", [](const F& x) {
     F y(x.rows(), x.cols());
     round_to_bf16(y.data(), x.data(), x.size());
@@ -220,6 +199,30 @@ void bind_bf16_blocks(py::module_& m) {
       py::arg("A"), py::arg("b"), py::arg("X"), py::arg("K1"), py::arg("kernel"));
 }
 
+void bind_peak_blocks(py::module_& m) {
+  // The module's arithmetic peak (peak.hpp): `iterations` rounds of vector multiply-adds on each of the
+  // core's threads; a dict of the run's flops, checksum, threads, lanes, vector_floats and fused.
+  m.def(
+      "multiply_add_peak",
+      [](std::int64_t iterations, float a, float c) {
+        if (iterations < 1) throw py::value_error(cat("iterations must be at least 1, got ", iterations));
+        PeakRun r;
+        {
+          py::gil_scoped_release release;
+          r = multiply_add_peak(iterations, a, c);
+        }
+        py::dict d;
+        d["flops"] = r.flops;
+        d["checksum"] = r.checksum;
+        d["threads"] = r.threads;
+        d["lanes"] = r.lanes;
+        d["vector_floats"] = r.vector_floats;
+        d["fused"] = r.fused;
+        return d;
+      },
+      py::arg("iterations"), py::arg("a") = 0.9999f, py::arg("c") = 0.0001f);
+}
+
 }  // namespace
 
 void bind_blocks(py::module_& parent) {
@@ -227,4 +230,5 @@ void bind_blocks(py::module_& parent) {
   bind_layer_blocks(m);
   bind_cell_blocks(m);
   bind_bf16_blocks(m);
+  bind_peak_blocks(m);
 }

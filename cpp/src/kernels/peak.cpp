@@ -42,9 +42,7 @@ inline Vec madd(Vec x, Vec a, Vec c) { return _mm_add_ps(_mm_mul_ps(x, a), c); }
 inline void store(float* p, Vec x) { _mm_storeu_ps(p, x); }
 inline Vec load(const float* p) { return _mm_loadu_ps(p); }
 #else
-struct Vec {
-  float v;
-};
+struct Vec { float v; };
 constexpr int kWidth = 1;
 constexpr bool kFused = false;
 inline Vec splat(float x) { return {x}; }
