@@ -210,7 +210,8 @@ def load_corpus(data: str, data_dir: Path, data_path=None):
 
 # ---- training, resumable -------------------------------------------------------------------------
 def read_spent(folder: Path) -> dict:
-    """The training seconds and chunks spent so far (``spent.json``; none before the first block)."""
+    """The training seconds (wall clock, which counts a paused process's pauses, and the process's CPU
+    seconds) and chunks spent so far (``spent.json``; none before the first block)."""
     f = folder / "spent.json"
     return json.loads(f.read_text()) if f.exists() else {"seconds": 0.0, "chunks": 0}
 
@@ -240,7 +241,7 @@ def train_blocks(a, trainer, corpus, folder: Path) -> bool:
     while budget_left(a, spent, trainer.step):
         if a.stop_after is not None and blocks >= a.stop_after:
             return False
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         seen: list = []
         block = a.block if a.max_chunks is None else min(a.block, a.max_chunks - trainer.step)
         trainer.fit(
@@ -252,7 +253,11 @@ def train_blocks(a, trainer, corpus, folder: Path) -> bool:
             log=lambda e: seen.append(e) if e["event"] == "chunk" else None,
         )
         rates = (trainer.model.trace(corpus.valid[: a.probe_chars]).z > 0.5).mean(axis=1)
-        spent = {"seconds": spent["seconds"] + time.perf_counter() - t0, "chunks": trainer.step}
+        spent = {
+            "seconds": spent["seconds"] + time.perf_counter() - t0,  # wall: counts pauses and other load
+            "cpu_seconds": spent.get("cpu_seconds", 0.0) + time.process_time() - c0,  # this process's work
+            "chunks": trainer.step,
+        }
         write_spent(folder, spent)
         blocks += 1
         bpc = np.mean([e["bpc"] for e in seen]) if seen else float("nan")
@@ -341,7 +346,12 @@ def one_run(a, data: str, seed: int, corpus, results) -> bool:
     row = dict(key, corpus=CORPORA[data][0])
     row.update((k, v) for k, v in machine().items() if k != "threads")  # the threads asked for are in the key
     spent = read_spent(folder)
-    row.update(seconds=spent["seconds"], chunks=trainer.step, chars_trained=trainer.step * a.batch_size * a.bptt)
+    row.update(
+        seconds=spent["seconds"],
+        cpu_seconds=spent.get("cpu_seconds"),
+        chunks=trainer.step,
+        chars_trained=trainer.step * a.batch_size * a.bptt,
+    )
     row["options"] = {k: model.config.get(k) for k in ("detector_input", "gradient", "rate_target", "rate_weight")}
     row.update(warmup=model.config.get("warmup"), slope=model.slope, python=sys.version.split()[0])
     scores, tr, refs = score_run(a, model, corpus)
