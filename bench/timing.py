@@ -36,46 +36,47 @@ def sgemm_peak(n: int, threads: int, reps: int = 5, torch=None, bf16: bool = Fal
     {"numpy": ..., "torch": ..., "torch-bf16": ...}. Run it with the thread count of the figures it is
     compared with. NumPy's product runs in a child process: OpenBLAS reads its thread count once, when it
     loads, and a benchmark's NumPy has loaded by then (with every core)."""
-    flops = 2.0 * n**3
-    rng = np.random.default_rng(0)
-    a = rng.standard_normal((n, n), dtype=np.float32)
-    b = rng.standard_normal((n, n), dtype=np.float32)
-
-    def rate(product):
-        product()
-        best = float("inf")
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            product()
-            best = min(best, time.perf_counter() - t0)
-        return flops / best / 1e9
-
     out = {"numpy": _numpy_sgemm_rate(n, threads, reps)}
     if torch is not None:
+        a, b = _square_operands(n)
         ta, tb = torch.from_numpy(a), torch.from_numpy(b)
         tc = torch.empty(n, n)
-        out["torch"] = rate(lambda: torch.mm(ta, tb, out=tc))
+        out["torch"] = _best_rate(lambda: torch.mm(ta, tb, out=tc), n, reps)
         if bf16:
             ha, hb = ta.to(torch.bfloat16), tb.to(torch.bfloat16)
             hc = torch.empty(n, n, dtype=torch.bfloat16)
-            out["torch-bf16"] = rate(lambda: torch.mm(ha, hb, out=hc))
+            out["torch-bf16"] = _best_rate(lambda: torch.mm(ha, hb, out=hc), n, reps)
     return out
 
 
+def _square_operands(n: int):
+    """Two seeded (n, n) float32 matrices."""
+    rng = np.random.default_rng(0)
+    return rng.standard_normal((n, n), dtype=np.float32), rng.standard_normal((n, n), dtype=np.float32)
+
+
+def _best_rate(product, n: int, reps: int) -> float:
+    """GFLOP/s of an (n, n) by (n, n) ``product``: the fastest of ``reps`` calls after a warm-up."""
+    product()
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        product()
+        best = min(best, time.perf_counter() - t0)
+    return 2.0 * n**3 / best / 1e9
+
+
+def numpy_sgemm_rate_here(n: int, reps: int) -> float:
+    """NumPy's (n, n) float32 product in this process, GFLOP/s (the child of ``_numpy_sgemm_rate``)."""
+    a, b = _square_operands(n)
+    c = np.empty((n, n), dtype=np.float32)
+    return _best_rate(lambda: np.matmul(a, b, out=c), n, reps)
+
+
 def _numpy_sgemm_rate(n: int, threads: int, reps: int) -> float:
-    """GFLOP/s of NumPy's (n, n) float32 product on ``threads`` BLAS threads, fastest of ``reps``."""
-    code = (
-        "import time, numpy as np\n"
-        f"n, reps = {n}, {reps}\n"
-        "rng = np.random.default_rng(0)\n"
-        "a, b = (rng.standard_normal((n, n), dtype=np.float32) for _ in range(2))\n"
-        "c = np.empty((n, n), dtype=np.float32)\n"
-        "np.matmul(a, b, out=c)\n"
-        "best = float('inf')\n"
-        "for _ in range(reps):\n"
-        "    t0 = time.perf_counter(); np.matmul(a, b, out=c); best = min(best, time.perf_counter() - t0)\n"
-        "print(2.0 * n**3 / best / 1e9)\n"
-    )
+    """GFLOP/s of NumPy's (n, n) float32 product on ``threads`` BLAS threads, in a child process."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    code = f"import sys; sys.path.insert(0, {here!r}); import timing; print(timing.numpy_sgemm_rate_here({n}, {reps}))"
     env = dict(os.environ, **{v: str(threads) for v in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS")})
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     return float(out.stdout.strip())
