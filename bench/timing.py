@@ -57,13 +57,8 @@ def _square_operands(n: int):
 
 def _best_rate(product, n: int, reps: int) -> float:
     """GFLOP/s of an (n, n) by (n, n) ``product``: the fastest of ``reps`` calls after a warm-up."""
-    product()
-    best = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        product()
-        best = min(best, time.perf_counter() - t0)
-    return 2.0 * n**3 / best / 1e9
+    ((wall, _),) = timed([product], reps)
+    return 2.0 * n**3 / wall / 1e9
 
 
 def numpy_sgemm_rate_here(n: int, reps: int) -> float:
@@ -100,11 +95,8 @@ def arithmetic_peak(seconds: float = 0.3, reps: int = 3):
             break
         n *= 4
     n = max(1, int(n * seconds / dt))
-    best = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        run = peak(n)
-        best = min(best, time.perf_counter() - t0)
+    run = peak(n)
+    ((best, _),) = timed([lambda: peak(n)], reps)
     keys = ("threads", "vector_floats", "fused")
     return dict(gflops=run["flops"] / best / 1e9, isa=msr.ISA, **{k: run[k] for k in keys})
 
