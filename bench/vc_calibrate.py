@@ -33,8 +33,14 @@ import sys
 from pathlib import Path
 
 import multiscale_rnn as msr
+from multiscale_rnn.models.vcrnn import SCHEDULER_INITS
 from multiscale_rnn.reproduce._common import Results
 from multiscale_rnn.reproduce.vcrnn import finished, mean_m, train_vc, vc_label  # noqa: F401 - the script's names
+
+
+def label_of(args, model_name: str, weight, seed: int) -> str:
+    """The results label of one VC model of this script's settings (``vc_label``)."""
+    return vc_label(model_name, args.hidden, weight, args.target, seed, args.penalty_scope, args.scheduler_init)
 
 
 def run(corpus, args, model_name: str, weight: float, seed: int, out: Path, on_row) -> list:
@@ -79,7 +85,7 @@ def profile(corpus, args) -> int:
         for w in [float(x) for x in args.weights.split(",")]:
             rows = []
             for seed in [int(s) for s in args.seeds.split(",")]:
-                path = args.out / f"{vc_label(model_name, args.hidden, w, args.target, seed, args.penalty_scope)}.npz"
+                path = args.out / f"{label_of(args, model_name, w, seed)}.npz"
                 model = load(path).model
                 first.setdefault(model_name, model)
                 r = space_profile(model, ids, space)
@@ -120,6 +126,12 @@ def main(argv=None) -> int:
         choices=("step", "batch"),
         help="the penalty on every m_t (the paper's reading) or on the batch's mean m_t",
     )
+    ap.add_argument(
+        "--scheduler-init",
+        choices=SCHEDULER_INITS,
+        default="target",
+        help="the scheduler's initialisation (runs before 2026-11-27: 'uniform', the default then)",
+    )
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--train-chars", type=int, default=1_000_000)
     ap.add_argument("--valid-chars", type=int, default=100_000)
@@ -150,7 +162,7 @@ def main(argv=None) -> int:
         baseline = model_name in ("elman", "gru")  # a constant unit: no penalty weight, tested at its last epoch
         for w in [None] if baseline else [float(x) for x in args.weights.split(",")]:
             for seed in [int(s) for s in args.seeds.split(",")]:
-                label = vc_label(model_name, args.hidden, w, args.target, seed, args.penalty_scope)
+                label = label_of(args, model_name, w, seed)
                 if label in ended:
                     continue
                 keep = lambda r: None if (r["label"], r["epoch"]) in done else Results(args.out).append(r)  # noqa: E731

@@ -465,6 +465,28 @@ def test_equivalent_dim_and_corpus():
     assert 0 < whole < np.sqrt(D * D + D)
 
 
+@pytest.mark.parametrize("cls", UNITS)
+@pytest.mark.parametrize("target", [0.3, 0.0, 1.0])
+def test_scheduler_starts_at_its_target(cls, target):
+    """scheduler_init="target" (the default): u = v = 0 and b_m = logit(m_bar), so every step's m_t is m_bar
+    (clipped to [0.001, 0.999]) whatever the input; "uniform" is PyTorch's rule, as for the other weights."""
+    m = cls(V, hidden_sizes=(D,), seed=3, target=target)
+    assert m.config["scheduler_init"] == "target"
+    P = m.parameters()
+    assert not P["sched_weight_ih_l0"].any() and not P["sched_weight_hh_l0"].any()
+    tok = np.random.default_rng(4).integers(0, V, (B, T))
+    m.forward(tok)
+    np.testing.assert_allclose(m.records()["m"], min(max(target, 1e-3), 1 - 1e-3), rtol=1e-5)
+    uniform = cls(V, hidden_sizes=(D,), seed=3, target=target, scheduler_init="uniform")
+    other = cls(V, hidden_sizes=(D,), seed=3, target=target)
+    msr.init.default(other, np.random.default_rng(3))
+    for name, p in uniform.parameters().items():
+        np.testing.assert_array_equal(p, other.parameters()[name], err_msg=name)
+    assert np.abs(uniform.parameters()["sched_weight_hh_l0"]).max() > 0
+    with pytest.raises(ValueError, match="scheduler_init must be one of 'target', 'uniform', got 'zero'"):
+        cls(V, hidden_sizes=(D,), scheduler_init="zero")
+
+
 def test_sharpness_schedule_and_set_option():
     s = sharpness_schedule()
     assert [s(e) for e in (0, 1, 4.5, 9, 20)] == pytest.approx([0.1, 0.2, 0.55, 1.0, 1.0])

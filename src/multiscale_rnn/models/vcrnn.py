@@ -31,7 +31,7 @@ from typing import Optional, Sequence, Tuple
 
 import numpy as np
 
-from .base import LanguageModel, core_declared, sequence_and_symbols
+from .base import LanguageModel, Option, core_declared, sequence_and_symbols
 
 __all__ = ["VCRNN", "VCGRU", "VCTrace", "sharpness_schedule", "equivalent_dim", "corpus_equivalent_dim", "corpus_trace"]
 
@@ -85,13 +85,39 @@ def sharpness_schedule(start: float = 0.1, end: float = 1.0, per_epoch: float = 
     return linear(start, end, per_epoch)
 
 
+#: the scheduler's initialisations (the paper does not give one): ``scheduler_init`` of :class:`VCRNN` / :class:`VCGRU`
+SCHEDULER_INITS = ("target", "uniform")
+
+
 class _VCBase(LanguageModel):
     """Shared options and accounting of the VCRNN and VCGRU (see the module docstring)."""
 
     defaults = dict(embed_size=None, hidden_sizes=(1024,))
     aux_terms = ("vc_penalty",)
     example_options = dict(hidden_sizes=(12,), penalty_weight=0.05, block=4)
-    family_options = core_declared("vcrnn")  # the VCGRU's table is the same (cpp/src/cores/vcrnn.cpp)
+    family_options = core_declared("vcrnn") + (  # the VCGRU's table is the same (cpp/src/cores/vcrnn.cpp)
+        Option(
+            "scheduler_init",
+            str,
+            "target",
+            choices=SCHEDULER_INITS,
+            core=False,
+            doc="the scheduler's initial u, v, b_m: 'target' u = v = 0, b_m = logit(m_bar) (m_t = m_bar at every "
+            "step); 'uniform' PyTorch's rule as for the other weights (b_m ~ U(-1, 1))",
+        ),
+    )
+
+    def reset_parameters(self, seed: int = 0) -> None:
+        """The default initialisation (``multiscale_rnn.init.default``); then, with ``scheduler_init="target"``,
+        the scheduler's u = v = 0 and b_m = logit(m_bar) (m_bar clipped to [0.001, 0.999]), so that m_t = m_bar
+        at every step of the first update (docs/models/vcrnn.md, "The scheduler's initialisation")."""
+        super().reset_parameters(seed)
+        if self.config.get("scheduler_init", "target") == "target":
+            P = self.parameters()
+            m_bar = min(max(float(self.config.get("target", 0.3)), 1e-3), 1.0 - 1e-3)
+            P["sched_weight_ih_l0"][...] = 0.0
+            P["sched_weight_hh_l0"][...] = 0.0
+            P["sched_bias_l0"][...] = np.log(m_bar / (1.0 - m_bar))
 
     def core_options(self, values, sizes):
         owner = type(self).__name__

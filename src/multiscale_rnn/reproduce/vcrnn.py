@@ -52,21 +52,23 @@ def mean_m(model, ids, batch_size: int = 16, chunk: int = 500) -> tuple:
     return float(m.mean()), float(model.equivalent_dim(d, gates=GATES[model.core_name] ** 2))
 
 
-def vc_label(model_name: str, hidden: int, weight, target, seed: int, scope: str = "step") -> str:
+def vc_label(model_name: str, hidden: int, weight, target, seed: int, scope: str = "step", init: str = "target") -> str:
     """A model's name in the results (``vcrnn-H512-w0.1-m0.3-seed0``, ``vcrnn-H512-w1-m0.3-batch-seed0`` with
-    ``penalty_scope="batch"``; ``gru-H460-seed0`` for a baseline)."""
+    ``penalty_scope="batch"``, ``vcrnn-H1024-w1-m0.3-uniform-seed1`` with ``scheduler_init="uniform"``;
+    ``gru-H460-seed0`` for a baseline)."""
     if weight is None:
         return f"{model_name}-H{hidden}-seed{seed}"
-    return f"{model_name}-H{hidden}-w{weight:g}-m{target:g}{'' if scope == 'step' else '-' + scope}-seed{seed}"
+    extra = ("" if scope == "step" else "-" + scope) + ("" if init == "target" else "-" + init)
+    return f"{model_name}-H{hidden}-w{weight:g}-m{target:g}{extra}-seed{seed}"
 
 
-def _build(model_name, vocab_size, hidden, weight, target, seed, scope="step"):
+def _build(model_name, vocab_size, hidden, weight, target, seed, scope="step", init="target"):
     import multiscale_rnn as msr
 
     if model_name in ("vcrnn", "vcgru"):
         cls = {"vcrnn": msr.VCRNN, "vcgru": msr.VCGRU}[model_name]
         return cls(vocab_size, embed_size=hidden, hidden_sizes=(hidden,), target=target, penalty="l1",
-                   penalty_weight=weight, penalty_scope=scope, seed=seed)  # fmt: skip
+                   penalty_weight=weight, penalty_scope=scope, scheduler_init=init, seed=seed)  # fmt: skip
     cls = {"elman": msr.ElmanRNN, "gru": msr.GRU}[model_name]
     return cls(vocab_size, embed_size=hidden, hidden_sizes=(hidden,), seed=seed)
 
@@ -78,25 +80,26 @@ def train_vc(corpus, settings, model_name, weight, seed, out: Path, budget=None,
     ``on_row`` as soon as it is made, so a run stopped by ``budget`` keeps the rows of its finished epochs.
     An epoch the checkpoint had already passed gets no row: the model in hand is a later epoch's, so its
     figures would be. ``settings`` has ``hidden``, ``target``, ``lr``, ``epochs``, ``train_chars``,
-    ``valid_chars`` and may have ``penalty_scope`` (default "step"); a baseline (``elman``, ``gru``) takes
-    ``weight=None``. ``settings.retries`` (0 when absent): how many times a run the divergence guard stops
-    goes on from its last checkpoint with the learning rate halved; ``halvings``: how many it already has
-    (its rows marked ``retried``). The divergence gets a row marked ``diverged`` (``best_epoch``, and
-    ``diverged_bpc`` the figure that stopped it): with ``retried`` when the run goes on, else as its last
-    row, whose ``valid_bpc``, ``mean_m``, ``rnn_d`` (and ``test_bpc`` when ``test``) are those of the
+    ``valid_chars`` and may have ``penalty_scope`` (default "step") and ``scheduler_init`` (default "target"); a
+    baseline (``elman``, ``gru``) takes ``weight=None``. ``settings.retries`` (0 when absent): how many times a run
+    the divergence guard stops goes on from its last checkpoint with the learning rate halved; ``halvings``: how
+    many it already has (its rows marked ``retried``). The divergence gets a row marked ``diverged``
+    (``best_epoch``, and ``diverged_bpc`` the figure that stopped it): with ``retried`` when the run goes on, else
+    as its last row, whose ``valid_bpc``, ``mean_m``, ``rnn_d`` (and ``test_bpc`` when ``test``) are those of the
     parameters the model ends with, the best epoch's. Every row has the learning rate it trained at."""
     import multiscale_rnn as msr
 
     vc = model_name in ("vcrnn", "vcgru")
     hidden = settings.hidden
     scope = getattr(settings, "penalty_scope", "step")
+    init = getattr(settings, "scheduler_init", "target")
     retries = getattr(settings, "retries", 0)
-    label = vc_label(model_name, hidden, weight, settings.target, seed, scope)
+    label = vc_label(model_name, hidden, weight, settings.target, seed, scope, init)
     train, valid = corpus.train[: settings.train_chars], corpus.valid[: settings.valid_chars]
 
     def start(lr: float):
         """The model and its Trainer at ``lr``; ``fit`` resumes from the checkpoint when there is one."""
-        model = _build(model_name, corpus.vocab_size, hidden, weight, settings.target, seed, scope)
+        model = _build(model_name, corpus.vocab_size, hidden, weight, settings.target, seed, scope, init)
         return model, msr.Trainer(model, msr.optim.Adam(lr), clip_norm=1.0, batch_size=32, bptt=100, seed=seed,
                                   progress=progress, divergence=0.1, hooks=[_LearningRate(lr)],
                                   model_options={"sharpness": msr.sharpness_schedule()} if vc else None)  # fmt: skip
@@ -118,7 +121,7 @@ def train_vc(corpus, settings, model_name, weight, seed, out: Path, budget=None,
                  mean_m=m, rnn_d=rnn_d, lr=lr, seconds=time.perf_counter() - t0, isa=msr._native.ISA,
                  threads=msr.get_num_threads())  # fmt: skip
         if vc:
-            r["penalty_scope"] = scope
+            r.update(penalty_scope=scope, scheduler_init=init)
         if d is not None:  # the row's figures are the best epoch's, the model's parameters now
             r.update(diverged=True, best_epoch=d["best_epoch"], diverged_bpc=d["valid_bits"])
         retry = d is not None and halvings < retries  # on from the last checkpoint at half the rate
