@@ -405,3 +405,22 @@ def test_the_machine_line_gives_the_rows_threads_and_module_not_the_reporting_pr
     assert "instruction-set module `baseline`, 7 thread(s)" in line
     line = machine_line([dict(cpu="Some CPU", isa="avx2", threads=1), dict(cpu="Some CPU", isa="avx2", threads=1)])
     assert line.startswith("Machine: Some CPU, instruction-set module `avx2`, 1 thread(s) (")
+
+
+def test_vc_first_updates_script_starts_the_scheduler_at_its_target(ptb):
+    """bench/vc_first_updates.py: after one update under scheduler_init="target" every chunk's mean m_t is
+    m_bar = 0.3 (the update is taken after the forward); "uniform" starts elsewhere. Its summary prints both."""
+    import importlib.util
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "bench" / "vc_first_updates.py"
+    spec = importlib.util.spec_from_file_location("vc_first_updates", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    corpus = msr.data.load("ptb-char", path=str(ptb))
+    target = module.first_updates(corpus.train, corpus.vocab_size, "vcrnn", "target", 0, 1, 8)
+    uniform = module.first_updates(corpus.train, corpus.vocab_size, "vcrnn", "uniform", 0, 1, 8)
+    assert target["steps"] == uniform["steps"] == 1
+    assert target["m_min"] == pytest.approx(0.3, abs=1e-6) and target["closed_updates"] == 0
+    assert abs(uniform["m_min"] - 0.3) > 1e-3
+    assert module.seed_list("0-3") == [0, 1, 2, 3] and module.seed_list("2,5") == [2, 5]

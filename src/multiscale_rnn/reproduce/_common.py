@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
+import numpy as np
+
 __all__ = [
     "Reproduction",
     "Budget",
@@ -178,6 +180,14 @@ def fmt(value, digits: int = 3) -> str:
     if isinstance(value, float):
         return f"{value:.{digits}f}"
     return str(value)
+
+
+def dist(values, digits: int = 2) -> str:
+    """Median and range of ``values``, ``median [min, max]`` (``-`` for none): a figure over seeds."""
+    v = np.asarray(values, dtype=float)
+    if v.size == 0:
+        return "-"
+    return f"{np.median(v):.{digits}f} [{v.min():.{digits}f}, {v.max():.{digits}f}]"
 
 
 def markdown_table(header: List[str], rows: List[List]) -> str:

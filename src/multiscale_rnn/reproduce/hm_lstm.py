@@ -21,7 +21,7 @@ from typing import Dict
 
 import numpy as np
 
-from ._common import SMOKE_MINUTES, Reproduction, Results, UnitProgress, figure, machine
+from ._common import SMOKE_MINUTES, Reproduction, Results, UnitProgress, dist, figure, machine
 
 __all__ = ["REPRODUCTION", "load_split", "score_package_run", "report_table", "dist"]
 
@@ -68,14 +68,6 @@ def score_package_run(text, layers, seed, hidden=32, epochs=None, restarts=5, re
             out[f"f1_l{l}"] = msr.boundary_scores(z, ref, 1)["f1"]
             out[f"rate_l{l}"] = float(z.mean())
     return out
-
-
-def dist(values) -> str:
-    """Median and range of ``values`` (``-`` for none)."""
-    v = np.asarray(values, dtype=float)
-    if v.size == 0:
-        return "-"
-    return f"{np.median(v):.2f} [{v.min():.2f}, {v.max():.2f}]"
 
 
 def report_table(rows) -> str:

@@ -38,8 +38,7 @@ import numpy as np
 
 from ..data import clause_boundaries, word_boundaries
 from ..models.hm_lstm import WORD_RECIPE, boundary_scores, first_seen
-from ._common import PTB_CHAR_FILES, SMOKE_MINUTES, Reproduction, Results, machine, markdown_table
-from .hm_lstm import dist
+from ._common import PTB_CHAR_FILES, SMOKE_MINUTES, Reproduction, Results, dist, machine, markdown_table
 
 __all__ = ["REPRODUCTION", "CORPORA", "reference_boundaries", "score_boundaries", "text_rates", "model_options"]
 

@@ -26,7 +26,16 @@ from typing import Any, Callable, Dict, List, Optional, Union
 
 import numpy as np
 
-from ._common import SMOKE_MINUTES, Reproduction, Results, UnitProgress, epoch_curves, fmt, machine, markdown_table
+from ._common import (
+    SMOKE_MINUTES,
+    Reproduction,
+    Results,
+    UnitProgress,
+    dist,
+    epoch_curves,
+    machine,
+    markdown_table,
+)
 
 __all__ = ["REPRODUCTION", "build", "matched_lstm_size"]
 
@@ -216,10 +225,7 @@ def _figures(corpus, chosen: Dict[str, Any], out_dir: Path) -> None:
 
 def _spread(values: List[float], digits: int = 1, seeds: bool = True) -> str:
     """Median [min, max] of the seeds' values."""
-    if not values:
-        return "-"
-    text = f"{fmt(float(np.median(values)), digits)} [{fmt(min(values), digits)}, {fmt(max(values), digits)}]"
-    return text + (f" ({len(values)} seeds)" if seeds else "")
+    return dist(values, digits) + (f" ({len(values)} seeds)" if seeds and values else "")
 
 
 def boundary_report(rows: List[dict]) -> str:
