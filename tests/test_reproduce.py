@@ -118,6 +118,22 @@ def test_reports_read_the_bench_scripts_folders(tmp_path):
         msr.reproduce.report("vcrnn-table3", tmp_path / "missing")
 
 
+def test_hornn_report_gives_the_seeds_median_and_each_hornn_against_the_rnn_of_its_seed(tmp_path):
+    key = dict(alpha=None, hidden=400, train_tokens=929589, max_epochs=20, lr=1.0, seconds=60.0, epochs=12)
+    tests = {("plain", 1, 0): 138.0, ("plain", 1, 1): 133.0, ("gated", 2, 0): 134.0, ("gated", 2, 1): 135.0,
+             ("fofe", 3, 0): 139.0}  # fmt: skip
+    rows = [dict(key, pooling=p, order=n, seed=s, test=t, valid=t + 6) for (p, n, s), t in tests.items()]
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    text = msr.reproduce.report("hornn-table2", tmp_path)
+    assert "| plain | 135.5 [133.0, 138.0] (2 seeds) / 123 |" in text
+    assert "| gated | - / - | 134.5 [134.0, 135.0] (2 seeds) / 102 | - / 100 |" in text
+    assert "| fofe | - / - | - / 103 | 139.0 (145.0) / 101 |" in text
+    assert "| gated-N2 | 1 of 2 | -1.0 [-4.0, 2.0] |" in text  # 134 - 138 and 135 - 133
+    assert "| fofe-N3 | 0 of 1 | 1.0 [1.0, 1.0] |" in text
+    assert "| gated-N2 | 1 | 400 |" in text
+    assert "Seeds: 0; the results hold seed(s) 0, 1." in text
+
+
 def test_a_model_stopped_between_epochs_resumes_from_its_checkpoint(ptb, tmp_path):
     from types import SimpleNamespace
 

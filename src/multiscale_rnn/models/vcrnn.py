@@ -19,7 +19,8 @@ f = |.| (``penalty="l1"``, the paper's), max(0, .) (``"one_sided"``) or (.)^2 (`
 ``penalty_scope="batch"`` (the other reading of the paper's Omega(m, m_bar)) w * f(mean_n m_n - m_bar)
 instead, which holds the average computation at m_bar and leaves each step free. Gradients are
 exact through the mask's sigmoid and zero where Thres clamps. Where e_t is 0 nothing is computed:
-a step of one stream uses the leading d_t x d_t block of each matrix (``skip=True``). ``records()``
+a step of one stream uses the leading d_t x d_t block of each matrix (``skip=True``). The scheduler starts
+at m_t = m_bar everywhere (``scheduler_init="target"``: u = v = 0, b_m = logit(m_bar)). ``records()``
 holds ``m``, ``d``, ``e`` and ``time`` (seconds per phase of the core, for benchmarks). See
 docs/models/vcrnn.md for every option and reading.
 """

@@ -82,10 +82,19 @@ def report(name: str, out: Union[str, Path]) -> str:
             *([*pictures, ""] if pictures else []),
             machine_line(rows),
             "",
-            f"Seeds: {r.seeds}. Time taken: {seconds / 60:.1f} min over {len(rows)} result row(s).",
+            f"Seeds: {r.seeds}{_seeds_held(rows, r.seeds)}. Time taken: {seconds / 60:.1f} min over {len(rows)} "
+            "result row(s).",
             "",
         ]
     )
+
+
+def _seeds_held(rows, declared: str) -> str:
+    """``; the results hold seeds 0, 1`` when the rows' seeds are not the ``declared`` ones (a folder that
+    other scripts added seeds to), else nothing."""
+    held = sorted({int(x["seed"]) for x in rows if isinstance(x.get("seed"), int)})
+    text = ", ".join(map(str, held))
+    return f"; the results hold seed(s) {text}" if held and text != declared.replace(" ", "").replace(",", ", ") else ""
 
 
 def run(

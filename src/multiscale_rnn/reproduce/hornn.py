@@ -23,9 +23,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Dict, Optional
 
-from ._common import SMOKE_MINUTES, Reproduction, Results, figure, fmt, machine, markdown_table, say
+import numpy as np
+
+from ._common import SMOKE_MINUTES, Reproduction, Results, dist, figure, fmt, machine, markdown_table, say
 
 __all__ = [
     "REPRODUCTION",
@@ -230,35 +232,65 @@ def run(out_dir: Path, budget, progress: bool, data_path) -> None:
         budget.unit_finished()
 
 
+def _by_model(out_dir: Path) -> Dict[tuple, Dict[int, dict]]:
+    """(pooling, order) -> seed -> the latest row of that model and seed (rows without alpha); the RNN's
+    rows stand for max pooling of order 1 too (one path: every pooling but FOFE's and the gate's is the RNN)."""
+    by: Dict[tuple, Dict[int, dict]] = {}
+    for r in Results(out_dir).rows():
+        if r.get("alpha") is None:
+            by.setdefault((r["pooling"], r["order"]), {})[int(r.get("seed", 0))] = r
+    if ("plain", 1) in by:
+        by.setdefault(("max", 1), by[("plain", 1)])
+    return by
+
+
+def _cell(rows: Dict[int, dict]) -> str:
+    """One seed: test (valid); several: the median [range] of the test perplexities and the seed count."""
+    if len(rows) == 1:
+        r = next(iter(rows.values()))
+        return f"{r['test']:.1f} ({r['valid']:.1f})"
+    return f"{dist([r['test'] for r in rows.values()], 1)} ({len(rows)} seeds)"
+
+
 def report(out_dir: Path) -> str:
-    """Table 2 beside ours: test perplexity (valid in brackets) of every model in ``out_dir/results.jsonl``
-    (the latest row of each pooling and order without alpha), and a row per model with its epochs."""
-    rows = [r for r in Results(out_dir).rows() if r.get("alpha") is None]
-    latest: Dict[tuple, Any] = {}
-    for r in rows:
-        latest[(r["pooling"], r["order"])] = r
-    if ("plain", 1) in latest:  # one path: every pooling but FOFE's and the gate's is the RNN
-        latest.setdefault(("max", 1), latest[("plain", 1)])
+    """Table 2 beside ours: test perplexity (valid in brackets; median [range] over seeds where a model has
+    several) of every model in ``out_dir/results.jsonl``, each HORNN against the RNN of the same seed, and a
+    row per model and seed with its epochs."""
+    by = _by_model(Path(out_dir))
     table = []
     for pooling in ("plain", "max", "fofe", "gated"):
         cells = [pooling]
         for order in (1, 2, 3, 4):
-            ours = latest.get((pooling, order))
+            ours = by.get((pooling, order))
             paper = PAPER.get((pooling, order), PAPER[("plain", 1)] if (order, pooling) == (1, "max") else None)
-            mine = "-" if ours is None else f"{ours['test']:.1f} ({ours['valid']:.1f})"
-            cells.append(f"{mine} / {fmt(paper)}")
+            cells.append(f"{'-' if ours is None else _cell(ours)} / {fmt(paper)}")
         table.append(cells)
+    rnn = by.get(("plain", 1), {})
+    against = []
+    for (pooling, order), seeds in sorted(by.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        paired = [seeds[s]["test"] - rnn[s]["test"] for s in sorted(seeds) if s in rnn]
+        if order > 1 and paired:
+            below = sum(d < 0 for d in paired)
+            against.append([label(pooling, order), f"{below} of {len(paired)}", dist(paired, 1)])
+    rows = [r for seeds in by.values() for r in seeds.values()]
+    rows = sorted({id(r): r for r in rows}.values(), key=lambda r: (r["order"], r["pooling"], r.get("seed", 0)))
     out = [
-        "Test perplexity, ours (validation in brackets) / the paper's; N=1 is the RNN (paper: Table 3, "
-        "Mikolov et al. 2011). `-`: not trained yet.",
+        "Test perplexity, ours (validation in brackets; median [range] over seeds where a model has several) / the "
+        "paper's; N=1 is the RNN (paper: Table 3, Mikolov et al. 2011). `-`: not trained yet.",
         "",
         markdown_table(["pooling", "N=1", "N=2", "N=3", "N=4"], table),
+    ]
+    if against:
+        out += ["", "Each HORNN against the RNN of the same seed (test perplexity, HORNN minus RNN):", ""]
+        out.append(markdown_table(["model", "below the RNN", "difference"], against))
+    out += [
         "",
         markdown_table(
-            ["model", "hidden", "training words", "epochs (max)", "lr", "test", "valid", "seconds"],
+            ["model", "seed", "hidden", "training words", "epochs (max)", "lr", "test", "valid", "seconds"],
             [
                 [
                     label(r["pooling"], r["order"]),
+                    r.get("seed", 0),
                     r["hidden"],
                     f"{r['train_tokens']:,}",
                     f"{r.get('epochs', '?')} ({r['max_epochs']})",
@@ -292,12 +324,9 @@ def _in_progress(out_dir: Path, rows) -> list:
 
 
 def figures(out_dir: Path) -> None:
-    """``perplexity_by_order.png``: test perplexity against order per pooling, ours (solid) and the
-    paper's (dashed), the RNN at N = 1 in both."""
-    latest: Dict[tuple, Any] = {}
-    for r in Results(out_dir).rows():
-        if r.get("alpha") is None:
-            latest[(r["pooling"], r["order"])] = r["test"]
+    """``perplexity_by_order.png``: test perplexity against order per pooling, ours (solid; the median over
+    seeds) and the paper's (dashed), the RNN at N = 1 in both."""
+    latest = {k: float(np.median([r["test"] for r in v.values()])) for k, v in _by_model(Path(out_dir)).items()}
     if not latest:
         return
 
