@@ -134,6 +134,29 @@ def test_hornn_report_gives_the_seeds_median_and_each_hornn_against_the_rnn_of_i
     assert "Seeds: 0; the results hold seed(s) 0, 1." in text
 
 
+def test_vc_report_sets_each_vc_model_beside_the_unit_of_its_rnn_d_and_seed(tmp_path):
+    def row(label, model, hidden, seed, test, rnn_d, **kw):
+        return dict(label=label, model=model, hidden=hidden, seed=seed, epoch=10, valid_bpc=test + 0.1, test_bpc=test,
+                    rnn_d=rnn_d, **kw)  # fmt: skip
+
+    vc = dict(weight=1.0, target=0.3)
+    rows = [row("vcrnn-H64-w1-m0.3-seed0", "vcrnn", 64, 0, 1.90, 20.2, mean_m=0.30, scheduler_init="target", **vc),
+            row("vcrnn-H64-w1-m0.3-seed1", "vcrnn", 64, 1, 2.00, 22.0, mean_m=0.32, scheduler_init="target", **vc),
+            row("vcrnn-H64-w1-m0.3-uniform-seed0", "vcrnn", 64, 0, 2.50, 10.0, mean_m=0.1, scheduler_init="uniform",
+                **vc),
+            row("elman-H20-seed0", "elman", 20, 0, 1.95, 20.0, weight=None, mean_m=None),
+            row("elman-H22-seed1", "elman", 22, 1, 1.98, 22.0, weight=None, mean_m=None)]  # fmt: skip
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    text = msr.reproduce.report("vcrnn-table3", tmp_path)
+    assert ("| vcrnn-H64-w1-m0.3, scheduler_init target | 0, 1 | 0.310 [0.300, 0.320] | 21 [20, 22] | "
+            "1.950 [1.900, 2.000] | 1.965 [1.950, 1.980] | 1 of 2 |") in text  # fmt: skip
+    # no Elman-10 of seed 0: nothing to compare with
+    assert (
+        "| vcrnn-H64-w1-m0.3, scheduler_init uniform | 0 | 0.100 [0.100, 0.100] | 10 [10, 10] | 2.500 [2.500, 2.500] | - | - |"
+        in text
+    )
+
+
 def test_a_model_stopped_between_epochs_resumes_from_its_checkpoint(ptb, tmp_path):
     from types import SimpleNamespace
 

@@ -23,6 +23,7 @@ from ._common import (
     SMOKE_MINUTES,
     Reproduction,
     Results,
+    dist,
     epoch_curves,
     fmt,
     machine,
@@ -243,14 +244,43 @@ def report(out_dir: Path) -> str:
                      fmt(r.get("mean_m"), 3), f"{r['rnn_d']:.0f}", fmt(r["valid_bpc"]), fmt(r.get("test_bpc")),
                      "-" if paper is None else f"{paper[0]} @ RNN-d {paper[1]} (1024 units)"])  # fmt: skip
     header = ["model", "D", "m_bar", "penalty", "epochs", "mean m", "RNN-d", "valid BPC", "test BPC", "paper"]
-    return "\n".join(
-        [
-            "PTB characters. RNN-d: an Elman RNN of size n counts n, a GRU sqrt(2) n; a VC model its measured "
-            "equivalent dimension on the validation text. The paper gives no m_bar or penalty weight.",
-            "",
-            markdown_table(header, rows),
-        ]
-    )
+    out = [
+        "PTB characters. RNN-d: an Elman RNN of size n counts n, a GRU sqrt(2) n; a VC model its measured "
+        "equivalent dimension on the validation text. The paper gives no m_bar or penalty weight.",
+        "",
+        markdown_table(header, rows),
+    ]
+    against = _against_baselines(last)
+    if against:
+        out += ["", "Each VC model against the constant unit of its RNN-d and seed (median [range] over seeds):", ""]
+        out.append(markdown_table(["VC model", "seeds", "mean m", "RNN-d", "test BPC", "the unit of its RNN-d",
+                                   "VC ahead"], against))  # fmt: skip
+    return "\n".join(out)
+
+
+def _against_baselines(last: Dict[str, dict]) -> list:
+    """Rows of the VC models (by unit, hidden size, weight, target and initialisation) tested after their run,
+    each seed's test BPC beside that of the Elman RNN / GRU of its RNN-d and seed when it is there."""
+    groups: Dict[tuple, list] = {}
+    for r in last.values():
+        if r["model"] in ("vcrnn", "vcgru") and r.get("test_bpc") is not None:
+            key = (r["model"], r["hidden"], r["weight"], r["target"], r.get("scheduler_init", "target"))
+            groups.setdefault(key, []).append(r)
+    out = []
+    for (model, hidden, weight, target, init), rs in sorted(groups.items()):
+        base = {"vcrnn": "elman", "vcgru": "gru"}[model]
+        pairs = []
+        for r in rs:
+            n = max(1, int(round(r["rnn_d"] / GATES[base])))
+            b = last.get(vc_label(base, n, None, None, r["seed"]))
+            if b is not None and b.get("test_bpc") is not None:
+                pairs.append((r["test_bpc"], b["test_bpc"]))
+        name = f"{model}-H{hidden}-w{weight:g}-m{target:g}, scheduler_init {init}"
+        ahead = f"{sum(v <= c for v, c in pairs)} of {len(pairs)}" if pairs else "-"
+        out.append([name, ", ".join(str(r["seed"]) for r in rs), dist([r["mean_m"] for r in rs], 3),
+                    dist([r["rnn_d"] for r in rs], 0), dist([r["test_bpc"] for r in rs], 3),
+                    dist([c for _, c in pairs], 3), ahead])  # fmt: skip
+    return out
 
 
 def estimate(minutes: float) -> float:
