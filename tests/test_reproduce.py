@@ -152,8 +152,8 @@ def test_vc_report_sets_each_vc_model_beside_the_unit_of_its_rnn_d_and_seed(tmp_
             "1.950 [1.900, 2.000] | 1.965 [1.950, 1.980] | 1 of 2 |") in text  # fmt: skip
     # no Elman-10 of seed 0: nothing to compare with
     assert (
-        "| vcrnn-H64-w1-m0.3, scheduler_init uniform | 0 | 0.100 [0.100, 0.100] | 10 [10, 10] | 2.500 [2.500, 2.500] | - | - |"
-        in text
+        "| vcrnn-H64-w1-m0.3, scheduler_init uniform | 0 | 0.100 [0.100, 0.100] | 10 [10, 10] | "
+        "2.500 [2.500, 2.500] | - | - |" in text
     )
 
 
