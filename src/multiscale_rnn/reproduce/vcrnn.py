@@ -264,7 +264,8 @@ def _against_baselines(last: Dict[str, dict]) -> list:
     groups: Dict[tuple, list] = {}
     for r in last.values():
         if r["model"] in ("vcrnn", "vcgru") and r.get("test_bpc") is not None:
-            key = (r["model"], r["hidden"], r["weight"], r["target"], r.get("scheduler_init", "target"))
+            init = r.get("scheduler_init", "uniform")  # rows written before the option had the former default
+            key = (r["model"], r["hidden"], r["weight"], r["target"], init)
             groups.setdefault(key, []).append(r)
     out = []
     for (model, hidden, weight, target, init), rs in sorted(groups.items()):
