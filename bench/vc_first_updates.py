@@ -22,6 +22,7 @@ import numpy as np
 import multiscale_rnn as msr
 from multiscale_rnn.models.vcrnn import SCHEDULER_INITS
 from multiscale_rnn.reproduce._common import dist
+from multiscale_rnn.reproduce.vcrnn import build, recipe_trainer
 from multiscale_rnn.training.hooks import Hook
 
 
@@ -42,13 +43,9 @@ class _Record(Hook):
 
 
 def first_updates(train, vocab_size: int, unit: str, init: str, seed: int, steps: int, hidden: int) -> dict:
-    cls = {"vcrnn": msr.VCRNN, "vcgru": msr.VCGRU}[unit]
-    model = cls(vocab_size, hidden_sizes=(hidden,), target=0.3, penalty="l1", penalty_weight=1.0,
-                scheduler_init=init, seed=seed)  # fmt: skip
+    model = build(unit, vocab_size, hidden, 1.0, 0.3, seed, init=init)
     hook = _Record(model, steps)
-    schedule = {"sharpness": msr.sharpness_schedule()}
-    trainer = msr.Trainer(model, msr.optim.Adam(2e-3), clip_norm=1.0, batch_size=32, bptt=100, seed=seed,
-                          progress=False, hooks=[hook], model_options=schedule)  # fmt: skip
+    trainer = recipe_trainer(model, 2e-3, seed, hooks=[hook], divergence=None)
     try:
         trainer.fit(train, epochs=1)
     except _Stop:

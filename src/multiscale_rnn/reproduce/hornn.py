@@ -233,14 +233,11 @@ def run(out_dir: Path, budget, progress: bool, data_path) -> None:
 
 
 def _by_model(out_dir: Path) -> Dict[tuple, Dict[int, dict]]:
-    """(pooling, order) -> seed -> the latest row of that model and seed (rows without alpha); the RNN's
-    rows stand for max pooling of order 1 too (one path: every pooling but FOFE's and the gate's is the RNN)."""
+    """(pooling, order) -> seed -> the latest row of that model and seed (rows without alpha)."""
     by: Dict[tuple, Dict[int, dict]] = {}
     for r in Results(out_dir).rows():
         if r.get("alpha") is None:
             by.setdefault((r["pooling"], r["order"]), {})[int(r.get("seed", 0))] = r
-    if ("plain", 1) in by:
-        by.setdefault(("max", 1), by[("plain", 1)])
     return by
 
 
@@ -261,7 +258,8 @@ def report(out_dir: Path) -> str:
     for pooling in ("plain", "max", "fofe", "gated"):
         cells = [pooling]
         for order in (1, 2, 3, 4):
-            ours = by.get((pooling, order))
+            # one path: at order 1 every pooling but FOFE's and the gate's is the RNN
+            ours = by.get((pooling, order), by.get(("plain", 1)) if (pooling, order) == ("max", 1) else None)
             paper = PAPER.get((pooling, order), PAPER[("plain", 1)] if (order, pooling) == (1, "max") else None)
             cells.append(f"{'-' if ours is None else _cell(ours)} / {fmt(paper)}")
         table.append(cells)
@@ -272,8 +270,8 @@ def report(out_dir: Path) -> str:
         if order > 1 and paired:
             below = sum(d < 0 for d in paired)
             against.append([label(pooling, order), f"{below} of {len(paired)}", dist(paired, 1)])
-    rows = [r for seeds in by.values() for r in seeds.values()]
-    rows = sorted({id(r): r for r in rows}.values(), key=lambda r: (r["order"], r["pooling"], r.get("seed", 0)))
+    rows = sorted((r for seeds in by.values() for r in seeds.values()),
+                  key=lambda r: (r["order"], r["pooling"], r.get("seed", 0)))  # fmt: skip
     out = [
         "Test perplexity, ours (validation in brackets; median [range] over seeds where a model has several) / the "
         "paper's; N=1 is the RNN (paper: Table 3, Mikolov et al. 2011). `-`: not trained yet.",

@@ -31,7 +31,7 @@ from ._common import (
     say,
 )
 
-__all__ = ["REPRODUCTION", "finished", "mean_m", "train_vc", "vc_label", "PAPER"]
+__all__ = ["REPRODUCTION", "finished", "mean_m", "train_vc", "vc_label", "build", "recipe_trainer", "PAPER"]
 
 #: Table 3 (left) of the paper: BPC and RNN-d of the 1024-unit models.
 PAPER = {"vcrnn": (1.46, 760), "vcgru": (1.42, 648)}
@@ -39,6 +39,15 @@ PAPER = {"vcrnn": (1.46, 760), "vcgru": (1.42, 648)}
 #: VC model's measured RNN-d takes the same count (``equivalent_dim(..., gates=GATES[name] ** 2)``), so a VCGRU
 #: and the GRU it is compared with are sized alike.
 GATES = {"elman": 1.0, "gru": math.sqrt(2), "vcrnn": 1.0, "vcgru": math.sqrt(2)}
+#: the constant unit each VC model is compared with (Table 3: the VCRNN with the Elman RNN, the VCGRU with the GRU)
+BASELINE = {"vcrnn": "elman", "vcgru": "gru"}
+
+
+def baseline_size(rnn_d: float, baseline: str) -> int:
+    """The hidden size of the ``baseline`` unit (``elman`` or ``gru``) whose RNN-d is ``rnn_d``."""
+    return max(1, int(round(rnn_d / GATES[baseline])))
+
+
 #: Training characters per second on one thread at the default scale, by model (AMD EPYC Zen 3, `avx2`: the
 #: VCRNN-1024 over its first three epochs at mean m 0.43-0.35, the others timed over 12 chunks of 32 x 100)
 CHARS_PER_SECOND = {"vcrnn": 1_700, "vcgru": 3_500, "elman": 27_000, "gru": 6_500}
@@ -63,7 +72,9 @@ def vc_label(model_name: str, hidden: int, weight, target, seed: int, scope: str
     return f"{model_name}-H{hidden}-w{weight:g}-m{target:g}{extra}-seed{seed}"
 
 
-def _build(model_name, vocab_size, hidden, weight, target, seed, scope="step", init="target"):
+def build(model_name, vocab_size, hidden, weight, target, seed, scope="step", init="target"):
+    """A model of Table 3: a VC unit (``vcrnn``, ``vcgru``) of D = ``hidden`` with the L1 penalty of ``weight``
+    towards m_bar = ``target``, or a constant unit (``elman``, ``gru``; ``weight`` unused)."""
     import multiscale_rnn as msr
 
     if model_name in ("vcrnn", "vcgru"):
@@ -72,6 +83,17 @@ def _build(model_name, vocab_size, hidden, weight, target, seed, scope="step", i
                    penalty_weight=weight, penalty_scope=scope, scheduler_init=init, seed=seed)  # fmt: skip
     cls = {"elman": msr.ElmanRNN, "gru": msr.GRU}[model_name]
     return cls(vocab_size, embed_size=hidden, hidden_sizes=(hidden,), seed=seed)
+
+
+def recipe_trainer(model, lr: float, seed: int, progress: bool = False, hooks=(), divergence=0.1):
+    """The Table 3 recipe's Trainer: Adam at ``lr``, clipping at norm 1, B = 32, T = 100, the divergence guard
+    at ``divergence`` bpc, and for a VC model the paper's sharpness schedule."""
+    import multiscale_rnn as msr
+
+    vc = model.core_name in ("vcrnn", "vcgru")
+    return msr.Trainer(model, msr.optim.Adam(lr), clip_norm=1.0, batch_size=32, bptt=100, seed=seed,
+                       progress=progress, divergence=divergence, hooks=list(hooks),
+                       model_options={"sharpness": msr.sharpness_schedule()} if vc else None)  # fmt: skip
 
 
 def train_vc(corpus, settings, model_name, weight, seed, out: Path, budget=None, progress=False, test=False,
@@ -100,10 +122,8 @@ def train_vc(corpus, settings, model_name, weight, seed, out: Path, budget=None,
 
     def start(lr: float):
         """The model and its Trainer at ``lr``; ``fit`` resumes from the checkpoint when there is one."""
-        model = _build(model_name, corpus.vocab_size, hidden, weight, settings.target, seed, scope, init)
-        return model, msr.Trainer(model, msr.optim.Adam(lr), clip_norm=1.0, batch_size=32, bptt=100, seed=seed,
-                                  progress=progress, divergence=0.1, hooks=[_LearningRate(lr)],
-                                  model_options={"sharpness": msr.sharpness_schedule()} if vc else None)  # fmt: skip
+        model = build(model_name, corpus.vocab_size, hidden, weight, settings.target, seed, scope, init)
+        return model, recipe_trainer(model, lr, seed, progress=progress, hooks=[_LearningRate(lr)])
 
     lr = settings.lr * 0.5**halvings
     model, trainer = start(lr)
@@ -205,7 +225,7 @@ def run(out_dir: Path, budget, progress: bool, data_path) -> None:
         if like is not None:  # the size whose RNN-d is the VC model's
             vc = _finished_unit(results, vc_label(like, s.hidden, s.weight, s.target, 0), s.epochs)
             unit_s = _Settings(budget.minutes)
-            unit_s.hidden = max(1, int(round(vc["rnn_d"] / GATES[name])))
+            unit_s.hidden = baseline_size(vc["rnn_d"], name)
         weight = s.weight if like is None else None
         label = vc_label(name, unit_s.hidden, weight, s.target, 0)
         if _finished_unit(results, label, s.epochs) is not None:
@@ -269,11 +289,10 @@ def _against_baselines(last: Dict[str, dict]) -> list:
             groups.setdefault(key, []).append(r)
     out = []
     for (model, hidden, weight, target, init), rs in sorted(groups.items()):
-        base = {"vcrnn": "elman", "vcgru": "gru"}[model]
+        base = BASELINE[model]
         pairs = []
         for r in rs:
-            n = max(1, int(round(r["rnn_d"] / GATES[base])))
-            b = last.get(vc_label(base, n, None, None, r["seed"]))
+            b = last.get(vc_label(base, baseline_size(r["rnn_d"], base), None, None, r["seed"]))
             if b is not None and b.get("test_bpc") is not None:
                 pairs.append((r["test_bpc"], b["test_bpc"]))
         name = f"{model}-H{hidden}-w{weight:g}-m{target:g}, scheduler_init {init}"
