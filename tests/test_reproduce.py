@@ -17,7 +17,7 @@ HEADERS = {
     "hornn-table2": "| pooling | N=1 | N=2 | N=3 | N=4 |",
     "hm-lstm-boundaries": "| configuration | layers | part | runs | spaced: z1 F1 >= 0.9 |",
     "vcrnn-table3": "| model | D | m_bar | penalty | epochs | mean m | RNN-d | valid BPC | test BPC | paper |",
-    "fs-rnn-table3": "| model | parameters | epochs | best valid BPC | test BPC there | paper (test BPC) |",
+    "fs-rnn-table3": "| model | seed | parameters | epochs | best valid BPC | test BPC there | paper (test BPC) |",
     "hm-lstm-real-text": "| corpus | configuration | size | minutes | seeds | z1 F1 (words) | z1 rate |",
 }
 
@@ -373,9 +373,33 @@ def test_fs_rnn_models_are_compared_at_equal_training_time(tmp_path):
         Results(tmp_path).append(r)
     Results(tmp_path).append(dict(row("seq", 4, 50.0, 1.75), test_bpc=1.6))  # tested at its best epoch, 3
     text = msr.reproduce.report("fs-rnn-table3", tmp_path)
-    assert "within 2.0 minutes of training and validation" in text
-    assert "| fs | 1.800 |" in text and "| slow | - |" in text
-    assert "| seq | 100 | 4 | 1.700 (epoch 3) | 1.600 | - |" in text
+    assert "| fs | 0 | 2.0 | 1.800 |" in text and "| slow | 0 | 2.0 | - |" in text  # rows without a seed: seed 0
+    assert "| seq | 0 | 100 | 4 | 1.700 (epoch 3) | 1.600 | - |" in text
+
+
+def test_fs_rnn_report_gives_each_seed_and_the_spread_over_seeds(tmp_path):
+    """Per seed: its rows and its own equal-time table; over seeds: median [range] and the FS-LSTM-2's
+    lead on each LSTM counted seed by seed."""
+    from multiscale_rnn.reproduce._common import Results
+
+    test_bpc = {
+        "fs-lstm-2": (1.60, 1.62, 1.70),
+        "sequential-lstm": (1.65, 1.61, 1.72),
+        "stacked-lstm": (1.66, 1.70, 1.75),
+    }
+    for seed in range(3):
+        for model, values in test_bpc.items():
+            label = f"{model}-H8-seed{seed}"
+            base = dict(label=label, model=model, hidden=8, params=100, seed=seed, seconds=60.0, cpu_seconds=60.0)
+            Results(tmp_path).append(dict(base, epoch=1, valid_bpc=values[seed] + 0.2))
+            Results(tmp_path).append(dict(base, epoch=2, valid_bpc=values[seed] + 0.1, test_bpc=values[seed]))
+    text = msr.reproduce.report("fs-rnn-table3", tmp_path)
+    assert "| fs-lstm-2-H8-seed2 | 2 | 100 | 2 | 1.800 (epoch 2) | 1.700 |" in text
+    assert "| sequential-lstm-H8-seed1 | 1 | 2.0 | 1.710 |" in text
+    assert "| fs-lstm-2 | 0, 1, 2 | 1.620 [1.600, 1.700] | 1.720 [1.700, 1.800] |" in text
+    assert "ahead of the sequential-lstm on 2 of 3 seed(s) in test BPC and on 2 of 3 at equal time." in text
+    assert "ahead of the stacked-lstm on 3 of 3 seed(s) in test BPC and on 3 of 3 at equal time." in text
+    assert "Seeds: 0, 1, 2 (model initialisation and the Trainer's seed), in turn. Time taken" in text
 
 
 def test_hm_lstm_table3_runs_three_rows_of_equal_size_on_strokes_and_reports_the_ordering(tmp_path):

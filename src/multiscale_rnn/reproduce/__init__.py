@@ -16,6 +16,7 @@ numbers, the machine, the seeds and the time taken. A budget under one minute ru
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Dict, Optional, Union
@@ -93,8 +94,11 @@ def _seeds_held(rows, declared: str) -> str:
     """``; the results hold seeds 0, 1`` when the rows' seeds are not the ``declared`` ones (a folder that
     other scripts added seeds to), else nothing."""
     held = sorted({int(x["seed"]) for x in rows if isinstance(x.get("seed"), int)})
+    leading = declared.split("(")[0] if re.match(r"[\d, ]+(\(|$)", declared) else ""  # "0, 1 (...)": 0, 1
     text = ", ".join(map(str, held))
-    return f"; the results hold seed(s) {text}" if held and text != declared.replace(" ", "").replace(",", ", ") else ""
+    return (
+        f"; the results hold seed(s) {text}" if held and held != [int(d) for d in re.findall(r"\d+", leading)] else ""
+    )
 
 
 def run(

@@ -7,9 +7,11 @@ dropout or zoneout. The FS-LSTM-2 has fast cells of ``fast`` units and a slow ce
 stacked LSTM (2 layers) and the sequential LSTM (3 cells one after another in each step, as many as the
 FS-LSTM-2's chain F1, S, F2) take the hidden size whose parameter count is closest to the FS-LSTM's.
 Adam 2e-3, gradient norm clipped to 1, batch 32, BPTT 100, the model of lowest validation BPC tested.
-Each model trains one epoch a call from ``OUT/<label>.npz``; each epoch is a line of ``OUT/results.jsonl``
-with its wall seconds and its ``cpu_seconds`` (the process's CPU time: the equal-time comparison reads these,
-so a loaded or paused machine does not change it; the run trains on one thread unless told otherwise).
+The seeds (``SEEDS``, in turn: the model's initialisation and the Trainer's seed) each train the three
+models; the report gives each seed's figures and the median [range] over seeds. Each model trains one
+epoch a call from ``OUT/<label>.npz``; each epoch is a line of ``OUT/results.jsonl`` with its seed, its
+wall seconds and its ``cpu_seconds`` (the process's CPU time: the equal-time comparison reads these, so a
+loaded or paused machine does not change it; the run trains on one thread unless told otherwise).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from ._common import (
     SMOKE_MINUTES,
     Reproduction,
     Results,
+    dist,
     epoch_curves,
     fmt,
     machine,
@@ -37,6 +40,8 @@ __all__ = ["REPRODUCTION", "matched_size", "equal_time", "PAPER"]
 PAPER = {"fs-lstm-2": "1.190 (7.2M parameters, fast 700, slow 400)", "stacked-lstm": "2-layer LSTM: 1.243"}
 #: One thread: the run of the docs, 175-237 CPU-seconds an epoch of 1M characters (AMD EPYC, avx2)
 CHARS_PER_SECOND = 4_600
+#: The seeds a run trains, in turn (the smoke scale: the first).
+SEEDS = (0, 1, 2)
 
 
 def _models(vocab_size, embed, fast, slow, seed):
@@ -90,13 +95,14 @@ class _Settings:
         self.epochs = max(1, min(10, int(60.0 * minutes / 3 / (self.train_chars / CHARS_PER_SECOND))))
 
 
-def _train(corpus, s, name, build, hidden, out_dir, budget, progress, results):
+def _train(corpus, s, name, build, hidden, seed, out_dir, budget, progress, results):
     """Train one model epoch by epoch from its checkpoint, append each new epoch's row, test at the end."""
     import multiscale_rnn as msr
 
     model = build(hidden)
-    label = f"{name}-H{hidden}-seed0"
-    trainer = msr.Trainer(model, msr.optim.Adam(2e-3), clip_norm=1.0, batch_size=32, bptt=100, progress=progress)
+    label = f"{name}-H{hidden}-seed{seed}"
+    trainer = msr.Trainer(model, msr.optim.Adam(2e-3), clip_norm=1.0, batch_size=32, bptt=100, seed=seed,
+                          progress=progress)  # fmt: skip
     done = {r["epoch"] for r in results.rows() if r["label"] == label}
     train, valid = corpus.train[: s.train_chars], corpus.valid[: s.valid_chars]
     for epoch in range(1, s.epochs + 1):
@@ -105,7 +111,7 @@ def _train(corpus, s, name, build, hidden, out_dir, budget, progress, results):
                               resume="auto", restore_best=epoch == s.epochs)  # fmt: skip
         if len(history) > epoch:  # the checkpoint is past this epoch: its row was written when it was trained
             continue
-        row = dict(label=label, model=name, hidden=hidden, params=_count(model), epoch=epoch,
+        row = dict(label=label, model=name, hidden=hidden, params=_count(model), seed=seed, epoch=epoch,
                    valid_bpc=history[-1]["valid_bpc"], seconds=time.perf_counter() - t0,
                    cpu_seconds=time.process_time() - c0)  # fmt: skip
         if epoch == s.epochs:
@@ -119,23 +125,24 @@ def _train(corpus, s, name, build, hidden, out_dir, budget, progress, results):
 
 
 def run(out_dir: Path, budget, progress: bool, data_path) -> None:
-    """The FS-LSTM-2, then the stacked and the sequential LSTM of its parameter count."""
+    """For each seed in turn, the FS-LSTM-2, then the stacked and the sequential LSTM of its parameter count."""
     import multiscale_rnn as msr
 
     corpus = msr.data.load("ptb-char", path=str(data_path))
     s = _Settings(budget.minutes)
-    builds = _models(corpus.vocab_size, s.embed, s.fast, s.slow, 0)
-    params = _count(builds["fs-lstm-2"](0))
     results = Results(out_dir)
-    for i, (name, build) in enumerate(builds.items(), 1):
-        hidden = s.fast if name == "fs-lstm-2" else matched_size(build, params)
-        label = f"{name}-H{hidden}-seed0"
-        if any(r["label"] == label and "test_bpc" in r for r in results.rows()):
-            continue
-        budget.check()
-        say(progress, f"[{i}/{len(builds)}] {label}: {params:,} parameters, {s.epochs} epoch(s)")
-        _train(corpus, s, name, build, hidden, out_dir, budget, progress, results)
-        budget.unit_finished()
+    for seed in SEEDS[:1] if s.smoke else SEEDS:
+        builds = _models(corpus.vocab_size, s.embed, s.fast, s.slow, seed)
+        params = _count(builds["fs-lstm-2"](0))
+        for i, (name, build) in enumerate(builds.items(), 1):
+            hidden = s.fast if name == "fs-lstm-2" else matched_size(build, params)
+            label = f"{name}-H{hidden}-seed{seed}"
+            if any(r["label"] == label and "test_bpc" in r for r in results.rows()):
+                continue
+            budget.check()
+            say(progress, f"[{i}/{len(builds)}] {label}: {params:,} parameters, {s.epochs} epoch(s)")
+            _train(corpus, s, name, build, hidden, seed, out_dir, budget, progress, results)
+            budget.unit_finished()
 
 
 def equal_time(rows) -> tuple:
@@ -157,44 +164,81 @@ def equal_time(rows) -> tuple:
     return T, {label: min((v for t, v in points if t <= T), default=None) for label, points in ends.items()}
 
 
+def _seed(row: dict) -> int:
+    """A row's seed (rows written before the seeds were recorded are seed 0's)."""
+    return int(row.get("seed", 0))
+
+
 def report(out_dir: Path) -> str:
     """Each finished model's parameters, epochs, its best epoch's validation BPC and the test BPC of that
-    epoch (the Trainer restores it before the test), beside the paper's; then the models compared at equal
-    training time (``equal_time``)."""
+    epoch (the Trainer restores it before the test), beside the paper's, a row per model and seed; the
+    models compared at equal training time (``equal_time``) within each seed; then, over the seeds, each
+    model's median [range] and on how many seeds the FS-LSTM-2 is ahead of each LSTM."""
     rows, all_rows = [], Results(out_dir).rows()
+    tested: Dict[str, Dict[int, float]] = {}  # model -> seed -> test BPC
     for r in all_rows:
         if "test_bpc" in r:
             mine = [x for x in all_rows if x.get("label") == r["label"] and "valid_bpc" in x]
             top = min(mine, key=lambda x: x["valid_bpc"])
-            rows.append([r["label"], f"{r['params']:,}", r["epoch"], f"{fmt(top['valid_bpc'])} (epoch {top['epoch']})",
-                         fmt(r["test_bpc"]), PAPER.get(r["model"], "-")])  # fmt: skip
-    T, best = equal_time([r for r in all_rows if "label" in r and "seconds" in r])
-    timed = [[label, fmt(v)] for label, v in best.items()]
-    return "\n".join(
-        [
-            "PTB characters, layer norm on the cells, no dropout or zoneout (Section 4.2's setting), equal "
-            "parameter counts; the paper's numbers are its full-size regularised models (Table 1).",
-            "",
-            markdown_table(
-                ["model", "parameters", "epochs", "best valid BPC", "test BPC there", "paper (test BPC)"], rows
-            ),
-            "",
-            f"At equal training time: the lowest validation BPC of each model's epochs that ended within "
-            f"{T / 60.0:.1f} minutes of training and validation (the shortest model's total of CPU time; "
-            f"one thread, seed 0).",
-            "",
-            markdown_table(["model", f"valid BPC within {T / 60.0:.1f} min"], timed),
-        ]
-    )
+            rows.append([r["label"], _seed(r), f"{r['params']:,}", r["epoch"],
+                         f"{fmt(top['valid_bpc'])} (epoch {top['epoch']})", fmt(r["test_bpc"]),
+                         PAPER.get(r["model"], "-")])  # fmt: skip
+            tested.setdefault(r["model"], {})[_seed(r)] = r["test_bpc"]
+    timed: list = []
+    at_time: Dict[str, Dict[int, float]] = {}  # model -> seed -> valid BPC at equal time
+    for seed in sorted({_seed(r) for r in all_rows if "label" in r and "seconds" in r}):
+        mine = [r for r in all_rows if "label" in r and "seconds" in r and _seed(r) == seed]
+        T, best = equal_time(mine)
+        model_of = {r["label"]: r["model"] for r in mine}
+        for label, v in best.items():
+            timed.append([label, seed, f"{T / 60.0:.1f}", fmt(v)])
+            if v is not None:
+                at_time.setdefault(model_of[label], {})[seed] = v
+    out = [
+        "PTB characters, layer norm on the cells, no dropout or zoneout (Section 4.2's setting), equal "
+        "parameter counts; the paper's numbers are its full-size regularised models (Table 1).",
+        "",
+        markdown_table(
+            ["model", "seed", "parameters", "epochs", "best valid BPC", "test BPC there", "paper (test BPC)"], rows
+        ),
+        "",
+        "At equal training time: the lowest validation BPC of each model's epochs that ended within the "
+        "shortest model's total CPU time of training and validation in its seed (one thread).",
+        "",
+        markdown_table(["model", "seed", "minutes", "valid BPC within them"], timed),
+    ]
+    over = []
+    for model, by_seed in tested.items():
+        over.append([model, ", ".join(str(k) for k in sorted(by_seed)), dist(list(by_seed.values()), 3),
+                     dist(list(at_time.get(model, {}).values()), 3)])  # fmt: skip
+    if over:
+        out += ["", "Over the seeds (median [range]):", "",
+                markdown_table(["model", "seeds", "test BPC", "valid BPC at equal time"], over)]  # fmt: skip
+    fs = tested.get("fs-lstm-2", {})
+    for model in ("sequential-lstm", "stacked-lstm"):
+        both = sorted(set(fs) & set(tested.get(model, {})))
+        if both:
+            ahead = sum(fs[k] < tested[model][k] for k in both)
+            fs_t, other_t = at_time.get("fs-lstm-2", {}), at_time.get(model, {})
+            timed_both = sorted(set(fs_t) & set(other_t))
+            ahead_t = sum(fs_t[k] < other_t[k] for k in timed_both)
+            out.append(f"\nThe FS-LSTM-2 is ahead of the {model} on {ahead} of {len(both)} seed(s) in test BPC "
+                       f"and on {ahead_t} of {len(timed_both)} at equal time.")  # fmt: skip
+    return "\n".join(out)
 
 
 def estimate(minutes: float) -> float:
-    """Expected minutes: 3 models for all their epochs at ``CHARS_PER_SECOND`` (the baselines are faster), at
-    most the budget."""
+    """Expected minutes: every seed's 3 models for all their epochs at ``CHARS_PER_SECOND`` (the baselines
+    are faster), at most the budget."""
     s = _Settings(minutes)
     if s.smoke:
         return minutes
-    return min(minutes, 3 * s.epochs * s.train_chars / CHARS_PER_SECOND / 60.0)
+    return min(minutes, len(SEEDS) * _seed_minutes(s))
+
+
+def _seed_minutes(s: "_Settings") -> float:
+    """Expected minutes of one seed's three models."""
+    return 3 * s.epochs * s.train_chars / CHARS_PER_SECOND / 60.0
 
 
 def scale(minutes: float) -> str:
@@ -204,7 +248,8 @@ def scale(minutes: float) -> str:
         return "smoke scale: fast 12, slow 8, 1 epoch on 4,000 characters"
     return (
         f"reduced: fast cells 350, slow 200 (the paper's 700 / 400), no regularisation, "
-        f"the first 1M training characters, {s.epochs} epoch(s) per model"
+        f"the first 1M training characters, {s.epochs} epoch(s) per model; seeds 0, 1, 2 in turn, about "
+        f"{_seed_minutes(s):.0f} min a seed (--budget {len(SEEDS) * _seed_minutes(s) + 10:.0f} for all three)"
     )
 
 
@@ -218,6 +263,7 @@ REPRODUCTION = Reproduction(
     run=run,
     report=report,
     data_files=PTB_CHAR_FILES,
+    seeds="0, 1, 2 (model initialisation and the Trainer's seed), in turn",
     figures=lambda out: epoch_curves(out, "valid_bpc_by_epoch.png", "valid_bpc", "validation BPC"),
     estimate=estimate,
 )
