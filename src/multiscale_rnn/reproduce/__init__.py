@@ -94,11 +94,10 @@ def _seeds_held(rows, declared: str) -> str:
     """``; the results hold seeds 0, 1`` when the rows' seeds are not the ``declared`` ones (a folder that
     other scripts added seeds to), else nothing."""
     held = sorted({int(x["seed"]) for x in rows if isinstance(x.get("seed"), int)})
-    leading = declared.split("(")[0] if re.match(r"[\d, ]+(\(|$)", declared) else ""  # "0, 1 (...)": 0, 1
+    listed = re.match(r"([\d, ]+)(\(|$)", declared)  # "0, 1, 2 (model ...)" declares 0, 1, 2
+    declared_seeds = [int(d) for d in re.findall(r"\d+", listed.group(1))] if listed else []
     text = ", ".join(map(str, held))
-    return (
-        f"; the results hold seed(s) {text}" if held and held != [int(d) for d in re.findall(r"\d+", leading)] else ""
-    )
+    return f"; the results hold seed(s) {text}" if held and held != declared_seeds else ""
 
 
 def run(
