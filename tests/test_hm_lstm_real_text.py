@@ -139,3 +139,16 @@ def test_rate_targets_read_off_the_training_text(bench, tmp_path):
         bench.model_options(args, words)
     with pytest.raises(SystemExit, match="error: rate target 'text': python-stdlib's training text has no clause"):
         bench.main(tiny_args(tree, tmp_path / "out2", "--rate-target", "text", "--data-path", str(no_clauses)))
+
+
+def test_the_report_keeps_modules_and_thread_counts_apart():
+    base = dict(corpus="shakespeare", config="recipe", layers=3, hidden=128, minutes=600.0, f1_l0=0.9, rate_l0=0.2,
+                f1_l1=0.8, rate_l1=0.06, rate_ratio=0.3, valid_bpc=2.1, reduction=0.56, targets_met=True)  # fmt: skip
+    rows = [dict(base, seed=s, isa=isa, threads=t) for s in (0, 1) for isa, t in (("avx2", 1), ("avx512", 2))]
+    rows.append(dict(base, seed=2, isa="avx512", threads=2, f1_l0=0.38, targets_met=False))
+    lines = msr.reproduce.hm_lstm_real_text.report_table(rows).splitlines()
+    assert "module, threads" in lines[0]
+    avx2 = next(line for line in lines if "`avx2`, 1" in line)
+    avx512 = next(line for line in lines if "`avx512`, 2" in line)
+    assert "| 0,1 |" in avx2 and "| 2/2 |" in avx2
+    assert "| 0,1,2 |" in avx512 and "| 2/3 |" in avx512 and "0.90 [0.38, 0.90]" in avx512

@@ -19,7 +19,7 @@ from multiscale_rnn import presets
 # the VCRNN / VCGRU presets take the measured penalty weight 1 (docs/studies/vcrnn_measurements.md), and
 # the HM-LSTM presets' about text says over how many seeds (or in how many runs) its claims were measured,
 # and the ptb-word-hornn-* presets take the RNNLM toolkit's schedule (newbob).
-SNAPSHOT_SHA256 = "fe92a0e12b6db05a7c861be38b8c2770907ef44c6fc68137b7aceb9ba47c65c4"
+SNAPSHOT_SHA256 = "931e98018e6556c516fb45dbb492c2aa1b7ec88fce756202c0609f90148bd58c"
 SNAPSHOT_NAMES = sorted(
     ["quick", "synthetic", "ptb-char-lstm", "ptb-char-hm-lstm", "ptb-char-hm-lstm-recipe", "text8-hm-lstm-recipe"]
     + ["synthetic-hm-lstm", "synthetic-hm-lstm-phrases", "ptb-char-fs-lstm-2", "ptb-char-fs-lstm-4"]

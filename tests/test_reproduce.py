@@ -18,7 +18,7 @@ HEADERS = {
     "hm-lstm-boundaries": "| configuration | layers | part | runs | spaced: z1 F1 >= 0.9 |",
     "vcrnn-table3": "| model | D | m_bar | penalty | epochs | mean m | RNN-d | valid BPC | test BPC | paper |",
     "fs-rnn-table3": "| model | seed | parameters | epochs | best valid BPC | test BPC there | paper (test BPC) |",
-    "hm-lstm-real-text": "| corpus | configuration | size | minutes | seeds | z1 F1 (words) | z1 rate |",
+    "hm-lstm-real-text": "| corpus | configuration | size | minutes | module, threads | seeds | z1 F1 (words) |",
 }
 
 

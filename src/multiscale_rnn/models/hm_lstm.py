@@ -779,7 +779,7 @@ PRESETS = {
     "synthetic-hm-lstm-phrases": {
         "about": "A 3-layer HM-LSTM on the generated hierarchical text with the default recipe, which from 3 "
         "layers is the phrase recipe: its first layer marks the words and its second layer the phrases "
-        "(both on 8 of 10 recipe seeds on one machine, 7 of 10 on another) "
+        "(both on 8 of 10 recipe seeds on an AMD Zen 4, 7 of 10 on a Zen 5; avx512 module, one thread) "
         '(docs/models/hm_lstm.md, "The default recipe"): every boundary detector reads only the '
         "layer below, z^1 read as a blend and z^2 as a switch, rate targets 0.18 and 0.05 with weight "
         "20, layer 1's detector started after 500 updates and layer 2's after 1500, five runs compared "

@@ -370,22 +370,28 @@ def one_run(a, data: str, seed: int, corpus, results) -> bool:
 
 # ---- the report ----------------------------------------------------------------------------------
 def report_table(rows: list) -> str:
-    """Per corpus and configuration (and size, budget, threads): runs, seeds, and the median and range
-    over them of every figure; the targets met as a count (a markdown table)."""
+    """Per corpus and configuration (and size, budget, instruction-set module and threads, so runs that sum
+    in another order stay apart): runs, seeds, and the median and range over them of every figure; the
+    targets met as a count (a markdown table)."""
     groups: dict = {}
     for r in rows:
-        groups.setdefault((r["corpus"], r["config"], r["layers"], r["hidden"], r["minutes"]), []).append(r)
-    header = ["corpus", "configuration", "size", "minutes", "seeds", "z1 F1 (words)", "z1 rate", "z2 F1 (clauses)"]
+        key = (r["corpus"], r["config"], r["layers"], r["hidden"], r["minutes"], r.get("isa", "?"), r.get("threads", 1))
+        groups.setdefault(key, []).append(r)
+    header = ["corpus", "configuration", "size", "minutes", "module, threads", "seeds", "z1 F1 (words)", "z1 rate"]
+    header += ["z2 F1 (clauses)"]
     header += ["z2 rate", "z2 / z1", "targets met", "valid BPC", "update reduction"]
     table = []
-    for (corpus, config, layers, hidden, minutes), rs in sorted(groups.items()):
+    for (corpus, config, layers, hidden, minutes, isa, threads), rs in sorted(groups.items()):
         judged = [r["targets_met"] for r in rs if r.get("targets_met") is not None]
         none = "- (no clause ends)" if all(r.get("clause_ends") == 0 for r in rs) else "-"
         met = f"{sum(judged)}/{len(judged)}" if judged else none
         d = [dist([r[k] for r in rs if r.get(k) is not None]) for k in ("f1_l0", "rate_l0", "f1_l1", "rate_l1")]
         d += [dist([r[k] for r in rs if r.get(k) is not None]) for k in ("rate_ratio", "valid_bpc", "reduction")]
         seeds = ",".join(str(r["seed"]) for r in sorted(rs, key=lambda r: r["seed"]))
-        table.append([corpus, f"`{config}`", f"{layers} x {hidden}", f"{minutes:g}", seeds] + d[:5] + [met] + d[5:])
+        where = f"`{isa}`, {threads}"
+        table.append(
+            [corpus, f"`{config}`", f"{layers} x {hidden}", f"{minutes:g}", where, seeds] + d[:5] + [met] + d[5:]
+        )
     return markdown_table(header, table)
 
 
