@@ -372,6 +372,11 @@ def test_fs_rnn_models_are_compared_at_equal_training_time(tmp_path):
     for r in rows:
         Results(tmp_path).append(r)
     Results(tmp_path).append(dict(row("seq", 4, 50.0, 1.75), test_bpc=1.6))  # tested at its best epoch, 3
+    for label, epoch in (
+        ("fs", 2),
+        ("slow", 1),
+    ):  # the other two tested too (rows without times), so seed 0 is complete
+        Results(tmp_path).append(dict(label=label, model=label, hidden=8, params=100, epoch=epoch, test_bpc=1.7))
     text = msr.reproduce.report("fs-rnn-table3", tmp_path)
     assert "| fs | 0 | 2.0 | 1.800 |" in text and "| slow | 0 | 2.0 | - |" in text  # rows without a seed: seed 0
     assert "| seq | 0 | 100 | 4 | 1.700 (epoch 3) | 1.600 | - |" in text
@@ -400,6 +405,26 @@ def test_fs_rnn_report_gives_each_seed_and_the_spread_over_seeds(tmp_path):
     assert "ahead of the sequential-lstm on 2 of 3 seed(s) in test BPC and on 2 of 3 at equal time." in text
     assert "ahead of the stacked-lstm on 3 of 3 seed(s) in test BPC and on 3 of 3 at equal time." in text
     assert "Seeds: 0, 1, 2 (model initialisation and the Trainer's seed), in turn. Time taken" in text
+
+
+def test_fs_rnn_report_compares_at_equal_time_only_the_seeds_whose_models_have_finished(tmp_path):
+    """A seed still training (one model's first epoch) is named in progress and left out of the equal-time
+    comparison, whose short total time would otherwise set every model's figure; the thread count is the rows'."""
+    from multiscale_rnn.reproduce._common import Results
+
+    for model, bpc in (("fs-lstm-2", 1.60), ("stacked-lstm", 1.66), ("sequential-lstm", 1.64)):
+        base = dict(label=f"{model}-H8-seed0", model=model, hidden=8, params=100, seed=0, seconds=60.0,
+                    cpu_seconds=60.0, threads=2)  # fmt: skip
+        Results(tmp_path).append(dict(base, epoch=1, valid_bpc=bpc + 0.2))
+        Results(tmp_path).append(dict(base, epoch=2, valid_bpc=bpc + 0.1, test_bpc=bpc))
+    Results(tmp_path).append(dict(label="fs-lstm-2-H8-seed1", model="fs-lstm-2", hidden=8, params=100, seed=1,
+                                  epoch=1, valid_bpc=2.1, seconds=5.0, cpu_seconds=5.0, threads=2))  # fmt: skip
+    text = msr.reproduce.report("fs-rnn-table3", tmp_path)
+    assert "in its seed (2 threads), on the seeds whose three models have finished (seed 1 in progress)." in text
+    assert "| fs-lstm-2-H8-seed0 | 0 | 2.0 | 1.700 |" in text
+    assert "| fs-lstm-2-H8-seed1 | 1 |" not in text
+    assert "| fs-lstm-2 | 0 | 1.600 [1.600, 1.600] | 1.700 [1.700, 1.700] |" in text
+    assert "ahead of the stacked-lstm on 1 of 1 seed(s) in test BPC and on 1 of 1 at equal time." in text
 
 
 def test_hm_lstm_table3_runs_three_rows_of_equal_size_on_strokes_and_reports_the_ordering(tmp_path):

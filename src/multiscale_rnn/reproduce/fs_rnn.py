@@ -40,6 +40,8 @@ __all__ = ["REPRODUCTION", "matched_size", "equal_time", "PAPER"]
 PAPER = {"fs-lstm-2": "1.190 (7.2M parameters, fast 700, slow 400)", "stacked-lstm": "2-layer LSTM: 1.243"}
 #: One thread: the run of the docs, 175-237 CPU-seconds an epoch of 1M characters (AMD EPYC, avx2)
 CHARS_PER_SECOND = 4_600
+#: The models a seed trains, in turn.
+MODELS = ("fs-lstm-2", "stacked-lstm", "sequential-lstm")
 #: The seeds a run trains, in turn (the smoke scale: the first).
 SEEDS = (0, 1, 2)
 
@@ -192,7 +194,11 @@ def report(out_dir: Path) -> str:
     for r in all_rows:
         if "label" in r and "seconds" in r:
             epochs_by_seed.setdefault(_seed(r), []).append(r)
+    in_progress = []
     for seed, mine in sorted(epochs_by_seed.items()):
+        if sum(seed in by_seed for by_seed in tested.values()) < len(MODELS):  # a model still training or to come
+            in_progress.append(str(seed))
+            continue
         T, best = equal_time(mine)
         model_of = {r["label"]: r["model"] for r in mine}
         for label, v in best.items():
@@ -208,7 +214,8 @@ def report(out_dir: Path) -> str:
         ),
         "",
         "At equal training time: the lowest validation BPC of each model's epochs that ended within the "
-        "shortest model's total CPU time of training and validation in its seed (one thread).",
+        f"shortest model's total CPU time of training and validation in its seed ({_threads(all_rows)}), on the seeds "
+        "whose three models have finished" + (f" (seed {', '.join(in_progress)} in progress)." if in_progress else "."),
         "",
         markdown_table(["model", "seed", "minutes", "valid BPC within them"], timed),
     ]
@@ -219,13 +226,19 @@ def report(out_dir: Path) -> str:
     if over:
         out += ["", "Over the seeds (median [range]):", "",
                 markdown_table(["model", "seeds", "test BPC", "valid BPC at equal time"], over)]  # fmt: skip
-    for model in ("sequential-lstm", "stacked-lstm"):
+    for model in MODELS[1:]:
         ahead, n = _ahead(tested, model)
         if n:
             ahead_t, n_t = _ahead(at_time, model)
             out.append(f"\nThe FS-LSTM-2 is ahead of the {model} on {ahead} of {n} seed(s) in test BPC "
                        f"and on {ahead_t} of {n_t} at equal time.")  # fmt: skip
     return "\n".join(out)
+
+
+def _threads(rows) -> str:
+    """The thread counts of the rows that record one (a model's last row does); "one thread" when none does."""
+    counts = sorted({int(r["threads"]) for r in rows if "threads" in r})
+    return "one thread" if counts in ([], [1]) else " or ".join(map(str, counts)) + " threads"
 
 
 def _ahead(by_model: Dict[str, Dict[int, float]], model: str) -> tuple:
