@@ -372,10 +372,8 @@ def test_fs_rnn_models_are_compared_at_equal_training_time(tmp_path):
     for r in rows:
         Results(tmp_path).append(r)
     Results(tmp_path).append(dict(row("seq", 4, 50.0, 1.75), test_bpc=1.6))  # tested at its best epoch, 3
-    for label, epoch in (
-        ("fs", 2),
-        ("slow", 1),
-    ):  # the other two tested too (rows without times), so seed 0 is complete
+    # the other two tested too (rows without times), so seed 0 is complete
+    for label, epoch in (("fs", 2), ("slow", 1)):
         Results(tmp_path).append(dict(label=label, model=label, hidden=8, params=100, epoch=epoch, test_bpc=1.7))
     text = msr.reproduce.report("fs-rnn-table3", tmp_path)
     assert "| fs | 0 | 2.0 | 1.800 |" in text and "| slow | 0 | 2.0 | - |" in text  # rows without a seed: seed 0

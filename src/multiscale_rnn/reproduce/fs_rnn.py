@@ -51,10 +51,11 @@ def _models(vocab_size, embed, fast, slow, seed):
     import multiscale_rnn as msr
 
     common = dict(layer_norm="cell", seed=seed)
+    fs, stacked, sequential = MODELS
     return {
-        "fs-lstm-2": lambda h: msr.FSRNN(vocab_size, embed, fast_size=fast, slow_size=slow, fast_cells=2, **common),
-        "stacked-lstm": lambda h: msr.StackedLSTM(vocab_size, embed, (h, h), **common),
-        "sequential-lstm": lambda h: msr.SequentialLSTM(vocab_size, embed, (h, h, h), **common),
+        fs: lambda h: msr.FSRNN(vocab_size, embed, fast_size=fast, slow_size=slow, fast_cells=2, **common),
+        stacked: lambda h: msr.StackedLSTM(vocab_size, embed, (h, h), **common),
+        sequential: lambda h: msr.SequentialLSTM(vocab_size, embed, (h, h, h), **common),
     }
 
 

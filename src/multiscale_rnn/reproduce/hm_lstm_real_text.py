@@ -378,8 +378,7 @@ def report_table(rows: list) -> str:
         key = (r["corpus"], r["config"], r["layers"], r["hidden"], r["minutes"], r.get("isa", "?"), r.get("threads", 1))
         groups.setdefault(key, []).append(r)
     header = ["corpus", "configuration", "size", "minutes", "module, threads", "seeds", "z1 F1 (words)", "z1 rate"]
-    header += ["z2 F1 (clauses)"]
-    header += ["z2 rate", "z2 / z1", "targets met", "valid BPC", "update reduction"]
+    header += ["z2 F1 (clauses)", "z2 rate", "z2 / z1", "targets met", "valid BPC", "update reduction"]
     table = []
     for (corpus, config, layers, hidden, minutes, isa, threads), rs in sorted(groups.items()):
         judged = [r["targets_met"] for r in rs if r.get("targets_met") is not None]
