@@ -36,6 +36,16 @@ def test_clause_ends_on_a_known_text(bench):
     # word ends first seen at the whitespace after each word (a line end too; none after the last)
     assert marks(refs["word"]) == "....^...^.....^...^.^.^....^..^....^."
     assert not bench.reference_boundaries("no marks in text8 style")["clause"].any()
+    # the token reading: a mark is a word of its own, so "Yes," ends twice (at "," and at the space)
+    assert marks(refs["token"]) == "...^^...^....^^..^^.^.^.^^^^.^^....^."
+
+
+def test_token_ends_split_marks_from_words():
+    text = "you, sir!\nx_1 = f(a)"
+    assert marks(msr.data.word_boundaries(text)) == "...^....^...^.^....^"
+    assert marks(msr.data.word_boundaries(text, split_marks=True)) == "..^^...^^...^.^.^^^^"
+    assert marks(msr.data.word_boundaries("élan, été", split_marks=True)) == "...^^...^"  # letters beyond ASCII
+    assert msr.data.word_boundaries("", split_marks=True).shape == (0,)
 
 
 def test_scores_rate_ratio_and_targets(bench):
@@ -57,6 +67,13 @@ def test_scores_rate_ratio_and_targets(bench):
     assert none["f1_l1"] is None and none["targets_met"] is None and none["rate_ratio"] == pytest.approx(1 / 3)
     # one layer with a detector (2 layers): no z^2 figures
     assert "f1_l1" not in bench.score_boundaries(z[:1], refs)
+    # z^1 at every word end and once more after a mark: precision 3/4 against the words, 1 against the tokens
+    token = refs["word"].copy()
+    token[3] = True
+    twice = bench.score_boundaries(np.array([refs["word"] | token]), dict(refs, token=token))
+    assert twice["precision_l0"] == 0.75 and twice["f1_l0"] == pytest.approx(6 / 7)
+    assert twice["f1_l0_tokens"] == 1.0 and twice["recall_l0_tokens"] == 1.0
+    assert "f1_l0_tokens" not in s  # no token reference given, no token score
 
 
 def tiny_args(tree: Path, out: Path, *more) -> list:

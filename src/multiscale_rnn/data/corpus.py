@@ -291,20 +291,34 @@ def word_corpus(
     return Corpus(ids["train"], ids.get("valid"), ids.get("test"), vocab, name, "word", unknown=unknown)
 
 
-def word_boundaries(text: str) -> np.ndarray:
+def word_boundaries(text: str, split_marks: bool = False) -> np.ndarray:
     """Boolean array of ``len(text)``: ``True`` at the last character of every
     word, a word being a maximal run of non-whitespace characters (so a
     punctuation mark glued to a word ends that word).
 
+    With ``split_marks`` a word is instead a maximal run of letters, digits and ``_``, and every other
+    non-whitespace character (a mark) is a word of its own, as a tokenizer splits ``you,`` into ``you``
+    and ``,`` and ``f(x)`` into four: the token reading of the HM-LSTM's boundary scores.
+
     >>> word_boundaries("ab c.").astype(int).tolist()
     [0, 1, 0, 0, 1]
+    >>> word_boundaries("ab c.", split_marks=True).astype(int).tolist()
+    [0, 1, 0, 1, 1]
     """
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
     codes = text_codes(text, "codepoint")
     space = np.isin(codes, _SPACE_CODES)
-    ends = ~space
-    ends[:-1] &= space[1:]
+    if not split_marks:
+        ends = ~space
+        ends[:-1] &= space[1:]
+        return ends
+    uniq, inverse = np.unique(codes, return_inverse=True)
+    word = np.array([chr(c).isalnum() or chr(c) == "_" for c in uniq], dtype=bool)[inverse]  # letters, digits, _
+    mark = ~space & ~word
+    ends = mark.copy()  # every mark is a token of its own
+    ends[:-1] |= word[:-1] & ~word[1:]  # a run of word characters ends before any other character
+    ends[-1:] |= word[-1:]
     return ends
 
 

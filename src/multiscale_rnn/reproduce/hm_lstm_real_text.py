@@ -15,7 +15,9 @@ the same thread count, gives the losses of an uninterrupted run. Then it scores 
 and traces part of it from a zero state: F1 at tolerance 1 of z^1 against the word ends and of z^2 against
 the clause ends (``. , ; : ? !`` and line ends; text8 has none), both as first seen (``first_seen``), each
 layer's boundary rate, the z^2 / z^1 rate ratio and the share of layer updates skipped: one JSON line per
-run in ``results.jsonl``. The real-text targets: z^1 F1 >= 0.9; z^2 at most half as often as z^1 with
+run in ``results.jsonl``. z^1 is also scored against the token ends (``f1_l0_tokens``: every punctuation mark
+a word of its own, ``word_boundaries(split_marks=True)``), the other reading of "word"; the targets use the
+whitespace words. The real-text targets: z^1 F1 >= 0.9; z^2 at most half as often as z^1 with
 F1 >= 0.5 against the clause ends.
 
 The functions take the run's settings as one namespace ``a`` (the script's flags: ``settings`` lists them
@@ -69,9 +71,15 @@ EPOCHS = 1_000_000
 # ---- known boundaries and scores -----------------------------------------------------------------
 def reference_boundaries(text: str) -> dict:
     """Where word and clause ends can first be read off ``text``: the character after each word's last
-    (``word_boundaries``, whitespace-separated words, prose and source code alike) and after each clause's
-    last (``clause_boundaries``: before ``. , ; : ? !`` or a line end), as ``first_seen`` places them."""
-    return {"word": first_seen(word_boundaries(text)), "clause": first_seen(clause_boundaries(text))}
+    (``word_boundaries``, whitespace-separated words, prose and source code alike), after each token's last
+    (the token reading: ``word_boundaries(split_marks=True)``, every mark a word of its own) and after each
+    clause's last (``clause_boundaries``: before ``. , ; : ? !`` or a line end), as ``first_seen`` places
+    them."""
+    return {
+        "word": first_seen(word_boundaries(text)),
+        "token": first_seen(word_boundaries(text, split_marks=True)),
+        "clause": first_seen(clause_boundaries(text)),
+    }
 
 
 def rate_ratio(rate_upper: float, rate_lower: float):
@@ -92,13 +100,19 @@ def meets_targets(row: dict):
 def score_boundaries(z: np.ndarray, refs: dict, tolerance: int = 1) -> dict:
     """Scores of the boundary states ``z`` (one row per layer with a detector, T steps; z > 0.5 is a
     boundary) against ``refs`` (``reference_boundaries``): z^1 against the word ends (also exactly,
-    tolerance 0), z^2 against the clause ends (F1, precision and recall None without any clause end),
-    their rates and the ratio of the rates."""
+    tolerance 0, and against the token ends when ``refs`` has them: ``f1_l0_tokens``), z^2 against the
+    clause ends (F1, precision and recall None without any clause end), their rates and the ratio of the
+    rates."""
     fired = np.asarray(z) > 0.5
     out: dict = {}
     words = boundary_scores(fired[0], refs["word"], tolerance)
     out.update(f1_l0=words["f1"], precision_l0=words["precision"], recall_l0=words["recall"])
     out["f1_l0_exact"] = boundary_scores(fired[0], refs["word"], 0)["f1"]
+    if "token" in refs:
+        tokens = boundary_scores(fired[0], refs["token"], tolerance)
+        out.update(
+            f1_l0_tokens=tokens["f1"], precision_l0_tokens=tokens["precision"], recall_l0_tokens=tokens["recall"]
+        )
     out["rate_l0"] = float(fired[0].mean())
     out["word_end_rate"] = float(np.mean(refs["word"]))
     out["clause_end_rate"] = float(np.mean(refs["clause"]))
@@ -122,7 +136,8 @@ def text_rates(corpus) -> dict:
     """The word- and clause-end rates (``reference_boundaries``) of the first ``TEXT_RATE_CHARS`` characters
     of ``corpus``'s training split: the targets ``--rate-target text`` gives layers 1 and 2."""
     text = corpus.vocab.decode(np.asarray(corpus.train[:TEXT_RATE_CHARS]))
-    return {k: float(v.mean()) for k, v in reference_boundaries(text).items()}
+    refs = reference_boundaries(text)
+    return {k: float(refs[k].mean()) for k in ("word", "clause")}
 
 
 def model_options(a, corpus=None) -> tuple:
@@ -296,15 +311,45 @@ def score_run(a, model, corpus) -> tuple:
 
     valid = corpus.valid[: a.valid_chars]
     out = {"valid_chars": int(len(valid)), "valid_bpc": msr.evaluate(model, valid, batch_size=16)["bpc"]}
-    tr = model.trace(corpus.valid[: a.trace_chars], corpus.vocab)
+    scores, tr, refs = score_trace(model, corpus, a.trace_chars)
+    out.update(scores)
+    return out, tr, refs
+
+
+def score_trace(model, corpus, trace_chars: int) -> tuple:
+    """The trace of the first ``trace_chars`` validation characters from a zero state, its boundary scores
+    (``score_boundaries``), rates and layer updates; with the trace and the references."""
+    tr = model.trace(corpus.valid[:trace_chars], corpus.vocab)
     text = corpus.vocab.decode(np.asarray(tr.tokens))
     refs = reference_boundaries(text)
-    out.update(trace_chars=len(tr), updates=tr.updates.tolist(), reduction=float(tr.reduction))
+    out = dict(trace_chars=len(tr), updates=tr.updates.tolist(), reduction=float(tr.reduction))
     with_detector = np.arange(len(tr.z)) < len(tr.z) - 1 if tr.detectors is None else np.asarray(tr.detectors)
     out["z_rate"] = (tr.z > 0.5).mean(axis=1).tolist()
     out.update(score_boundaries(tr.z[with_detector], refs))
     out.update(clause_ends=int(refs["clause"].sum()), word_ends=int(refs["word"].sum()))
     return out, tr, refs
+
+
+def rescore(rows: list, out: Path, data_dir: Path) -> list:
+    """``rows`` (finished runs of ``out``'s results.jsonl) scored again from their checkpoints, with the
+    scores added since they were recorded (the token reading, ``f1_l0_tokens``); each row gets
+    ``rescored_f1_l0``, the word F1 of the new trace, which equals the recorded ``f1_l0`` when the trace ran
+    on the instruction-set module and thread count of the run (another sums in another order, which can
+    move a z near 0.5). Rows whose folder has no checkpoint are left as they are."""
+    from ..checkpoint import load
+
+    corpora: dict = {}
+    new = []
+    for r in rows:
+        checkpoint = run_folder(out, r) / "checkpoint.npz"
+        if not checkpoint.exists():
+            new.append(r)
+            continue
+        if r["data"] not in corpora:
+            corpora[r["data"]] = load_corpus(r["data"], data_dir)
+        scores, _, _ = score_trace(load(checkpoint).model, corpora[r["data"]], r["trace_chars"])
+        new.append(dict(r, **{k: v for k, v in scores.items() if k not in r}, rescored_f1_l0=scores["f1_l0"]))
+    return new
 
 
 def draw(tr, refs, folder: Path, layers: int) -> list:
@@ -377,19 +422,29 @@ def report_table(rows: list) -> str:
     for r in rows:
         key = (r["corpus"], r["config"], r["layers"], r["hidden"], r["minutes"], r.get("isa", "?"), r.get("threads", 1))
         groups.setdefault(key, []).append(r)
-    header = ["corpus", "configuration", "size", "minutes", "module, threads", "seeds", "z1 F1 (words)", "z1 rate"]
-    header += ["z2 F1 (clauses)", "z2 rate", "z2 / z1", "targets met", "valid BPC", "update reduction"]
+    header = [
+        "corpus",
+        "configuration",
+        "size",
+        "minutes",
+        "module, threads",
+        "seeds",
+        "z1 F1 (words)",
+        "z1 F1 (tokens)",
+    ]
+    header += ["z1 rate", "z2 F1 (clauses)", "z2 rate", "z2 / z1", "targets met", "valid BPC", "update reduction"]
     table = []
     for (corpus, config, layers, hidden, minutes, isa, threads), rs in sorted(groups.items()):
         judged = [r["targets_met"] for r in rs if r.get("targets_met") is not None]
         none = "- (no clause ends)" if all(r.get("clause_ends") == 0 for r in rs) else "-"
         met = f"{sum(judged)}/{len(judged)}" if judged else none
-        d = [dist([r[k] for r in rs if r.get(k) is not None]) for k in ("f1_l0", "rate_l0", "f1_l1", "rate_l1")]
+        d = [dist([r[k] for r in rs if r.get(k) is not None]) for k in ("f1_l0", "f1_l0_tokens", "rate_l0", "f1_l1")]
+        d += [dist([r[k] for r in rs if r.get(k) is not None]) for k in ("rate_l1",)]
         d += [dist([r[k] for r in rs if r.get(k) is not None]) for k in ("rate_ratio", "valid_bpc", "reduction")]
         seeds = ",".join(str(r["seed"]) for r in sorted(rs, key=lambda r: r["seed"]))
         where = f"`{isa}`, {threads}"
         table.append(
-            [corpus, f"`{config}`", f"{layers} x {hidden}", f"{minutes:g}", where, seeds] + d[:5] + [met] + d[5:]
+            [corpus, f"`{config}`", f"{layers} x {hidden}", f"{minutes:g}", where, seeds] + d[:6] + [met] + d[6:]
         )
     return markdown_table(header, table)
 
