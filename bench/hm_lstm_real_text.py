@@ -43,7 +43,8 @@ its folder. A run already in results.jsonl is skipped.
 how many seeds meet the real-text targets (z^2 firing at most half as often as z^1, with F1 >= 0.5
 against the clause ends). ``report --rescore`` traces each run's checkpoint again first, for the scores
 added after a run was recorded (z^1 against the token ends, every punctuation mark a word of its own:
-``f1_l0_tokens``); run it with the run's instruction-set module and thread count to get its trace back.
+``f1_l0_tokens``; ``--data-path`` for runs given one); run it with the run's instruction-set module and thread
+count to get its trace back.
 """
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ def cmd_report(a) -> int:
     for f in a.files:
         path = Path(f) / "results.jsonl" if Path(f).is_dir() else Path(f)
         found = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        rows += rescore(found, path.parent, a.data_dir) if a.rescore else found
+        rows += rescore(found, path.parent, a.data_dir, a.data_path) if a.rescore else found
     print(report_table(rows))
     print()
     print(machine_line(rows))
@@ -132,6 +133,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("files", nargs="+", help="results.jsonl files or --out folders")
     s.add_argument("--rescore", action="store_true", help="trace each run's checkpoint again (scores added later)")
     s.add_argument("--data-dir", type=Path, default=DATA, help="with --rescore: the corpora's folder")
+    s.add_argument("--data-path", type=Path, default=None, help="with --rescore: the runs' own --data-path")
     s.set_defaults(fn=cmd_report)
     return p
 

@@ -122,6 +122,19 @@ def test_a_stopped_run_resumes_to_the_uninterrupted_line(bench, tmp_path, capsys
     assert bench.main(["report", str(tmp_path / "cut")]) == 0
     table = capsys.readouterr().out
     assert "| python-stdlib | `recipe+target0.18_0.06` | 3 x 12 |" in table and "Machine:" in table
+    # a run recorded before the token score existed: --rescore traces its checkpoint again and gives it
+    old = dict(cut)
+    for k in ("f1_l0_tokens", "precision_l0_tokens", "recall_l0_tokens"):
+        old.pop(k)
+    (tmp_path / "cut" / "results.jsonl").write_text(json.dumps(old) + "\n")
+    assert bench.main(["report", str(tmp_path / "cut")]) == 0
+    words = f"| {cut['f1_l0']:.2f} [{cut['f1_l0']:.2f}, {cut['f1_l0']:.2f}] |"
+    assert f"{words} - |" in capsys.readouterr().out  # the tokens column left empty
+    argv = ["report", "--rescore", "--data-path", str(tree), str(tmp_path / "cut")]
+    assert bench.main(argv) == 0
+    out = capsys.readouterr().out
+    assert f"{words} {cut['f1_l0_tokens']:.2f} [" in out
+    assert "Rescored from their checkpoints: 1 of 1 runs; the word F1 as recorded on 1." in out
 
 
 def test_bad_corpus_or_seed_is_refused(bench, tmp_path):

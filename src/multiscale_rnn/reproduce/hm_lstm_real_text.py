@@ -330,12 +330,13 @@ def score_trace(model, corpus, trace_chars: int) -> tuple:
     return out, tr, refs
 
 
-def rescore(rows: list, out: Path, data_dir: Path) -> list:
+def rescore(rows: list, out: Path, data_dir: Path, data_path=None) -> list:
     """``rows`` (finished runs of ``out``'s results.jsonl) scored again from their checkpoints, with the
     scores added since they were recorded (the token reading, ``f1_l0_tokens``); each row gets
     ``rescored_f1_l0``, the word F1 of the new trace, which equals the recorded ``f1_l0`` when the trace ran
     on the instruction-set module and thread count of the run (another sums in another order, which can
-    move a z near 0.5). Rows whose folder has no checkpoint are left as they are."""
+    move a z near 0.5). The corpora are read as ``load_corpus`` reads them (``data_path``: the one corpus
+    the runs were given with --data-path). Rows whose folder has no checkpoint are left as they are."""
     from ..checkpoint import load
 
     corpora: dict = {}
@@ -346,7 +347,7 @@ def rescore(rows: list, out: Path, data_dir: Path) -> list:
             new.append(r)
             continue
         if r["data"] not in corpora:
-            corpora[r["data"]] = load_corpus(r["data"], data_dir)
+            corpora[r["data"]] = load_corpus(r["data"], data_dir, data_path)
         scores, _, _ = score_trace(load(checkpoint).model, corpora[r["data"]], r["trace_chars"])
         new.append(dict(r, **{k: v for k, v in scores.items() if k not in r}, rescored_f1_l0=scores["f1_l0"]))
     return new
