@@ -108,6 +108,8 @@ def cmd_report(a) -> int:
     rows = []
     for f in a.files:
         path = Path(f) / "results.jsonl" if Path(f).is_dir() else Path(f)
+        if not path.is_file():
+            raise SystemExit(f"error: no results at {path}: give a results.jsonl file or a run's --out folder")
         found = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
         rows += rescore(found, path.parent, a.data_dir, a.data_path) if a.rescore else found
     print(report_table(rows))

@@ -142,6 +142,8 @@ def test_bad_corpus_or_seed_is_refused(bench, tmp_path):
         bench.main(["--data", "enwik8", "--out", str(tmp_path)])
     with pytest.raises(SystemExit, match="seeds"):
         bench.main(["--data", "text8", "--seeds", "7", "--out", str(tmp_path)])
+    with pytest.raises(SystemExit, match=r"error: no results at .*results.jsonl: give a results.jsonl file"):
+        bench.main(["report", "--rescore", str(tmp_path)])  # a folder without a finished run
 
 
 def test_rate_targets_read_off_the_training_text(bench, tmp_path):
