@@ -107,6 +107,8 @@ def test_a_stopped_run_resumes_to_the_uninterrupted_line(bench, tmp_path, capsys
     assert bench.main(tiny_args(tree, tmp_path / "cut")) == 0
     (whole,), (cut,) = rows(tmp_path / "whole"), rows(tmp_path / "cut")
     assert cut["chunks"] == whole["chunks"] == 6
+    # each block's probe: the chunks trained and the rates of z^1, z^2, z^3, kept across the stop
+    assert [p[0] for p in cut["probes"]] == [3, 6] and all(len(p) == 4 for p in cut["probes"])
     assert cut["figures"] == [f"{folder.name}/fig3.png", f"{folder.name}/fig4.png"]
     assert all((tmp_path / "cut" / f).is_file() for f in cut["figures"])
     for r in (whole, cut):

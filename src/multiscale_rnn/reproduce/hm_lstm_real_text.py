@@ -225,7 +225,8 @@ def load_corpus(data: str, data_dir: Path, data_path=None):
 # ---- training, resumable -------------------------------------------------------------------------
 def read_spent(folder: Path) -> dict:
     """The training seconds (wall clock, which counts a paused process's pauses, and the process's CPU
-    seconds) and chunks spent so far (``spent.json``; none before the first block)."""
+    seconds), chunks spent so far and the boundary rates on the probe characters after each block
+    (``spent.json``; none before the first block)."""
     f = folder / "spent.json"
     return json.loads(f.read_text()) if f.exists() else {"seconds": 0.0, "chunks": 0}
 
@@ -271,6 +272,8 @@ def train_blocks(a, trainer, corpus, folder: Path) -> bool:
             "seconds": spent["seconds"] + time.perf_counter() - t0,  # wall: counts pauses and other load
             "cpu_seconds": spent.get("cpu_seconds", 0.0) + time.process_time() - c0,  # this process's work
             "chunks": trainer.step,
+            # after each block: the chunks trained and each layer's boundary rate on the probe characters
+            "probes": spent.get("probes", []) + [[trainer.step, *(round(float(r), 5) for r in rates)]],
         }
         write_spent(folder, spent)
         blocks += 1
@@ -394,6 +397,7 @@ def one_run(a, data: str, seed: int, corpus, results) -> bool:
     row.update(
         seconds=spent["seconds"],
         cpu_seconds=spent.get("cpu_seconds"),
+        probes=spent.get("probes"),  # [chunks, rate of z^1, z^2, ...] after each block (none before 2026-11-27)
         chunks=trainer.step,
         chars_trained=trainer.step * a.batch_size * a.bptt,
     )
