@@ -15,7 +15,7 @@ from multiscale_rnn.cli import main
 NAMES = ["hornn-table2", "hm-lstm-boundaries", "vcrnn-table3", "fs-rnn-table3", "hm-lstm-real-text"]
 HEADERS = {
     "hornn-table2": "| pooling | N=1 | N=2 | N=3 | N=4 |",
-    "hm-lstm-boundaries": "| configuration | layers | part | runs | spaced: z1 F1 >= 0.9 |",
+    "hm-lstm-boundaries": "| configuration | layers | part | module, threads | runs | spaced: z1 F1 >= 0.9 |",
     "vcrnn-table3": "| model | D | m_bar | penalty | epochs | mean m | RNN-d | valid BPC | test BPC | paper |",
     "fs-rnn-table3": "| model | seed | parameters | epochs | best valid BPC | test BPC there | paper (test BPC) |",
     "hm-lstm-real-text": "| corpus | configuration | size | minutes | module, threads | seeds | z1 F1 (words) |",
@@ -116,6 +116,19 @@ def test_reports_read_the_bench_scripts_folders(tmp_path):
     assert "| vcrnn-H512-w0.1-m0.3-seed0 | 512 | 0.30 | 0.100 | 2 | 0.300 | 300 | 1.800 | - |" in text
     with pytest.raises(FileNotFoundError, match="no results folder"):
         msr.reproduce.report("vcrnn-table3", tmp_path / "missing")
+
+
+def test_the_boundary_report_keeps_modules_and_thread_counts_apart():
+    base = dict(
+        config="recipe", layers=2, part="heldout", language=0, spaced=True, rate_l0=0.18, bpc=2.0, reduction=0.4
+    )
+    rows = [dict(base, seed=s, f1_l0=1.0, isa="avx2", threads=1) for s in (10, 11)]
+    rows += [dict(base, seed=s, f1_l0=f, isa="avx512", threads=2) for s, f in ((10, 1.0), (11, 0.3), (12, 0.95))]
+    lines = msr.reproduce.hm_lstm.report_table(rows).splitlines()
+    assert "module, threads" in lines[0] and len(lines) == 4
+    avx2 = next(line for line in lines if "`avx2`, 1" in line)
+    avx512 = next(line for line in lines if "`avx512`, 2" in line)
+    assert "| 2 | 2/2 (100 %) |" in avx2 and "| 3 | 2/3 (67 %) | 0.95 [0.30, 1.00] |" in avx512
 
 
 def test_hornn_report_gives_the_seeds_median_and_each_hornn_against_the_rnn_of_its_seed(tmp_path):

@@ -71,17 +71,19 @@ def score_package_run(text, layers, seed, hidden=32, epochs=None, restarts=5, re
 
 
 def report_table(rows) -> str:
-    """Per configuration, depth and part: the share of spaced (language, seed) pairs with z^1 F1 >= 0.9,
-    and the median and range of every figure, spaced and unspaced apart (a markdown table)."""
+    """Per configuration, depth, part, instruction-set module and threads (runs that sum in another order
+    stay apart): the share of spaced (language, seed) pairs with z^1 F1 >= 0.9, and the median and range of
+    every figure, spaced and unspaced apart (a markdown table)."""
     groups: Dict[tuple, list] = {}
     for r in rows:
-        groups.setdefault((r["config"], r["layers"], r["part"]), []).append(r)
+        key = (r["config"], r["layers"], r["part"], r.get("isa", "?"), r.get("threads", 1))
+        groups.setdefault(key, []).append(r)
     lines = [
-        "| configuration | layers | part | runs | spaced: z1 F1 >= 0.9 | spaced z1 F1 | unspaced z1 F1 | "
-        "z1 rate | z2 F1 (phrases) | z2 rate | valid BPC | update reduction |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| configuration | layers | part | module, threads | runs | spaced: z1 F1 >= 0.9 | spaced z1 F1 | "
+        "unspaced z1 F1 | z1 rate | z2 F1 (phrases) | z2 rate | valid BPC | update reduction |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for (config, layers, part), rs in sorted(groups.items()):
+    for (config, layers, part, isa, threads), rs in sorted(groups.items()):
         spaced = [r for r in rs if r["spaced"]]
         unspaced = [r for r in rs if not r["spaced"]]
         ok = sum(r["f1_l0"] >= 0.9 for r in spaced)
@@ -89,7 +91,7 @@ def report_table(rows) -> str:
         z2 = dist([r["f1_l1"] for r in rs if "f1_l1" in r])
         z2rate = dist([r["rate_l1"] for r in rs if "rate_l1" in r])
         lines.append(
-            f"| `{config}` | {layers} | {part} | {len(rs)} | {share} | {dist([r['f1_l0'] for r in spaced])} | "
+            f"| `{config}` | {layers} | {part} | `{isa}`, {threads} | {len(rs)} | {share} | {dist([r['f1_l0'] for r in spaced])} | "
             f"{dist([r['f1_l0'] for r in unspaced])} | {dist([r['rate_l0'] for r in rs])} | {z2} | {z2rate} | "
             f"{dist([r['bpc'] for r in rs])} | {dist([r['reduction'] for r in rs])} |"
         )
