@@ -91,7 +91,8 @@ def report_table(rows) -> str:
         z2 = dist([r["f1_l1"] for r in rs if "f1_l1" in r])
         z2rate = dist([r["rate_l1"] for r in rs if "rate_l1" in r])
         lines.append(
-            f"| `{config}` | {layers} | {part} | `{isa}`, {threads} | {len(rs)} | {share} | {dist([r['f1_l0'] for r in spaced])} | "
+            f"| `{config}` | {layers} | {part} | `{isa}`, {threads} | {len(rs)} | {share} | "
+            f"{dist([r['f1_l0'] for r in spaced])} | "
             f"{dist([r['f1_l0'] for r in unspaced])} | {dist([r['rate_l0'] for r in rs])} | {z2} | {z2rate} | "
             f"{dist([r['bpc'] for r in rs])} | {dist([r['reduction'] for r in rs])} |"
         )
