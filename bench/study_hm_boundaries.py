@@ -29,6 +29,7 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -447,7 +448,13 @@ def main(argv=None):
     p.add_argument("--text", default="sep")
     p.add_argument("--seeds", default="0,1,2,3,4")
     p.add_argument("--hidden", type=int, default=32)
-    p.add_argument("--json", default=None, help="append every run's figures to this file (JSON lines)")
+    p.add_argument("--threads", type=int, default=1, help="threads per run (msr.set_num_threads)")
+    p.add_argument(
+        "--json",
+        default=None,
+        help="append every run's figures to this file (JSON lines, with the module and threads); runs already "
+        "in it (same configuration, depth, text, seed, module and threads) are read back, not trained again",
+    )
     p.add_argument(
         "--figure",
         default=None,
@@ -465,14 +472,26 @@ def main(argv=None):
         for config, layers, kind in keys:
             print(row(results, config, layers, kind))
         return
-    msr.set_num_threads(1)
+    msr.set_num_threads(a.threads)
+    setup = dict(isa=msr._native.ISA, threads=a.threads)
+
+    def key(r):
+        return (r["config"], r["layers"], r["text"], r["seed"], r.get("isa"), r.get("threads"))
+
+    done = {}
+    if a.json and Path(a.json).exists():
+        done = {key(r): r for r in (json.loads(line) for line in open(a.json) if line.strip())}
     print(HEADER)
     results = []
     for kind in a.text.split(","):
         for layers in (int(x) for x in a.layers.split(",")):
             for config in a.configs.split(","):
                 for seed in (int(x) for x in a.seeds.split(",")):
-                    r = run(config, layers, kind, seed, a.hidden, figure=a.figure)
+                    kept = done.get((config, layers, kind, seed, setup["isa"], setup["threads"]))
+                    if kept is not None:
+                        results.append(kept)
+                        continue
+                    r = dict(run(config, layers, kind, seed, a.hidden, figure=a.figure), **setup)
                     results.append(r)
                     print(json.dumps(r), file=sys.stderr, flush=True)
                     if a.json:
