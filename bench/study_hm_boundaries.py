@@ -487,7 +487,7 @@ def main(argv=None):
         for layers in (int(x) for x in a.layers.split(",")):
             for config in a.configs.split(","):
                 for seed in (int(x) for x in a.seeds.split(",")):
-                    kept = done.get((config, layers, kind, seed, setup["isa"], setup["threads"]))
+                    kept = done.get(key(dict(config=config, layers=layers, text=kind, seed=seed, **setup)))
                     if kept is not None:
                         results.append(kept)
                         continue

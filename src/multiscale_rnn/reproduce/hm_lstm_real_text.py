@@ -69,17 +69,16 @@ EPOCHS = 1_000_000
 
 
 # ---- known boundaries and scores -----------------------------------------------------------------
-def reference_boundaries(text: str) -> dict:
+def reference_boundaries(text: str, tokens: bool = True) -> dict:
     """Where word and clause ends can first be read off ``text``: the character after each word's last
     (``word_boundaries``, whitespace-separated words, prose and source code alike), after each token's last
     (the token reading: ``word_boundaries(split_marks=True)``, every mark a word of its own) and after each
     clause's last (``clause_boundaries``: before ``. , ; : ? !`` or a line end), as ``first_seen`` places
-    them."""
-    return {
-        "word": first_seen(word_boundaries(text)),
-        "token": first_seen(word_boundaries(text, split_marks=True)),
-        "clause": first_seen(clause_boundaries(text)),
-    }
+    them; without ``tokens``, the word and clause ends only."""
+    refs = {"word": first_seen(word_boundaries(text)), "clause": first_seen(clause_boundaries(text))}
+    if tokens:
+        refs["token"] = first_seen(word_boundaries(text, split_marks=True))
+    return refs
 
 
 def rate_ratio(rate_upper: float, rate_lower: float):
@@ -136,8 +135,7 @@ def text_rates(corpus) -> dict:
     """The word- and clause-end rates (``reference_boundaries``) of the first ``TEXT_RATE_CHARS`` characters
     of ``corpus``'s training split: the targets ``--rate-target text`` gives layers 1 and 2."""
     text = corpus.vocab.decode(np.asarray(corpus.train[:TEXT_RATE_CHARS]))
-    refs = reference_boundaries(text)
-    return {k: float(refs[k].mean()) for k in ("word", "clause")}
+    return {k: float(v.mean()) for k, v in reference_boundaries(text, tokens=False).items()}
 
 
 def model_options(a, corpus=None) -> tuple:
