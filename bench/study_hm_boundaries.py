@@ -67,7 +67,8 @@ def configuration(name: str):
     (``gradient=["blend", "switch"]``: z^1 read as a
     blend, z^2 as a switch; 3 layers), ``step`` (threshold boundaries, the default); and
     the recipe's words ``target<r1>[_<r2>]`` (``rate_target``,
-    ``targetnone`` for none), ``mu<x>`` (``rate_weight``), ``warm<n>`` (``warmup``: detectors held off for n
+    ``targetnone`` for none), ``mu<x>`` (``rate_weight``), ``slack<s>_<t>`` (``rate_slack_below``,
+    ``rate_slack_above``: ``slack0_1`` makes the target a floor), ``warm<n>`` (``warmup``: detectors held off for n
     updates; ``warm<n1>_<n2>``: layer 1's for n1, layer 2's for n2), ``t1ramp<a>_<b>_<n>`` / ``t2ramp<a>_<b>_<n>``
     (layer 1's / layer 2's
     target from a at the warm-up's end to b over n updates),
@@ -118,6 +119,10 @@ def _words(words, opts, train, sched, name):
             continue
         if word.startswith("mu"):
             opts["rate_weight"] = float(word[2:])
+            continue
+        if word.startswith("slack"):  # slack<below>_<above>: the band around the target that costs nothing
+            below, above = (float(x) for x in word[5:].split("_"))
+            opts["rate_slack_below"], opts["rate_slack_above"] = below, above
             continue
         if word.startswith("warm"):  # warm<n>: the detectors held off for n updates; warm<n1>_<n2>: per layer
             counts = [int(x) for x in word[4:].split("_")]

@@ -279,19 +279,25 @@ def test_step_schedule_switches_the_gradient_reading():
             "rate_penalty": 0.3,
             "layer_norm": True,
         },
+        {"rate_target": [0.2, 0.9], "rate_slack_below": 0.05, "rate_slack_above": 0.02},
     ],
-    ids=["two-layers", "top,cut,penalty,ln"],
+    ids=["two-layers", "top,cut,penalty,ln", "slack"],
 )
 def test_rate_target_soft_finite_differences(opts):
-    """mu sum_l (zbar^l - r_l)^2 with zbar^l the chunk mean of z^l_t: its gradient 2 mu (zbar^l - r_l) / (T B)
-    on every z^l_t, checked on the whole objective over two chunks with the state carried."""
+    """mu sum_l e_l^2 with e_l = zbar^l - r_l outside the slack band, zbar^l the chunk mean of z^l_t: its
+    gradient 2 mu e_l / (T B) on every z^l_t, checked on the whole objective over two chunks with the state
+    carried. With slack, layer 1's rate lies above its band and layer 2's below."""
     rng = np.random.default_rng(31)
     m = make(boundary="soft", rate_weight=3.0, **opts)
     tok, tgt = batch(rng)
     st = random_state(m, rng, soft=True)
     loss, _, _ = m.loss_and_grad(tok, tgt, st)
     rec = m.records()
-    want = sum(3.0 * (rec[f"z_l{l}"].mean() - r) ** 2 for l, r in enumerate(opts["rate_target"]))
+    below, above = opts.get("rate_slack_below", 0.0), opts.get("rate_slack_above", 0.0)
+    d = [rec[f"z_l{l}"].mean() - r for l, r in enumerate(opts["rate_target"])]
+    if "rate_slack_below" in opts:  # outside the band on both sides, away from its kinks
+        assert d[0] > above + 0.05 and d[1] < -below - 0.05
+    want = sum(3.0 * (x - np.clip(x, -below, above)) ** 2 for x in d)
     assert loss.aux["boundary_target"] == pytest.approx(want, rel=1e-12)
     assert loss.total == pytest.approx(float(loss) + sum(loss.aux.values()), rel=1e-12)
     assert total_fd_error(m, tok, tgt, st) < 1e-6
@@ -304,6 +310,7 @@ TARGET_OPTIONS = [
     {"boundary": "step", "gradient": "switch"},
     {"boundary": "sample", "copy_z": "recompute", "gradient": "blend"},
     {"boundary": "step", "top_boundary": True, "layer_norm": True, "rate_penalty": 0.2},
+    {"boundary": "step", "gradient": "switch", "rate_slack_below": 0.1, "rate_slack_above": 0.05},
 ]
 
 
@@ -319,6 +326,10 @@ def test_rate_target_matches_pytorch_reference(opts):
     rloss, rgrads, rstate = reference.loss_and_grad(m, tok, tgt, st, records=m.records())
     assert loss == pytest.approx(rloss, rel=1e-12)
     assert loss.aux["boundary_target"] > 0
+    if "rate_slack_below" in opts:  # the band shortens the excess without removing it
+        plain = {k: v for k, v in opts.items() if not k.startswith("rate_slack")}
+        full = make(rate_target=targets, rate_weight=2.0, **plain).loss_and_grad(tok, tgt, st)[0]
+        assert 0 < loss.aux["boundary_target"] < full.aux["boundary_target"]
     g0 = make(rate_target=None, **opts).loss_and_grad(tok, tgt, st)[1]
     assert any(np.abs(grads[k] - g0[k]).max() > 1e-6 for k in grads), "the target should change gradients"
     for k in grads:
@@ -343,6 +354,10 @@ def test_rate_target_option_values(tmp_path):
     assert "boundary_target" not in back.loss_and_grad(tok, tgt)[0].aux
     with pytest.raises(ValueError, match="rate_target has 3 values"):
         msr.HMLSTM(V, E, HS, rate_target=[0.1, 0.1, 0.1])  # 2 detector layers
+    floor = msr.HMLSTM(V, E, HS, rate_slack_above=1.0)
+    assert (floor.options["rate_slack_below"], floor.options["rate_slack_above"]) == (0.0, 1.0)
+    with pytest.raises(ValueError, match="rate_slack_below must be a number >= 0, got -0.1"):
+        msr.HMLSTM(V, E, HS, rate_slack_below=-0.1)
     for bad in (1.5, -0.1, [0.2, 2.0], "x", [True]):
         with pytest.raises(ValueError, match="rate_target"):
             msr.HMLSTM(V, E, HS, rate_target=bad)

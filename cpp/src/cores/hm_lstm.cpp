@@ -49,7 +49,11 @@ CoreSchema hm_lstm_schema() {
       opt::number("slope", 1.0, opt::above(0.0), "a of the hard sigmoid (annealed through set_option)"),
       opt::number("ln_eps", 1e-5, opt::above(0.0), "epsilon of the layer norms"),
       opt::number("rate_penalty", 0.0, opt::at_least(0.0), "lambda of the boundary-rate term lambda * zbar"),
-      opt::number("rate_weight", 5.0, opt::at_least(0.0), "mu of the rate-target term mu * (zbar^l - r_l)^2"),
+      opt::number("rate_weight", 5.0, opt::at_least(0.0), "mu of the rate-target term mu * e(zbar^l - r_l)^2"),
+      opt::number("rate_slack_below", 0.0, opt::at_least(0.0),
+                  "s_-: zbar^l down to r_l - s_- costs nothing (1: the target is a ceiling)"),
+      opt::number("rate_slack_above", 0.0, opt::at_least(0.0),
+                  "s_+: zbar^l up to r_l + s_+ costs nothing (1: the target is a floor)"),
       opt::per_layer(opt::number("rate_target", 0.18, opt::closed(0.0, 1.0),
                                  "r_l, layer l's boundary rate aimed at (negative: none)"),
                      -1.0, /*negative_is_none=*/true),
@@ -79,6 +83,8 @@ HMLSTMOptions hm_lstm_options(CoreOptions& opts, Index L) {
   o.ln_eps = opts.number("ln_eps");
   o.rate_penalty = opts.number("rate_penalty");
   o.rate_weight = opts.number("rate_weight");
+  o.rate_slack_below = opts.number("rate_slack_below");
+  o.rate_slack_above = opts.number("rate_slack_above");
   o.rate_target.assign(size_t(L), -1.0);
   for (Index l = 0; l < L; ++l) o.rate_target[size_t(l)] = opts.number("rate_target", l);
   opts.finish();
@@ -232,10 +238,15 @@ template <class S> bool HMLSTM<S>::has_target(size_t l) const {
   return layers_[l].detector && opt_.rate_weight != 0.0 && opt_.rate_target[l] >= 0.0;
 }
 
+template <class S> double HMLSTM<S>::target_excess(size_t l) const {
+  const double d = zbar_[l] - opt_.rate_target[l];
+  return d > opt_.rate_slack_above ? d - opt_.rate_slack_above : d < -opt_.rate_slack_below ? d + opt_.rate_slack_below : 0.0;
+}
+
 template <class S> double HMLSTM<S>::target_term() const {
   double R = 0.0;
   for (size_t l = 0; l < layers_.size(); ++l)
-    if (has_target(l)) R += opt_.rate_weight * (zbar_[l] - opt_.rate_target[l]) * (zbar_[l] - opt_.rate_target[l]);
+    if (has_target(l)) R += opt_.rate_weight * target_excess(l) * target_excess(l);
   return R;
 }
 
@@ -263,7 +274,7 @@ template <class S> double HMLSTM<S>::rate_gradient(size_t l) const {
   if (!layer.detector) return 0.0;
   double g = opt_.rate_penalty;
   if (has_target(l))
-    g += 2.0 * opt_.rate_weight * (zbar_[l] - opt_.rate_target[l]);  // zbar_: this chunk's, or the batch's
+    g += 2.0 * opt_.rate_weight * target_excess(l);  // zbar_: this chunk's, or the batch's
   return g / counted_;                                               // over this chunk's T B columns (without padding)
 }
 

@@ -87,14 +87,20 @@ def _boundary(config: dict, l: int, t: int, zhat, drawn: Optional[dict]):
 
 
 def _rate_terms(config: dict, terms: dict, zsums: list, L: int, BT: int, dt) -> None:
-    """Into ``terms``: "boundary_rate", lambda / (B T) sum of z^l_t, and "boundary_target", mu sum_l (zbar^l - r_l)^2
-    over the detector layers with a target (``forward``'s ``terms``). ``zsums``: sum of z^l_t per layer."""
+    """Into ``terms``: "boundary_rate", lambda / (B T) sum of z^l_t, and "boundary_target", mu sum_l e_l^2
+    over the detector layers with a target (``forward``'s ``terms``), e_l = d - clamp(d, -s_-, s_+) with
+    d = zbar^l - r_l (``rate_slack_below`` = s_-, ``rate_slack_above`` = s_+). ``zsums``: sum of z^l_t per layer."""
     torch = _torch()
     terms["boundary_rate"] = config.get("rate_penalty", 0.0) * sum(zsums) / BT
     targets = config.get("rate_target") or []
+    below, above = config.get("rate_slack_below", 0.0), config.get("rate_slack_above", 0.0)
+
+    def excess(d):
+        return d - torch.clamp(d, -below, above)
+
     terms["boundary_target"] = sum(
         (
-            config.get("rate_weight", 0.0) * (zsums[l] / BT - r) ** 2
+            config.get("rate_weight", 0.0) * excess(zsums[l] / BT - r) ** 2
             for l, r in enumerate(targets)
             if l < L and (l + 1 < L or config["top_boundary"])
         ),
@@ -112,8 +118,9 @@ def forward(
     ``drawn``: for ``boundary="sample"``, dict ``znew_l{l}`` -> (B, T) boundary draws to replay.
     ``terms``: a dict that receives ``"boundary_rate"``, the tensor lambda / (B T) * sum of z^l_t over the
     detector layers (``rate_penalty`` = lambda; 0 when off), and ``"boundary_target"``, the tensor
-    mu * sum_l (zbar^l - r_l)^2 over the detector layers with a target (zbar^l the mean of z^l_t over the
-    chunk; ``rate_weight`` = mu, ``rate_target`` = [r_1, ...]). With ``terms["padding"]`` (B, T) 0/1, the
+    mu * sum_l e_l^2 over the detector layers with a target (e_l = zbar^l - r_l outside the band of
+    ``rate_slack_below`` / ``rate_slack_above``, zbar^l the mean of z^l_t over the chunk; ``rate_weight`` = mu,
+    ``rate_target`` = [r_1, ...]). With ``terms["padding"]`` (B, T) 0/1, the
     sums and means are over the columns it marks 1 (separate padded sequences).
     """
     torch = _torch()

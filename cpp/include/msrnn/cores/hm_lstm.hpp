@@ -28,14 +28,17 @@
 // "boundary_rate"). Its gradient lambda / (T B) enters dz^l_t and follows z's own gradient paths (straight-
 // through in step/sample modes), so every column pays for a boundary and the detector keeps the useful ones.
 //
-// Rate-target term (options rate_target_l{l} = r_l, rate_weight = mu; beyond the paper): the objective gains
-//   R_target = mu * sum_{l with a detector and r_l >= 0} (zbar^l - r_l)^2,   zbar^l = 1 / (T B) sum_{t, b} z^l_t(b)
-// ("boundary_target"), whose gradient 2 mu (zbar^l - r_l) / (T B) enters dz^l_t like R's. Data parallelism:
+// Rate-target term (options rate_target_l{l} = r_l, rate_weight = mu, rate_slack_below = s_-,
+// rate_slack_above = s_+; beyond the paper): the objective gains
+//   R_target = mu * sum_{l with a detector and r_l >= 0} e_l^2,   zbar^l = 1 / (T B) sum_{t, b} z^l_t(b),
+//   e_l = zbar^l - r_l - s_+ above r_l + s_+,  zbar^l - r_l + s_- below r_l - s_-,  0 between
+// ("boundary_target"; with s_- = s_+ = 0, the default, e_l = zbar^l - r_l), whose gradient 2 mu e_l / (T B) enters
+// dz^l_t like R's. s_+ = 1 makes r_l a floor (only too few boundaries cost), s_- = 1 a ceiling. Data parallelism:
 // R is a mean over the columns, so the ranks' terms and gradients, weighted by their shares of the columns,
 // add up to the whole batch's. R_target squares a mean, so they do not: zbar^l is a batch statistic
 // (batch_statistics(): "zbar_l{l}" of every layer with a target, after a training forward), and
 // set_batch_statistics() replaces it with the whole batch's zbar^l before backward; R_target and its
-// gradient 2 mu (zbar^l - r_l) / (T B) on this chunk's T B columns are then computed from that value.
+// gradient 2 mu e_l / (T B) on this chunk's T B columns are then computed from that value.
 //
 // Gradients. dznew/dzhat = 1 (straight-through in step and sample modes, exact in soft), dzhat/da_z = slope/2
 // inside (0, 1) and 0 outside. The choice of operation:
@@ -98,6 +101,8 @@ struct HMLSTMOptions {
   double ln_eps = 1e-5;              // "ln_eps"
   double rate_penalty = 0.0;         // "rate_penalty": lambda of the boundary-rate term (>= 0)
   double rate_weight = 5.0;          // "rate_weight": mu of the boundary-rate target term (>= 0)
+  double rate_slack_below = 0.0;     // "rate_slack_below": s_-, the band below r_l that costs nothing (>= 0)
+  double rate_slack_above = 0.0;     // "rate_slack_above": s_+, the band above r_l that costs nothing (>= 0)
   std::vector<double> rate_target;   // "rate_target_l{l}": r_l in [0, 1] per layer, < 0 = no target (L);
                                      // default 0.18 in layer 1 (l = 0), none above
 };
@@ -198,6 +203,8 @@ template <class S> class HMLSTM : public Core<S> {
   bool has_target(size_t l) const;
   // R_target from zbar_.
   double target_term() const;
+  // e_l of the rate-target term: zbar^l - r_l less the slack on its side (0 inside [r_l - s_-, r_l + s_+]).
+  double target_excess(size_t l) const;
   // d(R + R_target) / dz^l_t of every column of layer l in the last chunk (the same for all of them).
   double rate_gradient(size_t l) const;
   // Layer l at step t on columns [j0, j0 + nb); fast: packed stacked product, else Eigen products.
