@@ -290,9 +290,10 @@ class HMLSTM(LanguageModel):
       into a band that costs nothing: the term is mu * sum_l e_l^2 with e_l = zbar^l - r_l - s_+ above
       r_l + s_+, zbar^l - r_l + s_- below r_l - s_-, and 0 between; ``rate_slack_above=1`` makes each r_l a
       floor (only too few boundaries cost). Beyond the paper. On real text a 3-layer model with the word
-      recipe's options wants a target on layer 2 too, ``[0.18, 0.06]``: without one its detector drifts to 1 on every step, or swings between
-      rare and constant boundaries with the BPC swinging too (docs/studies/hm_lstm_real_text.md, "Real text with the
-      word recipe"; the presets ``ptb-char-hm-lstm-recipe`` and ``text8-hm-lstm-recipe`` set it).
+      recipe's options wants a target on layer 2 too, ``[0.18, 0.06]``: without one its detector drifts to 1
+      on every step, or swings between rare and constant boundaries with the BPC swinging too
+      (docs/studies/hm_lstm_real_text.md, "Real text with the word recipe"; the presets
+      ``ptb-char-hm-lstm-recipe`` and ``text8-hm-lstm-recipe`` set it).
     - ``warmup`` (by depth: 500 up to 2 layers, ``[500, 1500]`` from 3): the Trainer holds every detector
       off (z = 0, layer 1 a plain LSTM) for this many updates, then restarts each boundary row just below
       the threshold (0: no warm-up; the model's schedule ``{"detectors": schedules.step(0, 1,
