@@ -280,8 +280,9 @@ def test_step_schedule_switches_the_gradient_reading():
             "layer_norm": True,
         },
         {"rate_target": [0.2, 0.9], "rate_slack_below": 0.05, "rate_slack_above": 0.02},
+        {"rate_target": [0.2, 0.9], "rate_slack_below": [0.0, 0.1], "rate_slack_above": [0.03, 0.0]},
     ],
-    ids=["two-layers", "top,cut,penalty,ln", "slack"],
+    ids=["two-layers", "top,cut,penalty,ln", "slack", "slack-per-layer"],
 )
 def test_rate_target_soft_finite_differences(opts):
     """mu sum_l e_l^2 with e_l = zbar^l - r_l outside the slack band, zbar^l the chunk mean of z^l_t: its
@@ -293,11 +294,13 @@ def test_rate_target_soft_finite_differences(opts):
     st = random_state(m, rng, soft=True)
     loss, _, _ = m.loss_and_grad(tok, tgt, st)
     rec = m.records()
-    below, above = opts.get("rate_slack_below", 0.0), opts.get("rate_slack_above", 0.0)
+    n = len(opts["rate_target"])
+    below = np.broadcast_to(opts.get("rate_slack_below", 0.0), n)  # per layer
+    above = np.broadcast_to(opts.get("rate_slack_above", 0.0), n)
     d = [rec[f"z_l{l}"].mean() - r for l, r in enumerate(opts["rate_target"])]
     if "rate_slack_below" in opts:  # outside the band on both sides, away from its kinks
-        assert d[0] > above + 0.05 and d[1] < -below - 0.05
-    want = sum(3.0 * (x - np.clip(x, -below, above)) ** 2 for x in d)
+        assert d[0] > above[0] + 0.05 and d[1] < -below[1] - 0.05
+    want = sum(3.0 * (x - np.clip(x, -below[l], above[l])) ** 2 for l, x in enumerate(d))
     assert loss.aux["boundary_target"] == pytest.approx(want, rel=1e-12)
     assert loss.total == pytest.approx(float(loss) + sum(loss.aux.values()), rel=1e-12)
     assert total_fd_error(m, tok, tgt, st) < 1e-6
@@ -311,6 +314,7 @@ TARGET_OPTIONS = [
     {"boundary": "sample", "copy_z": "recompute", "gradient": "blend"},
     {"boundary": "step", "top_boundary": True, "layer_norm": True, "rate_penalty": 0.2},
     {"boundary": "step", "gradient": "switch", "rate_slack_below": 0.1, "rate_slack_above": 0.05},
+    {"boundary": "step", "gradient": "switch", "rate_slack_below": [0.1, 0.0], "rate_slack_above": [0.0, 0.05]},
 ]
 
 
@@ -354,10 +358,17 @@ def test_rate_target_option_values(tmp_path):
     assert "boundary_target" not in back.loss_and_grad(tok, tgt)[0].aux
     with pytest.raises(ValueError, match="rate_target has 3 values"):
         msr.HMLSTM(V, E, HS, rate_target=[0.1, 0.1, 0.1])  # 2 detector layers
-    floor = msr.HMLSTM(V, E, HS, rate_slack_above=1.0)
-    assert (floor.options["rate_slack_below"], floor.options["rate_slack_above"]) == (0.0, 1.0)
-    with pytest.raises(ValueError, match="rate_slack_below must be a number >= 0, got -0.1"):
+    floor = msr.HMLSTM(V, E, (4, 4, 4), rate_slack_above=[1, 0])  # layer 1's target a floor, layer 2's a point
+    assert floor.config["rate_slack_above"] == [1.0, 0.0] and floor.config["rate_slack_below"] == 0.0
+    assert [floor.options[f"rate_slack_above_l{l}"] for l in range(3)] == [1.0, 0.0, 0.0]
+    every = msr.HMLSTM(V, E, (4, 4, 4), rate_slack_below=0.05)
+    assert [every.options[f"rate_slack_below_l{l}"] for l in range(3)] == [0.05] * 3
+    back = msr.checkpoint.load(msr.checkpoint.save(tmp_path / "floor.npz", floor)).model
+    assert back.config["rate_slack_above"] == [1.0, 0.0] and back.options["rate_slack_above_l0"] == 1.0
+    with pytest.raises(ValueError, match=r"rate_slack_below must be a number >= 0, or a list .*got -0.1"):
         msr.HMLSTM(V, E, HS, rate_slack_below=-0.1)
+    with pytest.raises(ValueError, match="rate_slack_above has 3 values, the model has 2 layer"):
+        msr.HMLSTM(V, E, (4, 4, 4), rate_slack_above=[1, 0, 0])
     for bad in (1.5, -0.1, [0.2, 2.0], "x", [True]):
         with pytest.raises(ValueError, match="rate_target"):
             msr.HMLSTM(V, E, HS, rate_target=bad)

@@ -50,10 +50,12 @@ CoreSchema hm_lstm_schema() {
       opt::number("ln_eps", 1e-5, opt::above(0.0), "epsilon of the layer norms"),
       opt::number("rate_penalty", 0.0, opt::at_least(0.0), "lambda of the boundary-rate term lambda * zbar"),
       opt::number("rate_weight", 5.0, opt::at_least(0.0), "mu of the rate-target term mu * e(zbar^l - r_l)^2"),
-      opt::number("rate_slack_below", 0.0, opt::at_least(0.0),
-                  "s_-: zbar^l down to r_l - s_- costs nothing (1: the target is a ceiling)"),
-      opt::number("rate_slack_above", 0.0, opt::at_least(0.0),
-                  "s_+: zbar^l up to r_l + s_+ costs nothing (1: the target is a floor)"),
+      opt::per_layer(opt::number("rate_slack_below", 0.0, opt::at_least(0.0),
+                                 "s_-^l: zbar^l down to r_l - s_-^l costs nothing (1: r_l is a ceiling)"),
+                     0.0),
+      opt::per_layer(opt::number("rate_slack_above", 0.0, opt::at_least(0.0),
+                                 "s_+^l: zbar^l up to r_l + s_+^l costs nothing (1: r_l is a floor)"),
+                     0.0),
       opt::per_layer(opt::number("rate_target", 0.18, opt::closed(0.0, 1.0),
                                  "r_l, layer l's boundary rate aimed at (negative: none)"),
                      -1.0, /*negative_is_none=*/true),
@@ -83,10 +85,14 @@ HMLSTMOptions hm_lstm_options(CoreOptions& opts, Index L) {
   o.ln_eps = opts.number("ln_eps");
   o.rate_penalty = opts.number("rate_penalty");
   o.rate_weight = opts.number("rate_weight");
-  o.rate_slack_below = opts.number("rate_slack_below");
-  o.rate_slack_above = opts.number("rate_slack_above");
   o.rate_target.assign(size_t(L), -1.0);
-  for (Index l = 0; l < L; ++l) o.rate_target[size_t(l)] = opts.number("rate_target", l);
+  o.rate_slack_below.assign(size_t(L), 0.0);
+  o.rate_slack_above.assign(size_t(L), 0.0);
+  for (Index l = 0; l < L; ++l) {
+    o.rate_target[size_t(l)] = opts.number("rate_target", l);
+    o.rate_slack_below[size_t(l)] = opts.number("rate_slack_below", l);
+    o.rate_slack_above[size_t(l)] = opts.number("rate_slack_above", l);
+  }
   opts.finish();
   return o;
 }
@@ -105,6 +111,8 @@ HMLSTM<S>::HMLSTM(ParamSet<S>& ps, Index E, const std::vector<Index>& hidden, co
   MSRNN_CHECK(!hidden.empty(), "HM-LSTM needs at least one layer");
   const size_t L = hidden.size();
   opt_.rate_target.resize(L, -1.0);
+  opt_.rate_slack_below.resize(L, 0.0);
+  opt_.rate_slack_above.resize(L, 0.0);
   opt_.blend.resize(L, 1);
   opt_.detector_below.resize(L, 0);
   zbar_.assign(L, 0.0);
@@ -240,7 +248,8 @@ template <class S> bool HMLSTM<S>::has_target(size_t l) const {
 
 template <class S> double HMLSTM<S>::target_excess(size_t l) const {
   const double d = zbar_[l] - opt_.rate_target[l];
-  return d > opt_.rate_slack_above ? d - opt_.rate_slack_above : d < -opt_.rate_slack_below ? d + opt_.rate_slack_below : 0.0;
+  const double above = opt_.rate_slack_above[l], below = opt_.rate_slack_below[l];
+  return d > above ? d - above : d < -below ? d + below : 0.0;
 }
 
 template <class S> double HMLSTM<S>::target_term() const {
@@ -273,9 +282,8 @@ template <class S> double HMLSTM<S>::rate_gradient(size_t l) const {
   const auto& layer = layers_[l];
   if (!layer.detector) return 0.0;
   double g = opt_.rate_penalty;
-  if (has_target(l))
-    g += 2.0 * opt_.rate_weight * target_excess(l);  // zbar_: this chunk's, or the batch's
-  return g / counted_;                                               // over this chunk's T B columns (without padding)
+  if (has_target(l)) g += 2.0 * opt_.rate_weight * target_excess(l);  // zbar_: this chunk's, or the batch's
+  return g / counted_;                                                // over this chunk's T B columns (without padding)
 }
 
 template <class S> bool HMLSTM<S>::skipping(bool train) const {

@@ -185,6 +185,18 @@ def _warmup_ok(v) -> bool:
     )
 
 
+def _slack_ok(v) -> bool:
+    """A finite number >= 0, or a non-empty list of those (one per layer with a detector)."""
+    vals = list(v) if isinstance(v, (list, tuple)) else [v]
+    return bool(vals) and all(
+        isinstance(x, (int, float, np.integer, np.floating))
+        and not isinstance(x, (bool, np.bool_))
+        and np.isfinite(x)
+        and x >= 0
+        for x in vals
+    )
+
+
 def _check_count(values: list, detectors: int, name: str, owner: str) -> None:
     """A per-detector option gives at most one value per layer with a detector."""
     if len(values) > detectors:
@@ -286,10 +298,11 @@ class HMLSTM(LanguageModel):
       word of English-like text), a list with one value per layer with a detector, or None for none; the
       objective gains mu * sum_l (zbar^l - r_l)^2, zbar^l the chunk's fraction
       (``Loss.aux["boundary_target"]``). ``rate_weight`` (by depth: 5 up to 2 layers, 20 from 3): mu.
-      ``rate_slack_below`` s_- and ``rate_slack_above`` s_+ (default 0, every layer alike) widen the target
-      into a band that costs nothing: the term is mu * sum_l e_l^2 with e_l = zbar^l - r_l - s_+ above
-      r_l + s_+, zbar^l - r_l + s_- below r_l - s_-, and 0 between; ``rate_slack_above=1`` makes each r_l a
-      floor (only too few boundaries cost). Beyond the paper. On real text a 3-layer model with the word
+      ``rate_slack_below`` s_- and ``rate_slack_above`` s_+ (default 0; a number for every layer, or a list,
+      one per layer with a detector) widen the target into a band that costs nothing: the term is
+      mu * sum_l e_l^2 with e_l = zbar^l - r_l - s_+ above r_l + s_+, zbar^l - r_l + s_- below r_l - s_-, and
+      0 between; ``rate_slack_above=1`` makes every r_l a floor (only too few boundaries cost),
+      ``rate_slack_above=[1, 0]`` layer 1's alone. Beyond the paper. On real text a 3-layer model with the word
       recipe's options wants a target on layer 2 too, ``[0.18, 0.06]``: without one its detector drifts to 1
       on every step, or swings between rare and constant boundaries with the BPC swinging too
       (docs/studies/hm_lstm_real_text.md, "Real text with the word recipe"; the presets
@@ -333,7 +346,7 @@ class HMLSTM(LanguageModel):
     #: zhat of every column when a boundary row restarts at the end of the warm-up (weights 0)
     RESTART_ZHAT = 0.05
     # the core's table (cpp/src/cores/hm_lstm.cpp), its defaults the word recipe; rate_weight by depth; the per-layer
-    # rows (blend_l{l}, detector_below_l{l}, rate_target_l{l}) set from the keywords below
+    # rows (blend_l{l}, detector_below_l{l}, rate_target_l{l}, rate_slack_*_l{l}) set from the keywords below
     family_options = core_declared("hm_lstm", derived=("rate_weight",), skip=("gradient",)) + (
         Option(
             "gradient",
@@ -363,6 +376,20 @@ class HMLSTM(LanguageModel):
             core=False,
             replaces_core=True,
             doc="r_l of the rate-target term, by depth (the core's rate_target_l{l})",
+        ),
+        *(
+            Option(
+                name,
+                object,
+                0.0,
+                check=_slack_ok,
+                rule="a number >= 0, or a list of those (one per layer with a detector)",
+                core=False,
+                replaces_core=True,
+                doc=f"s_{side}^l, the band {where} r_l in which the rate-target term costs nothing, by depth "
+                f"(the core's {name}_l{{l}})",
+            )
+            for name, side, where in (("rate_slack_below", "-", "below"), ("rate_slack_above", "+", "above"))
         ),
         Option(
             "warmup",
@@ -443,6 +470,15 @@ class HMLSTM(LanguageModel):
         targets.update({f"blend_l{l}": 1.0 if reading[l] == "blend" else 0.0 for l in range(L)})
         targets.update({f"detector_below_l{l}": 1.0 if reads[l] == "below" else 0.0 for l in range(L)})
         targets["gradient"] = reading[0]
+        for name in ("rate_slack_below", "rate_slack_above"):  # a number for every layer, or one per detector
+            v = values[name]
+            if isinstance(v, (list, tuple)):
+                values[name] = [float(x) for x in v]
+                slack = _per_layer(values[name], L, detectors, name, owner)
+            else:
+                values[name] = float(v)
+                slack = [values[name]] * L
+            targets.update({f"{name}_l{l}": slack[l] for l in range(L)})
         if values["head"] == "gated":
             top = int(hidden if np.isscalar(hidden) else hidden[-1])
             if values["head_size"] is None:

@@ -93,14 +93,17 @@ def _rate_terms(config: dict, terms: dict, zsums: list, L: int, BT: int, dt) -> 
     torch = _torch()
     terms["boundary_rate"] = config.get("rate_penalty", 0.0) * sum(zsums) / BT
     targets = config.get("rate_target") or []
-    below, above = config.get("rate_slack_below", 0.0), config.get("rate_slack_above", 0.0)
 
-    def excess(d):
-        return d - torch.clamp(d, -below, above)
+    def slack(name: str, l: int) -> float:  # a number for every layer, or one per detector layer (the last repeated)
+        v = config.get(name, 0.0)
+        return float(v[min(l, len(v) - 1)]) if isinstance(v, (list, tuple)) else float(v)
+
+    def excess(d, l: int):
+        return d - torch.clamp(d, -slack("rate_slack_below", l), slack("rate_slack_above", l))
 
     terms["boundary_target"] = sum(
         (
-            config.get("rate_weight", 0.0) * excess(zsums[l] / BT - r) ** 2
+            config.get("rate_weight", 0.0) * excess(zsums[l] / BT - r, l) ** 2
             for l, r in enumerate(targets)
             if l < L and (l + 1 < L or config["top_boundary"])
         ),

@@ -28,8 +28,8 @@
 // "boundary_rate"). Its gradient lambda / (T B) enters dz^l_t and follows z's own gradient paths (straight-
 // through in step/sample modes), so every column pays for a boundary and the detector keeps the useful ones.
 //
-// Rate-target term (options rate_target_l{l} = r_l, rate_weight = mu, rate_slack_below = s_-,
-// rate_slack_above = s_+; beyond the paper): the objective gains
+// Rate-target term (options rate_target_l{l} = r_l, rate_weight = mu, rate_slack_below_l{l} = s_-,
+// rate_slack_above_l{l} = s_+, per layer; beyond the paper): the objective gains
 //   R_target = mu * sum_{l with a detector and r_l >= 0} e_l^2,   zbar^l = 1 / (T B) sum_{t, b} z^l_t(b),
 //   e_l = zbar^l - r_l - s_+ above r_l + s_+,  zbar^l - r_l + s_- below r_l - s_-,  0 between
 // ("boundary_target"; with s_- = s_+ = 0, the default, e_l = zbar^l - r_l), whose gradient 2 mu e_l / (T B) enters
@@ -94,17 +94,18 @@ struct HMLSTMOptions {
   bool flush_cut = true;                   // "flush_cut": r = 1 - z^l_{t-1} on the recurrent term
   bool top_down = true;                    // "top_down": the term z^l_{t-1} U^l_{l+1} h^{l+1}_{t-1} (off: no weight_td)
   std::vector<char> blend;  // (L) "gradient" / "blend_l{l}": z^l read "switch" (0) | "blend" (1); soft forces 1
-  std::vector<char> detector_below;  // (L) "detector_below_l{l}": layer l's boundary row reads only the layer below
-  double slope = 1.0;                // "slope": a of the hard sigmoid
-  bool layer_norm = false;           // "layer_norm"
-  bool skip = true;                  // "skip": gather active columns (1) or the masked path (0)
-  double ln_eps = 1e-5;              // "ln_eps"
-  double rate_penalty = 0.0;         // "rate_penalty": lambda of the boundary-rate term (>= 0)
-  double rate_weight = 5.0;          // "rate_weight": mu of the boundary-rate target term (>= 0)
-  double rate_slack_below = 0.0;     // "rate_slack_below": s_-, the band below r_l that costs nothing (>= 0)
-  double rate_slack_above = 0.0;     // "rate_slack_above": s_+, the band above r_l that costs nothing (>= 0)
-  std::vector<double> rate_target;   // "rate_target_l{l}": r_l in [0, 1] per layer, < 0 = no target (L);
-                                     // default 0.18 in layer 1 (l = 0), none above
+  std::vector<char> detector_below;      // (L) "detector_below_l{l}": layer l's boundary row reads only the layer below
+  double slope = 1.0;                    // "slope": a of the hard sigmoid
+  bool layer_norm = false;               // "layer_norm"
+  bool skip = true;                      // "skip": gather active columns (1) or the masked path (0)
+  double ln_eps = 1e-5;                  // "ln_eps"
+  double rate_penalty = 0.0;             // "rate_penalty": lambda of the boundary-rate term (>= 0)
+  double rate_weight = 5.0;              // "rate_weight": mu of the boundary-rate target term (>= 0)
+  std::vector<double> rate_slack_below;  // "rate_slack_below_l{l}": s_-^l >= 0, the band below r_l that costs
+                                         // nothing (L; default 0)
+  std::vector<double> rate_slack_above;  // "rate_slack_above_l{l}": s_+^l >= 0, the band above r_l (L; default 0)
+  std::vector<double> rate_target;       // "rate_target_l{l}": r_l in [0, 1] per layer, < 0 = no target (L);
+                                         // default 0.18 in layer 1 (l = 0), none above
 };
 // Read the options by name (the registered core "hm_lstm"); unknown names and bad values throw.
 HMLSTMOptions hm_lstm_options(CoreOptions& options, Index L);
