@@ -57,7 +57,8 @@ def configuration(name: str):
     ``rate<x>`` (rate_penalty; ``rate<x>@<e>`` from epoch e on; ``ramp<a>_<b>_<p>``: from a to b by p per epoch),
     ``bias<x>`` (boundary_bias), ``lr<x>``, ``ep<n>`` (epochs), ``h<a>_<b>..`` (layer sizes, the last repeated to
     the model's depth),
-    ``slope<a0>_<a1>`` (linear, 1 per epoch) or ``slope<a>`` (constant), ``b2s<e>`` (blend until epoch e,
+    ``slope<a0>_<a1>`` (linear, 1 per epoch) or ``slope<a>`` (constant), ``halve<n>`` (the learning rate
+    halved after every epoch from epoch n on, ``schedules.HalveAfter``), ``b2s<e>`` (blend until epoch e,
     then switch), ``oracle`` (layer 1's boundaries fixed on the spaces, for comparison; ``oracle2phrase``,
     ``oracle2word``, ``oracle2never``: layer 2's fixed too, at the phrase ends, every word end, nowhere), ``notd``
     (``top_down=False``: no top-down term), ``notd2`` (the top-down weights of layers 2 and above held at
@@ -140,6 +141,9 @@ def _words(words, opts, train, sched, name):
             continue
         if word == "slope1":
             sched.pop("slope", None)
+            continue
+        if word.startswith("halve"):  # halve<n>: the learning rate halved after every epoch from epoch n on
+            train["halve"] = int(word[5:])
             continue
         if word.startswith("best"):  # best<k>[@<e>]: k restarts, the lowest validation BPC (after e epochs) kept
             k, _, e = word[4:].partition("@")
@@ -351,6 +355,8 @@ def run(name, layers, kind, seed, hidden=32, read=2000, figure=None, text=None):
         sizes = [given[min(l, len(given) - 1)] for l in range(layers)]
     ids = corpus.valid[:read]
     kw = dict(clip_norm=1.0, batch_size=32, bptt=50, model_options=sched, progress=False)
+    if train.get("halve") is not None:
+        kw["lr_schedule"] = msr.schedules.HalveAfter(train["halve"])
     t0 = time.perf_counter()
     if train.get("restarts") and train.get("oracle"):
         raise ValueError(f"{name!r}: the oracles fix one model's rows; they do not combine with best<k>")
