@@ -44,7 +44,9 @@ how many seeds meet the real-text targets (z^2 firing at most half as often as z
 against the clause ends). ``report --rescore`` traces each run's checkpoint again first, for the scores
 added after a run was recorded (z^1 against the token ends, every punctuation mark a word of its own:
 ``f1_l0_tokens``; ``--data-path`` for runs given one); run it with the run's instruction-set module and thread
-count to get its trace back.
+count to get its trace back. ``report --states`` prints instead z^1's state over each run's last 1,000 chunks
+from the probes the runs kept (``probe_states``: the share of probes on the words, the changes of state, the
+runs that end on the words); it also reads docs/studies/data/real_text_probes.jsonl.
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ from multiscale_rnn.reproduce.hm_lstm_real_text import (  # noqa: F401 - the scr
     report_table,
     rescore,
     score_boundaries,
+    state_table,
     text_rates,
 )
 
@@ -112,6 +115,9 @@ def cmd_report(a) -> int:
             raise SystemExit(f"error: no results at {path}: give a results.jsonl file or a run's --out folder")
         found = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
         rows += rescore(found, path.parent, a.data_dir, a.data_path) if a.rescore else found
+    if a.states:
+        print(state_table(rows))
+        return 0
     print(report_table(rows))
     print()
     print(machine_line(rows))
@@ -134,6 +140,9 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("report", help="median and range over seeds per corpus and configuration")
     s.add_argument("files", nargs="+", help="results.jsonl files or --out folders")
     s.add_argument("--rescore", action="store_true", help="trace each run's checkpoint again (scores added later)")
+    s.add_argument(
+        "--states", action="store_true", help="z1's state over the last 1,000 chunks, from the runs' probes, instead"
+    )
     s.add_argument("--data-dir", type=Path, default=DATA, help="with --rescore: the corpora's folder")
     s.add_argument("--data-path", type=Path, default=None, help="with --rescore: the runs' own --data-path")
     s.set_defaults(fn=cmd_report)

@@ -186,3 +186,19 @@ def test_the_report_keeps_modules_and_thread_counts_apart():
     avx512 = next(line for line in lines if "`avx512`, 2" in line)
     assert "| 0,1 |" in avx2 and "| 2/2 |" in avx2
     assert "| 0,1,2 |" in avx512 and "| 2/3 |" in avx512 and "0.90 [0.38, 0.90]" in avx512
+
+
+def test_probe_states_count_the_flips_of_the_last_chunks():
+    rt = msr.reproduce.hm_lstm_real_text
+    # probes every 20 chunks up to 2,000; over the last 1,000 (chunks 1,020-2,000: 50 probes) z1 is on the words
+    # (0.2) except on two runs of sparse probes (0.05), so the state changes four times
+    rates = [0.0] * 50 + [0.2] * 10 + [0.05] * 5 + [0.2] * 20 + [0.05] * 3 + [0.2] * 12
+    probes = [[20 * (i + 1), r, 0.01] for i, r in enumerate(rates)]
+    st = rt.probe_states(probes)
+    assert st == {"share": 42 / 50, "changes": 4, "ends_on_words": True}
+    # 12 probes fewer: the last 1,000 chunks start in the run's first, sparse part (12 probes) and end sparse
+    assert rt.probe_states(probes[:-12]) == {"share": 0.6, "changes": 4, "ends_on_words": False}
+    rows = [dict(corpus="shakespeare", config="recipe", seed=s, probes=p) for s, p in ((0, probes), (1, probes[:-12]))]
+    rows.append(dict(corpus="shakespeare", config="recipe", seed=2))  # no probes kept: left out
+    line = rt.state_table(rows).splitlines()[2]
+    assert "| 2 | 0.72 [0.60, 0.84] | 4 [4, 4] | 1 of 2 |" in line

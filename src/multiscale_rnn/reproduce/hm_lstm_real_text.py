@@ -452,6 +452,39 @@ def report_table(rows: list) -> str:
     return markdown_table(header, table)
 
 
+#: z^1's rate on the probe characters above which a probe counts as "on the words" (the word state: 0.17-0.33
+#: on the four corpora; the sparse state, line ends and marks or nothing, stays at 0.00-0.11).
+WORD_STATE = 0.12
+
+
+def probe_states(probes: list, last: int = 1000) -> dict:
+    """z^1's state over a run's last ``last`` chunks from its probes (``[chunks, z^1 rate, ...]`` after each
+    block): ``share``, the fraction of those probes on the words (rate above ``WORD_STATE``); ``changes``,
+    how often the state changes between consecutive probes; ``ends_on_words``, the last probe's state."""
+    p = np.asarray(probes, dtype=float)  # (blocks, 1 + layers with a detector)
+    on = p[p[:, 0] > p[-1, 0] - last, 1] > WORD_STATE
+    return {"share": float(on.mean()), "changes": int((on[1:] != on[:-1]).sum()), "ends_on_words": bool(on[-1])}
+
+
+def state_table(rows: list, last: int = 1000) -> str:
+    """Per corpus and configuration (and module and threads), over the runs that kept their probes: the share
+    of the last ``last`` chunks' probes with z^1 on the words, the changes of state (median [min, max]) and
+    the runs whose last probe is on the words (a markdown table)."""
+    groups: dict = {}
+    for r in rows:
+        if r.get("probes"):
+            key = (r.get("corpus", r.get("data")), r["config"], r.get("isa", "?"), r.get("threads", 1))
+            groups.setdefault(key, []).append(probe_states(r["probes"], last))
+    header = ["corpus", "configuration", "module, threads", "runs", "z1 on the words, share of the probes"]
+    header += ["changes of state", "runs ending on the words"]
+    table = [
+        [corpus, f"`{config}`", f"`{isa}`, {threads}", len(st), dist([x["share"] for x in st])]
+        + [dist([x["changes"] for x in st], digits=0), f"{sum(x['ends_on_words'] for x in st)} of {len(st)}"]
+        for (corpus, config, isa, threads), st in sorted(groups.items())
+    ]
+    return markdown_table(header, table)
+
+
 # ---- the reproduction ----------------------------------------------------------------------------
 #: Seeds of the reproduction (the real-text seeds of boundary_split.json).
 SEEDS = (0, 1, 2)
