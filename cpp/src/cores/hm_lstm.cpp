@@ -49,7 +49,8 @@ CoreSchema hm_lstm_schema() {
       opt::number("slope", 1.0, opt::above(0.0), "a of the hard sigmoid (annealed through set_option)"),
       opt::number("ln_eps", 1e-5, opt::above(0.0), "epsilon of the layer norms"),
       opt::number("rate_penalty", 0.0, opt::at_least(0.0), "lambda of the boundary-rate term lambda * zbar"),
-      opt::number("rate_weight", 5.0, opt::at_least(0.0), "mu of the rate-target term mu * e(zbar^l - r_l)^2"),
+      opt::number("rate_weight", 5.0, opt::at_least(0.0),
+                  "mu of the rate-target term mu * e_l^2 (e_l: zbar^l - r_l beyond the slack)"),
       opt::per_layer(opt::number("rate_slack_below", 0.0, opt::at_least(0.0),
                                  "s_-^l: zbar^l down to r_l - s_-^l costs nothing (1: r_l is a ceiling)"),
                      0.0),
@@ -255,7 +256,10 @@ template <class S> double HMLSTM<S>::target_excess(size_t l) const {
 template <class S> double HMLSTM<S>::target_term() const {
   double R = 0.0;
   for (size_t l = 0; l < layers_.size(); ++l)
-    if (has_target(l)) R += opt_.rate_weight * target_excess(l) * target_excess(l);
+    if (has_target(l)) {
+      const double e = target_excess(l);
+      R += opt_.rate_weight * e * e;
+    }
   return R;
 }
 

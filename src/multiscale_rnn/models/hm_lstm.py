@@ -177,24 +177,20 @@ def _per_detector_ok(choices):
     return ok
 
 
+def _each_ok(v, ok) -> bool:
+    """``v`` one value passing ``ok``, or a non-empty list of those (one per layer with a detector)."""
+    vals = list(v) if isinstance(v, (list, tuple)) else [v]
+    return bool(vals) and all(not isinstance(x, (bool, np.bool_)) and ok(x) for x in vals)
+
+
 def _warmup_ok(v) -> bool:
     """A number of updates >= 0, or a non-empty list of those (one per layer with a detector)."""
-    vals = list(v) if isinstance(v, (list, tuple)) else [v]
-    return bool(vals) and all(
-        isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)) and x >= 0 for x in vals
-    )
+    return _each_ok(v, lambda x: isinstance(x, (int, np.integer)) and x >= 0)
 
 
 def _slack_ok(v) -> bool:
     """A finite number >= 0, or a non-empty list of those (one per layer with a detector)."""
-    vals = list(v) if isinstance(v, (list, tuple)) else [v]
-    return bool(vals) and all(
-        isinstance(x, (int, float, np.integer, np.floating))
-        and not isinstance(x, (bool, np.bool_))
-        and np.isfinite(x)
-        and x >= 0
-        for x in vals
-    )
+    return _each_ok(v, lambda x: isinstance(x, (int, float, np.integer, np.floating)) and np.isfinite(x) and x >= 0)
 
 
 def _check_count(values: list, detectors: int, name: str, owner: str) -> None:
