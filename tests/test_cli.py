@@ -291,6 +291,12 @@ def test_phrase_recipe_preset_trains_from_the_command_line(tmp_path, capsys):
         "longer (--epochs) or shorten the warm-up (--option warmup=N, or a list per layer)"
     ]
     assert msr.HMLSTM(30, 8, (8, 8), warmup=0).held_off_note(10) is None  # every detector on: nothing to say
+    # one layer: no detector, so no boundaries; the note says how to get them (and nothing of a warm-up)
+    assert msr.HMLSTM(30, 8, (16,)).end_of_run_notes(msr.data.load("embedded"), 10) == [
+        "note: this HM-LSTM has one layer and so no boundary detector (the top layer has none): it learned no "
+        "boundaries. Give it two layers or more (--hidden-sizes 16,16)"
+    ]
+    assert msr.HMLSTM(30, 8, (16,), top_boundary=True).no_detector_note() is None
     assert msr.LSTM(30, 8, (8,)).end_of_run_notes(msr.data.load("embedded"), 10) == []
 
 

@@ -640,6 +640,9 @@ def test_plots(tmp_path):
         msr.plot.boundaries(tr, width=0)
     with pytest.raises(TypeError, match="trace"):
         msr.plot.hidden_norms({"z": 1})
+    one = msr.HMLSTM(corpus.vocab_size, 8, (6,), seed=2).trace(h.text[:20], corpus.vocab)  # no detector
+    with pytest.raises(ValueError, match="1 layer.*no boundary detector"):
+        msr.plot.boundaries(one)
     plt.close("all")
 
 

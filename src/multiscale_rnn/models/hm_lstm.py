@@ -549,9 +549,22 @@ class HMLSTM(LanguageModel):
     }
 
     def end_of_run_notes(self, corpus, steps: int) -> List[str]:
-        """After a command-line training run: the boundary report (on a corpus that knows its segments)
-        and the note on detectors that never started (see ``boundary_report``, ``held_off_note``)."""
-        return [line for line in (self.boundary_report(corpus), self.held_off_note(steps)) if line]
+        """After a command-line training run: the note on a model without detectors, the boundary report (on a
+        corpus that knows its segments) and the note on detectors that never started (see ``no_detector_note``,
+        ``boundary_report``, ``held_off_note``)."""
+        notes = (self.no_detector_note(), self.boundary_report(corpus), self.held_off_note(steps))
+        return [line for line in notes if line]
+
+    def no_detector_note(self) -> Optional[str]:
+        """For a model without any boundary detector (one layer, no ``top_boundary``: it runs as an LSTM with
+        the HM-LSTM's cell): a line saying so and how to get boundaries; None otherwise."""
+        if self.detector_layers:
+            return None
+        H = self.config["hidden_sizes"][0]
+        return (
+            f"note: this HM-LSTM has one layer and so no boundary detector (the top layer has none): it learned no "
+            f"boundaries. Give it two layers or more (--hidden-sizes {H},{H})"
+        )
 
     def held_off_note(self, steps: int) -> Optional[str]:
         """For a run that ended within a detector's warm-up: a line saying which detectors never started

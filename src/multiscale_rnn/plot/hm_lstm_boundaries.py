@@ -52,7 +52,13 @@ def boundary_rows(trace, width: int = 90, layers: Optional[Sequence[int]] = None
     z = np.asarray(trace.z)
     L, T = z.shape
     if layers is None:
-        layers = detector_layers(trace) or list(range(L))
+        layers = detector_layers(trace)
+        if not layers:
+            raise ValueError(
+                f"this trace's HM-LSTM has {L} layer(s) and no boundary detector (the top layer has none unless "
+                f"top_boundary=True): there are no boundaries to draw; give the model two layers or more (from Python, "
+                f"layers= draws a layer's z all the same)"
+            )
     layers = sorted(set(int(l) for l in layers), reverse=True)  # the highest layer on top
     for l in layers:
         if not 0 <= l < L:
