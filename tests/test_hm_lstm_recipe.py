@@ -114,7 +114,7 @@ def test_options_changed_between_chunks():
         msr.HMLSTM(V, E, HS, rate_penalty=-0.1)
 
 
-def test_boundary_bias_initialisation():
+def test_boundary_bias_at_initialisation_and_after_the_warm_up():
     a = msr.HMLSTM(V, E, HS, seed=4, boundary_bias=0.0)
     b = msr.HMLSTM(V, E, HS, seed=4, boundary_bias=-1.5)
     pa, pb = a.parameters(), b.parameters()
@@ -126,6 +126,15 @@ def test_boundary_bias_initialisation():
         np.testing.assert_array_equal(d, want)
     with pytest.raises(ValueError, match="boundary_bias"):
         msr.HMLSTM(V, E, HS, boundary_bias=float("nan"))
+    # the shift survives the warm-up: a detector held off and switched on restarts at zhat = 0.05 + shift * a / 2
+    for shift, slope in ((0.0, 1.0), (-1.5, 1.0), (0.6, 2.0)):
+        m = msr.HMLSTM(V, E, HS, seed=4, boundary_bias=shift, slope=slope)
+        m.set_option("detectors", 0)
+        m.set_option("detectors", 1)
+        for l, h in enumerate(HS[:-1]):
+            b = m.parameters()[f"bias_l{l}"][4 * h]
+            assert b == pytest.approx((2 * m.RESTART_ZHAT - 1) / slope + shift)
+            assert np.clip((slope * b + 1) / 2, 0, 1) == pytest.approx(min(1.0, max(0.0, 0.05 + shift * slope / 2)))
 
 
 def test_text_without_separators():

@@ -287,8 +287,9 @@ class HMLSTM(LanguageModel):
       words) is part of the phrase recipe that puts z^1 at the word ends and z^2 at the phrase ends.
     - ``rate_penalty``: lambda >= 0 of the boundary-rate term lambda / (T B) sum_l sum_t z^l_t added to
       the objective (``Loss.aux["boundary_rate"]``; default 0, off). Beyond the paper.
-    - ``boundary_bias``: added to the bias of every boundary row at initialisation (default 0; negative
-      starts with fewer boundaries). Beyond the paper.
+    - ``boundary_bias``: added to the bias of every boundary row at initialisation and when a detector
+      restarts after its warm-up (default 0; negative starts with fewer boundaries, positive with more).
+      Beyond the paper.
     - ``rate_target`` (by depth, ``"auto"``: 0.18 on layer 1 up to 2 layers, ``[0.18, 0.05]`` from 3): r_l,
       the fraction of steps with z^l = 1 aimed at: a number for layer 1 (0.18 is about one boundary per
       word of English-like text), a list with one value per layer with a detector, or None for none; the
@@ -412,7 +413,7 @@ class HMLSTM(LanguageModel):
             check=lambda v: np.isfinite(v),
             rule="finite",
             core=False,
-            doc="added to every boundary row's bias at initialisation",
+            doc="added to every boundary row's bias at initialisation and at a detector's restart after its warm-up",
         ),
     )
 
@@ -621,8 +622,8 @@ class HMLSTM(LanguageModel):
         z^l = 0 everywhere, no gradient reaching the row, its rate target off; with every detector off
         layer 1 is a plain LSTM and the layers above are never updated); 1 switches it back on, and a
         detector switched on from 0 restarts at weights 0 and the bias that puts zhat at
-        ``RESTART_ZHAT`` (just below the threshold) on every column, so that what it learns comes from
-        the trained layers below it, with its rate target (``rate_target``) back on. Setting the value
+        ``RESTART_ZHAT`` (just below the threshold) on every column, plus ``boundary_bias``, so that what it
+        learns comes from the trained layers below it, with its rate target (``rate_target``) back on. Setting the value
         a detector already has does nothing (a resumed run re-applies its schedules)."""
         if name == "detectors":
             layers = self.detector_layers
@@ -653,7 +654,8 @@ class HMLSTM(LanguageModel):
             for k in ("weight_ih", "weight_hh", "weight_td"):
                 if f"{k}_l{l}" in P:
                     P[f"{k}_l{l}"][4 * h, :] = 0.0
-            P[f"bias_l{l}"][4 * h] = (2.0 * self.RESTART_ZHAT - 1.0) / slope if on else -1e4
+            restart = (2.0 * self.RESTART_ZHAT - 1.0) / slope + float(self.config.get("boundary_bias", 0.0))
+            P[f"bias_l{l}"][4 * h] = restart if on else -1e4
             super().set_option(f"rate_target_l{l}", targets[l] if on and l < len(targets) else -1.0)
             self.options[f"detectors_l{l}"] = 1.0 if on else 0.0
         self.options["detectors"] = float(all(self.options.get(f"detectors_l{l}", 1.0) for l in self.detector_layers))
