@@ -211,6 +211,18 @@ def test_errors_are_reported_clearly(tmp_path, capsys):
     assert "too short" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["train", "--hidden-sizes", "a,b"])
+    capsys.readouterr()
+    # a mistyped flag: named by the command it was given to, with the nearest flag of that command
+    with pytest.raises(SystemExit) as e:
+        main(["sample", str(tmp_path / "x.npz"), "--prime", "To be"])
+    assert e.value.code == 2
+    assert capsys.readouterr().err == (
+        "multiscale-rnn sample: error: unrecognized arguments: --prime To be (--prime: did you mean --prompt?) "
+        "(see multiscale-rnn sample --help)\n"
+    )
+    with pytest.raises(SystemExit):
+        main(["evaluate", str(tmp_path / "x.npz"), "--zzz"])
+    assert "multiscale-rnn evaluate: error: unrecognized arguments: --zzz (see" in capsys.readouterr().err
 
 
 def test_settings_precedence():

@@ -25,7 +25,7 @@ from typing import List, Optional
 
 from .build import model_from_settings
 from .errors import EXPECTED, cli_words, failed, message, stdout_closed
-from .parser import bind_dash_values, build_parser
+from .parser import bind_dash_values, build_parser, refuse_unknown
 from .settings import check_settings, load_config, resolve_settings
 
 __all__ = ["main", "resolve_settings", "build_parser", "model_from_settings", "load_config", "check_settings"]
@@ -42,7 +42,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     ends the whole MPI job (``MPI_Abort``) instead of leaving the other ranks waiting for it."""
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = parser.parse_args(bind_dash_values(parser, argv))
+    args, extras = parser.parse_known_args(bind_dash_values(parser, argv))
+    if extras:
+        refuse_unknown(parser, argv, extras)
     try:
         status = int(args.func(args))
         sys.stdout.flush()  # a closed pipe shows here, not at exit

@@ -12,7 +12,7 @@ from .commands import cmd_evaluate, cmd_plot, cmd_presets, cmd_reproduce, cmd_sa
 from .settings import parse_value, sizes
 from .train import cmd_train
 
-__all__ = ["Parser", "bind_dash_values", "build_parser"]
+__all__ = ["Parser", "bind_dash_values", "build_parser", "refuse_unknown"]
 
 
 class Parser(argparse.ArgumentParser):
@@ -21,6 +21,25 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def refuse_unknown(parser: argparse.ArgumentParser, argv: List[str], extras: List[str]) -> None:
+    """Exit with one error line for the arguments no flag took (``extras`` of ``parse_known_args``), from the
+    command's own parser so that it names the command, with the nearest flag of that command for a
+    mistyped one (``--prime``: did you mean ``--prompt``?)."""
+    import difflib
+
+    subparsers = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    sub = subparsers[0].choices.get(argv[0]) if subparsers and argv else None
+    target = sub if sub is not None else parser
+    flags = [o for o in target._option_string_actions if o.startswith("--")]
+    hints = []
+    for a in extras:
+        if a.startswith("--"):
+            near = difflib.get_close_matches(a.split("=", 1)[0], flags, n=1, cutoff=0.6)
+            if near:
+                hints.append(f"{a.split('=', 1)[0]}: did you mean {near[0]}?")
+    target.error(f"unrecognized arguments: {' '.join(extras)}" + (f" ({'; '.join(hints)})" if hints else ""))
 
 
 def bind_dash_values(parser: argparse.ArgumentParser, argv: List[str]) -> List[str]:
