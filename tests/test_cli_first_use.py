@@ -121,6 +121,22 @@ def test_resume_without_a_checkpoint_names_the_path(tmp_path, capsys):
     assert code == 1 and f"no checkpoint at {tmp_path / 'none.npz'} to continue" in _error_line(err)
 
 
+def test_resume_repeating_the_first_command_with_your_own_text(tmp_path, capsys):
+    """The first run's command with --resume added, --data FILE included, continues the run (the stored data
+    path that --data FILE set is not taken as a --data-path beside it)."""
+    text = tmp_path / "mine.txt"
+    text.write_text("the cat sat on the mat. " * 200)
+    run = ["train", "--data", str(text), "--hidden-sizes", "8", "--embed-size", "4", "--batch-size", "4"]
+    run += ["--bptt", "16", "--out", str(tmp_path / "m.npz"), "--threads", "1", "--no-progress"]
+    code, out, err = _run([*run, "--epochs", "1"], capsys)
+    assert code == 0, err
+    code, out, err = _run([*run, "--epochs", "2", "--resume"], capsys)
+    assert code == 0, err
+    assert "done after 2 epoch(s)" in out
+    code, out, err = _run([*run, "--epochs", "3", "--resume", "--data", "embedded"], capsys)
+    assert code == 1 and "whose data is 'text'; --data gives 'embedded'" in _error_line(err)
+
+
 # ---- a new run does not overwrite another model's checkpoint --------------------------------------------
 def test_a_new_run_refuses_to_overwrite_a_checkpoint_of_another_model_or_data(tmp_path, capsys):
     out = tmp_path / "m.npz"

@@ -288,12 +288,12 @@ def resolve_settings(
     for key in NULLABLE:
         if isinstance(settings.get(key), str) and settings[key].lower() in ("none", "null", "off", ""):
             settings[key] = None
-    resolve_data(
-        settings,
-        data_named,
-        flags.get("data_options", config.get("data_options", {})),
-        "data_path" in flags or "data_path" in config,
-    )
+    path_named = "data_path" in flags or "data_path" in config
+    if stored is not None and data_named and not path_named:
+        # --data named again on --resume (the first run's command repeated): read it as a first run would, not
+        # beside the stored run's data path, which --data FILE itself had set
+        settings["data_path"] = {**_presets.DEFAULTS, **_presets.get_preset(name)}.get("data_path")
+    resolve_data(settings, data_named, flags.get("data_options", config.get("data_options", {})), path_named)
     _normalise(settings)
     if stored is not None:
         _check_resume(settings, stored, stored_from, config, flags)
