@@ -66,3 +66,11 @@ def test_the_package_uses_one_meaning():
         msr.optim.Adam(lr="1e-3")
     with pytest.raises(ValueError, match="epoch_n must be an integer >= 0"):
         msr.schedules.HalveAfter(2.0)
+
+
+def test_the_hint_of_an_unknown_name_is_the_nearest_choice():
+    names = ["quick", "synthetic", "ptb-char-lstm"]
+    assert C.closest("quik", names) == "quick" and C.closest("zzzz", names) is None
+    assert C.did_you_mean("synthetik", names) == " (did you mean synthetic?)"
+    assert C.did_you_mean("synthetik", names, quote=True) == " (did you mean 'synthetic'?)"
+    assert C.did_you_mean("zzzz", names) == ""

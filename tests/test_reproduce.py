@@ -82,6 +82,8 @@ def test_an_interrupted_run_resumes_without_redoing_finished_units(ptb, tmp_path
 def test_errors_name_the_reproduction_and_the_path(ptb, tmp_path, capsys):
     assert main(["reproduce", "no-such-table", "--out", str(tmp_path / "o")]) == 1
     assert "unknown reproduction 'no-such-table'; known: hornn-table2" in capsys.readouterr().err
+    assert main(["reproduce", "hornn-tabel2"]) == 1
+    assert "unknown reproduction 'hornn-tabel2' (did you mean hornn-table2?); known:" in capsys.readouterr().err
     assert main(["reproduce", "hornn-table2", "--out", str(tmp_path / "o")]) == 1
     assert "hornn-table2 needs --data-path: a folder holding ptb.train.txt" in capsys.readouterr().err
     empty = tmp_path / "empty"

@@ -27,6 +27,8 @@ __all__ = [
     "non_negative_number",
     "Rule",
     "first_bad_entry",
+    "closest",
+    "did_you_mean",
 ]
 
 #: One entry of a table of rules: (check of the value, what the value must be, in words).
@@ -118,3 +120,18 @@ def first_bad_entry(
         if not ok(v):
             return key
     return None
+
+
+def closest(word: str, choices: Collection[str]) -> Optional[str]:
+    """The choice nearest to ``word`` (``difflib``'s closest match), or None when none is close."""
+    import difflib
+
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return close[0] if close else None
+
+
+def did_you_mean(word: str, choices: Collection[str], quote: bool = False) -> str:
+    """`` (did you mean X?)`` for the choice nearest to a mistyped ``word`` (``X`` in quotes with ``quote``), or
+    an empty string: the hint every "unknown name" error adds."""
+    near = closest(word, choices)
+    return "" if near is None else f" (did you mean {near!r}?)" if quote else f" (did you mean {near}?)"

@@ -12,9 +12,10 @@ the command line runs (``command_line/settings.py``, ``command_line/build.py``).
 
 from __future__ import annotations
 
-import difflib
 import sys
 from typing import TYPE_CHECKING, Any, Dict, NamedTuple, Optional
+
+from ._checks import did_you_mean
 
 if TYPE_CHECKING:
     from .data.corpus import Corpus
@@ -97,9 +98,7 @@ def get_preset(name: str) -> Dict[str, Any]:
     if not isinstance(name, str):
         raise TypeError(f"a preset's name must be a str, got {type(name).__name__}")
     if name not in PRESETS:
-        close = difflib.get_close_matches(name, list(PRESETS), n=1)
-        hint = f" (did you mean {close[0]}?)" if close else ""
-        raise ValueError(f"unknown preset {name!r}{hint}; presets: {', '.join(sorted(PRESETS))}")
+        raise ValueError(f"unknown preset {name!r}{did_you_mean(name, PRESETS)}; presets: {', '.join(sorted(PRESETS))}")
     return {k: v for k, v in PRESETS[name].items() if k != "about"}
 
 

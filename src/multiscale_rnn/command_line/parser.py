@@ -7,6 +7,7 @@ import argparse
 from typing import List
 
 from .. import presets as _presets
+from .._checks import closest
 from ..plot.figures import kinds as figure_kinds
 from .commands import cmd_evaluate, cmd_plot, cmd_presets, cmd_reproduce, cmd_sample
 from .settings import parse_value, sizes
@@ -27,8 +28,6 @@ def refuse_unknown(parser: argparse.ArgumentParser, argv: List[str], extras: Lis
     """Exit with one error line for the arguments no flag took (``extras`` of ``parse_known_args``), from the
     command's own parser so that it names the command, with the nearest flag of that command for a
     mistyped one (``--prime``: did you mean ``--prompt``?)."""
-    import difflib
-
     subparsers = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     sub = subparsers[0].choices.get(argv[0]) if subparsers and argv else None
     target = sub if sub is not None else parser
@@ -36,9 +35,9 @@ def refuse_unknown(parser: argparse.ArgumentParser, argv: List[str], extras: Lis
     hints = []
     for a in extras:
         if a.startswith("--"):
-            near = difflib.get_close_matches(a.split("=", 1)[0], flags, n=1, cutoff=0.6)
+            near = closest(a.split("=", 1)[0], flags)
             if near:
-                hints.append(f"{a.split('=', 1)[0]}: did you mean {near[0]}?")
+                hints.append(f"{a.split('=', 1)[0]}: did you mean {near}?")
     target.error(f"unrecognized arguments: {' '.join(extras)}" + (f" ({'; '.join(hints)})" if hints else ""))
 
 

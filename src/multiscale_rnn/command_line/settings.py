@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from .. import presets as _presets
-from .._checks import Rule, first_bad_entry, is_int, is_number
+from .._checks import Rule, did_you_mean, first_bad_entry, is_int, is_number
 from ..data.loaders import BUILT_IN, LOADERS, corpus_key
 
 __all__ = [
@@ -406,8 +406,6 @@ def resolve_data(settings: Dict[str, Any], data_named: bool, own_options, path_n
 
 def _no_corpus(data: str, path=None) -> Exception:
     """The error for a corpus name that is none: a missing file when the name looks like a path."""
-    import difflib
-
     names = ", ".join(LOADERS[:-1])  # the corpora the command line trains on
     if path not in (None, ""):
         return ValueError(
@@ -418,8 +416,7 @@ def _no_corpus(data: str, path=None) -> Exception:
         return FileNotFoundError(
             f"--data {data}: no such file or folder (--data takes a corpus name, {names}, or the path of your own text)"
         )
-    close = difflib.get_close_matches(corpus_key(data), LOADERS, n=1)
-    hint = f" (did you mean {close[0]}?)" if close else ""
+    hint = did_you_mean(corpus_key(data), LOADERS)
     return ValueError(
         f"--data {data}: no corpus has that name{hint}, and no file or folder either; the corpora: "
         f"{names}, or the path of your own text"

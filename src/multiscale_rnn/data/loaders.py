@@ -28,7 +28,6 @@ text           your own text (``path`` only): a file cut 90 % / 5 % / 5 %, or a 
 =============  ======================================================================
 """
 
-import difflib
 import gzip
 import tarfile
 import zipfile
@@ -36,6 +35,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any, Dict, Literal, Optional, Sequence, Tuple, Union, overload
 
+from .._checks import did_you_mean
 from .bits import bit_corpus
 from .corpus import Corpus, char_corpus, refuse_blank, split_contiguous, word_corpus
 from .download import fetch, open_archive_members
@@ -239,9 +239,9 @@ def _corpus_key(name: Optional[str], path: Union[str, Path, None]) -> Tuple[str,
     if key not in LOADERS and path is None and Path(name).expanduser().exists():
         key, path = "text", name  # a path given as the name: your own text
     if key not in LOADERS:
-        close = difflib.get_close_matches(key, LOADERS, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ValueError(f"unknown corpus {name!r}{hint}; valid names: {', '.join(LOADERS)}")
+        raise ValueError(
+            f"unknown corpus {name!r}{did_you_mean(key, LOADERS, quote=True)}; valid names: {', '.join(LOADERS)}"
+        )
     return key, path
 
 

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Dict, Optional, Union
 
+from .._checks import did_you_mean
 from . import fs_rnn, hm_lstm, hm_lstm_real_text, hm_lstm_strokes, hornn, vcrnn
 from ._common import Budget, BudgetSpent, Reproduction, Results, machine_line
 
@@ -42,7 +43,9 @@ REPRODUCTIONS: Dict[str, Reproduction] = {
 def get(name: str) -> Reproduction:
     """The reproduction called ``name``; ``ValueError`` naming it and the known ones otherwise."""
     if name not in REPRODUCTIONS:
-        raise ValueError(f"unknown reproduction {name!r}; known: {', '.join(REPRODUCTIONS)}")
+        raise ValueError(
+            f"unknown reproduction {name!r}{did_you_mean(name, REPRODUCTIONS)}; known: {', '.join(REPRODUCTIONS)}"
+        )
     return REPRODUCTIONS[name]
 
 
