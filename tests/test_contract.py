@@ -114,7 +114,9 @@ def test_declared_options_are_refused_when_wrong(name):
     cls = msr.MODELS[name]
     options = cls.all_options()
     assert set(options) <= set(inspect.signature(cls).parameters)
-    with pytest.raises(TypeError, match=r"unexpected argument 'dropuot'; it takes .*\bdropout\b"):
+    with pytest.raises(
+        TypeError, match=r"unexpected argument 'dropuot' \(did you mean 'dropout'\?\); it takes .*\bdropout\b"
+    ):
         cls(V, **cls.example_options, dropuot=0.5)  # an unknown keyword, named with the ones it takes
     checked = 0
     for opt in options.values():

@@ -26,6 +26,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from .._checks import did_you_mean
 from .._native import core as _core
 from ..limits import check_model_size
 
@@ -509,9 +510,10 @@ class LanguageModel:
         allowed = set(cls.all_options()) | set(_SIZES) | set(cls.positional)
         unknown = sorted(set(kwargs) - allowed)
         if unknown:
+            hint = did_you_mean(unknown[0], allowed, quote=True) if len(unknown) == 1 else ""
             raise TypeError(
                 f"{owner} got unexpected argument{'s' if len(unknown) > 1 else ''} "
-                f"{', '.join(repr(u) for u in unknown)}; it takes {', '.join(sorted(allowed))}"
+                f"{', '.join(repr(u) for u in unknown)}{hint}; it takes {', '.join(sorted(allowed))}"
             )
         if "vocab_size" not in kwargs and kwargs.get("head") != "mdn":
             raise TypeError(f"{owner} needs vocab_size")
