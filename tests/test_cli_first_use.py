@@ -137,6 +137,21 @@ def test_resume_repeating_the_first_command_with_your_own_text(tmp_path, capsys)
     assert code == 1 and "whose data is 'text'; --data gives 'embedded'" in _error_line(err)
 
 
+def test_a_folder_with_train_txt_alone_trains_and_says_there_is_nothing_to_score(tmp_path, capsys):
+    folder = tmp_path / "only-train"
+    folder.mkdir()
+    (folder / "train.txt").write_text("the cat sat on the mat. " * 200)
+    run = ["train", "--data-path", str(folder), "--hidden-sizes", "8", "--embed-size", "4", "--batch-size", "4"]
+    code, out, err = _run(
+        [*run, "--bptt", "16", "--epochs", "1", "--out", str(tmp_path / "t.npz"), "--threads", "1"], capsys
+    )
+    assert code == 0, err
+    last = [line for line in out.splitlines() if line.startswith("done after")]
+    assert last == [
+        f"done after 1 epoch(s), 75 steps: no valid or test split to score; checkpoint {tmp_path / 't.npz'}"
+    ]
+
+
 # ---- a new run does not overwrite another model's checkpoint --------------------------------------------
 def test_a_new_run_refuses_to_overwrite_a_checkpoint_of_another_model_or_data(tmp_path, capsys):
     out = tmp_path / "m.npz"

@@ -200,7 +200,8 @@ def _report(ranks: _Ranks, s, corpus, model, dist, label: str, done: str, out: P
             + (f" (perplexity {r['perplexity']:.1f})" if corpus.unit == "word" else "")
             for split, r in results.items()
         ]
-    ranks.say(f"{done}: {', '.join(parts)}; checkpoint {out}")
+    scored = ", ".join(parts) if parts else "no valid or test split to score"
+    ranks.say(f"{done}: {scored}; checkpoint {out}")
     for line in model.end_of_run_notes(corpus, step):  # the family's own report (HM-LSTM: its boundaries)
         ranks.say(line)
 
