@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import List
+from typing import List, Optional
 
 from .. import presets as _presets
 from .._checks import closest
@@ -24,20 +24,24 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+def _command_parser(parser: argparse.ArgumentParser, argv: List[str]) -> Optional[argparse.ArgumentParser]:
+    """The parser of the command ``argv`` names first (``train``, ``sample``, ...), or None."""
+    subparsers = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return subparsers[0].choices.get(argv[0]) if subparsers and argv else None
+
+
 def refuse_unknown(parser: argparse.ArgumentParser, argv: List[str], extras: List[str]) -> None:
     """Exit with one error line for the arguments no flag took (``extras`` of ``parse_known_args``), from the
     command's own parser so that it names the command, with the nearest flag of that command for a
     mistyped one (``--prime``: did you mean ``--prompt``?)."""
-    subparsers = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    sub = subparsers[0].choices.get(argv[0]) if subparsers and argv else None
-    target = sub if sub is not None else parser
+    target = _command_parser(parser, argv) or parser
     flags = [o for o in target._option_string_actions if o.startswith("--")]
     hints = []
     for a in extras:
-        if a.startswith("--"):
-            near = closest(a.split("=", 1)[0], flags)
-            if near:
-                hints.append(f"{a.split('=', 1)[0]}: did you mean {near}?")
+        name = a.split("=", 1)[0]
+        near = closest(name, flags) if name.startswith("--") else None
+        if near:
+            hints.append(f"{name}: did you mean {near}?")
     target.error(f"unrecognized arguments: {' '.join(extras)}" + (f" ({'; '.join(hints)})" if hints else ""))
 
 
@@ -45,8 +49,7 @@ def bind_dash_values(parser: argparse.ArgumentParser, argv: List[str]) -> List[s
     """``--hidden-sizes -32,32`` -> ``--hidden-sizes=-32,32``: a value that starts with ``-`` and is no
     flag goes to the flag before it, so the flag's own check names the value (argparse would take it for
     a flag and answer "expected one argument")."""
-    subparsers = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    sub = subparsers[0].choices.get(argv[0]) if subparsers and argv else None
+    sub = _command_parser(parser, argv)
     if sub is None:
         return argv
     flags = set(sub._option_string_actions)

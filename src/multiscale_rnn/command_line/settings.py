@@ -280,6 +280,7 @@ def resolve_settings(
         raise ValueError(f"unknown setting(s) {unknown}")
     settings = dict(_presets.DEFAULTS)
     settings.update(_presets.get_preset(name))
+    preset_path = settings.get("data_path")  # a first run's data path, before the stored run's
     if stored is not None:
         settings.update({k: v for k, v in stored.items() if k in _presets.DEFAULTS and k not in PER_INVOCATION})
     settings.update(config)
@@ -292,7 +293,7 @@ def resolve_settings(
     if stored is not None and data_named and not path_named:
         # --data named again on --resume (the first run's command repeated): read it as a first run would, not
         # beside the stored run's data path, which --data FILE itself had set
-        settings["data_path"] = {**_presets.DEFAULTS, **_presets.get_preset(name)}.get("data_path")
+        settings["data_path"] = preset_path
     resolve_data(settings, data_named, flags.get("data_options", config.get("data_options", {})), path_named)
     _normalise(settings)
     if stored is not None:
