@@ -197,7 +197,9 @@ def test_boundary_map_rows_follow_the_trace(tmp_path, top_boundary):
 
 def test_defaults_and_the_papers_reading():
     m = msr.HMLSTM(V, E, HS[:2])
-    assert m.config["gradient"] == "blend" and m.config["flush_cut"] is True
+    # the 2-layer defaults read z as the paper does (a switch), with the flush cut and the detectors below
+    assert m.config["gradient"] == "switch" and m.config["flush_cut"] is True
+    assert m.config["detector_input"] == "below" and m.options["blend_l0"] == 0.0
     assert m.config["rate_penalty"] == 0.0 and m.config["boundary_bias"] == 0.0
     paper = msr.HMLSTM(V, E, HS, gradient="switch", flush_cut=False, detector_input="all")
     assert paper.config["gradient"] == "switch" and not paper.config["flush_cut"]
@@ -220,12 +222,20 @@ def test_defaults_and_the_papers_reading():
 
 
 def test_defaults_by_depth(tmp_path):
-    """Up to 2 layers the defaults are the word recipe, from 3 layers the phrase recipe (docs/models/hm_lstm.md,
+    """Up to 2 layers the defaults are the protocol recipe, from 3 layers the phrase recipe (docs/models/hm_lstm.md,
     "The default recipe"); an option given keeps its value and the others follow the depth."""
-    from multiscale_rnn.models.hm_lstm import PHRASE_RECIPE, WORD_RECIPE
+    from multiscale_rnn.models.hm_lstm import PHRASE_RECIPE, PROTOCOL_RECIPE, WORD_RECIPE
 
-    two, three, four = (msr.HMLSTM(V, E, (4,) * L).config for L in (2, 3, 4))
-    assert {k: two[k] for k in WORD_RECIPE} == {**WORD_RECIPE, "rate_target": [0.18]}
+    one, two, three, four = (msr.HMLSTM(V, E, (4,) * L).config for L in (1, 2, 3, 4))
+    expected = dict(detector_input="below", gradient="switch", rate_target=[0.18], rate_weight=0.3, warmup=250)
+    assert {k: two[k] for k in PROTOCOL_RECIPE} == expected
+    assert {k: one[k] for k in PROTOCOL_RECIPE} == {**expected, "rate_target": []}  # no detector, no target
+    # the protocol recipe is the word recipe (the core's defaults) with four options changed
+    changed = {k for k in WORD_RECIPE if WORD_RECIPE[k] != PROTOCOL_RECIPE[k]}
+    assert changed == {"detector_input", "gradient", "rate_weight", "warmup"}
+    word = msr.HMLSTM(V, E, (4, 4), **WORD_RECIPE)
+    assert word.options["blend_l0"] == 1.0 and word.options["detector_below_l0"] == 0.0
+    assert msr.HMLSTM(V, E, (4, 4)).options["detector_below_l0"] == 1.0
     assert {k: three[k] for k in PHRASE_RECIPE} == PHRASE_RECIPE
     assert {k: four[k] for k in PHRASE_RECIPE} == PHRASE_RECIPE  # layer 3's detector: "below", "switch", no target
     assert msr.HMLSTM(V, E, (4,)).config["rate_target"] == []  # no detector

@@ -18,8 +18,9 @@ from multiscale_rnn import presets
 # then the about text of the *-hm-lstm-recipe presets names the study page its measurement moved to, and
 # the VCRNN / VCGRU presets take the measured penalty weight 1 (docs/studies/vcrnn_measurements.md), and
 # the HM-LSTM presets' about text says over how many seeds (or in how many runs) its claims were measured,
-# and the ptb-word-hornn-* presets take the RNNLM toolkit's schedule (newbob).
-SNAPSHOT_SHA256 = "931e98018e6556c516fb45dbb492c2aa1b7ec88fce756202c0609f90148bd58c"
+# the ptb-word-hornn-* presets take the RNNLM toolkit's schedule (newbob), and synthetic-hm-lstm's about text
+# names the protocol recipe, the 2-layer defaults since then.
+SNAPSHOT_SHA256 = "b7acffc320e0438771ab0c9ed19344172d0986ca00f366b061c129b99bb17e15"
 SNAPSHOT_NAMES = sorted(
     ["quick", "synthetic", "ptb-char-lstm", "ptb-char-hm-lstm", "ptb-char-hm-lstm-recipe", "text8-hm-lstm-recipe"]
     + ["synthetic-hm-lstm", "synthetic-hm-lstm-phrases", "ptb-char-fs-lstm-2", "ptb-char-fs-lstm-4"]
