@@ -11,9 +11,10 @@
    (``skip=1``) and through the masked path (``skip=0``) on the same network and data, and report
    measured speedup / ideal speedup (best wall time of --repeat alternating runs, and the best process
    CPU time, which other processes on the cores disturb less).
-   The training step of the package's default reading (``gradient="blend"``), which computes every
-   column in training (it skips nothing until switched to "switch", e.g. by ``schedules.step``), is
-   timed beside them: it is the training-time skipping the default gives up while it blends.
+   The training step of the blend reading (``gradient="blend"``: the word recipe's, and z^1's in the
+   3-layer defaults), which computes every column in training (it skips nothing until switched to
+   "switch", e.g. by ``schedules.step``), is timed beside them: it is the training-time skipping a
+   recipe gives up while it blends. The 2-layer defaults read z as a switch and skip in training.
 4. Time the same HM-LSTM written in PyTorch the way public implementations do (every gate of every
    column computed, the operations selected by masks), and report the ratio.
 
@@ -253,7 +254,7 @@ def main():
         )
     b = res[("train-blend", 1)] * 1e3
     print(
-        f'| training step, gradient "blend" (the default) | {res[("train", 0)] * 1e3:.1f} | {b:.1f} | '
+        f'| training step, gradient "blend" (the word recipe's, z¹ of the phrase recipe) | {res[("train", 0)] * 1e3:.1f} | {b:.1f} | '
         f"{res[('train', 0)] * 1e3 / b:.2f}x | {ideal_batch:.2f}x | "
         f"{100 * (res[('train', 0)] * 1e3 / b - 1) / max(ideal_batch - 1, 1e-9):.0f}% | - | - |"
     )
@@ -266,7 +267,7 @@ def main():
             f"{100 * m / s / ideal_batch:.0f} % of ideal"
         )
     print(
-        f"  train, gradient blend (the default): {res[('train-blend', 1, 'cpu')] * 1e3:.1f} ms "
+        f"  train, gradient blend (the word recipe's): {res[('train-blend', 1, 'cpu')] * 1e3:.1f} ms "
         f"({res[('train', 0, 'cpu')] / res[('train-blend', 1, 'cpu')]:.2f}x the masked switch step)"
     )
     print(

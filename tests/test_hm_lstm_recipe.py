@@ -236,6 +236,10 @@ def test_defaults_by_depth(tmp_path):
     word = msr.HMLSTM(V, E, (4, 4), **WORD_RECIPE)
     assert word.options["blend_l0"] == 1.0 and word.options["detector_below_l0"] == 0.0
     assert msr.HMLSTM(V, E, (4, 4)).options["detector_below_l0"] == 1.0
+    # a model saved under the former 2-layer defaults (the word recipe) loads with them, not today's
+    back = msr.checkpoint.load(msr.checkpoint.save(tmp_path / "word.npz", word)).model
+    assert {k: back.config[k] for k in WORD_RECIPE} == {**WORD_RECIPE, "rate_target": [0.18]}
+    assert back.options == word.options
     assert {k: three[k] for k in PHRASE_RECIPE} == PHRASE_RECIPE
     assert {k: four[k] for k in PHRASE_RECIPE} == PHRASE_RECIPE  # layer 3's detector: "below", "switch", no target
     assert msr.HMLSTM(V, E, (4,)).config["rate_target"] == []  # no detector
