@@ -254,7 +254,8 @@ def main():
         )
     b = res[("train-blend", 1)] * 1e3
     print(
-        f'| training step, gradient "blend" (the word recipe's, z¹ of the phrase recipe) | {res[("train", 0)] * 1e3:.1f} | {b:.1f} | '
+        '| training step, gradient "blend" (the word recipe\'s, z¹ of the phrase recipe) | '
+        f"{res[('train', 0)] * 1e3:.1f} | {b:.1f} | "
         f"{res[('train', 0)] * 1e3 / b:.2f}x | {ideal_batch:.2f}x | "
         f"{100 * (res[('train', 0)] * 1e3 / b - 1) / max(ideal_batch - 1, 1e-9):.0f}% | - | - |"
     )
