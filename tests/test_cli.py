@@ -312,6 +312,32 @@ def test_phrase_recipe_preset_trains_from_the_command_line(tmp_path, capsys):
     assert msr.LSTM(30, 8, (8,)).end_of_run_notes(msr.data.load("embedded"), 10) == []
 
 
+def test_the_boundary_report_on_plain_text_scores_words_and_clauses():
+    """On character text without known segments the end-of-run line scores z^1 against the whitespace words
+    and z^2 against the clause ends, where the text has them; on bytes it says nothing."""
+    from multiscale_rnn.models.hm_lstm import boundary_scores, first_seen
+
+    text = "to be, or not to be: that is the question.\nwhether tis nobler in the mind to suffer; " * 8
+    corpus = msr.data.char_corpus(text, text, name="own")
+    m = msr.HMLSTM(corpus.vocab_size, 8, (8, 8, 8), warmup=0, seed=3)
+    ids = corpus.valid[:300]
+    z = m.trace(ids).z > 0.5
+    refs = {"word": msr.data.word_boundaries(text[:300]), "clause": msr.data.clause_boundaries(text[:300])}
+    line = m.boundary_report(corpus, n=300)
+    assert line.startswith("boundaries on the first 300 validation symbols (tolerance 1): z1 against word ends: ")
+    for l, level in ((0, "word"), (1, "clause")):
+        sc = boundary_scores(z[l], first_seen(refs[level]), 1)
+        assert f"z{l + 1} against {level} ends: precision {sc['precision']:.2f}, recall {sc['recall']:.2f}" in line
+    # no whitespace: no words to score, the clause ends still; no mark or line end either: no line at all
+    glued = msr.data.char_corpus("abc.def,ghi" * 40, "abc.def,ghi" * 40)
+    line = msr.HMLSTM(glued.vocab_size, 8, (8, 8, 8), warmup=0).boundary_report(glued)
+    assert "word ends" not in line and "z2 against clause ends" in line
+    plain = msr.data.char_corpus("abcdefghi" * 40, "abcdefghi" * 40)
+    assert msr.HMLSTM(plain.vocab_size, 8, (8, 8), warmup=0).boundary_report(plain) is None
+    raw = msr.data.char_corpus(text, text, level="byte")
+    assert msr.HMLSTM(raw.vocab_size, 8, (8, 8), warmup=0).boundary_report(raw) is None
+
+
 def test_build_model_registry():
     m = build_model("RNN", vocab_size=5, embed_size=3, hidden_sizes=[4])
     assert type(m) is msr.ElmanRNN

@@ -250,6 +250,22 @@ def recipe_defaults(num_layers: int, boundary: str = "step") -> dict:
     return out
 
 
+def _text_ends(vocab, ids) -> Dict[str, np.ndarray]:
+    """The word ends (whitespace words) and clause ends of the character text ``ids`` (``data.word_boundaries``,
+    ``data.clause_boundaries``), each where the text has at least one; {} for other vocabularies. A symbol
+    that is not one character (the unknown symbol) counts as a letter."""
+    from ..data.corpus import clause_boundaries, word_boundaries
+
+    if vocab.unit != "char" or vocab.level != "codepoint":
+        return {}
+    chars = [s if isinstance(s, str) and len(s) == 1 else "\ufffd" for s in vocab.itos]
+    text = "".join(chars[int(i)] for i in ids)
+    ends = {"word": word_boundaries(text), "clause": clause_boundaries(text)}
+    if not any(c.isspace() for c in text):  # one run of symbols: no word ends to find
+        del ends["word"]
+    return {k: v for k, v in ends.items() if v[:-1].any()}
+
+
 def _per_layer(value, L: int, detectors: int, name: str, owner: str) -> list:
     """``value`` (a string, or a list with one per layer with a detector) as a list of L values (the layers
     without a detector get the last one given)."""
@@ -599,19 +615,24 @@ class HMLSTM(LanguageModel):
         )
 
     def boundary_report(self, corpus, n: int = 2000) -> Optional[str]:
-        """On a corpus that knows its segments (the generated text): one line with the precision, recall and
-        F1 of each detector's boundaries on the first ``n`` validation symbols against the ends of the same
-        level (z^1: words, z^2: phrases) where they can first be seen, tolerance 1, and the fraction of steps
-        with z = 1; None otherwise."""
+        """One line with the precision, recall and F1 of each detector's boundaries on the first ``n``
+        validation symbols against the ends of its level where they can first be seen, tolerance 1, and the
+        fraction of steps with z = 1. On a corpus that knows its segments (the generated text) z^1 is scored
+        against its words and z^2 its phrases; on other character text z^1 against the whitespace words
+        (``data.word_boundaries``) and z^2 against the clause ends (``data.clause_boundaries``), where the
+        text has them. None otherwise (no detector, no validation text, no level to score)."""
         if self.vocab_size is None:  # pen strokes: scored against their own boundaries elsewhere
             return None
-        refs = (getattr(corpus, "boundaries", None) or {}).get("valid") or {}
         if corpus.valid is None or len(corpus.valid) < 2:
             return None
-        levels = [(l, level) for l, level in zip(self.detector_layers, ("word", "phrase")) if level in refs]
+        ids = np.asarray(corpus.valid[:n])
+        refs = (getattr(corpus, "boundaries", None) or {}).get("valid") or {}
+        names = ("word", "phrase") if refs else ("word", "clause")
+        if not refs:
+            refs = _text_ends(corpus.vocab, ids)
+        levels = [(l, level) for l, level in zip(self.detector_layers, names) if level in refs]
         if not levels:
             return None
-        ids = np.asarray(corpus.valid[:n])
         z = self.trace(ids).z > 0.5  # (L, T)
         parts = []
         for l, level in levels:
