@@ -119,10 +119,13 @@ def cmd_run(args) -> int:
 
 def cmd_report(args) -> int:
     """The distribution table of the finished runs (``multiscale_rnn.reproduce.hm_lstm.report_table``)."""
-    from multiscale_rnn.reproduce.hm_lstm import report_table
+    from multiscale_rnn.reproduce.hm_lstm import miss_table, report_table
 
     rows = [json.loads(line) for path in args.files for line in Path(path).read_text().splitlines() if line.strip()]
     print(report_table(rows))
+    misses = miss_table(rows)
+    if misses:
+        print("\nWhere z1 misses the words, what it marks instead:\n\n" + misses)
     return 0
 
 

@@ -35,6 +35,7 @@ import numpy as np
 
 import multiscale_rnn as msr
 from multiscale_rnn.models.hm_lstm import WORD_RECIPE, boundary_scores, first_seen
+from multiscale_rnn.reproduce.hm_lstm import word_level_scores
 
 EPOCHS = 8  # the earlier study's configurations
 RECIPE_EPOCHS = 40  # the default recipe (880 updates of 32 x 50 characters, warm-up 500 of them)
@@ -410,6 +411,8 @@ def run(name, layers, kind, seed, hidden=32, read=2000, figure=None, text=None):
             out[f"f1_l{l}"] = boundary_scores(z, ref, 1)["f1"]
             out[f"f1end_l{l}"] = boundary_scores(z, ends[l], 1)["f1"]  # against the last character
             out[f"rate_l{l}"] = float(z.mean())
+    if layers >= 2:
+        out.update(word_level_scores(tr.z[0] > 0.5, corpus.boundaries["valid"], read))
     out.update(likelihood_probes(model, ids, word))
     if figure is not None:  # Figure 3 on the first 270 scored characters, the reference row z^2's (else z^1's)
         import matplotlib

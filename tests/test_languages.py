@@ -57,6 +57,39 @@ def test_boundaries_mark_word_phrase_and_sentence_ends(language):
         assert (h.phrase_boundaries & letters).any()
 
 
+@pytest.mark.parametrize("language", [0, 2, 15, 30])  # prefixes, both sides, suffixes, no affixes
+def test_morpheme_boundaries_split_words_at_their_affixes(language):
+    """Every word end is a morpheme end; inside a word, a morpheme ends after a prefix of the language and
+    before a suffix of it, and a language without morphology has one morpheme a word. The text is the
+    text without the morphemes (the same draws)."""
+    from multiscale_rnn.data.languages import _grammar
+
+    spec = draw_language(language)
+    h = generate(spec, 6000, seed=3)
+    m, w = h.morpheme_boundaries, h.word_boundaries
+    assert not (w & ~m).any()
+    inner = m & ~w
+    if spec.morphology == "none":
+        assert not inner.any()
+        return
+    assert inner.sum() > 50
+    affixes = _grammar(spec)["affixes"]
+    pre, suf = affixes.get("prefix", []), affixes.get("suffix", [])
+    start = 0
+    for end in np.flatnonzero(w)[:100]:
+        while h.text[start] == " ":
+            start += 1
+        word = h.text[start : end + 1].rstrip(PHRASE_MARKS + SENTENCE_MARKS)
+        cuts = [int(c) + 1 for c in np.flatnonzero(inner[start : start + len(word)])]
+        pieces = [word[i:j] for i, j in zip([0] + cuts, cuts + [len(word)])]
+        start = end + 1
+        if len(pieces) == 3:
+            assert pieces[0] in pre and pieces[2] in suf, pieces
+        elif len(pieces) == 2:
+            assert (pre and pieces[0] in pre) or (suf and pieces[1] in suf), pieces
+        assert len(pieces) <= 1 + len(affixes), pieces
+
+
 def test_refusals_name_the_argument():
     with pytest.raises(ValueError, match="language must be an integer >= 0, got -1"):
         draw_language(-1)

@@ -133,6 +133,32 @@ def test_the_boundary_report_keeps_modules_and_thread_counts_apart():
     assert "| 2 | 2/2 (100 %) |" in avx2 and "| 3 | 2/3 (67 %) | 0.95 [0.30, 1.00] |" in avx512
 
 
+def test_the_miss_table_says_what_z1_marks_where_it_misses_the_words():
+    from multiscale_rnn.data.languages import draw_language
+
+    hm = msr.reproduce.hm_lstm
+    # z^1 on every word end and after every prefix: recall 1, precision below, F1 against the morphemes 1
+    h = msr.data.languages.generate(draw_language(0), 4000, seed=1)  # language 0 has prefixes
+    c = h.corpus(valid_fraction=0.5, test_fraction=0.0)
+    valid = c.boundaries["valid"]
+    z1 = msr.first_seen(valid["morpheme"][:1500])
+    s = hm.word_level_scores(z1, valid, 1500)
+    assert s["rec_l0"] == 1.0 and s["prec_l0"] < 0.9 and s["f1morph_l0"] == 1.0
+    assert "f1morph_l0" not in hm.word_level_scores(z1, {"word": valid["word"]}, 1500)
+    base = dict(config="recipe", layers=2, part="heldout", spaced=True, isa="avx512", threads=1, seed=10)
+    rows = [
+        dict(base, language=0, f1_l0=0.7, prec_l0=0.55, rec_l0=1.0, f1morph_l0=0.98),  # words and more
+        dict(base, language=30, f1_l0=0.87, prec_l0=1.0, rec_l0=0.77, f1morph_l0=0.87),  # the marks only
+        dict(base, language=2, f1_l0=0.3, prec_l0=0.3, rec_l0=0.3, f1morph_l0=0.4),  # neither
+        dict(base, language=2, f1_l0=1.0, prec_l0=1.0, rec_l0=1.0, f1morph_l0=0.8),  # found
+        dict(base, language=2, f1_l0=1.0, spaced=False),  # unspaced rows are not counted
+    ]
+    lines = hm.miss_table(rows).splitlines()
+    assert len(lines) == 3 and "| 3/4 | 1 | 1 | 1 |" in lines[2]
+    assert lines[2].endswith("| 0.70 [0.30, 1.00] | 0.80 [0.40, 0.98] |")  # languages 0 and 2 have affixes
+    assert hm.miss_table([dict(base, language=0, f1_l0=1.0)]) == ""
+
+
 def test_hornn_report_gives_the_seeds_median_and_each_hornn_against_the_rnn_of_its_seed(tmp_path):
     key = dict(alpha=None, hidden=400, train_tokens=929589, max_epochs=20, lr=1.0, seconds=60.0, epochs=12)
     tests = {("plain", 1, 0): 138.0, ("plain", 1, 1): 133.0, ("gated", 2, 0): 134.0, ("gated", 2, 1): 135.0,

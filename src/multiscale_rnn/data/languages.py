@@ -27,7 +27,9 @@ Text (:func:`generate`): ``generate(spec, n_chars, seed)`` writes ``n_chars`` ch
 language from its own seed (``seed`` varies the text, not the language). Boundaries follow
 :func:`synthetic_hierarchy`'s convention: ``word_boundaries[i]`` marks the last character of a word,
 or the mark that follows it; ``phrase_boundaries[i]`` the last character of a phrase (its mark, when
-it has one); ``sentence_boundaries[i]`` the sentence-ending mark. Separators are never boundaries.
+it has one); ``sentence_boundaries[i]`` the sentence-ending mark; ``morpheme_boundaries[i]`` the last
+character of every prefix, of every stem followed by a suffix, and every word end (a word without affixes is
+one morpheme). Separators are never boundaries.
 The result is a :class:`HierarchicalText`, so ``.corpus()`` gives a split corpus with boundaries.
 
 >>> spec = draw_language(3)
@@ -156,7 +158,7 @@ def generate(spec: LanguageSpec, n_chars: int = 20000, seed: int = 0) -> Hierarc
         raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
     grammar = _grammar(spec)
     rng = np.random.default_rng([spec.language, int(seed), 0x7E47])
-    text, word_ends, phrase_ends, sentence_ends = _sentences(spec, grammar, rng, n_chars)
+    text, word_ends, phrase_ends, sentence_ends, morpheme_ends = _sentences(spec, grammar, rng, n_chars)
     return HierarchicalText(
         text=text,
         word_boundaries=_mask(word_ends, n_chars),
@@ -166,6 +168,7 @@ def generate(spec: LanguageSpec, n_chars: int = 20000, seed: int = 0) -> Hierarc
         templates=[(t, "") for t in grammar["templates"]],
         params=dict(spec.to_dict(), n_chars=int(n_chars), seed=int(seed)),
         sentence_boundaries=_mask(sentence_ends, n_chars),
+        morpheme_boundaries=_mask(morpheme_ends, n_chars),
     )
 
 
@@ -195,13 +198,15 @@ def _grammar(spec: LanguageSpec) -> Dict[str, Any]:
 
 
 def _sentences(spec: LanguageSpec, grammar: Dict[str, Any], rng, n_chars: int):
-    """``(text, word_ends, phrase_ends, sentence_ends)``: ``n_chars`` characters of sentences drawn from
-    ``rng``, and the position of the last character of every word, phrase and sentence (in the full text)."""
+    """``(text, word_ends, phrase_ends, sentence_ends, morpheme_ends)``: ``n_chars`` characters of sentences
+    drawn from ``rng``, and the position of the last character of every word, phrase, sentence and morpheme
+    (in the full text; a word's last morpheme ends where the word does)."""
     sep, templates = spec.separator, grammar["templates"]
     pieces: List[str] = []
     word_ends: List[int] = []
     phrase_ends: List[int] = []
     sentence_ends: List[int] = []
+    inner_ends: List[int] = []  # morpheme ends inside words (after a prefix, before a suffix)
     total = 0
     while total <= n_chars:  # one character beyond n_chars tells whether the last one ends a word
         for _ in range(_SENTENCES_PER_BATCH):
@@ -210,7 +215,8 @@ def _sentences(spec: LanguageSpec, grammar: Dict[str, Any], rng, n_chars: int):
                 slots = templates[int(rng.integers(len(templates)))]
                 last_phrase = p == n_phrases - 1
                 for j, c in enumerate(slots):
-                    w = _word(spec, grammar, rng, c)
+                    w, inner = _word(spec, grammar, rng, c)
+                    inner_ends.extend(total + k for k in inner)
                     pieces.append(w)
                     total += len(w)
                     end = total - 1
@@ -233,19 +239,25 @@ def _sentences(spec: LanguageSpec, grammar: Dict[str, Any], rng, n_chars: int):
                     if sep:
                         pieces.append(sep)
                         total += len(sep)
-    return "".join(pieces)[:n_chars], word_ends, phrase_ends, sentence_ends
+    return "".join(pieces)[:n_chars], word_ends, phrase_ends, sentence_ends, sorted(inner_ends + word_ends)
 
 
-def _word(spec: LanguageSpec, grammar: Dict[str, Any], rng, c: int) -> str:
-    """A word of class ``c``: a stem drawn by its Zipf weight, with each affix side added with ``affix_prob``."""
+def _word(spec: LanguageSpec, grammar: Dict[str, Any], rng, c: int) -> Tuple[str, List[int]]:
+    """A word of class ``c``: a stem drawn by its Zipf weight, with each affix side added with ``affix_prob``;
+    and the offsets, within the word, of the last character of each morpheme but the last."""
     weights, classes, affixes = grammar["weights"], grammar["classes"], grammar["affixes"]
     k = min(int(np.searchsorted(weights[c], rng.random(), side="right")), len(classes[c]) - 1)
-    stem = grammar["stems"][classes[c][k]]
+    word = grammar["stems"][classes[c][k]]
+    prefix = suffix = 0  # affix lengths
     for side in grammar["sides"]:
         if rng.random() < spec.affix_prob:
             a = affixes[side][int(rng.integers(len(affixes[side])))]
-            stem = a + stem if side == "prefix" else stem + a
-    return stem
+            if side == "prefix":
+                word, prefix = a + word, len(a)
+            else:
+                word, suffix = word + a, len(a)
+    inner = ([prefix - 1] if prefix else []) + ([len(word) - suffix - 1] if suffix else [])
+    return word, inner
 
 
 def _mask(ends: List[int], n_chars: int) -> np.ndarray:

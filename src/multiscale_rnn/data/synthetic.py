@@ -81,6 +81,7 @@ class HierarchicalText:
     templates: List[Tuple[Tuple[int, ...], str]]  # (class sequence, closing mark)
     params: Dict[str, Any] = field(default_factory=dict)
     sentence_boundaries: Optional[np.ndarray] = None  # the sentence ends, where the generator has them
+    morpheme_boundaries: Optional[np.ndarray] = None  # the morpheme ends (every word end too), where it has them
 
     def __len__(self) -> int:
         return len(self.text)
@@ -89,7 +90,7 @@ class HierarchicalText:
         """A code-point character corpus of the text, split contiguously into
         train / valid / test (a fraction of 0 gives no such split), with
         ``corpus.boundaries = {split: {"word": bool array, "phrase": bool
-        array}}`` aligned with each split's ids."""
+        array}}`` aligned with each split's ids (and ``"morpheme"`` where the text has them)."""
         n = len(self.text)
         a, b = split_points(n, valid_fraction, test_fraction)
         cuts = {"train": (0, a), "valid": (a, b), "test": (b, n)}
@@ -100,6 +101,9 @@ class HierarchicalText:
             s: {"word": self.word_boundaries[i:j].copy(), "phrase": self.phrase_boundaries[i:j].copy()}
             for s, (i, j) in cuts.items()
         }
+        if self.morpheme_boundaries is not None:
+            for s, (i, j) in cuts.items():
+                corpus.boundaries[s]["morpheme"] = self.morpheme_boundaries[i:j].copy()
         return corpus
 
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from ._common import SMOKE_MINUTES, Reproduction, Results, UnitProgress, dist, figure, machine
 
-__all__ = ["REPRODUCTION", "load_split", "score_package_run", "report_table", "dist"]
+__all__ = ["REPRODUCTION", "load_split", "score_package_run", "word_level_scores", "report_table", "miss_table", "dist"]
 
 RECIPE_EPOCHS = 40  # the default recipe with 2 layers (880 updates of 32 x 50 characters)
 PHRASE_EPOCHS = 100  # with 3 layers
@@ -67,6 +67,23 @@ def score_package_run(text, layers, seed, hidden=32, epochs=None, restarts=5, re
             ref = msr.first_seen(corpus.boundaries["valid"][what][:read])
             out[f"f1_l{l}"] = msr.boundary_scores(z, ref, 1)["f1"]
             out[f"rate_l{l}"] = float(z.mean())
+    if layers >= 2:
+        out.update(word_level_scores(tr.z[0] > 0.5, corpus.boundaries["valid"], read))
+    return out
+
+
+def word_level_scores(z1, valid_boundaries, read: int) -> Dict[str, float]:
+    """What z^1 (bool, one per scored step) marks, beside its F1 against the word ends: its precision and
+    recall against them (``prec_l0``, ``rec_l0``: firing inside words lowers the precision, marking a
+    subset of the word ends the recall) and, where the text knows its morphemes (the protocol's languages),
+    its F1 against the morpheme ends (``f1morph_l0``: every word end, and inside a word the end of a prefix
+    and of a stem before a suffix), all where each end can first be seen, tolerance 1."""
+    from ..models.hm_lstm import boundary_scores, first_seen
+
+    words = boundary_scores(z1, first_seen(valid_boundaries["word"][:read]), 1)
+    out = {"prec_l0": words["precision"], "rec_l0": words["recall"]}
+    if "morpheme" in valid_boundaries:
+        out["f1morph_l0"] = boundary_scores(z1, first_seen(valid_boundaries["morpheme"][:read]), 1)["f1"]
     return out
 
 
@@ -160,7 +177,45 @@ def report(out_dir: Path) -> str:
             "",
             report_table(rows),
         ]
+        + (
+            ["", "Where z^1 misses the words, what it marks instead:", "", misses]
+            if (misses := miss_table(rows))
+            else []
+        )
     )
+
+
+def miss_table(rows) -> str:
+    """Where z^1 misses the words (spaced pairs with F1 < 0.9), what it marks instead, per configuration, depth,
+    part, module and threads (the rows with ``prec_l0``): the words plus boundaries inside them (recall >= 0.9,
+    precision < 0.9), a subset of the word ends (precision >= 0.9, recall < 0.9), or neither; and, on the
+    languages with affixes, z^1's F1 against the morpheme ends beside its F1 against the word ends. A
+    markdown table, empty when no row has the fields."""
+    from ..data.languages import draw_language
+
+    groups: Dict[tuple, list] = {}
+    for r in rows:
+        if r["spaced"] and "prec_l0" in r:
+            key = (r["config"], r["layers"], r["part"], r.get("isa", "?"), r.get("threads", 1))
+            groups.setdefault(key, []).append(r)
+    if not groups:
+        return ""
+    lines = [
+        "| configuration | layers | part | module, threads | spaced misses | words and more (inside words) | "
+        "a subset of the word ends | neither | with affixes: z1 F1 against words | against morphemes |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for (config, layers, part, isa, threads), rs in sorted(groups.items()):
+        miss = [r for r in rs if r["f1_l0"] < 0.9]
+        more = sum(r["rec_l0"] >= 0.9 and r["prec_l0"] < 0.9 for r in miss)
+        fewer = sum(r["prec_l0"] >= 0.9 and r["rec_l0"] < 0.9 for r in miss)
+        affixed = [r for r in rs if "f1morph_l0" in r and draw_language(r["language"]).morphology != "none"]
+        lines.append(
+            f"| `{config}` | {layers} | {part} | `{isa}`, {threads} | {len(miss)}/{len(rs)} | {more} | {fewer} | "
+            f"{len(miss) - more - fewer} | {dist([r['f1_l0'] for r in affixed])} | "
+            f"{dist([r['f1morph_l0'] for r in affixed])} |"
+        )
+    return "\n".join(lines)
 
 
 def figures(out_dir: Path) -> None:
