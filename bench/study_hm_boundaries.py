@@ -38,7 +38,7 @@ from multiscale_rnn.models.hm_lstm import WORD_RECIPE, boundary_scores, first_se
 from multiscale_rnn.reproduce.hm_lstm import word_level_scores
 
 EPOCHS = 8  # the earlier study's configurations
-RECIPE_EPOCHS = 40  # the default recipe (880 updates of 32 x 50 characters, warm-up 500 of them)
+RECIPE_EPOCHS = 40  # the default recipe with 2 layers (880 updates of 32 x 50 characters)
 PHRASE_EPOCHS = 100  # the phrase recipe (2,300 updates; layer 2's detector starts at 1,500)
 
 

@@ -361,7 +361,7 @@ class HMLSTM(LanguageModel):
     ``--restarts 5`` on the command line): the runs whose boundaries sit on the word ends are the ones
     with the lower validation BPC. On the generated text it finds the words in layer 1 on 30 of 30 runs
     with 2 layers (seeds 0-9, three set-ups) and on 9 of 10 seeds with 3, and the phrases in layer 2 of 3
-    layers on 8 of 10 (its tables); on the protocol's held-out languages, the words on 48 of 85 spaced
+    layers on 8 of 10 (its tables); on the protocol's held-out languages, the words on 48-50 of 85 spaced
     pairs with 2 layers.
     """
 

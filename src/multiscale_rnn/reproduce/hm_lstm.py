@@ -87,14 +87,21 @@ def word_level_scores(z1, valid_boundaries, read: int) -> Dict[str, float]:
     return out
 
 
-def report_table(rows) -> str:
-    """Per configuration, depth, part, instruction-set module and threads (runs that sum in another order
-    stay apart): the share of spaced (language, seed) pairs with z^1 F1 >= 0.9, and the median and range of
-    every figure, spaced and unspaced apart (a markdown table)."""
+def _groups(rows) -> Dict[tuple, list]:
+    """The rows by (configuration, depth, part, instruction-set module, threads): runs that sum in another
+    order stay apart."""
     groups: Dict[tuple, list] = {}
     for r in rows:
         key = (r["config"], r["layers"], r["part"], r.get("isa", "?"), r.get("threads", 1))
         groups.setdefault(key, []).append(r)
+    return groups
+
+
+def report_table(rows) -> str:
+    """Per configuration, depth, part, instruction-set module and threads (runs that sum in another order
+    stay apart): the share of spaced (language, seed) pairs with z^1 F1 >= 0.9, and the median and range of
+    every figure, spaced and unspaced apart (a markdown table)."""
+    groups = _groups(rows)
     lines = [
         "| configuration | layers | part | module, threads | runs | spaced: z1 F1 >= 0.9 | spaced z1 F1 | "
         "unspaced z1 F1 | z1 rate | z2 F1 (phrases) | z2 rate | valid BPC | update reduction |",
@@ -193,11 +200,7 @@ def miss_table(rows) -> str:
     markdown table, empty when no row has the fields."""
     from ..data.languages import draw_language
 
-    groups: Dict[tuple, list] = {}
-    for r in rows:
-        if r["spaced"] and "prec_l0" in r:
-            key = (r["config"], r["layers"], r["part"], r.get("isa", "?"), r.get("threads", 1))
-            groups.setdefault(key, []).append(r)
+    groups = _groups(r for r in rows if r["spaced"] and "prec_l0" in r)
     if not groups:
         return ""
     lines = [
