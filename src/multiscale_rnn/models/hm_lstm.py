@@ -626,10 +626,9 @@ class HMLSTM(LanguageModel):
         if corpus.valid is None or len(corpus.valid) < 2:
             return None
         ids = np.asarray(corpus.valid[:n])
-        refs = (getattr(corpus, "boundaries", None) or {}).get("valid") or {}
-        names = ("word", "phrase") if refs else ("word", "clause")
-        if not refs:
-            refs = _text_ends(corpus.vocab, ids)
+        refs, names = (getattr(corpus, "boundaries", None) or {}).get("valid"), ("word", "phrase")
+        if not refs:  # plain character text: the whitespace words and the clauses
+            refs, names = _text_ends(corpus.vocab, ids), ("word", "clause")
         levels = [(l, level) for l, level in zip(self.detector_layers, names) if level in refs]
         if not levels:
             return None
