@@ -70,10 +70,10 @@ def configuration(name: str):
     blend, z^2 as a switch; 3 layers), ``step`` (threshold boundaries, the default); and
     the recipe's words ``target<r1>[_<r2>]`` (``rate_target``,
     ``targetnone`` for none), ``mu<x>`` (``rate_weight``), ``slack<s>_<t>`` (``rate_slack_below``,
-    ``rate_slack_above``: ``slack0_1`` makes the target a floor), ``warm<n>`` (``warmup``: detectors held off for n
-    updates; ``warm<n1>_<n2>``: layer 1's for n1, layer 2's for n2), ``t1ramp<a>_<b>_<n>`` / ``t2ramp<a>_<b>_<n>``
-    (layer 1's / layer 2's
-    target from a at the warm-up's end to b over n updates),
+    ``rate_slack_above``: ``slack0_1`` makes the target a floor; ``slack<s1>_<t1>_<s2>_<t2>`` per layer),
+    ``warm<n>`` (``warmup``: detectors held off for n updates; ``warm<n1>_<n2>``: layer 1's for n1, layer 2's
+    for n2), ``t1ramp<a>_<b>_<n>`` / ``t2ramp<a>_<b>_<n>`` (layer 1's / layer 2's target from a at the
+    warm-up's end to b over n updates),
     ``linear`` / ``gated`` (the head), ``slope1`` (no slope schedule), ``best<k>`` (k restarts with
     ``msr.best_of``, model seeds k*seed .. k*seed + k-1, chosen on the validation text after the scored part;
     ``best<k>@<e>``: chosen after e epochs, the chosen run then trained on alone).
@@ -123,8 +123,12 @@ def _words(words, opts, train, sched, name):
             opts["rate_weight"] = float(word[2:])
             continue
         if word.startswith("slack"):  # slack<below>_<above>: the band around the target that costs nothing
-            below, above = (float(x) for x in word[5:].split("_"))
-            opts["rate_slack_below"], opts["rate_slack_above"] = below, above
+            values = [float(x) for x in word[5:].split("_")]  # or per layer: slack<b1>_<a1>_<b2>_<a2>..
+            if len(values) % 2:
+                raise ValueError(f"{word!r} in {name!r}: slack takes pairs <below>_<above>, got {len(values)} numbers")
+            below, above = values[0::2], values[1::2]
+            opts["rate_slack_below"] = below[0] if len(below) == 1 else below
+            opts["rate_slack_above"] = above[0] if len(above) == 1 else above
             continue
         if word.startswith("warm"):  # warm<n>: the detectors held off for n updates; warm<n1>_<n2>: per layer
             counts = [int(x) for x in word[4:].split("_")]
