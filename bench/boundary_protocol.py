@@ -20,7 +20,8 @@ the CPU, the instruction-set module and the thread count; a run already in the f
 interrupted ``run`` resumes where it stopped. ``--limit N`` stops after N new runs.
 
 ``report`` prints, per configuration, depth and part, the share of spaced (language, seed) pairs with
-z^1 F1 >= 0.9, and the median and range of every figure, spaced and unspaced apart.
+z^1 F1 >= 0.9, and the median and range of every figure, spaced and unspaced apart; with 3 layers, how often
+z^2 finds the phrases beside z^1's words; and where z^1 misses the words, what it marks instead.
 """
 
 from __future__ import annotations
@@ -119,13 +120,16 @@ def cmd_run(args) -> int:
 
 def cmd_report(args) -> int:
     """The distribution table of the finished runs (``multiscale_rnn.reproduce.hm_lstm.report_table``)."""
-    from multiscale_rnn.reproduce.hm_lstm import miss_table, report_table
+    from multiscale_rnn.reproduce.hm_lstm import levels_table, miss_table, report_table
 
     rows = [json.loads(line) for path in args.files for line in Path(path).read_text().splitlines() if line.strip()]
     print(report_table(rows))
-    misses = miss_table(rows)
-    if misses:
-        print("\nWhere z1 misses the words, what it marks instead:\n\n" + misses)
+    for title, table in (
+        ("With a second detector, words and phrases", levels_table(rows)),
+        ("Where z1 misses the words, what it marks instead", miss_table(rows)),
+    ):
+        if table:
+            print(f"\n{title}:\n\n{table}")
     return 0
 
 

@@ -159,6 +159,22 @@ def test_the_miss_table_says_what_z1_marks_where_it_misses_the_words():
     assert hm.miss_table([dict(base, language=0, f1_l0=1.0)]) == ""
 
 
+def test_the_levels_table_counts_words_phrases_and_both_on_the_spaced_three_layer_runs():
+    hm = msr.reproduce.hm_lstm
+    base = dict(config="recipe", layers=3, part="heldout", spaced=True, isa="avx512", threads=1, seed=10, language=0)
+    rows = [
+        dict(base, f1_l0=0.95, f1_l1=0.6, phrases="marked"),  # both
+        dict(base, f1_l0=0.95, f1_l1=0.4, phrases="marked"),  # words only
+        dict(base, f1_l0=0.5, f1_l1=0.9, phrases="unmarked"),  # phrases only
+        dict(base, f1_l0=0.89, f1_l1=0.49, phrases="unmarked"),  # neither (each just under its bar)
+        dict(base, f1_l0=1.0, f1_l1=1.0, phrases="marked", spaced=False),  # unspaced rows are not counted
+        dict(base, layers=2, f1_l0=1.0, phrases="marked"),  # no second detector
+    ]
+    lines = hm.levels_table(rows).splitlines()
+    assert len(lines) == 3 and lines[2].endswith("| 3 | heldout | `avx512`, 1 | 2/4 | 1/2 | 1/2 | 1/4 |")
+    assert hm.levels_table(rows[-1:]) == ""
+
+
 def test_hornn_report_gives_the_seeds_median_and_each_hornn_against_the_rnn_of_its_seed(tmp_path):
     key = dict(alpha=None, hidden=400, train_tokens=929589, max_epochs=20, lr=1.0, seconds=60.0, epochs=12)
     tests = {("plain", 1, 0): 138.0, ("plain", 1, 1): 133.0, ("gated", 2, 0): 134.0, ("gated", 2, 1): 135.0,
