@@ -73,3 +73,19 @@ def test_oracle_without_top_down_and_the_notd2_constraint(study):
     assert not P["weight_td_l1"].any()
     assert not np.array_equal(P["weight_td_l0"], before)  # layer 1's top-down term is still trained
     assert study.configuration("default+notd2")[1]["notd2"] is True
+
+
+def test_the_levels_recipe_is_the_configuration_the_protocol_measured(study):
+    """``LEVELS_RECIPE`` (docs/models/hm_lstm.md) is the study's configuration whose held-out runs the docs report,
+    and a band per layer takes pairs of numbers."""
+    from multiscale_rnn.models.hm_lstm import LEVELS_RECIPE
+
+    measured = "default+below+switch+warm250_750+target0.18_0.05+mu1+slack0.12_0.2_0_0+best5"
+    opts, train, sched = study.configuration(measured)
+    assert opts == LEVELS_RECIPE and sched == {} and (train["restarts"], train["epochs"]) == (5, 40)
+    model = msr.HMLSTM(7, 4, (6, 6, 6), **LEVELS_RECIPE)
+    assert model.options["rate_slack_below_l0"] == 0.12 and model.options["rate_slack_above_l0"] == 0.2
+    assert model.options["rate_slack_below_l1"] == model.options["rate_slack_above_l1"] == 0.0
+    assert (model.options["rate_target_l1"], model.options["blend_l0"]) == (0.05, 0.0)
+    with pytest.raises(ValueError, match="pairs"):
+        study.configuration("default+slack0.1_0.2_0.3")
