@@ -106,30 +106,41 @@ def _groups(rows) -> Dict[tuple, list]:
     return groups
 
 
+def _grouped_table(rows, columns, cells) -> str:
+    """A markdown table of one row per (configuration, depth, part, module, threads) of ``rows`` (``_groups``): the
+    group's key, then ``cells(group_rows)`` under ``columns``; empty when there are no rows."""
+    groups = _groups(rows)
+    if not groups:
+        return ""
+    head = ["configuration", "layers", "part", "module, threads", *columns]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for (config, layers, part, isa, threads), rs in sorted(groups.items()):
+        lines.append(f"| `{config}` | {layers} | {part} | `{isa}`, {threads} | " + " | ".join(cells(rs)) + " |")
+    return "\n".join(lines)
+
+
 def report_table(rows) -> str:
     """Per configuration, depth, part, instruction-set module and threads (runs that sum in another order
     stay apart): the share of spaced (language, seed) pairs with z^1 F1 >= 0.9, and the median and range of
     every figure, spaced and unspaced apart (a markdown table)."""
-    groups = _groups(rows)
-    lines = [
-        "| configuration | layers | part | module, threads | runs | spaced: z1 F1 >= 0.9 | spaced z1 F1 | "
-        "unspaced z1 F1 | z1 rate | z2 F1 (phrases) | z2 rate | valid BPC | update reduction |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for (config, layers, part, isa, threads), rs in sorted(groups.items()):
+
+    def cells(rs):
         spaced = [r for r in rs if r["spaced"]]
-        unspaced = [r for r in rs if not r["spaced"]]
         ok = sum(r["f1_l0"] >= 0.9 for r in spaced)
-        share = f"{ok}/{len(spaced)} ({100 * ok / max(1, len(spaced)):.0f} %)"
-        z2 = dist([r["f1_l1"] for r in rs if "f1_l1" in r])
-        z2rate = dist([r["rate_l1"] for r in rs if "rate_l1" in r])
-        lines.append(
-            f"| `{config}` | {layers} | {part} | `{isa}`, {threads} | {len(rs)} | {share} | "
-            f"{dist([r['f1_l0'] for r in spaced])} | "
-            f"{dist([r['f1_l0'] for r in unspaced])} | {dist([r['rate_l0'] for r in rs])} | {z2} | {z2rate} | "
-            f"{dist([r['bpc'] for r in rs])} | {dist([r['reduction'] for r in rs])} |"
-        )
-    return "\n".join(lines)
+        return [
+            str(len(rs)),
+            f"{ok}/{len(spaced)} ({100 * ok / max(1, len(spaced)):.0f} %)",
+            dist([r["f1_l0"] for r in spaced]),
+            dist([r["f1_l0"] for r in rs if not r["spaced"]]),
+            dist([r["rate_l0"] for r in rs]),
+            dist([r["f1_l1"] for r in rs if "f1_l1" in r]),
+            dist([r["rate_l1"] for r in rs if "rate_l1" in r]),
+            dist([r["bpc"] for r in rs]),
+            dist([r["reduction"] for r in rs]),
+        ]
+
+    columns = ["runs", "spaced: z1 F1 >= 0.9", "spaced z1 F1", "unspaced z1 F1", "z1 rate", "z2 F1 (phrases)"]
+    return _grouped_table(rows, columns + ["z2 rate", "valid BPC", "update reduction"], cells)
 
 
 def _units(smoke: bool):
@@ -209,25 +220,17 @@ def miss_table(rows) -> str:
     markdown table, empty when no row has the fields."""
     from ..data.languages import draw_language
 
-    groups = _groups(r for r in rows if r["spaced"] and "prec_l0" in r)
-    if not groups:
-        return ""
-    lines = [
-        "| configuration | layers | part | module, threads | spaced misses | words and more (inside words) | "
-        "a subset of the word ends | neither | with affixes: z1 F1 against words | against morphemes |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for (config, layers, part, isa, threads), rs in sorted(groups.items()):
+    def cells(rs):
         miss = [r for r in rs if r["f1_l0"] < 0.9]
         more = sum(r["rec_l0"] >= 0.9 and r["prec_l0"] < 0.9 for r in miss)
         fewer = sum(r["prec_l0"] >= 0.9 and r["rec_l0"] < 0.9 for r in miss)
         affixed = [r for r in rs if "f1morph_l0" in r and draw_language(r["language"]).morphology != "none"]
-        lines.append(
-            f"| `{config}` | {layers} | {part} | `{isa}`, {threads} | {len(miss)}/{len(rs)} | {more} | {fewer} | "
-            f"{len(miss) - more - fewer} | {dist([r['f1_l0'] for r in affixed])} | "
-            f"{dist([r['f1morph_l0'] for r in affixed])} |"
-        )
-    return "\n".join(lines)
+        counts = [f"{len(miss)}/{len(rs)}", str(more), str(fewer), str(len(miss) - more - fewer)]
+        return counts + [dist([r["f1_l0"] for r in affixed]), dist([r["f1morph_l0"] for r in affixed])]
+
+    columns = ["spaced misses", "words and more (inside words)", "a subset of the word ends", "neither"]
+    columns += ["with affixes: z1 F1 against words", "against morphemes"]
+    return _grouped_table([r for r in rows if r["spaced"] and "prec_l0" in r], columns, cells)
 
 
 def levels_table(rows) -> str:
@@ -235,25 +238,21 @@ def levels_table(rows) -> str:
     second detector): z^1 F1 >= 0.9 against the word ends, z^2 F1 >= 0.5 against the phrase ends on the
     languages whose phrases end in a mark and on those whose do not, and both levels in one run. A markdown
     table, empty when no row has a second detector."""
-    groups = _groups(r for r in rows if r["spaced"] and "f1_l1" in r)
-    if not groups:
-        return ""
-    lines = [
-        "| configuration | layers | part | module, threads | spaced: z1 F1 >= 0.9 | z2 F1 >= 0.5, marked phrases | "
-        "the same, unmarked | words and phrases both |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for (config, layers, part, isa, threads), rs in sorted(groups.items()):
+
+    def cells(rs):
+        marked = [r["f1_l1"] >= 0.5 for r in rs if r["phrases"] == "marked"]
+        unmarked = [r["f1_l1"] >= 0.5 for r in rs if r["phrases"] == "unmarked"]
         words = sum(r["f1_l0"] >= 0.9 for r in rs)
-        marked = [r for r in rs if r["phrases"] == "marked"]
-        unmarked = [r for r in rs if r["phrases"] == "unmarked"]
         both = sum(r["f1_l0"] >= 0.9 and r["f1_l1"] >= 0.5 for r in rs)
-        lines.append(
-            f"| `{config}` | {layers} | {part} | `{isa}`, {threads} | {words}/{len(rs)} | "
-            f"{sum(r['f1_l1'] >= 0.5 for r in marked)}/{len(marked)} | "
-            f"{sum(r['f1_l1'] >= 0.5 for r in unmarked)}/{len(unmarked)} | {both}/{len(rs)} |"
-        )
-    return "\n".join(lines)
+        return [
+            f"{words}/{len(rs)}",
+            f"{sum(marked)}/{len(marked)}",
+            f"{sum(unmarked)}/{len(unmarked)}",
+            f"{both}/{len(rs)}",
+        ]
+
+    columns = ["spaced: z1 F1 >= 0.9", "z2 F1 >= 0.5, marked phrases", "the same, unmarked", "words and phrases both"]
+    return _grouped_table([r for r in rows if r["spaced"] and "f1_l1" in r], columns, cells)
 
 
 def figures(out_dir: Path) -> None:
