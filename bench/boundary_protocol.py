@@ -119,17 +119,11 @@ def cmd_run(args) -> int:
 
 
 def cmd_report(args) -> int:
-    """The distribution table of the finished runs (``multiscale_rnn.reproduce.hm_lstm.report_table``)."""
-    from multiscale_rnn.reproduce.hm_lstm import levels_table, miss_table, report_table
+    """The tables of the finished runs (``multiscale_rnn.reproduce.hm_lstm.tables``)."""
+    from multiscale_rnn.reproduce.hm_lstm import tables
 
     rows = [json.loads(line) for path in args.files for line in Path(path).read_text().splitlines() if line.strip()]
-    print(report_table(rows))
-    for title, table in (
-        ("With a second detector, words and phrases", levels_table(rows)),
-        ("Where z1 misses the words, what it marks instead", miss_table(rows)),
-    ):
-        if table:
-            print(f"\n{title}:\n\n{table}")
+    print(tables(rows))
     return 0
 
 

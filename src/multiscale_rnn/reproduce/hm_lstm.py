@@ -31,6 +31,7 @@ __all__ = [
     "report_table",
     "miss_table",
     "levels_table",
+    "tables",
     "dist",
 ]
 
@@ -96,20 +97,14 @@ def word_level_scores(z1, valid_boundaries, read: int) -> Dict[str, float]:
     return out
 
 
-def _groups(rows) -> Dict[tuple, list]:
-    """The rows by (configuration, depth, part, instruction-set module, threads): runs that sum in another
-    order stay apart."""
+def _grouped_table(rows, columns, cells) -> str:
+    """A markdown table of one row per (configuration, depth, part, instruction-set module, threads) of ``rows``
+    (runs that sum in another order stay apart): the group's key, then ``cells(group_rows)`` under ``columns``;
+    empty when there are no rows."""
     groups: Dict[tuple, list] = {}
     for r in rows:
         key = (r["config"], r["layers"], r["part"], r.get("isa", "?"), r.get("threads", 1))
         groups.setdefault(key, []).append(r)
-    return groups
-
-
-def _grouped_table(rows, columns, cells) -> str:
-    """A markdown table of one row per (configuration, depth, part, module, threads) of ``rows`` (``_groups``): the
-    group's key, then ``cells(group_rows)`` under ``columns``; empty when there are no rows."""
-    groups = _groups(rows)
     if not groups:
         return ""
     head = ["configuration", "layers", "part", "module, threads", *columns]
@@ -202,14 +197,22 @@ def report(out_dir: Path) -> str:
             "recipe. Target: z^1 F1 >= 0.9 against word ends on >= 80 % of the spaced (language, seed) pairs. "
             "Median [min, max].",
             "",
-            report_table(rows),
+            tables(rows),
         ]
-        + (
-            ["", "Where z^1 misses the words, what it marks instead:", "", misses]
-            if (misses := miss_table(rows))
-            else []
-        )
     )
+
+
+def tables(rows) -> str:
+    """The protocol's runs as tables: :func:`report_table`, then :func:`levels_table` and :func:`miss_table`
+    under their titles where they have rows."""
+    parts = [report_table(rows)]
+    for title, table in (
+        ("With a second detector, words and phrases", levels_table(rows)),
+        ("Where z^1 misses the words, what it marks instead", miss_table(rows)),
+    ):
+        if table:
+            parts.append(f"\n{title}:\n\n{table}")
+    return "\n".join(parts)
 
 
 def miss_table(rows) -> str:
