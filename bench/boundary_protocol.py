@@ -16,8 +16,9 @@ with five restarts) on ``generate(language, n_chars, seed)`` split 90/10, scored
 validation characters: F1 at tolerance 1 of z^1 against the word ends and of z^2 against the phrase
 ends (as first seen: ``first_seen``), each layer's boundary rate, validation BPC, the layer-update
 reduction (skipped work) and the time. Each finished run is appended to ``--out`` (JSON lines) with
-the CPU, the instruction-set module and the thread count; a run already in the file is skipped, so an
-interrupted ``run`` resumes where it stopped. ``--limit N`` stops after N new runs.
+the CPU, the instruction-set module and the thread count; a run already in the file with the same
+set-up (module, threads and CPU) is skipped, so an interrupted ``run`` resumes where it stopped.
+``--limit N`` stops after N new runs.
 
 ``report`` prints, per configuration, depth and part, the share of spaced (language, seed) pairs with
 z^1 F1 >= 0.9, and the median and range of every figure, spaced and unspaced apart; with 3 layers, how often
@@ -39,7 +40,10 @@ SPLIT = HERE.parent / "src" / "multiscale_rnn" / "data" / "resources" / "boundar
 
 
 def _key(r) -> tuple:
-    return (r["config"], r["layers"], r["part"], r["language"], r["seed"], r["isa"], r["threads"])
+    """A run: configuration, depth, part, language, seed and set-up (module, threads and CPU)."""
+    from multiscale_rnn.reproduce._common import setup
+
+    return (r["config"], r["layers"], r["part"], r["language"], r["seed"], setup(r))
 
 
 def _done(path: Path) -> set:
@@ -89,6 +93,7 @@ def cmd_run(args) -> int:
                         "seed": seed,
                         "isa": isa,
                         "threads": args.threads,
+                        "cpu": cpu_name(),
                     }
                     if _key(base) in done:
                         continue
@@ -101,7 +106,6 @@ def cmd_run(args) -> int:
                         base,
                         spaced=bool(spec.separator),
                         phrases=spec.phrases,
-                        cpu=cpu_name(),
                         wall=time.perf_counter() - t0,
                     )
                     with open(args.out, "a") as f:

@@ -133,6 +133,31 @@ def test_the_boundary_report_keeps_modules_and_thread_counts_apart():
     assert "| 2 | 2/2 (100 %) |" in avx2 and "| 3 | 2/3 (67 %) | 0.95 [0.30, 1.00] |" in avx512
 
 
+def test_the_boundary_report_keeps_cpus_apart_and_names_them_only_where_there_are_several():
+    base = dict(config="recipe", layers=2, part="heldout", language=0, spaced=True, rate_l0=0.18, bpc=2.0,
+                reduction=0.4, isa="avx2", threads=1)  # fmt: skip
+    zen3 = [dict(base, seed=s, f1_l0=1.0, cpu="AMD EPYC (family 25, model 1)") for s in (10, 11)]
+    zen5 = [dict(base, seed=s, f1_l0=f, cpu="AMD EPYC (family 26, model 2)") for s, f in ((10, 1.0), (11, 0.3))]
+    lines = msr.reproduce.hm_lstm.report_table(zen3 + zen5).splitlines()
+    assert len(lines) == 4
+    assert "| `avx2`, 1, AMD EPYC (family 25, model 1) | 2 | 2/2 (100 %) |" in lines[2]
+    assert "| `avx2`, 1, AMD EPYC (family 26, model 2) | 2 | 1/2 (50 %) |" in lines[3]
+    lines = msr.reproduce.hm_lstm.report_table(zen3).splitlines()  # one CPU: the cell as before
+    assert len(lines) == 3 and "| `avx2`, 1 | 2 | 2/2 (100 %) |" in lines[2]
+
+
+def test_the_records_name_the_cpu_with_its_family_and_model(tmp_path):
+    from multiscale_rnn.reproduce._common import cpu_name
+
+    info = tmp_path / "cpuinfo"
+    block = "processor\t: {}\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\nmodel name\t: AMD EPYC\n"
+    info.write_text(block.format(0) + "\n" + block.format(1).replace("25", "26"))
+    assert cpu_name(str(info)) == "AMD EPYC (family 25, model 1)"  # the first processor's block
+    info.write_text("processor\t: 0\nmodel name\t: Some CPU\n")  # no family or model given
+    assert cpu_name(str(info)) == "Some CPU"
+    assert cpu_name(str(tmp_path / "missing")) == "unknown"
+
+
 def test_the_miss_table_says_what_z1_marks_where_it_misses_the_words():
     from multiscale_rnn.data.languages import draw_language
 

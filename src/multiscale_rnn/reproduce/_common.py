@@ -22,6 +22,8 @@ __all__ = [
     "Results",
     "cpu_name",
     "machine",
+    "setup",
+    "setup_labels",
     "markdown_table",
     "say",
     "figure",
@@ -135,16 +137,24 @@ class Results:
             f.write(json.dumps(row) + "\n")
 
 
-def cpu_name() -> str:
-    """The CPU's model name from /proc/cpuinfo ("unknown" where there is none), for the records."""
+def cpu_name(cpuinfo: str = "/proc/cpuinfo") -> str:
+    """The CPU for the records: its model name from ``cpuinfo`` with, where the file gives them, its family and
+    model numbers ("AMD EPYC (family 25, model 1)": a name alone can stand for several generations), or
+    "unknown" where there is no such file."""
+    fields: Dict[str, str] = {}
     try:
-        with open("/proc/cpuinfo") as f:
+        with open(cpuinfo) as f:
             for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+                if not line.strip():  # the first processor's block is enough
+                    break
+                key, _, value = line.partition(":")
+                fields.setdefault(key.strip(), value.strip())
     except OSError:
-        pass
-    return "unknown"
+        return "unknown"
+    name = fields.get("model name", "unknown")
+    if "cpu family" in fields and "model" in fields:
+        name += f" (family {fields['cpu family']}, model {fields['model']})"
+    return name
 
 
 def machine() -> Dict:
@@ -152,6 +162,20 @@ def machine() -> Dict:
     from .. import _native, get_num_threads
 
     return dict(cpu=cpu_name(), cores=os.cpu_count(), isa=_native.ISA, threads=get_num_threads())
+
+
+def setup(row: dict) -> Tuple[str, int, str]:
+    """The set-up a row ran on, ``(instruction-set module, threads, CPU)`` ("?" where the row does not say):
+    runs of different set-ups sum in another order, so the tables keep them apart."""
+    return (row.get("isa", "?"), row.get("threads", 1), row.get("cpu", "?"))
+
+
+def setup_labels(setups: Iterable[Tuple[str, int, str]]) -> Dict[Tuple[str, int, str], str]:
+    """A table cell for each of ``setups`` (``setup``'s tuples): "`avx2`, 1", with the CPU after it where the
+    set-ups come from more than one CPU."""
+    setups = list(setups)
+    several = len({cpu for _, _, cpu in setups}) > 1
+    return {s: f"`{s[0]}`, {s[1]}" + (f", {s[2]}" if several else "") for s in setups}
 
 
 def machine_line(rows: Iterable[dict]) -> str:

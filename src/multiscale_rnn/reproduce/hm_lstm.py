@@ -21,7 +21,7 @@ from typing import Dict
 
 import numpy as np
 
-from ._common import SMOKE_MINUTES, Reproduction, Results, UnitProgress, dist, figure, machine
+from ._common import SMOKE_MINUTES, Reproduction, Results, UnitProgress, dist, figure, machine, setup, setup_labels
 
 __all__ = [
     "REPRODUCTION",
@@ -98,19 +98,19 @@ def word_level_scores(z1, valid_boundaries, read: int) -> Dict[str, float]:
 
 
 def _grouped_table(rows, columns, cells) -> str:
-    """A markdown table of one row per (configuration, depth, part, instruction-set module, threads) of ``rows``
-    (runs that sum in another order stay apart): the group's key, then ``cells(group_rows)`` under ``columns``;
-    empty when there are no rows."""
+    """A markdown table of one row per (configuration, depth, part, set-up: module, threads and CPU) of ``rows``
+    (runs that sum in another order stay apart; ``setup_labels`` names the CPU where there are several): the
+    group's key, then ``cells(group_rows)`` under ``columns``; empty when there are no rows."""
     groups: Dict[tuple, list] = {}
     for r in rows:
-        key = (r["config"], r["layers"], r["part"], r.get("isa", "?"), r.get("threads", 1))
-        groups.setdefault(key, []).append(r)
+        groups.setdefault((r["config"], r["layers"], r["part"], setup(r)), []).append(r)
     if not groups:
         return ""
+    labels = setup_labels(key[-1] for key in groups)
     head = ["configuration", "layers", "part", "module, threads", *columns]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for (config, layers, part, isa, threads), rs in sorted(groups.items()):
-        lines.append(f"| `{config}` | {layers} | {part} | `{isa}`, {threads} | " + " | ".join(cells(rs)) + " |")
+    for (config, layers, part, where), rs in sorted(groups.items()):
+        lines.append(f"| `{config}` | {layers} | {part} | {labels[where]} | " + " | ".join(cells(rs)) + " |")
     return "\n".join(lines)
 
 

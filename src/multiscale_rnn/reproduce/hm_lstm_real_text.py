@@ -40,7 +40,17 @@ import numpy as np
 
 from ..data import clause_boundaries, word_boundaries
 from ..models.hm_lstm import WORD_RECIPE, boundary_scores, first_seen
-from ._common import PTB_CHAR_FILES, SMOKE_MINUTES, Reproduction, Results, dist, machine, markdown_table
+from ._common import (
+    PTB_CHAR_FILES,
+    SMOKE_MINUTES,
+    Reproduction,
+    Results,
+    dist,
+    machine,
+    markdown_table,
+    setup,
+    setup_labels,
+)
 
 __all__ = ["REPRODUCTION", "CORPORA", "reference_boundaries", "score_boundaries", "text_rates", "model_options"]
 
@@ -418,13 +428,14 @@ def one_run(a, data: str, seed: int, corpus, results) -> bool:
 
 # ---- the report ----------------------------------------------------------------------------------
 def report_table(rows: list) -> str:
-    """Per corpus and configuration (and size, budget, instruction-set module and threads, so runs that sum
+    """Per corpus and configuration (and size, budget and set-up: module, threads and CPU, so runs that sum
     in another order stay apart): runs, seeds, and the median and range over them of every figure; the
     targets met as a count (a markdown table)."""
     groups: dict = {}
     for r in rows:
-        key = (r["corpus"], r["config"], r["layers"], r["hidden"], r["minutes"], r.get("isa", "?"), r.get("threads", 1))
+        key = (r["corpus"], r["config"], r["layers"], r["hidden"], r["minutes"], setup(r))
         groups.setdefault(key, []).append(r)
+    labels = setup_labels(key[-1] for key in groups)
     header = [
         "corpus",
         "configuration",
@@ -437,7 +448,7 @@ def report_table(rows: list) -> str:
     ]
     header += ["z1 rate", "z2 F1 (clauses)", "z2 rate", "z2 / z1", "targets met", "valid BPC", "update reduction"]
     table = []
-    for (corpus, config, layers, hidden, minutes, isa, threads), rs in sorted(groups.items()):
+    for (corpus, config, layers, hidden, minutes, where), rs in sorted(groups.items()):
         judged = [r["targets_met"] for r in rs if r.get("targets_met") is not None]
         none = "- (no clause ends)" if all(r.get("clause_ends") == 0 for r in rs) else "-"
         met = f"{sum(judged)}/{len(judged)}" if judged else none
@@ -445,9 +456,11 @@ def report_table(rows: list) -> str:
         d += [dist([r[k] for r in rs if r.get(k) is not None]) for k in ("rate_l1",)]
         d += [dist([r[k] for r in rs if r.get(k) is not None]) for k in ("rate_ratio", "valid_bpc", "reduction")]
         seeds = ",".join(str(r["seed"]) for r in sorted(rs, key=lambda r: r["seed"]))
-        where = f"`{isa}`, {threads}"
         table.append(
-            [corpus, f"`{config}`", f"{layers} x {hidden}", f"{minutes:g}", where, seeds] + d[:6] + [met] + d[6:]
+            [corpus, f"`{config}`", f"{layers} x {hidden}", f"{minutes:g}", labels[where], seeds]
+            + d[:6]
+            + [met]
+            + d[6:]
         )
     return markdown_table(header, table)
 
@@ -467,20 +480,21 @@ def probe_states(probes: list, last: int = 1000) -> dict:
 
 
 def state_table(rows: list, last: int = 1000) -> str:
-    """Per corpus and configuration (and module and threads), over the runs that kept their probes: the share
-    of the last ``last`` chunks' probes with z^1 on the words, the changes of state (median [min, max]) and
-    the runs whose last probe is on the words (a markdown table)."""
+    """Per corpus and configuration (and set-up: module, threads and CPU), over the runs that kept their
+    probes: the share of the last ``last`` chunks' probes with z^1 on the words, the changes of state (median
+    [min, max]) and the runs whose last probe is on the words (a markdown table)."""
     groups: dict = {}
     for r in rows:
         if r.get("probes"):
-            key = (r.get("corpus", r.get("data")), r["config"], r.get("isa", "?"), r.get("threads", 1))
+            key = (r.get("corpus", r.get("data")), r["config"], setup(r))
             groups.setdefault(key, []).append(probe_states(r["probes"], last))
+    labels = setup_labels(key[-1] for key in groups)
     header = ["corpus", "configuration", "module, threads", "runs", "z1 on the words, share of the probes"]
     header += ["changes of state", "runs ending on the words"]
     table = [
-        [corpus, f"`{config}`", f"`{isa}`, {threads}", len(st), dist([x["share"] for x in st])]
+        [corpus, f"`{config}`", labels[where], len(st), dist([x["share"] for x in st])]
         + [dist([x["changes"] for x in st], digits=0), f"{sum(x['ends_on_words'] for x in st)} of {len(st)}"]
-        for (corpus, config, isa, threads), st in sorted(groups.items())
+        for (corpus, config, where), st in sorted(groups.items())
     ]
     return markdown_table(header, table)
 
