@@ -16,8 +16,9 @@ package's default gradient reading and flush cut (``--paper`` for the paper's: g
 flush cut). ``--recipe`` trains the word recipe instead (``WORD_RECIPE``, the package's defaults up to 2
 layers: linear head, boundary warm-up, rate target on layer 1 (``--rate-target`` for one value per
 detector layer, or ``--rate-target text``: layers 1 and 2 at the word- and clause-end rates of the
-corpus's own training text, ``text_rates``), constant slope 1); ``--defaults`` the model's own defaults
-for its depth (from 3 layers the phrase recipe), with layer norm and slope 1. ``--option NAME=JSON`` sets
+corpus's own training text, ``text_rates``), constant slope 1); ``--defaults`` the phrase recipe
+(``PHRASE_RECIPE``, the 3-layer defaults when its runs were made; rows named "defaults"), with layer norm and
+slope 1. ``--option NAME=JSON`` sets
 any other model option.
 
 Corpora (``--data``, comma-separated): ``ptb-char``, ``text8`` (the shared prefix), ``shakespeare``
@@ -166,7 +167,9 @@ def add_run_flags(r: argparse.ArgumentParser) -> None:
     r.add_argument("--paper", action="store_true", help="gradient 'switch', no flush cut")
     r.add_argument("--rate-penalty", type=float, default=0.0, help="lambda of the boundary-rate term (0: off)")
     r.add_argument("--recipe", action="store_true", help="the word recipe (WORD_RECIPE, slope 1)")
-    r.add_argument("--defaults", action="store_true", help="the model's defaults for the depth, layer norm")
+    r.add_argument(
+        "--defaults", action="store_true", help="the phrase recipe (the 3-layer defaults of its runs), layer norm"
+    )
     r.add_argument(
         "--rate-target",
         default=None,

@@ -35,11 +35,9 @@ import numpy as np
 
 import multiscale_rnn as msr
 from multiscale_rnn.models.hm_lstm import WORD_RECIPE, boundary_scores, first_seen
-from multiscale_rnn.reproduce.hm_lstm import word_level_scores
+from multiscale_rnn.reproduce.hm_lstm import RECIPE_EPOCHS, word_level_scores
 
 EPOCHS = 8  # the earlier study's configurations
-RECIPE_EPOCHS = 40  # the default recipe with 2 layers (880 updates of 32 x 50 characters)
-PHRASE_EPOCHS = 100  # the phrase recipe (2,300 updates; layer 2's detector starts at 1,500)
 
 
 def configuration(name: str):
@@ -79,14 +77,15 @@ def configuration(name: str):
     ``best<k>@<e>``: chosen after e epochs, the chosen run then trained on alone).
     """
     if name == "package" or name.startswith("package+"):
-        # the package's defaults for the model's depth (the word recipe up to 2 layers, the phrase recipe
-        # from 3), trained as docs/models/hm_lstm.md's default recipe: five restarts compared where best_of
-        # chooses by itself, 40 epochs (2 layers) or 100 (3 layers)
+        # the package's defaults for the model's depth (the protocol recipe up to 2 layers, the band recipe
+        # from 3; in rows made before the band recipe became the 3-layer default, the phrase recipe for 100
+        # epochs), trained as docs/models/hm_lstm.md's default recipe: five restarts compared where best_of
+        # chooses by itself (at the end), 40 epochs
         opts, train, sched = {}, dict(lr=5e-3, epochs=None, restarts=5, select_after="auto"), {}
         words = name.split("+")[1:]
     elif name == "default" or name.startswith("default+"):
-        # the word recipe (the package's defaults up to 2 layers, written out so that these rows mean the
-        # same for 3 layers): rate target, linear head, flush cut, "blend", the Trainer's boundary warm-up,
+        # the word recipe (the 2-layer defaults before the protocol recipe, written out so that these rows mean
+        # the same for 3 layers): rate target, linear head, flush cut, "blend", the Trainer's boundary warm-up,
         # no option schedule (slope 1), 40 epochs; words after "default+" change it (e.g. default+ep60,
         # default+target0.2, default+warm250)
         opts, train, sched = dict(WORD_RECIPE), dict(lr=5e-3, epochs=RECIPE_EPOCHS), {}
@@ -354,7 +353,7 @@ def run(name, layers, kind, seed, hidden=32, read=2000, figure=None, text=None):
     corpus = h.corpus(valid_fraction=0.1, test_fraction=0.0)
     sizes = [hidden] * layers
     if train["epochs"] is None:  # package: by depth
-        train["epochs"] = RECIPE_EPOCHS if layers <= 2 else PHRASE_EPOCHS
+        train["epochs"] = RECIPE_EPOCHS
     if train is not None and "hidden" in train:
         given = train["hidden"]
         sizes = [given[min(l, len(given) - 1)] for l in range(layers)]

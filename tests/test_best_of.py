@@ -170,21 +170,21 @@ def test_select_after_compares_early_and_trains_only_the_chosen_one_on(corpus, t
 
 
 def test_select_after_auto_asks_the_model(corpus):
-    """select_after="auto" (the default): an HM-LSTM with a warm-up per layer is compared at the last whole
-    epoch before its last detector starts; a model that names no step (an LSTM, an HM-LSTM with one warm-up)
-    at the end. The comparison point is the one an explicit select_after gives, bit for bit."""
+    """select_after="auto" (the default): an HM-LSTM with ``compare_at="last_start"`` (the phrase recipe) and a
+    warm-up per layer is compared at the last whole epoch before its last detector starts; a model that names no
+    step (an LSTM, an HM-LSTM with one warm-up, or compared at the end as the default recipes are) at the end.
+    The comparison point is the one an explicit select_after gives, bit for bit."""
     from multiscale_rnn.trainer import auto_select_after
 
-    def hm(s):
-        return msr.HMLSTM(corpus.vocab_size, 8, (8, 8, 8), seed=s, warmup=[5, 30])
+    def hm(s, compare_at="last_start"):
+        return msr.HMLSTM(corpus.vocab_size, 8, (8, 8, 8), seed=s, warmup=[5, 30], compare_at=compare_at)
 
     n = msr.data.num_chunks(msr.data.batchify(corpus.train, 8), 20)  # chunks per epoch
     assert auto_select_after(hm(0), corpus.train, 8, 20, epochs=10) == 30 // n
     assert auto_select_after(hm(0), corpus.train, 8, 20, epochs=30 // n) is None  # not before the end
-    assert (
-        auto_select_after(msr.HMLSTM(corpus.vocab_size, 8, (8, 8, 8), warmup=[1, 2]), corpus.train, 8, 20, epochs=10)
-        is None
-    )  # within the first epoch
+    assert auto_select_after(hm(0, "end"), corpus.train, 8, 20, epochs=10) is None  # the 3-layer defaults' choice
+    first = msr.HMLSTM(corpus.vocab_size, 8, (8, 8, 8), warmup=[1, 2], compare_at="last_start")
+    assert auto_select_after(first, corpus.train, 8, 20, epochs=10) is None  # within the first epoch
     assert auto_select_after(msr.HMLSTM(corpus.vocab_size, 8, (8, 8)), corpus.train, 8, 20, epochs=10) is None
     kw = dict(
         restarts=2,

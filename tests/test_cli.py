@@ -261,11 +261,16 @@ def test_phrase_recipe_preset_trains_from_the_command_line(tmp_path, capsys):
     s = resolve_settings(preset="synthetic-hm-lstm-phrases")
     m = model_from_settings(s, vocab_size=30)
     assert m.config["hidden_sizes"] == [32, 32, 32] and m.config["detector_input"] == "below"
-    assert m.config["gradient"] == ["blend", "switch"] and m.config["rate_target"] == [0.18, 0.05]
-    assert m.config["warmup"] == [500, 1500] and set(m.default_model_options()) == {"detectors_l0", "detectors_l1"}
-    assert (s["restarts"], s["select_after"], s["epochs"]) == (5, "auto", 100) and "options" not in PRESETS[
-        "synthetic-hm-lstm-phrases"
-    ]
+    assert m.config["gradient"] == "switch" and m.config["rate_target"] == [0.18, 0.05]
+    assert m.config["rate_slack_below"] == [0.12, 0.0] and m.config["rate_slack_above"] == [0.2, 0.0]
+    assert m.config["warmup"] == [250, 750] and set(m.default_model_options()) == {"detectors_l0", "detectors_l1"}
+    assert m.selection_step() is None  # the runs compared at the end
+    assert (s["restarts"], s["select_after"], s["epochs"], s["seed"]) == (
+        5,
+        "auto",
+        40,
+        25,
+    ) and "options" not in PRESETS["synthetic-hm-lstm-phrases"]
     out = tmp_path / "phrases.npz"
     assert (
         main(
@@ -293,13 +298,13 @@ def test_phrase_recipe_preset_trains_from_the_command_line(tmp_path, capsys):
     assert len(report) == 1 and "z1 against word ends: precision" in report[0]
     assert "z2 against phrase ends: precision" in report[0] and "z2 = 1 on 0.0% of steps" in report[0]
     ck = checkpoint.load(out)
-    assert ck.model.config["warmup"] == [500, 1500]
+    assert ck.model.config["warmup"] == [250, 750]
     assert ck.model.parameters()["bias_l1"][4 * 32] == -1e4  # one short epoch: still within the warm-up
     # a newcomer's run shorter than the warm-up is told why its boundaries never fired
     notes = [line for line in text.splitlines() if line.startswith("note:")]
     assert notes == [
-        "note: the run ended after 3 updates, within the boundary warm-up: z1 (held off for 500 updates) "
-        "and z2 (held off for 1,500 updates) never fired, so the layers above them never updated. Train "
+        "note: the run ended after 3 updates, within the boundary warm-up: z1 (held off for 250 updates) "
+        "and z2 (held off for 750 updates) never fired, so the layers above them never updated. Train "
         "longer (--epochs) or shorten the warm-up (--option warmup=N, or a list per layer)"
     ]
     assert msr.HMLSTM(30, 8, (8, 8), warmup=0).held_off_note(10) is None  # every detector on: nothing to say

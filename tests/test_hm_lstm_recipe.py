@@ -208,9 +208,9 @@ def test_defaults_and_the_papers_reading():
     s = resolve_settings("ptb-char-hm-lstm")
     assert s["options"]["gradient"] == "switch" and s["options"]["flush_cut"] is False
     # the paper's model (eq. 6: every detector reads everything) and the real-text recipes (the word recipe
-    # with a second target) hold their options against a 3-layer model's own defaults, the phrase recipe
+    # with a second target) hold their options against a 3-layer model's own defaults, the band recipe
     for preset, target, weight in (
-        ("ptb-char-hm-lstm", [], 20.0),
+        ("ptb-char-hm-lstm", [], 1.0),
         ("ptb-char-hm-lstm-recipe", [0.18, 0.06], 5.0),
         ("text8-hm-lstm-recipe", [0.18, 0.06], 5.0),
     ):
@@ -219,15 +219,22 @@ def test_defaults_and_the_papers_reading():
         assert (c["rate_target"], c["rate_weight"]) == (target, weight), preset
         assert c["warmup"] == (0 if preset == "ptb-char-hm-lstm" else 500), preset
         assert c["gradient"] == ("switch" if preset == "ptb-char-hm-lstm" else "blend"), preset
+        if preset != "ptb-char-hm-lstm":  # no target there, so no band to hold
+            assert (c["rate_slack_below"], c["rate_slack_above"]) == (0.0, 0.0), preset
 
 
 def test_defaults_by_depth(tmp_path):
-    """Up to 2 layers the defaults are the protocol recipe, from 3 layers the phrase recipe (docs/models/hm_lstm.md,
-    "The default recipe"); an option given keeps its value and the others follow the depth."""
-    from multiscale_rnn.models.hm_lstm import PHRASE_RECIPE, PROTOCOL_RECIPE, WORD_RECIPE
+    """Up to 2 layers the defaults are the protocol recipe, from 3 layers the band recipe (docs/models/hm_lstm.md,
+    "The default recipe"); every recipe names every option that follows the depth; an option given keeps its value
+    and the others follow the depth."""
+    from multiscale_rnn.models.hm_lstm import LEVELS_RECIPE, PHRASE_RECIPE, PROTOCOL_RECIPE, WORD_RECIPE
 
     one, two, three, four = (msr.HMLSTM(V, E, (4,) * L).config for L in (1, 2, 3, 4))
+    by_depth = {o.name for o in msr.HMLSTM.family_options if o.default is None or o.default == "auto"}
+    for recipe in (WORD_RECIPE, PROTOCOL_RECIPE, PHRASE_RECIPE, LEVELS_RECIPE):
+        assert set(recipe) == by_depth
     expected = dict(detector_input="below", gradient="switch", rate_target=[0.18], rate_weight=0.3, warmup=250)
+    expected.update(rate_slack_below=0.0, rate_slack_above=0.0, compare_at="end")
     assert {k: two[k] for k in PROTOCOL_RECIPE} == expected
     assert {k: one[k] for k in PROTOCOL_RECIPE} == {**expected, "rate_target": []}  # no detector, no target
     # the protocol recipe is the word recipe (the core's defaults) with four options changed
@@ -240,20 +247,32 @@ def test_defaults_by_depth(tmp_path):
     back = msr.checkpoint.load(msr.checkpoint.save(tmp_path / "word.npz", word)).model
     assert {k: back.config[k] for k in WORD_RECIPE} == {**WORD_RECIPE, "rate_target": [0.18]}
     assert back.options == word.options
-    assert {k: three[k] for k in PHRASE_RECIPE} == PHRASE_RECIPE
-    assert {k: four[k] for k in PHRASE_RECIPE} == PHRASE_RECIPE  # layer 3's detector: "below", "switch", no target
+    assert {k: three[k] for k in LEVELS_RECIPE} == LEVELS_RECIPE
+    assert {k: four[k] for k in LEVELS_RECIPE} == LEVELS_RECIPE  # layer 3's detector: "below", "switch", no target
     assert msr.HMLSTM(V, E, (4,)).config["rate_target"] == []  # no detector
+    # the phrase recipe, the 3-layer defaults before the band recipe, given by name
+    phrase = msr.HMLSTM(V, E, HS, **PHRASE_RECIPE)
+    assert {k: phrase.config[k] for k in PHRASE_RECIPE} == PHRASE_RECIPE
+    assert [phrase.options[f"blend_l{l}"] for l in range(3)] == [1.0, 0.0, 0.0]
     # what the config stores is what the model runs: the core options follow the resolved values
     m = msr.HMLSTM(V, E, HS)
     assert [m.options[f"detector_below_l{l}"] for l in range(3)] == [1.0, 1.0, 1.0]
-    assert [m.options[f"blend_l{l}"] for l in range(3)] == [1.0, 0.0, 0.0]
-    assert (m.options["rate_target_l0"], m.options["rate_target_l1"], m.options["rate_weight"]) == (0.18, 0.05, 20.0)
-    assert m.selection_step() == 1500 and msr.HMLSTM(V, E, HS[:2]).selection_step() is None
-    assert msr.HMLSTM(V, E, HS, warmup=[500, 500]).selection_step() is None  # starts that do not differ
-    assert msr.HMLSTM(V, E, HS, warmup=800).selection_step() is None
+    assert [m.options[f"blend_l{l}"] for l in range(3)] == [0.0, 0.0, 0.0]
+    assert (m.options["rate_target_l0"], m.options["rate_target_l1"], m.options["rate_weight"]) == (0.18, 0.05, 1.0)
+    assert (m.options["rate_slack_below_l0"], m.options["rate_slack_above_l0"]) == (0.12, 0.2)
+    assert (m.options["rate_slack_below_l1"], m.options["rate_slack_above_l1"]) == (0.0, 0.0)
+    # best_of compares the default recipes' restarts at the end, the phrase recipe's before layer 2's detector
+    assert m.selection_step() is None and msr.HMLSTM(V, E, HS[:2]).selection_step() is None
+    assert phrase.selection_step() == 1500
+    assert msr.HMLSTM(V, E, HS, warmup=[500, 1500]).selection_step() is None  # compare_at is "end"
+    assert msr.HMLSTM(V, E, HS, **dict(PHRASE_RECIPE, warmup=[500, 500])).selection_step() is None  # same starts
+    assert msr.HMLSTM(V, E, HS, **dict(PHRASE_RECIPE, warmup=800)).selection_step() is None
+    with pytest.raises(ValueError, match="compare_at must be one of 'end', 'last_start', got 'start'"):
+        msr.HMLSTM(V, E, HS, compare_at="start")
     # an option given keeps its value, the rest follow the depth; "auto" asks for the depth's target
     mixed = msr.HMLSTM(V, E, HS, detector_input="all", rate_target=[0.18, 0.06]).config
-    assert mixed["detector_input"] == "all" and mixed["rate_target"] == [0.18, 0.06] and mixed["rate_weight"] == 20.0
+    assert mixed["detector_input"] == "all" and mixed["rate_target"] == [0.18, 0.06] and mixed["rate_weight"] == 1.0
+    assert mixed["rate_slack_below"] == [0.12, 0.0]
     assert msr.HMLSTM(V, E, HS, rate_target="auto").config["rate_target"] == [0.18, 0.05]
     assert msr.HMLSTM(V, E, HS, rate_target=None).config["rate_target"] == []
     # soft boundaries have only the blend reading
@@ -262,6 +281,8 @@ def test_defaults_by_depth(tmp_path):
         msr.HMLSTM(V, E, HS, rate_target="atuo")
     # a checkpoint stores the resolved values, so a model saved under these defaults loads the same later
     path = msr.checkpoint.save(tmp_path / "three.npz", m)
+    assert {k: msr.checkpoint.load(path).model.config[k] for k in LEVELS_RECIPE} == LEVELS_RECIPE
+    path = msr.checkpoint.save(tmp_path / "phrase.npz", phrase)
     assert {k: msr.checkpoint.load(path).model.config[k] for k in PHRASE_RECIPE} == PHRASE_RECIPE
 
 
@@ -318,8 +339,8 @@ def test_rate_target_soft_finite_differences(opts):
     loss, _, _ = m.loss_and_grad(tok, tgt, st)
     rec = m.records()
     n = len(opts["rate_target"])
-    below = np.broadcast_to(opts.get("rate_slack_below", 0.0), n)  # per layer
-    above = np.broadcast_to(opts.get("rate_slack_above", 0.0), n)
+    below = [m.options[f"rate_slack_below_l{l}"] for l in range(n)]  # per layer: given, or the depth's default band
+    above = [m.options[f"rate_slack_above_l{l}"] for l in range(n)]
     d = [rec[f"z_l{l}"].mean() - r for l, r in enumerate(opts["rate_target"])]
     if "rate_slack_below" in opts:  # outside the band on both sides, away from its kinks
         assert d[0] > above[0] + 0.05 and d[1] < -below[1] - 0.05
@@ -332,8 +353,15 @@ def test_rate_target_soft_finite_differences(opts):
 
 
 TARGET_OPTIONS = [
-    {"boundary": "step", "gradient": "blend", "flush_cut": True, "head": "linear"},
-    {"boundary": "step", "gradient": "switch"},
+    {
+        "boundary": "step",
+        "gradient": "blend",
+        "flush_cut": True,
+        "head": "linear",
+        "rate_slack_below": 0.0,
+        "rate_slack_above": 0.0,
+    },  # fmt: skip
+    {"boundary": "step", "gradient": "switch"},  # the 3-layer default band
     {"boundary": "sample", "copy_z": "recompute", "gradient": "blend"},
     {"boundary": "step", "top_boundary": True, "layer_norm": True, "rate_penalty": 0.2},
     {"boundary": "step", "gradient": "switch", "rate_slack_below": 0.1, "rate_slack_above": 0.05},
@@ -353,8 +381,8 @@ def test_rate_target_matches_pytorch_reference(opts):
     rloss, rgrads, rstate = reference.loss_and_grad(m, tok, tgt, st, records=m.records())
     assert loss == pytest.approx(rloss, rel=1e-12)
     assert loss.aux["boundary_target"] > 0
-    if "rate_slack_below" in opts:  # the band shortens the excess without removing it
-        plain = {k: v for k, v in opts.items() if not k.startswith("rate_slack")}
+    if np.any(opts.get("rate_slack_below", 0)):  # the band shortens the excess without removing it
+        plain = {**opts, "rate_slack_below": 0.0, "rate_slack_above": 0.0}
         full = make(rate_target=targets, rate_weight=2.0, **plain).loss_and_grad(tok, tgt, st)[0]
         assert 0 < loss.aux["boundary_target"] < full.aux["boundary_target"]
     g0 = make(rate_target=None, **opts).loss_and_grad(tok, tgt, st)[1]
@@ -381,7 +409,9 @@ def test_rate_target_option_values(tmp_path):
     assert "boundary_target" not in back.loss_and_grad(tok, tgt)[0].aux
     with pytest.raises(ValueError, match="rate_target has 3 values"):
         msr.HMLSTM(V, E, HS, rate_target=[0.1, 0.1, 0.1])  # 2 detector layers
-    floor = msr.HMLSTM(V, E, (4, 4, 4), rate_slack_above=[1, 0])  # layer 1's target a floor, layer 2's a point
+    floor = msr.HMLSTM(
+        V, E, (4, 4, 4), rate_slack_above=[1, 0], rate_slack_below=0
+    )  # layer 1's target a floor, layer 2's a point
     assert floor.config["rate_slack_above"] == [1.0, 0.0] and floor.config["rate_slack_below"] == 0.0
     assert [floor.options[f"rate_slack_above_l{l}"] for l in range(3)] == [1.0, 0.0, 0.0]
     every = msr.HMLSTM(V, E, (4, 4, 4), rate_slack_below=0.05)
@@ -479,7 +509,8 @@ def test_detectors_held_off_per_layer():
     """detectors_l1=0 holds only layer 2's detector off (z^2 = 0, no gradient to its row, its target off)
     while layer 1's keeps learning; switching it on restarts only its row; ``detectors`` reads 1 only when
     every detector is on."""
-    m = msr.HMLSTM(V, E, HS, dtype="float64", seed=5, rate_target=[0.3, 0.1], rate_weight=2.0)
+    band = dict(rate_slack_below=0, rate_slack_above=0)  # none: the target a point
+    m = msr.HMLSTM(V, E, HS, dtype="float64", seed=5, rate_target=[0.3, 0.1], rate_weight=2.0, **band)
     P = m.parameters()
     h0, h1 = HS[0], HS[1]
     m.set_option("detectors_l1", 0)
@@ -614,7 +645,7 @@ def test_rate_target_ramped_from_each_detectors_start():
     assert [t for _, t in seen] == [-1.0] * 3 + [0.1] * 5  # layer 2: no ramp, its target from its start
     assert "rate_target_l0" not in msr.HMLSTM(V, E, HS).default_model_options()  # the default: 0
     assert "rate_target_l1" not in msr.HMLSTM(V, E, HS, rate_target=[0.2], rate_ramp=7).default_model_options()
-    ramp = msr.HMLSTM(V, E, HS, rate_ramp=[1000, 0]).default_model_options()["rate_target_l0"]
+    ramp = msr.HMLSTM(V, E, HS, warmup=[500, 1500], rate_ramp=[1000, 0]).default_model_options()["rate_target_l0"]
     assert (ramp(0, 499) < 0, ramp(0, 1000), ramp(0, 2000)) == (True, pytest.approx(0.09), pytest.approx(0.18))
     for bad in ([1.5], [-1], "5", [1, 2, 3]):
         with pytest.raises(ValueError, match="rate_ramp"):

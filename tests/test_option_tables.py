@@ -101,16 +101,16 @@ def test_hornn_alpha_range_is_the_papers_in_python_and_the_core():
 
 def test_hm_lstm_word_recipe_is_the_cores_defaults():
     """The word recipe is what the core does with no options given; the family's declared depth recipes (the
-    protocol recipe up to 2 layers, the phrase recipe from 3) change it by name."""
+    protocol recipe up to 2 layers, the band recipe from 3) change it by name."""
     rows = {r["name"]: r for r in core_schema("hm_lstm")}
     two = msr.HMLSTM(5, 4, (6, 6), **hm_lstm.WORD_RECIPE)
     assert two.options["rate_weight"] == rows["rate_weight"]["default"]
     assert two.options["rate_target_l0"] == rows["rate_target"]["default"]
     assert two.options["gradient"] == rows["gradient"]["default"]
     assert two.options["detector_below_l0"] == rows["detector_below"]["default"] == 0.0
-    for depth, recipe in ((2, hm_lstm.PROTOCOL_RECIPE), (3, hm_lstm.PHRASE_RECIPE)):
+    for depth, recipe in ((2, hm_lstm.PROTOCOL_RECIPE), (3, hm_lstm.LEVELS_RECIPE)):
         model = msr.HMLSTM(5, 4, (6,) * depth)
-        assert model.options["rate_weight"] == recipe["rate_weight"] != rows["rate_weight"]["default"]
+        assert model.config == msr.HMLSTM(5, 4, (6,) * depth, **recipe).config != two.config
     # the core alone, no options: the same numbers as the 2-layer family model's options
     rng = np.random.default_rng(0)
     x = rng.integers(0, 5, size=(2, 4)).astype(np.int32)

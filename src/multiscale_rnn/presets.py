@@ -64,7 +64,7 @@ DEFAULTS: Dict[str, Any] = {
     "eval_batch_size": 16,
     "restarts": 1,  # > 1: train this many runs (seeds seed, seed+1, ...), keep the lowest valid loss
     "select_after": "auto",  # restarts > 1: compare the runs after this many epochs ("auto": where the model
-    # says, e.g. before an HM-LSTM's last detector starts; none: at the end)
+    # says, e.g. before the last detector starts of an HM-LSTM with compare_at="last_start"; none: at the end)
     "seed": 0,
     "threads": None,
     "out": "runs/model.npz",

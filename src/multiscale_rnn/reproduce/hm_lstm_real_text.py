@@ -39,7 +39,7 @@ from typing import Any, Dict
 import numpy as np
 
 from ..data import clause_boundaries, word_boundaries
-from ..models.hm_lstm import WORD_RECIPE, boundary_scores, first_seen
+from ..models.hm_lstm import PHRASE_RECIPE, WORD_RECIPE, boundary_scores, first_seen
 from ._common import (
     PTB_CHAR_FILES,
     SMOKE_MINUTES,
@@ -155,8 +155,8 @@ def model_options(a, corpus=None) -> tuple:
 
     opts: Dict[str, Any]
     schedules: Dict[str, Any]
-    if a.defaults:  # the model's own defaults for its depth, layer norm on, slope 1 throughout
-        opts, schedules, name = dict(layer_norm=True), {}, "defaults"
+    if a.defaults:  # the phrase recipe (the 3-layer defaults when these runs were made), layer norm, slope 1
+        opts, schedules, name = dict(PHRASE_RECIPE, layer_norm=True), {}, "defaults"
     elif a.recipe:  # the word recipe: linear head, boundary warm-up, rate target, slope 1 throughout
         opts, schedules, name = dict(WORD_RECIPE, layer_norm=True), {}, "recipe"
         if a.rate_target == "text":  # layer 1 at the word-end rate, layer 2 at the clause-end rate

@@ -189,11 +189,12 @@ def best_of(
     ``select_after``: compare the candidates after this many epochs and train only the chosen one on to ``epochs``
     (its optimiser, schedules and step count carried on, as ``fit`` goes on); None: after ``epochs``; ``"auto"``
     (the default): the model's choice (``model.selection_step()``), as whole epochs before that update, and after
-    ``epochs`` where the model has none or it falls in the first epoch or at or after the last. An HM-LSTM with a
-    warm-up per layer whose starts differ (``warmup=[500, 1500]``, its default from 3 layers) chooses the last
-    detector's start: comparing before layer 2's detector starts picks the run whose word boundaries settled, and
-    costs ``restarts`` times the shorter run plus one continuation. The rows' ``valid_loss`` and ``valid_bpc`` are
-    then those at the selection; the chosen row's ``epochs`` and ``steps`` count its whole training.
+    ``epochs`` where the model has none or it falls in the first epoch or at or after the last. The HM-LSTM's
+    default recipes name none (compared at the end); with ``compare_at="last_start"`` (the phrase recipe,
+    ``warmup=[500, 1500]``) it chooses the last detector's start: comparing before layer 2's detector starts picks
+    the run whose word boundaries settled, and costs ``restarts`` times the shorter run plus one continuation.
+    The rows' ``valid_loss`` and ``valid_bpc`` are then those at the selection; the chosen row's ``epochs`` and
+    ``steps`` count its whole training.
 
     ``checkpoint``: the chosen candidate's checkpoint (model, optimiser, progress, history, with ``vocab`` and
     ``extra``) is written there once all candidates are trained, as ``Trainer.fit`` writes it; candidates write
