@@ -684,7 +684,8 @@ def test_rate_target_reads_zbar_from_the_reducer():
     # it leaves is what the rate-target term and its gradient read (data parallelism: the whole batch's zbar)
     rng = np.random.default_rng(21)
     targets, mu = [0.3, 0.1], 2.0
-    m = make(rate_target=targets, rate_weight=mu, rate_penalty=0.1)
+    point = dict(rate_slack_below=0.0, rate_slack_above=0.0)  # no band: the term mu (zbar - r)^2 everywhere
+    m = make(rate_target=targets, rate_weight=mu, rate_penalty=0.1, **point)
     tok, tgt = batch(rng, steps=8, batch=4)
     st = random_state(m, rng, batch=4)
     seen = []
