@@ -81,7 +81,7 @@ def configuration(name: str):
         # from 3; in rows made before the band recipe became the 3-layer default, the phrase recipe for 100
         # epochs), trained as docs/models/hm_lstm.md's default recipe: five restarts compared where best_of
         # chooses by itself (at the end), 40 epochs
-        opts, train, sched = {}, dict(lr=5e-3, epochs=None, restarts=5, select_after="auto"), {}
+        opts, train, sched = {}, dict(lr=5e-3, epochs=RECIPE_EPOCHS, restarts=5, select_after="auto"), {}
         words = name.split("+")[1:]
     elif name == "default" or name.startswith("default+"):
         # the word recipe (the 2-layer defaults before the protocol recipe, written out so that these rows mean
@@ -352,8 +352,6 @@ def run(name, layers, kind, seed, hidden=32, read=2000, figure=None, text=None):
     h = make_text(kind) if text is None else text
     corpus = h.corpus(valid_fraction=0.1, test_fraction=0.0)
     sizes = [hidden] * layers
-    if train["epochs"] is None:  # package: by depth
-        train["epochs"] = RECIPE_EPOCHS
     if train is not None and "hidden" in train:
         given = train["hidden"]
         sizes = [given[min(l, len(given) - 1)] for l in range(layers)]

@@ -360,7 +360,7 @@ TARGET_OPTIONS = [
         "head": "linear",
         "rate_slack_below": 0.0,
         "rate_slack_above": 0.0,
-    },  # fmt: skip
+    },
     {"boundary": "step", "gradient": "switch"},  # the 3-layer default band
     {"boundary": "sample", "copy_z": "recompute", "gradient": "blend"},
     {"boundary": "step", "top_boundary": True, "layer_norm": True, "rate_penalty": 0.2},
@@ -409,9 +409,8 @@ def test_rate_target_option_values(tmp_path):
     assert "boundary_target" not in back.loss_and_grad(tok, tgt)[0].aux
     with pytest.raises(ValueError, match="rate_target has 3 values"):
         msr.HMLSTM(V, E, HS, rate_target=[0.1, 0.1, 0.1])  # 2 detector layers
-    floor = msr.HMLSTM(
-        V, E, (4, 4, 4), rate_slack_above=[1, 0], rate_slack_below=0
-    )  # layer 1's target a floor, layer 2's a point
+    # layer 1's target a floor, layer 2's a point
+    floor = msr.HMLSTM(V, E, (4, 4, 4), rate_slack_above=[1, 0], rate_slack_below=0)
     assert floor.config["rate_slack_above"] == [1.0, 0.0] and floor.config["rate_slack_below"] == 0.0
     assert [floor.options[f"rate_slack_above_l{l}"] for l in range(3)] == [1.0, 0.0, 0.0]
     every = msr.HMLSTM(V, E, (4, 4, 4), rate_slack_below=0.05)

@@ -44,14 +44,13 @@ def load_split() -> dict:
     return json.loads(files("multiscale_rnn.data").joinpath("resources", "boundary_split.json").read_text())
 
 
-def score_package_run(text, layers, seed, hidden=32, epochs=None, restarts=5, read=2000, progress=False):
+def score_package_run(text, layers, seed, hidden=32, epochs=RECIPE_EPOCHS, restarts=5, read=2000, progress=False):
     """Train the package's default HM-LSTM for ``layers`` on the ``HierarchicalText`` ``text`` (five
     restarts, the one with the lowest BPC on the validation text after the scored part kept) and score it:
     a dict with ``f1_l{l}``, ``rate_l{l}`` (layers with a detector), ``bpc``, ``reduction``, ``seconds``."""
     import multiscale_rnn as msr
 
     corpus = text.corpus(valid_fraction=0.1, test_fraction=0.0)
-    epochs = epochs or RECIPE_EPOCHS
     t0 = time.perf_counter()
     model, _ = msr.best_of(
         lambda s: msr.HMLSTM(corpus.vocab_size, 16, [hidden] * layers, seed=s),
