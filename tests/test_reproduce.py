@@ -64,6 +64,23 @@ def test_a_run_writes_its_report(name, ptb, tmp_path):
     assert pictures and all(f"![{p.stem}]({p.name})" in text for p in pictures)
 
 
+def test_vcrnn_table3_trains_each_vc_model_at_its_own_m_bar(ptb, tmp_path):
+    """The VCRNN at m_bar 0.5 and the VCGRU at 0.3 (``TARGET``), each constant unit sized by its VC model's RNN-d."""
+    from multiscale_rnn.reproduce.vcrnn import TARGET, baseline_size
+
+    assert TARGET == {"vcrnn": 0.5, "vcgru": 0.3}
+    out = tmp_path / "vc"
+    text = msr.reproduce.run("vcrnn-table3", budget_minutes=0.1, out=out, data_path=ptb, progress=False).read_text()
+    rows = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    last = {r["model"]: r for r in rows if "test_bpc" in r}
+    assert set(last) == {"vcrnn", "vcgru", "elman", "gru"}
+    assert (last["vcrnn"]["target"], last["vcgru"]["target"]) == (0.5, 0.3)
+    assert last["vcrnn"]["label"] == "vcrnn-H8-w1-m0.5-seed0" and "| vcrnn-H8-w1-m0.5-seed0 | 8 | 0.50 |" in text
+    assert "| vcgru-H8-w1-m0.3-seed0 | 8 | 0.30 |" in text
+    assert last["elman"]["hidden"] == baseline_size(last["vcrnn"]["rnn_d"], "elman")
+    assert last["gru"]["hidden"] == baseline_size(last["vcgru"]["rnn_d"], "gru")
+
+
 def test_an_interrupted_run_resumes_without_redoing_finished_units(ptb, tmp_path, capsys):
     out = tmp_path / "hornn"
     argv = ["reproduce", "hornn-table2", "--budget", "0.1", "--data-path", str(ptb), "--out", str(out), "--quiet"]
