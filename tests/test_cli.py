@@ -352,6 +352,8 @@ def test_build_model_registry():
     assert build_model("tiny_lstm", vocab_size=5).config["hidden_sizes"] == [3]
     with pytest.raises(ValueError, match="unknown model 'nope'; known models: .*lstm"):
         build_model("nope")
+    with pytest.raises(ValueError, match=r"unknown model 'hm_lstmm' \(did you mean 'hmlstm'\?\)"):
+        build_model("hm_lstmm")
 
 
 def test_module_entry_point_runs():

@@ -51,5 +51,8 @@ def build_model(name: str, **kwargs):
     """
     key = _key(name)
     if key not in _FACTORIES:
-        raise ValueError(f"unknown model {name!r}; known models: {', '.join(model_names())}")
+        from .._checks import did_you_mean
+
+        hint = did_you_mean(key, model_names(), quote=True)
+        raise ValueError(f"unknown model {name!r}{hint}; known models: {', '.join(model_names())}")
     return _FACTORIES[key](**kwargs)
