@@ -220,6 +220,12 @@ def test_errors_are_reported_clearly(tmp_path, capsys):
         "multiscale-rnn sample: error: unrecognized arguments: --prime To be (--prime: did you mean --prompt?) "
         "(see multiscale-rnn sample --help)\n"
     )
+    # a positional argument given with a flag: told to drop the flag
+    with pytest.raises(SystemExit):
+        main(["sample", "--checkpoint", str(tmp_path / "x.npz")])
+    assert "(--checkpoint: the checkpoint is given without a flag, as in multiscale-rnn sample CHECKPOINT)" in (
+        capsys.readouterr().err
+    )
     with pytest.raises(SystemExit):
         main(["evaluate", str(tmp_path / "x.npz"), "--zzz"])
     assert "multiscale-rnn evaluate: error: unrecognized arguments: --zzz (see" in capsys.readouterr().err

@@ -33,14 +33,20 @@ def _command_parser(parser: argparse.ArgumentParser, argv: List[str]) -> Optiona
 def refuse_unknown(parser: argparse.ArgumentParser, argv: List[str], extras: List[str]) -> None:
     """Exit with one error line for the arguments no flag took (``extras`` of ``parse_known_args``), from the
     command's own parser so that it names the command, with the nearest flag of that command for a
-    mistyped one (``--prime``: did you mean ``--prompt``?)."""
+    mistyped one (``--prime``: did you mean ``--prompt``?), or the word that a positional argument wants
+    without its flag (``--checkpoint``)."""
     target = _command_parser(parser, argv) or parser
     flags = [o for o in target._option_string_actions if o.startswith("--")]
+    positional = {a.dest: str(a.metavar or a.dest) for a in target._actions if not a.option_strings}
     hints = []
     for a in extras:
         name = a.split("=", 1)[0]
+        dest = name.lstrip("-").replace("-", "_")
         near = closest(name, flags) if name.startswith("--") else None
-        if near:
+        if name.startswith("--") and dest in positional:
+            word = positional[dest]
+            hints.append(f"{name}: the {word} is given without a flag, as in {target.prog} {word.upper()}")
+        elif near:
             hints.append(f"{name}: did you mean {near}?")
     target.error(f"unrecognized arguments: {' '.join(extras)}" + (f" ({'; '.join(hints)})" if hints else ""))
 
