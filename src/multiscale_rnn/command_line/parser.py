@@ -33,8 +33,8 @@ def _command_parser(parser: argparse.ArgumentParser, argv: List[str]) -> Optiona
 def refuse_unknown(parser: argparse.ArgumentParser, argv: List[str], extras: List[str]) -> None:
     """Exit with one error line for the arguments no flag took (``extras`` of ``parse_known_args``), from the
     command's own parser so that it names the command, with the nearest flag of that command for a
-    mistyped one (``--prime``: did you mean ``--prompt``?), or the word that a positional argument wants
-    without its flag (``--checkpoint``)."""
+    mistyped one (``--prime``: did you mean ``--prompt``?), and, for a positional argument given as a flag
+    (``--checkpoint``), that it goes without the flag."""
     target = _command_parser(parser, argv) or parser
     flags = [o for o in target._option_string_actions if o.startswith("--")]
     positional = {a.dest: str(a.metavar or a.dest) for a in target._actions if not a.option_strings}
