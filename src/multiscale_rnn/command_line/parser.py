@@ -41,12 +41,12 @@ def refuse_unknown(parser: argparse.ArgumentParser, argv: List[str], extras: Lis
     hints = []
     for a in extras:
         name = a.split("=", 1)[0]
-        dest = name.lstrip("-").replace("-", "_")
-        near = closest(name, flags) if name.startswith("--") else None
-        if name.startswith("--") and dest in positional:
-            word = positional[dest]
+        if not name.startswith("--"):
+            continue
+        word = positional.get(name[2:].replace("-", "_"))
+        if word:
             hints.append(f"{name}: the {word} is given without a flag, as in {target.prog} {word.upper()}")
-        elif near:
+        elif near := closest(name, flags):
             hints.append(f"{name}: did you mean {near}?")
     target.error(f"unrecognized arguments: {' '.join(extras)}" + (f" ({'; '.join(hints)})" if hints else ""))
 

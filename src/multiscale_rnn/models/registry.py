@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Callable, Dict
 
+from .._checks import did_you_mean
+
 __all__ = ["MODELS", "build_model", "register_model", "register_family", "model_names"]
 
 MODELS: Dict[str, type] = {}  # class name -> model class
@@ -51,8 +53,6 @@ def build_model(name: str, **kwargs):
     """
     key = _key(name)
     if key not in _FACTORIES:
-        from .._checks import did_you_mean
-
         hint = did_you_mean(key, model_names(), quote=True)
         raise ValueError(f"unknown model {name!r}{hint}; known models: {', '.join(model_names())}")
     return _FACTORIES[key](**kwargs)
