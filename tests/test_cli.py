@@ -231,6 +231,24 @@ def test_errors_are_reported_clearly(tmp_path, capsys):
     assert "multiscale-rnn evaluate: error: unrecognized arguments: --zzz (see" in capsys.readouterr().err
 
 
+def test_schedule_flags_are_checked_before_training(tmp_path, capsys):
+    # the factor divides the learning rate (PyTorch's gamma=0.5 is --lr-factor 2): below 1 it would raise it
+    out = str(tmp_path / "x.npz")
+    assert main(["train", *TINY, "--lr-schedule", "halve", "--lr-factor", "0.5", "--out", out]) == 1
+    assert "lr-factor must be a number > 1 that divides the learning rate (2 halves it), got 0.5" in (
+        capsys.readouterr().err
+    )
+    # multistep without milestones would train at a constant rate
+    assert main(["train", *TINY, "--lr-schedule", "multistep", "--out", out]) == 1
+    assert "lr-schedule multistep divides the learning rate at its milestones, and none were given" in (
+        capsys.readouterr().err
+    )
+    # an annealed option the model cannot change is named
+    assert main(["train", *TINY, "--anneal", "slope=1,5,0.5", "--out", out]) == 1
+    assert "this model has no option that can change during training ('slope' given)" in capsys.readouterr().err
+    assert not (tmp_path / "x.npz").exists()
+
+
 def test_settings_precedence():
     s = resolve_settings()
     assert s["preset"] == DEFAULT_PRESET and s["data"] == "embedded"

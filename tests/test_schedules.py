@@ -26,6 +26,13 @@ def test_halve_after():
     assert run(S.HalveAfter(0, factor=4), [0] * 2, lr=1.0) == [1 / 16, 1 / 64]
     with pytest.raises(ValueError, match="epoch_n"):
         S.HalveAfter(-1)
+    # the factor divides: 0.5 (PyTorch's gamma for halving) would double the rate every epoch
+    with pytest.raises(ValueError, match="factor must be > 1"):
+        S.HalveAfter(2, factor=0.5)
+    with pytest.raises(ValueError, match="factor must be > 1"):
+        S.MultiStep([3], factor=1.0)
+    with pytest.raises(ValueError, match="give at least one"):
+        S.MultiStep([])
 
 
 def test_reduce_on_plateau():

@@ -132,7 +132,7 @@ class HalveAfter(LRSchedule):
         if not is_int(epoch_n) or epoch_n < 0:
             raise ValueError(f"epoch_n must be an integer >= 0, got {epoch_n!r}")
         self.epoch_n = int(epoch_n)
-        self.factor = positive_number(factor, "factor")
+        self.factor = _divisor(factor)
 
     def params(self):
         return self._with_every({"epoch_n": self.epoch_n, "factor": self.factor})
@@ -275,8 +275,10 @@ class MultiStep(LRSchedule):
         for m in ms:
             if not is_int(m) or m < 1:
                 raise ValueError(f"milestones must be whole numbers of {self.every}s >= 1, got {milestones!r}")
+        if not ms:
+            raise ValueError(f"milestones: give at least one count of {self.every}s (e.g. [180]), got none")
         self.milestones = sorted(int(m) for m in ms)
-        self.factor = positive_number(factor, "factor")
+        self.factor = _divisor(factor)
 
     def params(self):
         return self._with_every({"milestones": list(self.milestones), "factor": self.factor})

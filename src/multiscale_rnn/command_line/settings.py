@@ -125,7 +125,7 @@ SETTING_RULES: Dict[str, Rule] = {
     "min_delta": (lambda v: is_number(v) and v >= 0, "a finite number >= 0 (nats)"),
     "tensorboard": (lambda v: isinstance(v, str) and v != "", "a folder (or none)"),
     "lr_schedule": _STRING,
-    "lr_factor": (lambda v: is_number(v) and v > 0, "a finite number > 0"),
+    "lr_factor": (lambda v: is_number(v) and v > 1, "a number > 1 that divides the learning rate (2 halves it)"),
     "lr_every": (lambda v: v in ("epoch", "step"), "epoch or step"),
     "patience": _COUNT,
     "halve_after": _COUNT,
@@ -169,6 +169,11 @@ def check_settings(settings: Dict[str, Any]) -> None:
         raise ValueError(
             f"min-delta = {settings['min_delta']} is the smallest improvement early stopping counts, and early "
             f"stopping is off: give --early-stopping PATIENCE too (or leave --min-delta out)"
+        )
+    if str(settings.get("lr_schedule")).lower() in ("multistep", "multi-step") and not settings.get("lr_milestones"):
+        raise ValueError(
+            "lr-schedule multistep divides the learning rate at its milestones, and none were given: "
+            "give --lr-milestones (e.g. 180 or 100,150)"
         )
     if is_int(settings.get("select_after")) and settings.get("restarts", 1) > 1:  # one run: nothing to compare
         if settings["select_after"] > settings.get("epochs", 1):

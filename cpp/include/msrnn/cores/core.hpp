@@ -68,7 +68,8 @@ template <class S> class Core {
   virtual void reset_state(Index B) = 0;
   // Change an option between chunks (e.g. a slope being annealed). Cores without options refuse.
   virtual void set_option(const std::string& name, double /*value*/) {
-    throw std::invalid_argument(cat("this core has no option '", name, "'"));
+    throw std::invalid_argument(cat("this model has no option that can change during training ('", name,
+                                    "' given); the HM-LSTM's and the VC units' options can"));
   }
   // Arithmetic of evaluation-mode forwards. Cores without a bfloat16 path refuse anything but Float32.
   virtual void set_inference_precision(Precision p) {
