@@ -246,6 +246,13 @@ def test_schedule_flags_are_checked_before_training(tmp_path, capsys):
     # an annealed option the model cannot change is named
     assert main(["train", *TINY, "--anneal", "slope=1,5,0.5", "--out", out]) == 1
     assert "this model has no option that can change during training ('slope' given)" in capsys.readouterr().err
+    # a schedule flag the run's schedule does not read changes nothing: refused, naming the schedules that read it
+    assert main(["train", *TINY, "--patience", "2", "--out", out]) == 1
+    assert "--patience is read only by the plateau schedule, and this run's --lr-schedule is constant" in (
+        capsys.readouterr().err
+    )
+    assert main(["train", *TINY, "--lr-schedule", "plateau", "--lr-every", "step", "--out", out]) == 1
+    assert "--lr-every is read only by the halve and multistep schedules" in capsys.readouterr().err
     assert not (tmp_path / "x.npz").exists()
 
 

@@ -309,7 +309,33 @@ def resolve_settings(
             folder = Path(settings["out"]).parent
             settings["out"] = str(folder / f"{name}-{_data_slug(settings)}.npz")
     check_settings(settings)
+    _check_schedule_flags(settings, flags)
     return settings
+
+
+#: The learning-rate schedules that read each schedule setting (the rest ignore it).
+SCHEDULE_SETTINGS = {
+    "lr_factor": ("halve", "plateau", "newbob", "multistep"),
+    "patience": ("plateau",),
+    "halve_after": ("halve",),
+    "lr_milestones": ("multistep",),
+    "lr_every": ("halve", "multistep"),
+}
+
+
+def _check_schedule_flags(settings: Dict[str, Any], flags: Dict[str, Any]) -> None:
+    """A schedule flag given on the command line that the run's schedule does not read is refused, naming
+    the schedules that read it (``--lr-factor 10`` with the constant schedule would change nothing)."""
+    key = str(settings.get("lr_schedule")).lower().replace("_", "").replace("-", "")
+    schedule = {"none": "constant", "halveafter": "halve", "reduceonplateau": "plateau"}.get(key, key)
+    for name, readers in SCHEDULE_SETTINGS.items():
+        if name in flags and schedule not in readers:
+            which = ", ".join(readers[:-1]) + " and " + readers[-1] + " schedules" if len(readers) > 1 else ""
+            raise ValueError(
+                f"{flag(name)} is read only by the {which or readers[0] + ' schedule'}, and this run's "
+                f"--lr-schedule is {settings.get('lr_schedule')}: choose one that reads it (e.g. --lr-schedule "
+                f"{readers[0]}) or leave {flag(name)} out"
+            )
 
 
 def _preset_name(preset, config: Dict[str, Any], flags: Dict[str, Any], stored, stored_from: str) -> str:
