@@ -421,7 +421,15 @@ def test_evaluate_does_not_guess_the_corpus_of_a_checkpoint_from_python(tmp_path
     assert code == 1 and f"{path} does not record the corpus it was trained on" in _error_line(err)
     assert main(["evaluate", str(path), "--data", "synthetic", "--data-option", "n_chars=4000", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["data"] == "synthetic"
-    # a corpus of the same size but other symbols is refused, naming the first id that differs
+    # another text of the model's symbols (here the corpus's own test text, in a file of one's own) is read
+    # with the stored vocabulary, and a note says so
+    other = tmp_path / "other.txt"
+    other.write_text(corpus.vocab.decode(corpus.test), encoding="utf-8")
+    code, text, err = _run(["evaluate", str(path), "--data", str(other)], capsys)
+    assert code == 0, err
+    assert f"note: reading other with the vocabulary of {path} (31 symbols)" in err
+    assert text.startswith("other test: loss")
+    # a text with a symbol the vocabulary lacks (and no unknown symbol to read it as) is refused, naming it
     code, text, err = _run(
         [
             "evaluate",
@@ -435,12 +443,10 @@ def test_evaluate_does_not_guess_the_corpus_of_a_checkpoint_from_python(tmp_path
         ],
         capsys,
     )
-    assert (
-        code == 1
-        and f"the vocabulary of synthetic differs from the one stored in {path} (both 31 symbols: "
-        "id 5 is 'a' there, 'Z' here)"
-        in _error_line(err)
-    )
+    line = _error_line(err)
+    assert code == 1 and "synthetic train split: symbol 'Z' (U+005A) at position " in line
+    assert "is not in the vocabulary (31 symbols), which has no unknown symbol to read it as" in line
+    assert f"the model of {path} cannot read this text" in line
 
 
 # ---- sample: a prompt with symbols the vocabulary lacks --------------------------------------------------

@@ -142,6 +142,26 @@ def test_vocab_rejects_bad_definitions():
 # -- Corpora and the unseen-symbol rule -----------------------------------------------
 
 
+def test_with_vocab_reads_a_corpus_with_another_vocabulary():
+    # a model's vocabulary (with an unknown symbol) reads another text: the same symbols, its own ids
+    model_vocab = data.Vocab(list("zyxabc ."), unk=data.vocab.UNK_CHAR)
+    other = data.char_corpus("abc cab.?", "ba", "c?a")
+    assert "?" in other.vocab.stoi
+    read = other.with_vocab(model_vocab)
+    assert read.vocab is model_vocab and read.name == other.name
+    assert model_vocab.decode(read.valid) == "ba"
+    assert model_vocab.decode(read.train) == "abc cab." + data.vocab.UNK_CHAR
+    # '?' is not the model's: read as its unknown symbol, and counted
+    assert read.test.tolist() == [model_vocab.stoi["c"], model_vocab.unk_id, model_vocab.stoi["a"]]
+    assert read.stats()["unknown"] == {"train": 1, "valid": 0, "test": 1}
+    assert other.test.tolist() == other.vocab.encode("c?a").tolist()  # unchanged
+    # without an unknown symbol: refused, naming the split, the symbol and its position
+    with pytest.raises(ValueError, match=r"train split: symbol '\?' \(U\+003F\) at position 8 is not in the vocab"):
+        other.with_vocab(data.Vocab(list("abc .")))
+    with pytest.raises(ValueError, match="same unit and level"):
+        other.with_vocab(data.Vocab(list(b"abc ."), level="byte"))
+
+
 def test_char_corpus_vocab_from_training_only_sorted_no_unk_when_not_needed():
     c = data.char_corpus("banana", "nab", "ban")
     assert c.vocab.itos == ["a", "b", "n"]

@@ -49,8 +49,10 @@ def _checkpoint_data(args, ck, need_corpus: bool):
     The corpus is ``--data`` / ``--data-path`` / ``--data-option`` when given, else the one the checkpoint's
     settings name (written by ``train``). The vocabulary is the checkpoint's, else the corpus's. Refused
     (``ValueError`` naming the fix): a checkpoint with no vocabulary and no data given; a checkpoint that
-    does not record its corpus when one is needed; a vocabulary whose size is not the model's vocab_size;
-    a corpus whose vocabulary differs from the stored one."""
+    does not record its corpus when one is needed; with no stored vocabulary, a corpus whose vocabulary size is
+    not the model's vocab_size; a corpus with symbols the stored vocabulary lacks and has no unknown symbol
+    for. A corpus whose vocabulary differs from the stored one (another text than the training corpus) is read
+    with the stored one (``Corpus.with_vocab``), and a note says so."""
     path, model_v = args.checkpoint, int(ck.model.vocab_size)
     given = args.data is not None or args.data_path is not None or bool(args.data_option)
     stored = ck.extra.get("settings") if isinstance(ck.extra.get("settings"), dict) else None
@@ -90,12 +92,12 @@ def _checkpoint_data(args, ck, need_corpus: bool):
             raise FileNotFoundError(
                 f"{e} (the corpus {path} was trained on, where it was then: give --data-path where it is now)"
             ) from None
-        if corpus.vocab_size != model_v:
-            raise ValueError(
-                f"the vocabulary of {corpus.name} has {corpus.vocab_size} symbols and the model in {path} "
-                f"has {model_v}: give --data (and --data-path) of the corpus the model was trained on"
-            )
         if vocab is None:
+            if corpus.vocab_size != model_v:
+                raise ValueError(
+                    f"the vocabulary of {corpus.name} has {corpus.vocab_size} symbols and the model in {path} "
+                    f"has {model_v}: give --data (and --data-path) of the corpus the model was trained on"
+                )
             print(
                 f"note: {path} holds no vocabulary; reading it with the vocabulary of {corpus.name} ({model_v} "
                 f"symbols, as many as the model has)",
@@ -104,15 +106,17 @@ def _checkpoint_data(args, ck, need_corpus: bool):
             )
             vocab = corpus.vocab
         elif list(vocab.itos) != list(corpus.vocab.itos) or vocab.unit != corpus.vocab.unit:
-            first = next((i for i, (a, b) in enumerate(zip(vocab.itos, corpus.vocab.itos)) if a != b), None)
-            where = (
-                f": id {first} is {vocab.itos[first]!r} there, {corpus.vocab.itos[first]!r} here"
-                if first is not None
-                else f" (units {vocab.unit} and {corpus.vocab.unit})"
-            )
-            raise ValueError(
-                f"the vocabulary of {corpus.name} differs from the one stored in {path} (both "
-                f"{model_v} symbols{where}): give --data of the corpus the model was trained on"
+            # another text than the training corpus (or its symbols in another order): read with the model's ids
+            try:
+                corpus = corpus.with_vocab(vocab)
+            except ValueError as e:
+                raise ValueError(f"{e}: the model of {path} cannot read this text") from None
+            unknown = sum(sum(c.values()) for c in corpus.unknown.values())
+            print(
+                f"note: reading {corpus.name} with the vocabulary of {path} ({vocab.size} symbols)"
+                + (f"; {unknown:,} symbol(s) it lacks read as {vocab.unk!r}" if unknown else ""),
+                file=sys.stderr,
+                flush=True,
             )
     assert vocab is not None  # the corpus's when none was stored
     if vocab.size != model_v:  # a stored vocabulary (the checkpoint's own check covers this too)

@@ -24,7 +24,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple, Union, cast
 import numpy as np
 
 from .._checks import is_int
-from .vocab import UNK_CHAR, UNK_WORD, Vocab, text_codes, tokenize_words
+from .vocab import UNK_CHAR, UNK_WORD, Vocab, describe_symbol, text_codes, tokenize_words
 
 __all__ = ["Corpus", "char_corpus", "word_corpus", "word_boundaries", "clause_boundaries", "split_contiguous", "SPLITS"]
 
@@ -156,6 +156,47 @@ class Corpus:
             self.name,
             self.unit,
             unknown=self.unknown,
+            boundaries=self.boundaries,
+        )
+
+    def with_vocab(self, vocab: Vocab) -> "Corpus":
+        """The same text with the ids of ``vocab`` (a trained model's vocabulary, to read this corpus with
+        it); ``self`` is unchanged. Both vocabularies must have the same unit and level. A symbol ``vocab``
+        lacks is read as its unknown symbol and counted in ``unknown``; without an unknown symbol
+        ``ValueError`` names the first (split and position) and how many there are."""
+        if not isinstance(vocab, Vocab):
+            raise TypeError(f"vocab must be a Vocab, got {type(vocab).__name__}")
+        if (vocab.unit, vocab.level) != (self.vocab.unit, self.vocab.level):
+            raise ValueError(
+                f"{self.name} is read as {self.vocab.level or self.vocab.unit} symbols and the vocabulary as "
+                f"{vocab.level or vocab.unit} symbols: give a vocabulary of the same unit and level"
+            )
+        # table (V_self,): the id in vocab of each id of self, -1 where vocab lacks the symbol
+        table = np.array([vocab.stoi.get(sym, -1) for sym in self.vocab.itos], dtype=np.int32)
+        remap: Dict[str, np.ndarray] = {}
+        unknown = {s: Counter(c) for s, c in self.unknown.items()}
+        for split, ids in self.splits.items():
+            new = table[ids]
+            missing = np.flatnonzero(new < 0)
+            if len(missing) and vocab.unk_id is None:
+                first = int(missing[0])
+                raise ValueError(
+                    f"{self.name} {split} split: symbol {describe_symbol(self.vocab.itos[ids[first]], vocab.level)} "
+                    f"at position {first} is not in the vocabulary ({vocab.size} symbols), which has no unknown "
+                    f"symbol to read it as; {len(missing)} such symbol(s) in the split"
+                )
+            if len(missing):
+                new[missing] = vocab.unk_id
+                unknown[split].update(self.vocab.itos[i] for i in ids[missing])
+            remap[split] = new
+        return Corpus(
+            remap["train"],
+            remap.get("valid"),
+            remap.get("test"),
+            vocab,
+            self.name,
+            self.unit,
+            unknown=unknown,
             boundaries=self.boundaries,
         )
 
