@@ -147,17 +147,7 @@ class Corpus:
         vocab = Vocab(
             [self.vocab.itos[i] for i in perm], unit=self.vocab.unit, unk=self.vocab.unk, level=self.vocab.level
         )
-        remap = {s: new_of_old[a].astype(np.int32) for s, a in self.splits.items()}
-        return Corpus(
-            remap["train"],
-            remap.get("valid"),
-            remap.get("test"),
-            vocab,
-            self.name,
-            self.unit,
-            unknown=self.unknown,
-            boundaries=self.boundaries,
-        )
+        return self._renumbered({s: new_of_old[a].astype(np.int32) for s, a in self.splits.items()}, vocab)
 
     def with_vocab(self, vocab: Vocab) -> "Corpus":
         """The same text with the ids of ``vocab`` (a trained model's vocabulary, to read this corpus with
@@ -189,14 +179,19 @@ class Corpus:
                 new[missing] = vocab.unk_id
                 unknown[split].update(self.vocab.itos[i] for i in ids[missing])
             remap[split] = new
+        return self._renumbered(remap, vocab, unknown)
+
+    def _renumbered(self, splits: Dict[str, np.ndarray], vocab: Vocab, unknown=None) -> "Corpus":
+        """This corpus's text as the ids ``splits`` (split name -> 1-D ids) of ``vocab``, with its name,
+        boundaries and (unless given) unknown-symbol counts."""
         return Corpus(
-            remap["train"],
-            remap.get("valid"),
-            remap.get("test"),
+            splits["train"],
+            splits.get("valid"),
+            splits.get("test"),
             vocab,
             self.name,
             self.unit,
-            unknown=unknown,
+            unknown=self.unknown if unknown is None else unknown,
             boundaries=self.boundaries,
         )
 
