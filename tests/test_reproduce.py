@@ -110,6 +110,8 @@ def test_errors_name_the_reproduction_and_the_path(ptb, tmp_path, capsys):
     assert f"vcrnn-table3: --data-path {empty} lacks ptb.char.train.txt" in err
     with pytest.raises(ValueError, match="budget_minutes must be > 0"):
         msr.reproduce.run("hm-lstm-boundaries", budget_minutes=0, out=tmp_path / "o")
+    assert main(["reproduce", "hm-lstm-boundaries", "--budget", "-5", "--out", str(tmp_path / "o")]) == 1
+    assert "hm-lstm-boundaries: --budget must be a number of minutes > 0, got -5.0" in capsys.readouterr().err
 
 
 def test_reports_read_the_bench_scripts_folders(tmp_path):
