@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+import multiscale_rnn as msr
 from multiscale_rnn import schedules as S
 
 
@@ -111,6 +112,11 @@ def test_make_lr_schedule_by_name():
     assert isinstance(S.make_lr_schedule("Halve-After", epoch_n=2), S.HalveAfter)
     with pytest.raises(ValueError, match="unknown learning-rate schedule"):
         S.make_lr_schedule("cosine")
+    # the trainer takes a schedule object, and a name is refused pointing to make_lr_schedule
+    with pytest.raises(
+        TypeError, match=r"lr_schedule must be a multiscale_rnn.schedules.LRSchedule or None, got 'halve' "
+    ):
+        msr.Trainer(msr.ElmanRNN(5, 4, (4,)), lr_schedule="halve")
 
 
 def test_linear_option_schedule():
