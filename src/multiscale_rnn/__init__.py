@@ -148,3 +148,5 @@ __all__ = list(models.__all__) + [
     "ISA",
     "__version__",
 ]
+
+del TYPE_CHECKING, Optional  # names of typing, not of the package

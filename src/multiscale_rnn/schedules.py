@@ -287,6 +287,17 @@ class MultiStep(LRSchedule):
         return self.base_lr / self.factor ** sum(1 for m in self.milestones if epoch >= m)
 
 
+def check_lr_schedule(schedule: Optional[LRSchedule]) -> Optional[LRSchedule]:
+    """``schedule`` when it is an :class:`LRSchedule` or None; ``TypeError`` pointing to
+    :func:`make_lr_schedule` otherwise (a name such as ``"halve"`` given in its place)."""
+    if schedule is not None and not isinstance(schedule, LRSchedule):
+        raise TypeError(
+            f"lr_schedule must be a multiscale_rnn.schedules.LRSchedule or None, got {schedule!r:.60} "
+            f"(schedules.make_lr_schedule(name, ...) builds one by name, e.g. make_lr_schedule('halve', epoch_n=4))"
+        )
+    return schedule
+
+
 LR_SCHEDULES = {cls.__name__: cls for cls in (Constant, HalveAfter, ReduceOnPlateau, NewBob, MultiStep)}
 
 

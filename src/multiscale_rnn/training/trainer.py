@@ -30,7 +30,7 @@ from .._checks import is_number, non_negative_int, positive_int, positive_number
 from .._native import core as _core
 from ..distributed import data_parallel
 from ..optim import Adam, Optimizer
-from ..schedules import LRSchedule
+from ..schedules import LRSchedule, check_lr_schedule
 from ..storage import History, check_writable, history_path
 from .divergence import MISSING, DivergenceGuard
 from .early_stopping import EarlyStopping
@@ -154,13 +154,7 @@ class Trainer:
         self.batch_size = positive_int(batch_size, "batch_size")
         self.bptt = positive_int(bptt, "bptt")
         self.eval_batch_size = positive_int(eval_batch_size, "eval_batch_size", allow_none=True) or self.batch_size
-        if lr_schedule is not None and not isinstance(lr_schedule, LRSchedule):
-            raise TypeError(
-                f"lr_schedule must be a multiscale_rnn.schedules.LRSchedule or None, got {lr_schedule!r:.60} "
-                f"(schedules.make_lr_schedule(name, ...) builds one by name, e.g. make_lr_schedule('halve', "
-                f"epoch_n=4))"
-            )
-        self.lr_schedule = lr_schedule
+        self.lr_schedule = check_lr_schedule(lr_schedule)
         self.model_options, self._own_options = merged_model_options(model, model_options)
         self.seed = non_negative_int(seed, "seed")
         if progress not in (True, False, "bar", "lines"):
