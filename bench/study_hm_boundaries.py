@@ -29,6 +29,7 @@ import argparse
 import json
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -148,6 +149,9 @@ def _words(words, opts, train, sched, name):
             continue
         if word.startswith("halve"):  # halve<n>: the learning rate halved after every epoch from epoch n on
             train["halve"] = int(word[5:])
+            continue
+        if word.startswith("cand"):  # cand<i>: candidate i of the restarts alone (model and trainer seed i)
+            train["restarts"], train["candidate"] = 1, int(word[4:])
             continue
         if word.startswith("best"):  # best<k>[@<e>]: k restarts, the lowest validation BPC (after e epochs) kept
             k, _, e = word[4:].partition("@")
@@ -344,6 +348,20 @@ def likelihood_probes(model, ids, ref):
     return out
 
 
+def segment_description_length(ids, ends, vocab_size: int) -> float:
+    """Bits per symbol to transmit ``ids`` (1-D) cut into segments after every step where ``ends`` is true:
+    the lexicon (each distinct segment spelled out, with an end mark: log2(vocab_size + 1) bits a symbol) plus
+    the segments as a sequence, each coded by its frequency (-sum of n log2(n / N) over the distinct segments).
+    Uses no labels: of two segmentations at about the same rate, the one whose segments repeat costs less."""
+    cuts = np.flatnonzero(np.asarray(ends, dtype=bool)) + 1
+    segments = [tuple(s) for s in np.split(np.asarray(ids), cuts) if len(s)]
+    counts = np.array(list(Counter(segments).values()), dtype=float)
+    n = counts.sum()
+    sequence = -float(np.sum(counts * np.log2(counts / n)))
+    lexicon = sum(len(s) + 1 for s in set(segments)) * float(np.log2(vocab_size + 1))
+    return (sequence + lexicon) / len(ids)
+
+
 def run(name, layers, kind, seed, hidden=32, read=2000, figure=None, text=None):
     """One configuration's run on the text ``kind`` (``make_text``), or on ``text`` (a
     ``HierarchicalText``, e.g. a language of ``multiscale_rnn.data.languages``; ``kind`` then only
@@ -372,7 +390,7 @@ def run(name, layers, kind, seed, hidden=32, read=2000, figure=None, text=None):
             corpus.valid[read:],
             restarts=k,
             epochs=train["epochs"],
-            seed=seed * k,
+            seed=train.get("candidate", seed * k),
             select_after=train.get("select_after"),
             make_optimizer=lambda: msr.optim.Adam(train["lr"]),
             **kw,
@@ -414,6 +432,10 @@ def run(name, layers, kind, seed, hidden=32, read=2000, figure=None, text=None):
             out[f"rate_l{l}"] = float(z.mean())
     if layers >= 2:
         out.update(word_level_scores(tr.z[0] > 0.5, corpus.boundaries["valid"], read))
+        # no labels: z^1's segments of the training text, their description length (bits per character), and
+        # the BPC on the validation text restarts are chosen on
+        out["dl_l0"] = segment_description_length(corpus.train, model.trace(corpus.train).z[0] > 0.5, corpus.vocab_size)
+        out["bpc_select"] = msr.evaluate(model, corpus.valid[read:], batch_size=16)["bpc"]
     out.update(likelihood_probes(model, ids, word))
     if figure is not None:  # Figure 3 on the first 270 scored characters, the reference row z^2's (else z^1's)
         import matplotlib
