@@ -89,3 +89,21 @@ def test_the_levels_recipe_is_the_configuration_the_protocol_measured(study):
     assert (model.options["rate_target_l1"], model.options["blend_l0"]) == (0.05, 0.0)
     with pytest.raises(ValueError, match="pairs"):
         study.configuration("default+slack0.1_0.2_0.3")
+
+
+def test_the_description_length_of_segments_prefers_segments_that_repeat(study):
+    # "ab ab ab ab" cut after every space (4 segments "ab ", 1 distinct): the sequence costs 0 bits, the lexicon
+    # one segment of 3 symbols and its end mark: 4 log2(V + 1)
+    ids = np.array([0, 1, 2] * 4)
+    words = np.array([False, False, True] * 4)
+    assert study.segment_description_length(ids, words, 3) == pytest.approx(4 * 2.0 / 12)
+    # the same text cut after every symbol: 12 segments of 3 kinds, 4 each (log2 3 bits each), lexicon 3 x 2 symbols
+    every = np.ones(12, dtype=bool)
+    assert study.segment_description_length(ids, every, 3) == pytest.approx((12 * np.log2(3) + 6 * 2.0) / 12)
+    # cuts at random places inside the words cost more than the words
+    rng = np.random.default_rng(0)
+    lexicon = [[3, 4, 5, 2], [6, 7, 2], [3, 6, 2]]
+    text = np.concatenate([lexicon[i] for i in rng.integers(0, 3, 300)])
+    ends = text == 2
+    scattered = np.roll(ends, 1) | (rng.random(len(text)) < 0.05)
+    assert study.segment_description_length(text, ends, 8) < study.segment_description_length(text, scattered, 8)

@@ -219,6 +219,32 @@ def test_the_levels_table_counts_words_phrases_and_both_on_the_spaced_three_laye
     assert hm.levels_table(rows[-1:]) == ""
 
 
+def test_the_selection_table_compares_the_rules_that_keep_one_of_the_restarts():
+    hm = msr.reproduce.hm_lstm
+    base = dict(layers=2, part="tune", spaced=True, isa="avx2", threads=1, language=1)
+
+    def cand(i, seed, f1, bpc, dl, **kw):
+        return dict(base, config=f"package+cand{i}", seed=seed, f1_l0=f1, bpc_select=bpc, dl_l0=dl, **kw)
+
+    rows = [
+        # seed 0: candidate 0 misses; the lowest BPC keeps candidate 2 (a miss), the shortest description 1
+        cand(0, 0, 0.5, 2.0, 3.0),
+        cand(1, 0, 1.0, 2.1, 2.0),
+        cand(2, 0, 0.6, 1.9, 4.0),
+        # seed 1: every rule keeps a run that finds the words
+        cand(0, 1, 0.95, 2.0, 2.0),
+        cand(1, 1, 0.2, 2.2, 5.0),
+        cand(2, 1, 0.92, 2.1, 2.5),
+        cand(0, 2, 1.0, 2.0, 2.0),  # seed 2 lacks two candidates: left out
+        cand(0, 3, 1.0, 2.0, 2.0, spaced=False),  # unspaced: not counted
+        dict(cand(1, 3, 1.0, 2.0, 2.0), config="package"),  # not a candidate
+    ]
+    lines = hm.selection_table(rows).splitlines()
+    assert len(lines) == 3
+    assert lines[2] == "| `package` | 2 | tune | `avx2`, 1 | 3 | 1/2 | 2/2 | 1/2 | 2/2 | 0.97 [0.95, 1.00] |"
+    assert hm.selection_table(rows[-2:]) == ""
+
+
 def test_hornn_report_gives_the_seeds_median_and_each_hornn_against_the_rnn_of_its_seed(tmp_path):
     key = dict(alpha=None, hidden=400, train_tokens=929589, max_epochs=20, lr=1.0, seconds=60.0, epochs=12)
     tests = {("plain", 1, 0): 138.0, ("plain", 1, 1): 133.0, ("gated", 2, 0): 134.0, ("gated", 2, 1): 135.0,

@@ -14,6 +14,7 @@ layer's boundary rate, validation BPC and the share of layer updates skipped. Ro
 from __future__ import annotations
 
 import json
+import re
 import time
 from importlib.resources import files
 from pathlib import Path
@@ -207,6 +208,7 @@ def tables(rows) -> str:
     for title, table in (
         ("With a second detector, words and phrases", levels_table(rows)),
         ("Where z^1 misses the words, what it marks instead", miss_table(rows)),
+        ("Restarts trained one at a time: which one to keep", selection_table(rows)),
     ):
         if table:
             parts.append(f"\n{title}:\n\n{table}")
@@ -232,6 +234,42 @@ def miss_table(rows) -> str:
     columns = ["spaced misses", "words and more (inside words)", "a subset of the word ends", "neither"]
     columns += ["with affixes: z1 F1 against words", "against morphemes"]
     return _grouped_table([r for r in rows if r["spaced"] and "prec_l0" in r], columns, cells)
+
+
+def selection_table(rows) -> str:
+    """The restarts of a configuration trained one at a time (configurations ``<base>+cand<i>``, the rows with
+    ``dl_l0``), per base configuration, depth, part, module and threads: on how many spaced (language, seed)
+    pairs z^1 finds the words (F1 >= 0.9) with candidate 0 alone, with any candidate, and with the one kept by
+    each rule that reads no labels: the lowest validation BPC (``bpc_select``, as ``best_of`` keeps) and the
+    shortest description of z^1's segments of the training text (``dl_l0``). Pairs missing a candidate are left
+    out. A markdown table, empty when no row is a candidate."""
+    candidate = re.compile(r"^(.*)\+cand(\d+)$")
+    pairs: Dict[tuple, Dict[int, dict]] = {}
+    for r in rows:
+        m = candidate.match(r["config"])
+        if m and r["spaced"] and "dl_l0" in r:
+            key = (m.group(1), r["layers"], r["part"], setup(r), r["language"], r["seed"])
+            pairs.setdefault(key, {})[int(m.group(2))] = r
+    k = max((len(c) for c in pairs.values()), default=0)
+    kept = []
+    for key, c in pairs.items():
+        if len(c) == k:
+            rs = [c[i] for i in sorted(c)]
+            f1 = {
+                "first": rs[0]["f1_l0"],
+                "any": max(r["f1_l0"] for r in rs),
+                "bpc": min(rs, key=lambda r: r["bpc_select"])["f1_l0"],
+                "dl": min(rs, key=lambda r: r["dl_l0"])["f1_l0"],
+            }
+            kept.append({**rs[0], "config": key[0], "picked": f1})
+
+    def cells(ps):
+        found = {rule: sum(p["picked"][rule] >= 0.9 for p in ps) for rule in ("first", "any", "bpc", "dl")}
+        return [str(k)] + [f"{found[rule]}/{len(ps)}" for rule in found] + [dist([p["picked"]["dl"] for p in ps])]
+
+    columns = ["candidates", "spaced: z1 F1 >= 0.9, candidate 0 alone", "any candidate", "kept by validation BPC"]
+    columns += ["kept by the shortest description", "z1 F1, kept by the shortest description"]
+    return _grouped_table(kept, columns, cells)
 
 
 def levels_table(rows) -> str:
