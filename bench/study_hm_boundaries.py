@@ -436,6 +436,8 @@ def run(name, layers, kind, seed, hidden=32, read=2000, figure=None, text=None):
         # the BPC on the validation text restarts are chosen on
         out["dl_l0"] = segment_description_length(corpus.train, model.trace(corpus.train).z[0] > 0.5, corpus.vocab_size)
         out["bpc_select"] = msr.evaluate(model, corpus.valid[read:], batch_size=16)["bpc"]
+        z1 = model.trace(corpus.valid[read:]).z[0] > 0.5  # z^1 on the selection text, bit-packed (hex)
+        out["z1_select"], out["n_select"] = np.packbits(z1).tobytes().hex(), int(len(z1))
     out.update(likelihood_probes(model, ids, word))
     if figure is not None:  # Figure 3 on the first 270 scored characters, the reference row z^2's (else z^1's)
         import matplotlib
