@@ -243,6 +243,20 @@ def test_the_selection_table_compares_the_rules_that_keep_one_of_the_restarts():
     assert len(lines) == 3
     assert lines[2] == "| `package` | 2 | tune | `avx2`, 1 | 3 | 1/2 | 2/2 | 1/2 | 2/2 | 0.97 [0.95, 1.00] |"
     assert hm.selection_table(rows[-2:]) == ""
+    # with z^1 on the selection text kept, the run the others agree with most: on seed 0 candidates 1 and 2
+    # agree and 0 does not (candidate 1 kept, which found the words); on seed 1, 0 and 2
+    rng = np.random.default_rng(0)
+    words = rng.random(400) < 0.2
+    other = rng.random(400) < 0.2
+    z = {(0, 0): other, (1, 0): words, (2, 0): words, (0, 1): words, (1, 1): other, (2, 1): words}
+    for r in rows[:6]:
+        if (int(r["config"][-1]), r["seed"]) in z:
+            bits = z[int(r["config"][-1]), r["seed"]]
+            r.update(z1_select=np.packbits(bits).tobytes().hex(), n_select=len(bits))
+    assert hm.most_agreed([other, words, words]) == 1 and hm.most_agreed([words]) == 0
+    lines = hm.selection_table(rows[:6]).splitlines()
+    assert "kept by the most agreement" in lines[0]
+    assert lines[2] == "| `package` | 2 | tune | `avx2`, 1 | 3 | 1/2 | 2/2 | 1/2 | 2/2 | 2/2 | 0.97 [0.95, 1.00] |"
 
 
 def test_hornn_report_gives_the_seeds_median_and_each_hornn_against_the_rnn_of_its_seed(tmp_path):

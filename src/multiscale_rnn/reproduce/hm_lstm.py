@@ -236,13 +236,34 @@ def miss_table(rows) -> str:
     return _grouped_table([r for r in rows if r["spaced"] and "prec_l0" in r], columns, cells)
 
 
+def most_agreed(boundaries) -> int:
+    """The index of the boundary sequence (1-D bools, all of one text) that agrees best with the others: the
+    highest mean F1 at tolerance 1 against each other one (the first of equals). Reads no labels: of restarts
+    that end in different segmentations, it keeps one of those most restarts reached."""
+    from ..models.hm_lstm import boundary_scores
+
+    k = len(boundaries)
+    if k == 1:
+        return 0
+    mean = [
+        np.mean([boundary_scores(boundaries[i], boundaries[j], 1)["f1"] for j in range(k) if j != i]) for i in range(k)
+    ]
+    return int(np.argmax(mean))
+
+
+def _z1_select(r) -> np.ndarray:
+    """A run's z^1 on the selection text, unpacked from its row (``z1_select``, ``n_select``)."""
+    return np.unpackbits(np.frombuffer(bytes.fromhex(r["z1_select"]), dtype=np.uint8), count=r["n_select"]) > 0
+
+
 def selection_table(rows) -> str:
     """The restarts of a configuration trained one at a time (configurations ``<base>+cand<i>``, the rows with
     ``dl_l0``), per base configuration, depth, part, module and threads: on how many spaced (language, seed)
     pairs z^1 finds the words (F1 >= 0.9) with candidate 0 alone, with any candidate, and with the one kept by
-    each rule that reads no labels: the lowest validation BPC (``bpc_select``, as ``best_of`` keeps) and the
-    shortest description of z^1's segments of the training text (``dl_l0``). Pairs missing a candidate are left
-    out. A markdown table, empty when no row is a candidate."""
+    each rule that reads no labels: the lowest validation BPC (``bpc_select``, as ``best_of`` keeps), the
+    shortest description of z^1's segments of the training text (``dl_l0``) and, where the rows keep z^1 on the
+    selection text (``z1_select``), the boundaries the other candidates agree with most (:func:`most_agreed`).
+    Pairs missing a candidate are left out. A markdown table, empty when no row is a candidate."""
     candidate = re.compile(r"^(.*)\+cand(\d+)$")
     pairs: Dict[tuple, Dict[int, dict]] = {}
     for r in rows:
@@ -251,6 +272,7 @@ def selection_table(rows) -> str:
             key = (m.group(1), r["layers"], r["part"], setup(r), r["language"], r["seed"])
             pairs.setdefault(key, {})[int(m.group(2))] = r
     k = max((len(c) for c in pairs.values()), default=0)
+    agree = all("z1_select" in r for c in pairs.values() for r in c.values())
     kept = []
     for key, c in pairs.items():
         if len(c) == k:
@@ -261,14 +283,18 @@ def selection_table(rows) -> str:
                 "bpc": min(rs, key=lambda r: r["bpc_select"])["f1_l0"],
                 "dl": min(rs, key=lambda r: r["dl_l0"])["f1_l0"],
             }
+            if agree:
+                f1["agree"] = rs[most_agreed([_z1_select(r) for r in rs])]["f1_l0"]
             kept.append({**rs[0], "config": key[0], "picked": f1})
+    rules = ["first", "any", "bpc", "dl"] + (["agree"] if agree else [])
 
     def cells(ps):
-        found = {rule: sum(p["picked"][rule] >= 0.9 for p in ps) for rule in ("first", "any", "bpc", "dl")}
-        return [str(k)] + [f"{found[rule]}/{len(ps)}" for rule in found] + [dist([p["picked"]["dl"] for p in ps])]
+        found = [sum(p["picked"][rule] >= 0.9 for p in ps) for rule in rules]
+        return [str(k)] + [f"{n}/{len(ps)}" for n in found] + [dist([p["picked"][rules[-1]] for p in ps])]
 
     columns = ["candidates", "spaced: z1 F1 >= 0.9, candidate 0 alone", "any candidate", "kept by validation BPC"]
-    columns += ["kept by the shortest description", "z1 F1, kept by the shortest description"]
+    columns += ["kept by the shortest description"] + (["kept by the most agreement"] if agree else [])
+    columns += ["z1 F1, kept by the " + ("most agreement" if agree else "shortest description")]
     return _grouped_table(kept, columns, cells)
 
 
