@@ -54,6 +54,8 @@ def test_trains_every_candidate_and_keeps_the_lowest_validation_loss(corpus):
         ({"select_after": 2}, ValueError, "select_after=2 is beyond epochs=1"),
         ({"select_after": "early"}, ValueError, "select_after must be a positive integer, None or 'auto', got 'early'"),
         ({"epochs": 0}, ValueError, "epochs must be a positive integer, got 0"),
+        ({"select": "bpc"}, ValueError, "select must be one of 'loss', 'agreement', got 'bpc'"),
+        ({"select": "agreement"}, ValueError, "select='agreement' compares the candidates' boundaries, and LSTM marks"),
     ],
 )
 def test_bad_arguments(corpus, kwargs, error, message):
@@ -202,3 +204,27 @@ def test_select_after_auto_asks_the_model(corpus):
     assert np.array_equal(same.flat_parameters(), model.flat_parameters())
     _, at_end = msr.best_of(_make(corpus, []), corpus.train, corpus.valid, **{**kw, "epochs": 2})
     assert [r["compared_after"] for r in at_end] == [2, 2]
+
+
+def test_select_agreement_keeps_the_candidate_whose_boundaries_the_others_share(corpus):
+    # four HM-LSTM candidates whose detectors start at once: each row gets its mean F1 against the others' z^1 on
+    # the validation text, and the one of highest agreement is kept, trained as a Trainer with its seed trains it
+    def make(seed):
+        return msr.HMLSTM(corpus.vocab_size, 8, [16, 16], seed=seed, warmup=0)
+
+    kw = dict(restarts=4, epochs=1, seed=0, batch_size=8, bptt=20, progress=False)
+    model, results = msr.best_of(make, corpus.train, corpus.valid, select="agreement", **kw)
+    z = []
+    for seed in range(4):
+        alone = make(seed)
+        msr.Trainer(alone, optimizer=msr.optim.Adam(), seed=seed, batch_size=8, bptt=20, progress=False).fit(
+            corpus.train, epochs=1
+        )
+        z.append(alone.trace(corpus.valid).z[0] > 0.5)
+    f1 = [[msr.boundary_scores(z[i], z[j], 1)["f1"] for j in range(4) if j != i] for i in range(4)]
+    assert [r["agreement"] for r in results] == pytest.approx([np.mean(row) for row in f1])
+    assert len({round(r["agreement"], 9) for r in results}) > 1  # the candidates differ
+    kept = int(np.argmax([np.mean(row) for row in f1]))
+    assert [r["chosen"] for r in results] == [i == kept for i in range(4)]
+    assert np.array_equal(model.trace(corpus.valid).z[0] > 0.5, z[kept])
+    assert msr.training.restarts.most_agreed(z) == kept

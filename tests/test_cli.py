@@ -256,6 +256,19 @@ def test_schedule_flags_are_checked_before_training(tmp_path, capsys):
     assert not (tmp_path / "x.npz").exists()
 
 
+def test_select_agreement_needs_a_model_that_marks_boundaries(tmp_path, capsys):
+    out = str(tmp_path / "x.npz")
+    args = ["train", *TINY, "--data", "embedded", "--epochs", "1", "--restarts", "2", "--out", out]
+    assert main([*args, "--select", "agreement"]) == 1
+    assert "select='agreement' compares the candidates' boundaries, and LSTM marks none" in capsys.readouterr().err
+    assert not (tmp_path / "x.npz").exists()
+    with pytest.raises(SystemExit):
+        main([*args, "--select", "bpc"])
+    assert "argument --select: invalid choice: 'bpc'" in capsys.readouterr().err
+    assert resolve_settings(flags={"select": "agreement"})["select"] == "agreement"
+    assert resolve_settings()["select"] == "loss"
+
+
 def test_settings_precedence():
     s = resolve_settings()
     assert s["preset"] == DEFAULT_PRESET and s["data"] == "embedded"

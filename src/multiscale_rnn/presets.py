@@ -65,6 +65,7 @@ DEFAULTS: Dict[str, Any] = {
     "restarts": 1,  # > 1: train this many runs (seeds seed, seed+1, ...), keep the lowest valid loss
     "select_after": "auto",  # restarts > 1: compare the runs after this many epochs ("auto": where the model
     # says, e.g. before the last detector starts of an HM-LSTM with compare_at="last_start"; none: at the end)
+    "select": "loss",  # restarts > 1: keep the lowest validation loss, or "agreement": the boundaries the others share
     "seed": 0,
     "threads": None,
     "out": "runs/model.npz",

@@ -262,6 +262,12 @@ def _run_flags(g) -> None:
         "the model says (an HM-LSTM of 3 or more layers: before its last boundary detector starts; "
         "others at the end)",
     )
+    g.add_argument(
+        "--select",
+        choices=["loss", "agreement"],
+        help="with --restarts: keep the run of lowest validation loss (loss, the default) or the one whose "
+        "boundaries the other runs agree with most (agreement; models that mark boundaries: the HM-LSTM)",
+    )
     g.add_argument("--threads", type=int)
     g.add_argument(
         "--tensorboard",

@@ -138,6 +138,7 @@ SETTING_RULES: Dict[str, Rule] = {
     "seed": (lambda v: is_int(v) and v >= 0, "a non-negative integer"),
     "restarts": _POSITIVE_INT,
     "select_after": (lambda v: v == "auto" or (is_int(v) and v >= 1), "a positive integer, auto or none"),
+    "select": (lambda v: v in ("loss", "agreement"), "loss or agreement"),
     "threads": _POSITIVE_INT,
     "out": _STRING,
     "progress": (lambda v: isinstance(v, bool), "true or false"),
@@ -212,7 +213,7 @@ def settings_sources(
 
 
 #: Settings of one invocation, not of the run: a resume does not take them from the checkpoint.
-PER_INVOCATION = ("max_chunks", "threads", "progress", "out", "restarts", "select_after", "preset")
+PER_INVOCATION = ("max_chunks", "threads", "progress", "out", "restarts", "select_after", "select", "preset")
 
 
 #: Settings a resume may not change, and why (the rest: epochs, clipping, evaluation, ... may change).

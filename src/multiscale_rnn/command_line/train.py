@@ -227,6 +227,7 @@ def _train_restarts(args, dist, s, corpus, out, log, extra, say):
         epochs=int(s["epochs"]),
         seed=int(s["seed"]),
         select_after=s["select_after"],
+        select=s["select"],
         make_optimizer=lambda: build_optimizer(s),
         fit_kw={"valid": corpus.valid, "log": log},
         checkpoint=out,
@@ -238,7 +239,8 @@ def _train_restarts(args, dist, s, corpus, out, log, extra, say):
     compared = results[0]["compared_after"]
     for r in results:
         at = f" after {compared} epochs" if compared < int(s["epochs"]) else ""
-        say(f"{run(r['seed'])}: valid {label} {r['valid_bpc']:.4f}{at}" + ("  <- kept" if r["chosen"] else ""))
+        agree = f", agreement {r['agreement']:.3f}" if "agreement" in r else ""
+        say(f"{run(r['seed'])}: valid {label} {r['valid_bpc']:.4f}{at}{agree}" + ("  <- kept" if r["chosen"] else ""))
     chosen = next(r for r in results if r["chosen"])
     return model, chosen["epochs"], chosen["steps"]
 

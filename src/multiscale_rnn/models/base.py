@@ -830,6 +830,12 @@ class LanguageModel:
         ``plot.hm_lstm_boundaries``); :func:`multiscale_rnn.plot.figure` checks the kind and the text first."""
         raise ValueError(f"{type(self).__name__} draws no figure of a text (figure_kinds is empty)")
 
+    def selection_boundaries(self, ids) -> Optional[np.ndarray]:
+        """The boundaries this model marks on the 1-D ids ``ids`` (1-D bools), which
+        ``best_of(select="agreement")`` compares between restarts; None for a model that marks none (here; the
+        HM-LSTM: z^1)."""
+        return None
+
     def selection_step(self) -> Optional[int]:
         """The update at which :func:`multiscale_rnn.best_of` compares restarts by default
         (``select_after="auto"``), or None for after the last epoch (here; the HM-LSTM with a warm-up

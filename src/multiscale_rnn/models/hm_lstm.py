@@ -687,6 +687,11 @@ class HMLSTM(LanguageModel):
         counts = set(self.warmup_counts().values())
         return max(counts) if len(counts) > 1 else None
 
+    def selection_boundaries(self, ids) -> np.ndarray:
+        """z^1 on the 1-D ids ``ids`` (1-D bools, read from zero state): the boundaries
+        ``best_of(select="agreement")`` compares between restarts."""
+        return self.trace(np.asarray(ids)).z[0] > 0.5
+
     def set_option(self, name: str, value: float) -> None:
         """As for every model (``slope``, ``skip``, ``blend``, ``rate_penalty``, ``rate_weight``,
         ``rate_target_l{l}``), plus ``detectors`` (every detector) and ``detectors_l{l}`` (layer l's):

@@ -22,6 +22,7 @@ from typing import Dict
 
 import numpy as np
 
+from ..training.restarts import most_agreed
 from ._common import SMOKE_MINUTES, Reproduction, Results, UnitProgress, dist, figure, machine, setup, setup_labels
 
 __all__ = [
@@ -234,21 +235,6 @@ def miss_table(rows) -> str:
     columns = ["spaced misses", "words and more (inside words)", "a subset of the word ends", "neither"]
     columns += ["with affixes: z1 F1 against words", "against morphemes"]
     return _grouped_table([r for r in rows if r["spaced"] and "prec_l0" in r], columns, cells)
-
-
-def most_agreed(boundaries) -> int:
-    """The index of the boundary sequence (1-D bools, all of one text) that agrees best with the others: the
-    highest mean F1 at tolerance 1 against each other one (the first of equals). Reads no labels: of restarts
-    that end in different segmentations, it keeps one of those most restarts reached."""
-    from ..models.hm_lstm import boundary_scores
-
-    k = len(boundaries)
-    if k == 1:
-        return 0
-    mean = [
-        np.mean([boundary_scores(boundaries[i], boundaries[j], 1)["f1"] for j in range(k) if j != i]) for i in range(k)
-    ]
-    return int(np.argmax(mean))
 
 
 def _z1_select(r) -> np.ndarray:

@@ -20,7 +20,10 @@ from .trainer import Trainer
 if TYPE_CHECKING:
     from ..models.base import LanguageModel
 
-__all__ = ["best_of", "auto_select_after"]
+__all__ = ["best_of", "auto_select_after", "agreements", "most_agreed"]
+
+#: How ``best_of`` keeps one candidate: the lowest validation loss, or the boundaries the others agree with most.
+SELECT_RULES = ("loss", "agreement")
 
 
 def auto_select_after(model, train, batch_size: int, bptt: int, epochs: int) -> Optional[int]:
@@ -33,6 +36,25 @@ def auto_select_after(model, train, batch_size: int, bptt: int, epochs: int) -> 
     n = data.num_chunks(data.batchify(np.asarray(train), batch_size), bptt)
     e = int(step) // n
     return e if 1 <= e < int(epochs) else None
+
+
+def agreements(boundaries) -> np.ndarray:
+    """For each boundary sequence (1-D bools, all of one text), its mean F1 at tolerance 1 against each other
+    one (1.0 when there is no other)."""
+    from ..models.hm_lstm import boundary_scores
+
+    k = len(boundaries)
+    if k == 1:
+        return np.ones(1)
+    f1 = [[boundary_scores(boundaries[i], boundaries[j], 1)["f1"] for j in range(k) if j != i] for i in range(k)]
+    return np.array([np.mean(row) for row in f1])
+
+
+def most_agreed(boundaries) -> int:
+    """The index of the boundary sequence (1-D bools, all of one text) that agrees best with the others (the
+    highest of :func:`agreements`, the first of equals). Reads no labels: of restarts that end in different
+    segmentations, it keeps one of those most restarts reached."""
+    return int(np.argmax(agreements(boundaries)))
 
 
 def _check_arguments(make_model, restarts, seed, epochs, select_after, make_optimizer, fit_kw, checkpoint, trainer_kw):
@@ -76,6 +98,29 @@ def _check_arguments(make_model, restarts, seed, epochs, select_after, make_opti
     if checkpoint is not None:
         check_writable(Path(checkpoint), "checkpoint")
     return restarts, epochs, select_after, fit_kw
+
+
+def _check_select(select: str, model, valid) -> None:
+    """``select`` refused unless one of ``SELECT_RULES``, and ``"agreement"`` for a model that marks no
+    boundaries (``selection_boundaries`` None), naming the model."""
+    if select not in SELECT_RULES:
+        raise ValueError(f"select must be one of {', '.join(map(repr, SELECT_RULES))}, got {select!r}")
+    if select == "agreement" and model.selection_boundaries(valid[:2]) is None:
+        raise ValueError(
+            f"select='agreement' compares the candidates' boundaries, and {type(model).__name__} marks "
+            f"none (the HM-LSTM does): use select='loss'"
+        )
+
+
+def _most_agreed(marked: list, results: list) -> tuple:
+    """``select="agreement"``: the (index, trainer) of the candidate of ``marked`` ((index, trainer, boundaries)
+    of each candidate of finite loss) whose boundaries agree best with the others'; each one's ``agreement``
+    (:func:`agreements`) goes into its row of ``results``."""
+    agree = agreements([b for _, _, b in marked])
+    for (i, _, _), a in zip(marked, agree):
+        results[i]["agreement"] = float(a)
+    i, trainer, _ = marked[int(np.argmax(agree))]
+    return i, trainer
 
 
 def _candidate_trainer(model, seed: int, make_optimizer, eval_batch_size: int, trainer_kw: dict) -> Trainer:
@@ -168,6 +213,7 @@ def best_of(
     vocab: Any = None,
     extra: Optional[dict] = None,
     select_after: Union[int, str, None] = "auto",
+    select: str = "loss",
     **trainer_kw: Any,
 ) -> Tuple[LanguageModel, List[Dict[str, Any]]]:
     """Random restarts selected by the validation likelihood: train ``restarts`` candidates and keep the one with the
@@ -182,9 +228,7 @@ def best_of(
     too, is copied for each candidate; ``fit_kw`` e.g. ``valid``, ``log``, ``max_chunks``; ``eval_batch_size``
     serves the Trainer's validation and the selection's). The selection reads only the likelihood of ``valid`` (no
     labels), so it is as fair as any model selection on held-out text; keep the text you score the model on out of
-    ``valid``. For models whose training can end in different local optima from different seeds, such as the
-    HM-LSTM's boundary detectors (see docs/models/hm_lstm.md: its validation BPC and the F1 of its word boundaries
-    go together).
+    ``valid``.
 
     ``select_after``: compare the candidates after this many epochs and train only the chosen one on to ``epochs``
     (its optimiser, schedules and step count carried on, as ``fit`` goes on); None: after ``epochs``; ``"auto"``
@@ -196,14 +240,17 @@ def best_of(
     The rows' ``valid_loss`` and ``valid_bpc`` are then those at the selection; the chosen row's ``epochs`` and
     ``steps`` count its whole training.
 
+    ``select="agreement"`` keeps instead the candidate of finite loss whose boundaries on ``valid``
+    (``model.selection_boundaries``: the HM-LSTM's z^1) the others agree with most (:func:`agreements`, in each
+    row's ``agreement``; docs/training.md, "Random restarts").
+
     ``checkpoint``: the chosen candidate's checkpoint (model, optimiser, progress, history, with ``vocab`` and
     ``extra``) is written there once all candidates are trained, as ``Trainer.fit`` writes it; candidates write
     none, so a failed call leaves an existing file as it was.
 
     Returns ``(model, results)``: the chosen model and one dict per candidate, in order, with ``seed``,
     ``valid_loss``, ``valid_bpc``, ``epochs``, ``steps``, ``compared_after`` (the epochs at the comparison) and
-    ``chosen``. A candidate whose training fails (for example a ``FloatingPointError``) ends the call with that
-    error, naming its seed.
+    ``chosen``. A candidate whose training fails (e.g. ``FloatingPointError``) ends the call naming its seed.
 
     >>> model, results = best_of(lambda s: HMLSTM(v, 16, [32, 32], seed=s), corpus.train,  # doctest: +SKIP
     ...                          corpus.valid, restarts=3, epochs=40, batch_size=32, bptt=50, clip_norm=1.0,
@@ -212,18 +259,22 @@ def best_of(
     restarts, epochs, select_after, fit_kw = _check_arguments(
         make_model, restarts, seed, epochs, select_after, make_optimizer, fit_kw, checkpoint, trainer_kw
     )
-    best, results = None, []  # best: (index, trainer) of the lowest finite validation loss so far
+    best, results, marked = None, [], []  # best: (index, trainer) of the lowest finite loss; marked: see below
     for i in range(restarts):
         s = int(seed) + i
         model = make_model(s)
         if i == 0:  # a corpus gives the splits and the vocabulary; checked against the first candidate
             train, valid, vocab = _splits(model, train, valid, vocab)
+            _check_select(select, model, valid)
         trainer = _candidate_trainer(model, s, make_optimizer, eval_batch_size, trainer_kw)
         if select_after == "auto":  # resolved on the first candidate: they share the configuration
             select_after = auto_select_after(model, train, trainer.batch_size, trainer.bptt, epochs)
         what = f"candidate {i + 1}/{restarts} (seed {s})"
         after = cast(int, select_after or epochs)  # "auto" resolved above
         results.append(_compared(trainer, train, valid, after, fit_kw, eval_batch_size, what))
-        if _better(results, i, best):
+        if select == "agreement" and math.isfinite(results[i]["valid_loss"]):  # (index, trainer, boundaries)
+            marked.append((i, trainer, np.asarray(trainer.model.selection_boundaries(valid), dtype=bool)))
+        elif select == "loss" and _better(results, i, best):
             best = (i, trainer)
+    best = _most_agreed(marked, results) if marked else best
     return _keep(results, best, train, epochs, select_after, fit_kw, checkpoint, vocab, extra)
