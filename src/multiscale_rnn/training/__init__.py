@@ -9,7 +9,7 @@ divergence.py   the divergence guard
 early_stopping.py  early stopping on the validation loss (EarlyStopping)
 logs.py         the CSV log beside the checkpoint and TensorBoard event files
 trainer.py      the Trainer: truncated BPTT as a loop over named steps
-restarts.py     best_of: random restarts chosen by the validation likelihood
+restarts.py     best_of: random restarts chosen by the validation likelihood or their boundaries' agreement
 """
 
 from ..storage import History, history_path

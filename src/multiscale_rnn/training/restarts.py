@@ -1,4 +1,4 @@
-"""Random restarts selected by the validation likelihood (``best_of``)."""
+"""Random restarts selected by the validation likelihood or by the agreement of their boundaries (``best_of``)."""
 
 from __future__ import annotations
 
