@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import time
 import traceback
 from typing import Callable, List, Match, Pattern, Tuple, Union
 
@@ -105,9 +106,12 @@ def failed(args, error: BaseException, text: str, status: int, trace: bool = Fal
     if getattr(args, "distributed", False) and MPI is not None:
         rank = MPI.COMM_WORLD.Get_rank()
         if not getattr(error, "all_ranks", False):
-            if trace:
-                _print_traceback(error, f"rank {rank}: ")
-            print(f"multiscale-rnn {args.command} (rank {rank}): {text}", file=sys.stderr, flush=True)
+            # one write, then a moment for mpiexec to pass it on before MPI_Abort tears the job down (a line
+            # written just before the abort was lost under load)
+            message = f"multiscale-rnn {args.command} (rank {rank}): {text}\n"
+            sys.stderr.write((_traceback_text(error, f"rank {rank}: ") if trace else "") + message)
+            sys.stderr.flush()
+            time.sleep(0.5)
             MPI.COMM_WORLD.Abort(status)
     if rank in (None, 0):
         if trace and rank is None:
@@ -123,8 +127,13 @@ def failed(args, error: BaseException, text: str, status: int, trace: bool = Fal
     return status
 
 
+def _traceback_text(error: BaseException, prefix: str = "") -> str:
+    """The traceback of ``error``, each line after ``prefix``."""
+    lines = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    return "".join(prefix + line + "\n" for line in lines.rstrip("\n").split("\n"))
+
+
 def _print_traceback(error: BaseException, prefix: str = "") -> None:
     """The traceback of ``error`` on standard error, each line after ``prefix``."""
-    lines = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-    sys.stderr.write("".join(prefix + line + "\n" for line in lines.rstrip("\n").split("\n")))
+    sys.stderr.write(_traceback_text(error, prefix))
     sys.stderr.flush()
