@@ -301,25 +301,41 @@ def check_lr_schedule(schedule: Optional[LRSchedule]) -> Optional[LRSchedule]:
 LR_SCHEDULES = {cls.__name__: cls for cls in (Constant, HalveAfter, ReduceOnPlateau, NewBob, MultiStep)}
 
 
-def make_lr_schedule(name: str, **params) -> LRSchedule:
-    """Build a schedule by name: ``constant``, ``halve`` / ``halveafter``, ``plateau`` /
-    ``reduceonplateau``, ``newbob``, ``multistep``."""
-    key = name.strip().lower().replace("_", "").replace("-", "")
-    aliases = {
-        "constant": Constant,
-        "none": Constant,
-        "halve": HalveAfter,
-        "halveafter": HalveAfter,
-        "plateau": ReduceOnPlateau,
-        "reduceonplateau": ReduceOnPlateau,
-        "newbob": NewBob,
-        "multistep": MultiStep,
-    }
-    if key not in aliases:
+#: The names a schedule is built by (spelled without case, ``-`` or ``_``) and the short name each stands for.
+LR_SCHEDULE_NAMES = {
+    "constant": "constant",
+    "none": "constant",
+    "halve": "halve",
+    "halveafter": "halve",
+    "plateau": "plateau",
+    "reduceonplateau": "plateau",
+    "newbob": "newbob",
+    "multistep": "multistep",
+}
+
+
+def lr_schedule_name(name: str) -> str:
+    """The short name (``constant``, ``halve``, ``plateau``, ``newbob``, ``multistep``) of a schedule's name or
+    alias (``Halve-After``, ``reduce_on_plateau``, ``none``); ``ValueError`` for an unknown one."""
+    key = str(name).strip().lower().replace("_", "").replace("-", "")
+    if key not in LR_SCHEDULE_NAMES:
         raise ValueError(
             f"unknown learning-rate schedule {name!r}; choose one of constant, halve, plateau, newbob, multistep"
         )
-    return aliases[key](**params)
+    return LR_SCHEDULE_NAMES[key]
+
+
+def make_lr_schedule(name: str, **params) -> LRSchedule:
+    """Build a schedule by name: ``constant``, ``halve`` / ``halveafter``, ``plateau`` /
+    ``reduceonplateau``, ``newbob``, ``multistep``."""
+    classes = {
+        "constant": Constant,
+        "halve": HalveAfter,
+        "plateau": ReduceOnPlateau,
+        "newbob": NewBob,
+        "multistep": MultiStep,
+    }
+    return classes[lr_schedule_name(name)](**params)
 
 
 class Linear:

@@ -13,7 +13,7 @@ from ..data.loaders import corpus_key
 from ..data.synthetic import synthetic_hierarchy
 from ..models.registry import build_model
 from ..optim import SGD, Adam
-from ..schedules import linear, make_lr_schedule
+from ..schedules import linear, lr_schedule_name, make_lr_schedule
 from ..training import EarlyStopping, Trainer, bits_label
 
 __all__ = [
@@ -69,13 +69,13 @@ def build_optimizer(settings):
 
 def build_lr_schedule(settings):
     """The learning-rate schedule of ``settings`` (None for a constant rate)."""
-    name = str(settings["lr_schedule"]).lower()
+    name = lr_schedule_name(str(settings["lr_schedule"]))
     every = settings.get("lr_every", "epoch")
-    if name in ("constant", "none"):
+    if name == "constant":
         return None
-    if name in ("halve", "halveafter", "halve-after"):
+    if name == "halve":
         return make_lr_schedule("halve", epoch_n=settings["halve_after"], factor=settings["lr_factor"], every=every)
-    if name in ("multistep", "multi-step"):
+    if name == "multistep":
         return make_lr_schedule(
             "multistep", milestones=settings["lr_milestones"], factor=settings["lr_factor"], every=every
         )

@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Optional
 from .. import presets as _presets
 from .._checks import Rule, did_you_mean, first_bad_entry, is_int, is_number
 from ..data.loaders import BUILT_IN, LOADERS, corpus_key
+from ..schedules import lr_schedule_name
 
 __all__ = [
     "SETTING_RULES",
@@ -327,8 +328,7 @@ SCHEDULE_SETTINGS = {
 def _check_schedule_flags(settings: Dict[str, Any], flags: Dict[str, Any]) -> None:
     """A schedule flag given on the command line that the run's schedule does not read is refused, naming
     the schedules that read it (``--lr-factor 10`` with the constant schedule would change nothing)."""
-    key = str(settings.get("lr_schedule")).lower().replace("_", "").replace("-", "")
-    schedule = {"none": "constant", "halveafter": "halve", "reduceonplateau": "plateau"}.get(key, key)
+    schedule = lr_schedule_name(str(settings.get("lr_schedule")))
     for name, readers in SCHEDULE_SETTINGS.items():
         if name in flags and schedule not in readers:
             which = ", ".join(readers[:-1]) + " and " + readers[-1] + " schedules" if len(readers) > 1 else ""
