@@ -449,6 +449,29 @@ def test_evaluate_does_not_guess_the_corpus_of_a_checkpoint_from_python(tmp_path
     assert f"the model of {path} cannot read this text" in line
 
 
+def test_evaluate_reads_another_text_by_its_symbols_not_by_its_own_training_split(tmp_path, capsys):
+    # the model knows '!' and 'q'; the text's training part has neither, so its own vocabulary reads them as
+    # its unknown symbol: they must be scored as themselves, the same loss as the text read directly
+    vocab = data.Vocab(list("abc !q"), unk=data.vocab.UNK_CHAR)
+    model = msr.LSTM(vocab.size, 8, (16,), seed=0)
+    path = checkpoint.save(tmp_path / "m.npz", model, vocab=vocab)
+    other = tmp_path / "other.txt"
+    text = "abc cab " * 60 + "ab!q cq! ba" * 3
+    other.write_text(text, encoding="utf-8")
+    code, out, err = _run(["evaluate", str(path), "--data", str(other), "--json"], capsys)
+    assert code == 0, err
+    train_text, _, test_text = data.split_contiguous(text)  # the file's cut (90 % / 5 % / 5 %)
+    assert "!" in test_text and "!" not in train_text
+    expected = msr.evaluate(model, vocab.encode(test_text, strict=True), batch_size=16, bptt=100)
+    assert json.loads(out)["loss"] == pytest.approx(expected["loss"], rel=1e-12)
+    # a split too short to score: refused, saying how one file is cut and how to score more of it
+    (tmp_path / "tiny.txt").write_text("abc", encoding="utf-8")
+    code, out, err = _run(["evaluate", str(path), "--data", str(tmp_path / "tiny.txt")], capsys)
+    line = _error_line(err)
+    assert code == 1 and "tiny has no test split, and scoring needs 2 tokens or more" in line
+    assert "is one file, cut 90 % / 5 % / 5 % into train, valid and test (--data-option test_fraction=0.5" in line
+
+
 # ---- sample: a prompt with symbols the vocabulary lacks --------------------------------------------------
 def test_a_prompt_with_unknown_symbols_is_refused_naming_them(tmp_path, capsys):
     text = "the cat sat on the mat. " * 200

@@ -162,6 +162,51 @@ def test_with_vocab_reads_a_corpus_with_another_vocabulary():
         other.with_vocab(data.Vocab(list(b"abc ."), level="byte"))
 
 
+def test_with_vocab_reads_what_the_corpus_own_vocabulary_lacked_with_the_model_vocabulary():
+    # 'x' is not in this text's training split, so its own vocabulary reads it as the unknown symbol; the
+    # model knows 'x': with_vocab reads it as 'x', not as the model's unknown symbol
+    model_vocab = data.Vocab(list("abcx ."), unk=data.vocab.UNK_CHAR)
+    other = data.char_corpus("abc cab", "xa.", "c?x")
+    assert other.unknown["valid"] == {"x": 1, ".": 1} and other.replaced["valid"].positions.tolist() == [0, 2]
+    read = other.with_vocab(model_vocab)
+    assert model_vocab.decode(read.valid) == "xa."
+    assert read.test.tolist() == [model_vocab.stoi["c"], model_vocab.unk_id, model_vocab.stoi["x"]]
+    assert read.stats()["unknown"] == {"train": 0, "valid": 0, "test": 1}
+    assert read.replaced["test"].positions.tolist() == [1] and read.replaced["test"].symbols == ["?"]
+    # read again with another vocabulary, the records still hold the original symbols
+    again = read.with_vocab(data.Vocab(list("abc?x ."), unk=data.vocab.UNK_CHAR))
+    assert again.vocab.decode(again.test) == "c?x" and again.stats()["unknown"]["test"] == 0
+    # without an unknown symbol, the error names the original symbol, not the corpus's unknown one
+    with pytest.raises(ValueError, match=r"test split: symbol '\?' \(U\+003F\) at position 1 is not in"):
+        other.with_vocab(data.Vocab(list("abcx .")))
+    # bytes: the same at the byte level
+    b = data.char_corpus(b"ab ab", b"xa", None, level="byte").with_vocab(data.Vocab(list(b"abx "), level="byte"))
+    assert bytes(b.vocab.itos[i] for i in b.valid) == b"xa"
+
+
+def test_with_vocab_reads_words_rarer_than_min_count_and_keeps_records_through_by_frequency():
+    model_vocab = data.Vocab(["the", "cat", "dog", "sat", "<eos>", "<unk>"], unit="word", unk="<unk>")
+    other = data.word_corpus("the cat sat the cat the dog", "dog sat owl", None, min_count=2)
+    assert other.unknown["train"] == {"sat": 1, "dog": 1} and other.unknown["valid"] == {"dog": 1, "sat": 1, "owl": 1}
+    for corpus in (other, other.by_frequency()):
+        read = corpus.with_vocab(model_vocab)
+        assert read.vocab.decode(read.train) == "the cat sat the cat the dog"
+        assert read.vocab.decode(read.valid) == "dog sat <unk>" and read.unknown["valid"] == {"owl": 1}
+
+
+def test_corpus_checks_its_replaced_records():
+    v = data.Vocab(list("ab"), unk=data.vocab.UNK_CHAR)
+    unk = v.unk_id
+    with pytest.raises(ValueError, match=r"t valid split: replaced has 2 position\(s\) and 1 symbol"):
+        data.Corpus([0, 1], [unk, unk], None, v, "t", replaced={"valid": data.Replaced(np.array([0, 1]), ["x"])})
+    with pytest.raises(ValueError, match="holding the unknown id"):
+        data.Corpus([0, 1], [unk, 0], None, v, "t", replaced={"valid": data.Replaced(np.array([1]), ["x"])})
+    with pytest.raises(ValueError, match="the corpus does not have"):
+        data.Corpus([0, 1], None, None, v, "t", replaced={"test": data.Replaced(np.array([0]), ["x"])})
+    with pytest.raises(TypeError, match="must be a Replaced"):
+        data.Corpus([0, 1], None, None, v, "t", replaced={"train": ([0], ["x"])})
+
+
 def test_char_corpus_vocab_from_training_only_sorted_no_unk_when_not_needed():
     c = data.char_corpus("banana", "nab", "ban")
     assert c.vocab.itos == ["a", "b", "n"]

@@ -139,8 +139,18 @@ def cmd_evaluate(args) -> int:
     s = dict(_presets.DEFAULTS)
     s.update(ck.extra.get("settings") or {})
     ids = getattr(corpus, args.split)
-    if ids is None:
-        raise ValueError(f"{corpus.name} has no {args.split} split (--split chooses train, valid or test)")
+    if ids is None or len(ids) < 2:
+        what = "no" if ids is None else f"only {len(ids)} token in its"
+        cut = (
+            f"; {args.data} is one file, cut 90 % / 5 % / 5 % into train, valid and test "
+            "(--data-option test_fraction=0.5 gives test half of it)"
+            if args.data and Path(args.data).expanduser().is_file()
+            else ""
+        )
+        raise ValueError(
+            f"{corpus.name} has {what} {args.split} split, and scoring needs 2 tokens or more "
+            f"(--split chooses train, valid or test){cut}"
+        )
     bptt = args.bptt if args.bptt is not None else s["bptt"]
     batch = args.batch_size if args.batch_size is not None else s["eval_batch_size"]
     r = evaluate(ck.model, ids, batch_size=batch, bptt=bptt)

@@ -46,10 +46,11 @@ from .music import (
 from .strokes import StrokeCorpus, load_iam, load_kanjivg
 from .synthetic import HierarchicalText, synthetic_hierarchy
 from .text import TEXT_SPLIT_FILES, decode_utf8, text_corpus
-from .vocab import EOS, UNK_CHAR, UNK_WORD, Vocab, tokenize_words
+from .vocab import EOS, UNK_CHAR, UNK_WORD, Replaced, Vocab, tokenize_words
 
 __all__ = [
     "Vocab",
+    "Replaced",
     "Corpus",
     "char_corpus",
     "word_corpus",

@@ -24,7 +24,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple, Union, cast
 import numpy as np
 
 from .._checks import is_int
-from .vocab import UNK_CHAR, UNK_WORD, Vocab, describe_symbol, text_codes, tokenize_words
+from .vocab import UNK_CHAR, UNK_WORD, Replaced, Vocab, describe_symbol, text_codes, tokenize_words
 
 __all__ = ["Corpus", "char_corpus", "word_corpus", "word_boundaries", "clause_boundaries", "split_contiguous", "SPLITS"]
 
@@ -56,13 +56,36 @@ def as_ids(ids: Any, what: str, vocab_size: Optional[int] = None) -> np.ndarray:
     return np.ascontiguousarray(arr, dtype=np.int32)
 
 
+def _checked_replaced(r: Any, ids: Optional[np.ndarray], unk_id: Optional[int], what: str) -> Replaced:
+    """``r`` as a :class:`Replaced` of the split ``ids``, or an exception naming ``what``: its positions lie in
+    the split, ascending, and hold the unknown id, one symbol each."""
+    if ids is None:
+        raise ValueError(f"replaced names {what}, which the corpus does not have")
+    if not isinstance(r, Replaced):
+        raise TypeError(f"replaced[...] of {what} must be a Replaced, got {type(r).__name__}")
+    pos = np.asarray(r.positions, dtype=np.int64)
+    if pos.ndim != 1 or len(pos) != len(r.symbols):
+        raise ValueError(f"{what}: replaced has {pos.size} position(s) and {len(r.symbols)} symbol(s)")
+    if len(pos) == 0:
+        return Replaced.none()
+    if unk_id is None or pos[0] < 0 or pos[-1] >= len(ids) or np.any(np.diff(pos) <= 0) or np.any(ids[pos] != unk_id):
+        raise ValueError(
+            f"{what}: replaced positions must be ascending positions of the split ({len(ids):,} ids) holding the "
+            f"unknown id ({unk_id})"
+        )
+    return Replaced(pos, list(r.symbols))
+
+
 class Corpus:
     """Train / valid / test id arrays (1-D ``int32``) and their vocabulary.
 
-    ``valid`` and ``test`` may be ``None``. ``unknown`` (optional) maps a split
-    name to a :class:`collections.Counter` of the symbols replaced by the
-    unknown id when the split was encoded; ``boundaries`` (optional) holds
-    ground-truth boundary arrays per split, e.g.
+    ``valid`` and ``test`` may be ``None``. ``replaced`` (optional) maps a split
+    name to a :class:`~multiscale_rnn.data.Replaced`: the positions where the
+    unknown id replaced a symbol the vocabulary lacks, and which symbol each
+    held (what :meth:`with_vocab` needs to read them with another vocabulary);
+    ``unknown`` (optional; by default counted from ``replaced``) maps a split
+    name to a :class:`collections.Counter` of the replaced symbols; ``boundaries``
+    (optional) holds ground-truth boundary arrays per split, e.g.
     ``{"train": {"word": bool_array, "phrase": bool_array}, ...}``.
     """
 
@@ -77,6 +100,7 @@ class Corpus:
         *,
         unknown: Optional[Dict[str, Counter]] = None,
         boundaries: Optional[Dict[str, Dict[str, np.ndarray]]] = None,
+        replaced: Optional[Dict[str, Replaced]] = None,
     ):
         if not isinstance(vocab, Vocab):
             raise TypeError(f"vocab must be a Vocab, got {type(vocab).__name__}")
@@ -91,7 +115,13 @@ class Corpus:
         self.train = as_ids(train, f"{name} train split", vocab.size)
         self.valid = None if valid is None else as_ids(valid, f"{name} valid split", vocab.size)
         self.test = None if test is None else as_ids(test, f"{name} test split", vocab.size)
-        self.unknown: Dict[str, Counter] = {s: Counter((unknown or {}).get(s, ())) for s in self.splits}
+        self.replaced: Dict[str, Replaced] = {s: Replaced.none() for s in self.splits}
+        for s, r in (replaced or {}).items():
+            self.replaced[s] = _checked_replaced(r, self.splits.get(s), vocab.unk_id, f"{name} {s} split")
+        given = unknown or {}
+        self.unknown: Dict[str, Counter] = {
+            s: Counter(given[s]) if s in given else self.replaced[s].counts() for s in self.splits
+        }
         self.boundaries = boundaries
 
     @property
@@ -164,26 +194,37 @@ class Corpus:
         # table (V_self,): the id in vocab of each id of self, -1 where vocab lacks the symbol
         table = np.array([vocab.stoi.get(sym, -1) for sym in self.vocab.itos], dtype=np.int32)
         remap: Dict[str, np.ndarray] = {}
-        unknown = {s: Counter(c) for s, c in self.unknown.items()}
+        replaced: Dict[str, Replaced] = {}
+        unknown: Dict[str, Counter] = {}
         for split, ids in self.splits.items():
-            new = table[ids]
+            new = table[ids]  # (n,) ids in vocab
+            own = self.replaced[split]  # the symbols self's vocabulary lacked: read them with vocab's
+            new[own.positions] = np.array([vocab.stoi.get(sym, -1) for sym in own.symbols], dtype=np.int32)
+            originals = dict(zip(own.positions.tolist(), own.symbols))
             missing = np.flatnonzero(new < 0)
+            symbols = [originals.get(p, self.vocab.itos[ids[p]]) for p in missing.tolist()]
             if len(missing) and vocab.unk_id is None:
-                first = int(missing[0])
                 raise ValueError(
-                    f"{self.name} {split} split: symbol {describe_symbol(self.vocab.itos[ids[first]], vocab.level)} "
-                    f"at position {first} is not in the vocabulary ({vocab.size} symbols), which has no unknown "
-                    f"symbol to read it as; {len(missing)} such symbol(s) in the split"
+                    f"{self.name} {split} split: symbol {describe_symbol(symbols[0], vocab.level)} "
+                    f"at position {int(missing[0])} is not in the vocabulary ({vocab.size} symbols), which has no "
+                    f"unknown symbol to read it as; {len(missing)} such symbol(s) in the split"
                 )
-            if len(missing):
-                new[missing] = vocab.unk_id
-                unknown[split].update(self.vocab.itos[i] for i in ids[missing])
+            new[missing] = -1 if vocab.unk_id is None else vocab.unk_id
             remap[split] = new
-        return self._renumbered(remap, vocab, unknown)
+            replaced[split] = Replaced(missing.astype(np.int64), symbols)
+            # counts of replacements self records without their positions (a corpus built from ids) stay
+            unknown[split] = replaced[split].counts() + (self.unknown[split] - own.counts())
+        return self._renumbered(remap, vocab, unknown, replaced)
 
-    def _renumbered(self, splits: Dict[str, np.ndarray], vocab: Vocab, unknown=None) -> "Corpus":
+    def _renumbered(
+        self,
+        splits: Dict[str, np.ndarray],
+        vocab: Vocab,
+        unknown: Optional[Dict[str, Counter]] = None,
+        replaced: Optional[Dict[str, Replaced]] = None,
+    ) -> "Corpus":
         """This corpus's text as the ids ``splits`` (split name -> 1-D ids) of ``vocab``, with its name,
-        boundaries and (unless given) unknown-symbol counts."""
+        boundaries and (unless given) unknown-symbol records."""
         return Corpus(
             splits["train"],
             splits.get("valid"),
@@ -193,6 +234,7 @@ class Corpus:
             self.unit,
             unknown=self.unknown if unknown is None else unknown,
             boundaries=self.boundaries,
+            replaced=self.replaced if replaced is None else replaced,
         )
 
     def __repr__(self) -> str:
@@ -258,16 +300,18 @@ def char_corpus(
     needs_unk = any(not np.isin(c, present).all() for s, c in codes.items() if s != "train")
     unk = UNK_CHAR if needs_unk or (level == "codepoint" and ord(UNK_CHAR) in seen) else None
     vocab = Vocab(symbols, unit="char", unk=unk, level=level)
-    ids, unknown = {}, {}
+    ids, replaced = {}, {}
     for split, c in codes.items():
         mapped, found = vocab._map_codes(c)
-        if not found.all():
-            missing = np.flatnonzero(~found)
+        missing = np.flatnonzero(~found)
+        if len(missing):
             mapped[missing] = vocab.unk_id
-            values = c[missing].tolist()
-            unknown[split] = Counter(chr(v) for v in values) if level == "codepoint" else Counter(values)
+        values = c[missing].tolist()
+        replaced[split] = Replaced(
+            missing.astype(np.int64), [chr(v) for v in values] if level == "codepoint" else values
+        )
         ids[split] = mapped
-    return Corpus(ids["train"], ids.get("valid"), ids.get("test"), vocab, name, "char", unknown=unknown)
+    return Corpus(ids["train"], ids.get("valid"), ids.get("test"), vocab, name, "char", replaced=replaced)
 
 
 def word_corpus(
@@ -321,10 +365,10 @@ def word_corpus(
             ranked[UNK_WORD] = unk_count
         symbols = sorted(ranked, key=lambda w: (-ranked[w], w))
     vocab = Vocab(symbols, unit="word", unk=UNK_WORD if needs_unk else None)
-    ids, unknown = {}, {}
+    ids, replaced = {}, {}
     for split, toks in tokens.items():
-        ids[split], unknown[split] = vocab.encode_counted(toks)
-    return Corpus(ids["train"], ids.get("valid"), ids.get("test"), vocab, name, "word", unknown=unknown)
+        ids[split], replaced[split] = vocab.encode_replacing(toks)
+    return Corpus(ids["train"], ids.get("valid"), ids.get("test"), vocab, name, "word", replaced=replaced)
 
 
 def word_boundaries(text: str, split_marks: bool = False) -> np.ndarray:

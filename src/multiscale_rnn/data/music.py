@@ -498,13 +498,13 @@ def music_corpus(
     known = set(symbols["train"])
     needs_unk = any(x not in known for s, xs in symbols.items() if s != "train" for x in xs)
     vocab = Vocab(sorted(known), unit="word", unk=UNK_WORD if needs_unk else None)
-    ids, unknown, bounds = {}, {}, {}
+    ids, replaced, bounds = {}, {}, {}
     for s, xs in symbols.items():
-        ids[s], unknown[s] = vocab.encode_counted(xs)
+        ids[s], replaced[s] = vocab.encode_replacing(xs)
         arr = np.array(xs, dtype=object)
         bounds[s] = {"bar": arr == BAR, "tune": arr == END_OF_TUNE}
     corpus = Corpus(
-        ids["train"], ids.get("valid"), ids.get("test"), vocab, name, "word", unknown=unknown, boundaries=bounds
+        ids["train"], ids.get("valid"), ids.get("test"), vocab, name, "word", boundaries=bounds, replaced=replaced
     )
     setattr(corpus, "tunes", by_split)
     setattr(corpus, "token_unit", "symbol")  # figures are per music symbol (bits/symbol), not per word

@@ -13,13 +13,13 @@ unknown symbol even when there is an unknown id.
 """
 
 from collections import Counter
-from typing import Any, Dict, Iterable, List, Optional, Tuple, Union, cast
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Tuple, Union, cast
 
 import numpy as np
 
 from .._checks import is_int
 
-__all__ = ["Vocab", "tokenize_words", "EOS", "UNK_WORD", "UNK_CHAR"]
+__all__ = ["Vocab", "Replaced", "tokenize_words", "EOS", "UNK_WORD", "UNK_CHAR"]
 
 #: End-of-line token of word corpora: one per newline of the text.
 EOS = "<eos>"
@@ -29,6 +29,25 @@ UNK_WORD = "<unk>"
 UNK_CHAR = "\ufffd"
 
 _UNITS = ("char", "word")
+
+
+class Replaced(NamedTuple):
+    """Where an encoding wrote the unknown id for a symbol the vocabulary lacks, and which symbol it was:
+    what reading the same text with another vocabulary needs (:meth:`Corpus.with_vocab`)."""
+
+    positions: np.ndarray  # (K,) int64, ascending: the replaced positions of the encoded sequence
+    symbols: List[Any]  # (K,) the symbol each of them held
+
+    @classmethod
+    def none(cls) -> "Replaced":
+        """No position replaced."""
+        return cls(np.zeros(0, dtype=np.int64), [])
+
+    def counts(self) -> Counter:
+        """How many times each symbol was replaced."""
+        return Counter(self.symbols)
+
+
 _LEVELS = ("codepoint", "byte")
 
 
@@ -196,13 +215,21 @@ class Vocab:
         true or the vocabulary has no unknown symbol: then :class:`ValueError`
         names the first such symbol and its position.
         """
-        return self.encode_counted(data, strict=strict)[0]
+        return self.encode_replacing(data, strict=strict)[0]
 
     def encode_counted(
         self, data: Union[str, bytes, Iterable[Any]], strict: bool = False
     ) -> Tuple[np.ndarray, Counter]:
         """Like :meth:`encode`, also returning a :class:`collections.Counter` of
         the symbols that were replaced by the unknown id."""
+        ids, replaced = self.encode_replacing(data, strict=strict)
+        return ids, replaced.counts()
+
+    def encode_replacing(
+        self, data: Union[str, bytes, Iterable[Any]], strict: bool = False
+    ) -> Tuple[np.ndarray, Replaced]:
+        """Like :meth:`encode`, also returning where the unknown id replaced a symbol and which
+        (a :class:`Replaced`)."""
         if self.unit == "char" and isinstance(data, (str, bytes, bytearray, memoryview)):
             codes = text_codes(data, cast(str, self.level))  # a character vocabulary has its level
             ids, found = self._map_codes(codes)
@@ -223,7 +250,7 @@ class Vocab:
             found = ids >= 0
             symbols_at = seq.__getitem__
         if found.all():
-            return ids, Counter()
+            return ids, Replaced.none()
         missing = np.flatnonzero(~found)
         first = int(missing[0])
         if strict or self.unk_id is None:
@@ -237,8 +264,7 @@ class Vocab:
                 f"vocabulary {reason}; {len(missing)} unknown symbol(s) in total"
             )
         ids[missing] = self.unk_id
-        replaced = Counter(symbols_at(int(p)) for p in missing)
-        return ids, replaced
+        return ids, Replaced(missing.astype(np.int64), [symbols_at(int(p)) for p in missing])
 
     def _map_codes(self, codes: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """Map code values to ids; returns ``(ids, found)`` where ``ids`` is -1
