@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -470,6 +471,33 @@ def test_evaluate_reads_another_text_by_its_symbols_not_by_its_own_training_spli
     line = _error_line(err)
     assert code == 1 and "tiny has no test split, and scoring needs 2 tokens or more" in line
     assert "is one file, cut 90 % / 5 % / 5 % into train, valid and test (--data-option test_fraction=0.5" in line
+
+
+def test_resume_of_own_text_names_a_moved_file_and_refuses_another_text(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    text = "".join(f"{w} " for w in ("ab", "ba", "abc", "ca", "b") * 400)
+    Path("mine.txt").write_text(text, encoding="utf-8")
+    base = ["train", "--no-progress", "--threads", "1", "--hidden-sizes", "8", "--batch-size", "4", "--bptt", "20"]
+    code, out, err = _run([*base, "--data", "mine.txt", "--out", "r.npz", "--max-chunks", "2"], capsys)
+    assert code == 0, err
+    before = Path("r.npz").read_bytes()
+    # the run records the path as given: from another folder, or once the file moved, it is named
+    Path("sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub")
+    code, out, err = _run(["train", "--resume", "--out", "../r.npz", "--no-progress"], capsys)
+    line = _error_line(err)
+    assert code == 1 and "--resume: ../r.npz was trained on the text mine.txt, which is not there" in line
+    assert "give --data-path where that text is now" in line
+    monkeypatch.chdir(tmp_path)
+    # another text of the same symbols is refused, not trained on as the same run
+    Path("other.txt").write_text(text[::-1], encoding="utf-8")
+    code, out, err = _run(["train", "--resume", "--out", "r.npz", "--data-path", "other.txt"], capsys)
+    assert code == 1 and "r.npz was trained on other training data" in _error_line(err)
+    assert Path("r.npz").read_bytes() == before
+    # the same text moved: resumed
+    Path("mine.txt").rename("moved.txt")
+    code, out, err = _run(["train", "--resume", "--out", "r.npz", "--data-path", "moved.txt", "--no-progress"], capsys)
+    assert code == 0, err
 
 
 # ---- sample: a prompt with symbols the vocabulary lacks --------------------------------------------------

@@ -118,6 +118,12 @@ def _settings(args, ranks: _Ranks):
     if saved is not None and saved["settings"] is not None:  # the run's own settings, then config and flags
         s, config, flags, preset_given = ranks.together(lambda: train_settings(args, saved["settings"], str(out)))
         s["out"] = str(out)
+        path = s.get("data_path")
+        if s["data"] == "text" and path and "data_path" not in flags and not Path(path).expanduser().exists():
+            raise FileNotFoundError(
+                f"--resume: {out} was trained on the text {path}, which is not there (a relative path is read "
+                f"from the current folder, {Path.cwd()}): give --data-path where that text is now"
+            )
     return s, config, flags, preset_given, saved
 
 

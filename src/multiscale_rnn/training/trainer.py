@@ -630,9 +630,9 @@ class Trainer:
             fingerprint = run.fingerprint
             if self._data_id is not None and self._data_id != fingerprint:
                 raise ValueError(
-                    f"the training data differ from the checkpoint's ({self._data_id['tokens']:,} tokens, "
-                    f"crc32 {self._data_id['crc32']}) : got {fingerprint['tokens']:,} tokens, crc32 "
-                    f"{fingerprint['crc32']}"
+                    f"{checkpoint} was trained on other training data ({self._data_id['tokens']:,} tokens, CRC-32 "
+                    f"{self._data_id['crc32']}) than the data given ({fingerprint['tokens']:,} tokens, CRC-32 "
+                    f"{fingerprint['crc32']}): resuming would not continue the same run"
                 )
         elif self.epoch == 0 and self.chunk == 0 and self.step == 0:
             self._seed_rng()
