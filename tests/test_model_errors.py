@@ -81,3 +81,24 @@ def test_load_parameters_checks_names_and_shapes(model):
     del p["weight_hh_l0"]
     with pytest.raises(ValueError, match="missing.*weight_hh_l0"):
         model.load_parameters(p)
+
+
+def test_load_parameters_copies_all_or_nothing(model):
+    before = {k: v.copy() for k, v in model.parameters().items()}
+    changed = {k: v + 1.0 for k, v in before.items()}  # every parameter moved, so a partial copy would show
+    names = list(changed)
+    for bad, error, match in (
+        ({**changed, names[-1]: np.zeros((1, 1))}, ValueError, rf"'{names[-1]}' has shape \(1, 1\)"),
+        (
+            {**changed, "decoder.bias": np.where(np.arange(10) == 7, np.inf, 0.0)},
+            ValueError,
+            r"'decoder.bias' holds inf at index \(7,\)",
+        ),
+        ({**changed, "decoder.bias": np.zeros(10, complex)}, TypeError, "must hold real numbers, got dtype complex128"),
+        ({**changed, "decoder.bias": np.zeros(10, bool)}, TypeError, "got dtype bool"),
+    ):
+        with pytest.raises(error, match=match):
+            model.load_parameters(bad)
+        assert all(np.array_equal(model.parameters()[k], v) for k, v in before.items())
+    model.load_parameters(changed)
+    assert all(np.array_equal(model.parameters()[k], v) for k, v in changed.items())

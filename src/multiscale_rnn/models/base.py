@@ -623,16 +623,27 @@ class LanguageModel:
         init.default(self, np.random.default_rng(seed))
 
     def load_parameters(self, params: Dict[str, np.ndarray]) -> None:
-        """Copy arrays into the parameters, checking names and shapes."""
+        """Copy arrays into the parameters, all or none: every name, shape and dtype is checked, and a NaN
+        or infinity refused naming its parameter and index, before the first is copied."""
         own = self._params
         missing = sorted(set(own) - set(params))
         extra = sorted(set(params) - set(own))
         if missing or extra:
             raise ValueError(f"parameter names do not match: missing {missing}, unexpected {extra}")
+        checked = {}
         for name, value in params.items():
             value = np.asarray(value)
             if value.shape != own[name].shape:
                 raise ValueError(f"parameter '{name}' has shape {value.shape}, expected {own[name].shape}")
+            if value.dtype == bool or not (
+                np.issubdtype(value.dtype, np.floating) or np.issubdtype(value.dtype, np.integer)
+            ):
+                raise TypeError(f"parameter '{name}' must hold real numbers, got dtype {value.dtype}")
+            bad = np.argwhere(~np.isfinite(value))
+            if len(bad):
+                raise ValueError(f"parameter '{name}' holds {value[tuple(bad[0])]} at index {tuple(bad[0].tolist())}")
+            checked[name] = value
+        for name, value in checked.items():
             own[name][...] = value
 
     def _inputs(self, x) -> np.ndarray:
