@@ -154,6 +154,8 @@ def test_the_command_refuses_with_one_clear_line(tmp_path, capsys):
     assert "--text has 1 character(s) the vocabulary of" in err and "'Z' (U+005A) at character 4" in err
     err = _error(capsys, ["plot", hm, "--kind", "heatmap", "--text", "", *out])
     assert "--text is empty" in err
+    err = _error(capsys, ["plot", hm, "--kind", "heatmap", *out])
+    assert '--text is missing: give the text the model reads, e.g. --text "the cat' in err
     (tmp_path / "folder.png").mkdir()
     err = _error(capsys, ["plot", hm, "--kind", "heatmap", "--text", TEXT, "--out", str(tmp_path / "folder.png")])
     assert "the --out figure path is a folder, not a file" in err and "folder.png" in err

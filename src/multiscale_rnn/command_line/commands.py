@@ -258,7 +258,8 @@ def cmd_plot(args) -> int:
         strokes.plot_checkpoint(args, _load_checkpoint(args.checkpoint, args.best), out)
         return 0
     if not args.text:
-        raise ValueError('--text is empty: give the text the model reads, e.g. --text "the cat sat on the mat"')
+        given = "is empty" if args.text is not None else "is missing"
+        raise ValueError(f'--text {given}: give the text the model reads, e.g. --text "the cat sat on the mat"')
     try:
         figures.check_kind(args.kind)
     except ValueError as e:
