@@ -108,6 +108,9 @@ def test_errors_name_the_reproduction_and_the_path(ptb, tmp_path, capsys):
     assert main(["reproduce", "vcrnn-table3", "--data-path", str(empty), "--out", str(tmp_path / "o")]) == 1
     err = capsys.readouterr().err
     assert f"vcrnn-table3: --data-path {empty} lacks ptb.char.train.txt" in err
+    assert main(["reproduce", "vcrnn-table3", "--data-path", str(empty / "no"), "--out", str(tmp_path / "o")]) == 1
+    err = capsys.readouterr().err
+    assert f"vcrnn-table3: --data-path {empty / 'no'} does not exist: give the folder holding ptb.char.train.txt" in err
     with pytest.raises(ValueError, match="budget_minutes must be > 0"):
         msr.reproduce.run("hm-lstm-boundaries", budget_minutes=0, out=tmp_path / "o")
     assert main(["reproduce", "hm-lstm-boundaries", "--budget", "-5", "--out", str(tmp_path / "o")]) == 1

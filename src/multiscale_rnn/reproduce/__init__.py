@@ -58,7 +58,12 @@ def _check_data(r: Reproduction, data_path) -> Optional[Path]:
         return None if data_path is None else Path(data_path)
     if data_path is None:
         raise ValueError(f"{r.name} needs --data-path: a folder holding {', '.join(r.data_files)}")
-    path = Path(data_path)
+    path = Path(data_path).expanduser()
+    if not path.is_dir():
+        what = "is a file, not a folder" if path.exists() else "does not exist"
+        raise FileNotFoundError(
+            f"{r.name}: --data-path {path} {what}: give the folder holding {', '.join(r.data_files)}"
+        )
     missing = [f for f in r.data_files if not (path / f).is_file()]
     if missing:
         raise FileNotFoundError(f"{r.name}: --data-path {path} lacks {', '.join(missing)}")
