@@ -281,6 +281,27 @@ def test_disk_errors_name_the_path_and_keep_the_previous_checkpoint(tmp_path, ca
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
 
+def test_a_checkpoint_folder_without_room_is_refused_before_training(tmp_path, capsys, monkeypatch, corpus):
+    import shutil
+
+    from multiscale_rnn import storage
+
+    real = shutil.disk_usage
+    monkeypatch.setattr(storage.shutil, "disk_usage", lambda p: real(p)._replace(free=3_000))  # 3 kB free
+    model = msr.LSTM(corpus.vocab_size, 8, 16, seed=1)  # float32 parameters: 4 bytes each
+    room = rf"it needs more than {model.num_parameters * 4 / 1024:.1f} KiB \(its {model.num_parameters:,} float32"
+    trainer = msr.Trainer(model, batch_size=4, bptt=20, progress=False)
+    with pytest.raises(OSError, match=room + r" parameters alone\) and its folder has 2.9 KiB free"):
+        trainer.fit(corpus.train, epochs=1, checkpoint=tmp_path / "m.npz")
+    assert trainer.step == 0 and list(tmp_path.iterdir()) == []
+    with pytest.raises(OSError, match=room):
+        msr.best_of(lambda s: msr.LSTM(corpus.vocab_size, 8, 16, seed=s), corpus, restarts=2, epochs=1,
+                    checkpoint=tmp_path / "b.npz", batch_size=4, bptt=20, progress=False)  # fmt: skip
+    assert list(tmp_path.iterdir()) == []
+    code, err = _cli(["train", *TINY, "--out", str(tmp_path / "c.npz")], capsys)
+    assert code == 1 and err.count("error:") == 1 and "no room for the checkpoint file" in err and "c.npz" in err
+
+
 def test_config_folder_or_binary_is_refused(tmp_path, capsys):
     code, err = _cli(["train", "--config", str(tmp_path)], capsys)
     assert code == 1 and "folder" in err and str(tmp_path) in err

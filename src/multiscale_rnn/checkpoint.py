@@ -32,9 +32,9 @@ from typing import Any, Dict, Optional, Union
 import numpy as np
 
 from ._checks import is_int, is_number
-from .storage import History, atomic_write  # noqa: F401 - atomic_write is part of this module's API
+from .storage import History, atomic_write, check_writable  # noqa: F401 - atomic_write is part of this module's API
 
-__all__ = ["FORMAT", "VERSION", "CheckpointError", "Checkpoint", "save", "load", "check_config"]
+__all__ = ["FORMAT", "VERSION", "CheckpointError", "Checkpoint", "save", "load", "check_config", "check_room"]
 
 FORMAT = "multiscale-rnn-checkpoint"
 VERSION = 1
@@ -95,6 +95,15 @@ def _text(s: str) -> np.ndarray:
 
 
 # ---- save ----------------------------------------------------------------------------------------
+def check_room(path: Union[str, Path], model) -> Path:
+    """Before any work: ``path`` can take ``model``'s checkpoint (``storage.check_writable``), with room in its
+    folder for at least the model's parameters (a lower bound of what ``save`` writes), else ``OSError``
+    naming the path, the sizes and the free space."""
+    n, dtype = model.num_parameters, np.dtype(model.dtype)
+    why = f" (its {n:,} {dtype.name} parameters alone)"
+    return check_writable(path, "checkpoint", needs=n * dtype.itemsize, why=why)
+
+
 def save(
     path: Union[str, Path],
     model,

@@ -6,9 +6,12 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Optional, Union
+
+from .limits import format_bytes
 
 __all__ = ["atomic_write", "check_writable", "History", "history_path"]
 
@@ -46,10 +49,11 @@ def _named(e: OSError, path: Path) -> OSError:
     return OSError(e.errno, e.strerror or str(e), str(path))
 
 
-def check_writable(path: Union[str, Path], what: str = "output") -> Path:
+def check_writable(path: Union[str, Path], what: str = "output", needs: Optional[int] = None, why: str = "") -> Path:
     """Check before any work that ``path`` can be written: not a folder, in a folder that exists
     (or can be made) and that is writable (a temporary file is created and removed there, which
-    also catches a read-only mount). Raises ``ValueError`` / ``OSError`` naming the path."""
+    also catches a read-only mount), with at least ``needs`` bytes free there when given (``why`` says
+    what they are). Raises ``ValueError`` / ``OSError`` naming the path."""
     path = Path(path)
     if str(path) in ("", "."):
         raise ValueError(f"the {what} path is empty")
@@ -70,6 +74,15 @@ def check_writable(path: Union[str, Path], what: str = "output") -> Path:
         raise OSError(e.errno, f"cannot write the {what} file there ({e.strerror})", str(path)) from None
     os.close(fd)
     os.unlink(probe)
+    if needs is not None:
+        free = shutil.disk_usage(folder).free
+        if free < needs:
+            raise OSError(
+                errno.ENOSPC,
+                f"no room for the {what} file: it needs more than {format_bytes(needs)}{why} and its folder has "
+                f"{format_bytes(free)} free; free some space or write it elsewhere",
+                str(path),
+            )
     return path
 
 

@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import data
 from .._checks import non_negative_int, positive_int
+from ..checkpoint import check_room
 from ..optim import Adam, Optimizer
 from ..storage import check_writable
 from .evaluation import evaluate
@@ -98,6 +99,16 @@ def _check_arguments(make_model, restarts, seed, epochs, select_after, make_opti
     if checkpoint is not None:
         check_writable(Path(checkpoint), "checkpoint")
     return restarts, epochs, select_after, fit_kw
+
+
+def _first_checks(model, train, valid, vocab, select: str, checkpoint):
+    """``(train, valid, vocab)`` of ``best_of``'s data (:func:`_splits`), checked against the first candidate
+    ``model``, with ``select`` and room for the kept candidate's checkpoint (written at the end)."""
+    train, valid, vocab = _splits(model, train, valid, vocab)
+    _check_select(select, model, valid)
+    if checkpoint is not None:
+        check_room(checkpoint, model)
+    return train, valid, vocab
 
 
 def _check_select(select: str, model, valid) -> None:
@@ -264,8 +275,7 @@ def best_of(
         s = int(seed) + i
         model = make_model(s)
         if i == 0:  # a corpus gives the splits and the vocabulary; checked against the first candidate
-            train, valid, vocab = _splits(model, train, valid, vocab)
-            _check_select(select, model, valid)
+            train, valid, vocab = _first_checks(model, train, valid, vocab, select, checkpoint)
         trainer = _candidate_trainer(model, s, make_optimizer, eval_batch_size, trainer_kw)
         if select_after == "auto":  # resolved on the first candidate: they share the configuration
             select_after = auto_select_after(model, train, trainer.batch_size, trainer.bptt, epochs)

@@ -28,6 +28,7 @@ import numpy as np
 from .. import data
 from .._checks import is_number, non_negative_int, positive_int, positive_number
 from .._native import core as _core
+from ..checkpoint import check_room
 from ..distributed import data_parallel
 from ..optim import Adam, Optimizer
 from ..schedules import LRSchedule, check_lr_schedule
@@ -490,7 +491,7 @@ class Trainer:
         if resume and checkpoint is None:
             raise ValueError("resume needs the checkpoint path")
         if checkpoint is not None and self.speaks:
-            check_writable(checkpoint, "checkpoint")
+            check_room(checkpoint, self.model)
             check_writable(history_path(checkpoint), "history")
             check_writable(csv_path(checkpoint), "CSV log")
         if self.tensorboard is not None and self.speaks:
