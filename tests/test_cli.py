@@ -184,9 +184,9 @@ def test_errors_are_reported_clearly(tmp_path, capsys):
     assert main(["evaluate", str(tmp_path / "missing.npz")]) == 1
     assert "checkpoint not found" in capsys.readouterr().err
     bad = tmp_path / "bad.toml"
-    bad.write_text("lerning_rate = 3\n")
+    bad.write_text("lerning_rate = 3\nepoch = 2\n")
     assert main(["train", "--config", str(bad)]) == 1
-    assert "unknown setting(s) ['lerning_rate']" in capsys.readouterr().err
+    assert "unknown setting(s) 'epoch' (did you mean 'epochs'?), 'lerning_rate'; known: [" in capsys.readouterr().err
     assert main(["train", "--model", "transformer", *TINY[2:], "--out", str(tmp_path / "x.npz")]) == 1
     assert "unknown model 'transformer'" in capsys.readouterr().err
     assert main(["train", "--preset", "nope"]) == 1

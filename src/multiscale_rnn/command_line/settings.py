@@ -91,7 +91,8 @@ def load_config(path) -> Dict[str, Any]:
         raise ValueError(f"{path} is not valid TOML: {e}") from None
     unknown = sorted(set(cfg) - set(_presets.DEFAULTS) - {"preset"})
     if unknown:
-        raise ValueError(f"{path}: unknown setting(s) {unknown}; known: {sorted(_presets.DEFAULTS)} and 'preset'")
+        named = ", ".join(f"{k!r}{did_you_mean(k, _presets.DEFAULTS, quote=True)}" for k in unknown)
+        raise ValueError(f"{path}: unknown setting(s) {named}; known: {sorted(_presets.DEFAULTS)} and 'preset'")
     return cfg
 
 

@@ -16,9 +16,10 @@ draw ``profile`` (m_t per step under its symbol, Figure 3 of Jernite et al. 2017
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Union
+
+from .._checks import did_you_mean
 
 __all__ = ["FORMATS", "kinds", "check_kind", "figure", "save", "output_format"]
 
@@ -49,8 +50,7 @@ def check_kind(kind: str, model: Any = None) -> None:
         raise TypeError(f"kind must be a str, got {type(kind).__name__}")
     every = kinds()
     if kind not in every:
-        close = difflib.get_close_matches(kind, list(every), n=1)
-        hint = f" (did you mean {close[0]}?)" if close else ""
+        hint = did_you_mean(kind, every)
         listed = "; ".join(f"{k} ({_words(v)})" for k, v in every.items())
         raise ValueError(f"unknown figure kind {kind!r}{hint}; the kinds, with the families that draw them: {listed}")
     if model is None:
