@@ -205,6 +205,8 @@ def test_the_default_checkpoint_is_named_after_the_preset_and_other_data(tmp_pat
 # ---- data: a missing file is missing; a path beside a built-in corpus is refused ------------------------
 def test_data_errors_say_what_is_wrong(tmp_path, capsys):
     args = RUN[:1] + ["--max-chunks", "1", "--out", str(tmp_path / "x.npz")]
+    mine = tmp_path / "mine.txt"
+    mine.write_text("some text of one's own\n" * 50, encoding="utf-8")
     for flags, words in (
         (["--data", str(tmp_path / "my.txt")], f"--data {tmp_path / 'my.txt'}: no such file or folder"),
         (["--data", "embeded"], "--data embeded: no corpus has that name (did you mean embedded?)"),
@@ -218,6 +220,12 @@ def test_data_errors_say_what_is_wrong(tmp_path, capsys):
         ),
         (["--data", "embedded", "--data-option", "colour=3"], "--data embedded takes no --data-option colour"),
         (["--data", "nottingham"], "--data nottingham needs --data-path"),
+        (
+            ["--data", str(mine), "--data-option", "units=word"],
+            f"--data {mine} takes no --data-option units (did you mean unit?); it takes unit, level,",
+        ),
+        (["--data", str(mine), "--data-option", "unit=words"], "--data-option unit must be 'char' or 'word', got"),
+        (["--data", str(mine), "--data-option", "test_fraction=1.5"], "--data-option test_fraction must be in [0, 1)"),
     ):
         code, text, err = _run(args + flags, capsys)
         line = _error_line(err)

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import inspect
 import re
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from .. import data, set_num_threads
+from .._checks import did_you_mean
 from ..data import loaders
 from ..data.loaders import corpus_key
 from ..data.synthetic import synthetic_hierarchy
@@ -134,19 +135,19 @@ def load_corpus(settings):
         m = re.search(r"unexpected (?:keyword argument|option\(s\):) '?([\w, ]+?)'?$", str(e))
         if not m:
             raise
-        raise ValueError(
-            f"--data {settings['data']} takes no --data-option {m.group(1)}; {_corpus_options(settings['data'])}"
-        ) from None
+        names = _corpus_options(settings["data"])
+        hint = did_you_mean(m.group(1), names)
+        takes = f"it takes {', '.join(names)}" if names else "it takes none"
+        given = settings["data_path"] if settings["data"] == "text" and settings["data_path"] else settings["data"]
+        raise ValueError(f"--data {given} takes no --data-option {m.group(1)}{hint}; {takes}") from None
 
 
-def _corpus_options(name: str) -> str:
-    """The --data-option names corpus ``name`` takes, in words."""
+def _corpus_options(name: str) -> List[str]:
+    """The --data-option names corpus ``name`` takes."""
     key = corpus_key(str(name))
     if key == "synthetic":
-        names = list(inspect.signature(synthetic_hierarchy).parameters) + ["valid_fraction", "test_fraction"]
-    else:
-        names = list(getattr(loaders, "_OPTIONS", {}).get(key, ()))
-    return f"it takes {', '.join(names)}" if names else "it takes none"
+        return list(inspect.signature(synthetic_hierarchy).parameters) + ["valid_fraction", "test_fraction"]
+    return list(getattr(loaders, "_OPTIONS", {}).get(key, ()))
 
 
 def token_unit(corpus) -> str:

@@ -55,6 +55,7 @@ _CLI_WORDS: List[Tuple[Pattern[str], Union[str, Callable[[Match[str]], str]]]] =
         r"--data \1 is built into the package and reads no file (leave --data-path out)",
     ),
     (re.compile(r"pass level='byte' \(--data-option level=byte\)"), "give --data-option level=byte"),
+    (re.compile(r"^(unit|level|valid_fraction|test_fraction) must be"), r"--data-option \1 must be"),
     (re.compile(r"budget_minutes must be > 0, got (\S+)"), r"--budget must be a number of minutes > 0, got \1"),
     (re.compile(r"batch_size=(\d+) streams cannot be shared"), r"--batch-size \1: \1 streams cannot be shared"),
     (
