@@ -209,7 +209,8 @@ class Corpus:
                     f"at position {int(missing[0])} is not in the vocabulary ({vocab.size} symbols), which has no "
                     f"unknown symbol to read it as; {len(missing)} such symbol(s) in the split"
                 )
-            new[missing] = -1 if vocab.unk_id is None else vocab.unk_id
+            if len(missing):
+                new[missing] = vocab.unk_id
             remap[split] = new
             replaced[split] = Replaced(missing.astype(np.int64), symbols)
             # counts of replacements self records without their positions (a corpus built from ids) stay
