@@ -141,9 +141,11 @@ def cmd_evaluate(args) -> int:
     ids = getattr(corpus, args.split)
     if ids is None or len(ids) < 2:
         what = "no" if ids is None else f"only {len(ids)} token in its"
+        share = (
+            f" (--data-option {args.split}_fraction=0.5 gives {args.split} half of it)" if args.split != "train" else ""
+        )
         cut = (
-            f"; {args.data} is one file, cut 90 % / 5 % / 5 % into train, valid and test "
-            "(--data-option test_fraction=0.5 gives test half of it)"
+            f"; {args.data} is one file, cut 90 % / 5 % / 5 % into train, valid and test{share}"
             if args.data and Path(args.data).expanduser().is_file()
             else ""
         )
