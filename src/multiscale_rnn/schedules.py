@@ -319,9 +319,8 @@ def lr_schedule_name(name: str) -> str:
     alias (``Halve-After``, ``reduce_on_plateau``, ``none``); ``ValueError`` for an unknown one."""
     key = str(name).strip().lower().replace("_", "").replace("-", "")
     if key not in LR_SCHEDULE_NAMES:
-        raise ValueError(
-            f"unknown learning-rate schedule {name!r}; choose one of constant, halve, plateau, newbob, multistep"
-        )
+        names = ", ".join(dict.fromkeys(LR_SCHEDULE_NAMES.values()))
+        raise ValueError(f"unknown learning-rate schedule {name!r}; choose one of {names}")
     return LR_SCHEDULE_NAMES[key]
 
 

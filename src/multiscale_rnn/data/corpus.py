@@ -303,15 +303,7 @@ def char_corpus(
     vocab = Vocab(symbols, unit="char", unk=unk, level=level)
     ids, replaced = {}, {}
     for split, c in codes.items():
-        mapped, found = vocab._map_codes(c)
-        missing = np.flatnonzero(~found)
-        if len(missing):
-            mapped[missing] = vocab.unk_id
-        values = c[missing].tolist()
-        replaced[split] = Replaced(
-            missing.astype(np.int64), [chr(v) for v in values] if level == "codepoint" else values
-        )
-        ids[split] = mapped
+        ids[split], replaced[split] = vocab._encode_codes(c)
     return Corpus(ids["train"], ids.get("valid"), ids.get("test"), vocab, name, "char", replaced=replaced)
 
 

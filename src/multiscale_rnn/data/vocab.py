@@ -13,7 +13,7 @@ unknown symbol even when there is an unknown id.
 """
 
 from collections import Counter
-from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Tuple, Union, cast
+from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Tuple, Union, cast
 
 import numpy as np
 
@@ -231,24 +231,33 @@ class Vocab:
         """Like :meth:`encode`, also returning where the unknown id replaced a symbol and which
         (a :class:`Replaced`)."""
         if self.unit == "char" and isinstance(data, (str, bytes, bytearray, memoryview)):
-            codes = text_codes(data, cast(str, self.level))  # a character vocabulary has its level
-            ids, found = self._map_codes(codes)
-            symbols_at = (lambda p: chr(int(codes[p]))) if self.level == "codepoint" else (lambda p: int(codes[p]))
+            return self._encode_codes(text_codes(data, cast(str, self.level)), strict)  # a char vocabulary has a level
+        if isinstance(data, str):
+            seq: List[Any] = tokenize_words(data)
+        elif isinstance(data, (bytes, bytearray, memoryview)) and self.unit == "word":
+            raise TypeError("a word vocabulary encodes a str or a sequence of tokens, not bytes")
+        elif isinstance(data, (bytes, bytearray)) and self.level == "byte":
+            seq = list(data)
         else:
-            if isinstance(data, str):
-                seq: List[Any] = tokenize_words(data)
-            elif isinstance(data, (bytes, bytearray, memoryview)) and self.unit == "word":
-                raise TypeError("a word vocabulary encodes a str or a sequence of tokens, not bytes")
-            elif isinstance(data, (bytes, bytearray)) and self.level == "byte":
-                seq = list(data)
-            else:
-                if isinstance(data, np.ndarray) and data.ndim != 1:
-                    raise ValueError(f"expected a 1-D sequence of symbols, got an array of shape {data.shape}")
-                seq = list(data)
-            get = self.stoi.get
-            ids = np.fromiter((get(s, -1) for s in seq), dtype=np.int32, count=len(seq))
-            found = ids >= 0
-            symbols_at = seq.__getitem__
+            if isinstance(data, np.ndarray) and data.ndim != 1:
+                raise ValueError(f"expected a 1-D sequence of symbols, got an array of shape {data.shape}")
+            seq = list(data)
+        get = self.stoi.get
+        ids = np.fromiter((get(s, -1) for s in seq), dtype=np.int32, count=len(seq))
+        return self._replacing(ids, ids >= 0, seq.__getitem__, strict)
+
+    def _encode_codes(self, codes: np.ndarray, strict: bool = False) -> Tuple[np.ndarray, Replaced]:
+        """:meth:`encode_replacing` of a character vocabulary's code values (``text_codes`` of a text at its
+        level), for callers that already hold them."""
+        ids, found = self._map_codes(codes)
+        symbols_at = (lambda p: chr(int(codes[p]))) if self.level == "codepoint" else (lambda p: int(codes[p]))
+        return self._replacing(ids, found, symbols_at, strict)
+
+    def _replacing(
+        self, ids: np.ndarray, found: np.ndarray, symbols_at: Callable[[int], Any], strict: bool
+    ) -> Tuple[np.ndarray, Replaced]:
+        """``ids`` with the unknown id where ``found`` is false, and where and which symbols (``symbols_at``
+        of a position) it replaced; ``ValueError`` naming the first when ``strict`` or without an unknown id."""
         if found.all():
             return ids, Replaced.none()
         missing = np.flatnonzero(~found)
