@@ -58,6 +58,40 @@ def test_bad_state(model):
         model.forward(tok, [1, 2])
 
 
+@pytest.mark.parametrize("family", ["LSTM", "GRU", "HMLSTM"])
+def test_state_of_another_model_is_refused_and_nothing_is_set(family):
+    # An extra entry (another model's state, a typo beside the right names) is refused, not ignored,
+    # and a refused state leaves the carried one as it was.
+    cls = getattr(msr, family)
+    model = cls(10, 4, (5, 5), seed=0)
+    tok = np.random.default_rng(0).integers(0, 10, (2, 3))
+    _, carried = model.forward(tok)
+    state = {k: v + 1.0 for k, v in carried.items()}
+    with pytest.raises(ValueError, match=r"state entry 'x_l0' is not one of this model's \(h_l0, "):
+        model.forward(tok, dict(state, x_l0=np.zeros((2, 5))))
+    wrong_size = dict(state, h_l1=np.zeros((2, 7)))
+    with pytest.raises(ValueError, match=r"state 'h_l1' has shape \(batch 2, 7\), expected \(batch 2, 5\)"):
+        model.set_state(wrong_size)
+    for k, v in model.get_state().items():
+        np.testing.assert_array_equal(v, carried[k], err_msg=k)
+    if family == "GRU":
+        lstm_state = msr.LSTM(10, 4, (5, 5)).initial_state(2)
+        with pytest.raises(ValueError, match="'c_l0' is not one of this model's"):
+            model.forward(tok, lstm_state)
+
+
+def test_bad_random_state(model):
+    with pytest.raises(ValueError, match=r"4 unsigned 64-bit words .*got \[1, 2\]"):
+        model.set_rng_state([1, 2])
+    with pytest.raises(ValueError, match="4 unsigned 64-bit words"):
+        model.set_rng_state([-1, 2, 3, 4])
+    with pytest.raises(ValueError, match="4 unsigned 64-bit words"):
+        model.set_rng_state(np.ones(4))
+    words = model.get_rng_state()
+    model.set_rng_state(list(map(int, words)))
+    np.testing.assert_array_equal(model.get_rng_state(), words)
+
+
 @pytest.mark.parametrize(
     "kwargs,match",
     [

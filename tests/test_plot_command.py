@@ -101,6 +101,14 @@ def test_refusals_of_the_python_function():
     with pytest.raises(TypeError, match="kind must be a str"):
         msr.plot.figure(hm, 3, TEXT, CORPUS.vocab)
     fig = msr.plot.figure(hm, "boundaries", CORPUS.vocab.encode(TEXT))  # token ids need no vocabulary
+    ids = np.array(CORPUS.vocab.encode("the cat"))
+    ids[4] = CORPUS.vocab.size + 3
+    with pytest.raises(ValueError, match=f"id {CORPUS.vocab.size + 3} at position 4 is out of range"):
+        hm.trace(ids, CORPUS.vocab)
+    with pytest.raises(ValueError, match="the text is empty"):
+        hm.trace("", CORPUS.vocab)
+    with pytest.raises(ValueError, match="the token ids are empty"):
+        _model("VCRNN").trace([], CORPUS.vocab)
     assert fig.axes[0].texts[0].get_text() == str(CORPUS.vocab.encode("t")[0])
 
 

@@ -4,6 +4,7 @@
 #include "msrnn/heads/mdn.hpp"
 #include "msrnn/heads/output_module.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <type_traits>
@@ -258,6 +259,25 @@ template <class S> std::vector<NamedState<S>> LanguageModel<S>::records() const 
   auto all = core_->records();
   for (auto& r : head_->records()) all.push_back(std::move(r));
   return all;
+}
+
+template <class S> void LanguageModel<S>::set_state(const std::vector<NamedState<S>>& s) {
+  const std::vector<NamedState<S>> own = core_->get_state();  // the core's entries: names and sizes (rows)
+  std::string names;
+  for (const auto& o : own) names += (names.empty() ? "" : ", ") + o.name;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const auto it = std::find_if(own.begin(), own.end(), [&](const NamedState<S>& o) { return o.name == s[i].name; });
+    MSRNN_CHECK(it != own.end(), "state entry '", s[i].name, "' is not one of this model's (", names, ")");
+    MSRNN_CHECK(it->value.rows() == s[i].value.rows() && s[i].value.cols() == s[0].value.cols(), "state '", s[i].name,
+                "' has shape (batch ", s[i].value.cols(), ", ", s[i].value.rows(), "), expected (batch ",
+                s[0].value.cols(), ", ", it->value.rows(), ")");
+    for (std::size_t j = 0; j < i; ++j)
+      MSRNN_CHECK(s[j].name != s[i].name, "state entry '", s[i].name, "' is given twice");
+  }
+  for (const auto& o : own)
+    MSRNN_CHECK(std::any_of(s.begin(), s.end(), [&](const NamedState<S>& g) { return g.name == o.name; }),
+                "state entry '", o.name, "' is missing");
+  core_->set_state(s);
 }
 
 template class LanguageModel<float>;

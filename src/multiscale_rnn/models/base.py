@@ -37,6 +37,11 @@ State = Dict[str, np.ndarray]
 KEEP = "keep"
 
 
+def _is_word(w) -> bool:
+    """Whether ``w`` is an integer in [0, 2**64): one word of the generator's state."""
+    return isinstance(w, int) and not isinstance(w, bool) and 0 <= w < 2**64
+
+
 class Loss(float):
     """A mean cross-entropy (nats), as a float, with the core's auxiliary objective terms.
 
@@ -107,7 +112,12 @@ def sequence_and_symbols(text_or_tokens, vocab=None):
         tokens = np.asarray(text_or_tokens)
         if tokens.ndim != 1:
             raise ValueError(f"tokens must be a 1-D sequence of ids, got shape {tokens.shape}")
-        symbols = [vocab.decode([int(t)]) for t in tokens] if vocab is not None else None
+        symbols = None
+        if vocab is not None:
+            vocab.decode(tokens)  # names the first id outside the vocabulary by its position in the sequence
+            symbols = [vocab.decode([int(t)]) for t in tokens]
+    if len(tokens) == 0:
+        raise ValueError("the text is empty" if isinstance(text_or_tokens, (str, bytes)) else "the token ids are empty")
     if symbols is not None and len(symbols) != len(tokens):
         symbols = None
     return tokens, symbols
@@ -877,7 +887,15 @@ class LanguageModel:
         return self._impl.get_rng_state()
 
     def set_rng_state(self, state) -> None:
-        self._impl.set_rng_state(np.ascontiguousarray(state, dtype=np.uint64))
+        """Restore the generator from the 4 unsigned 64-bit words ``get_rng_state`` returned."""
+        words = (
+            state.tolist() if isinstance(state, np.ndarray) else list(state) if isinstance(state, (list, tuple)) else []
+        )
+        if len(words) != 4 or not all(_is_word(int(w) if isinstance(w, np.integer) else w) for w in words):
+            raise ValueError(
+                f"random state must be 4 unsigned 64-bit words (as get_rng_state returns), got {state!r:.80}"
+            )
+        self._impl.set_rng_state(np.array([int(w) for w in words], dtype=np.uint64))
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.config.items() if k != "model")

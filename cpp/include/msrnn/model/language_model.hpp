@@ -94,7 +94,9 @@ template <class S> class LanguageModel {
   }
 
   std::vector<NamedState<S>> get_state() const { return core_->get_state(); }
-  void set_state(const std::vector<NamedState<S>>& s) { core_->set_state(s); }
+  // Replaces the carried state, all or nothing: every entry of the core must be given, once, with the
+  // core's size and one batch size, and no other entry (std::invalid_argument naming it otherwise).
+  void set_state(const std::vector<NamedState<S>>& s);
   void reset_state(Index B) { core_->reset_state(B); }
   // Arithmetic of evaluation-mode forward passes (forward with train = false, loss); training is
   // never affected. Anything but Float32 needs a float32 model with an LSTM core ("lstm"), and
