@@ -284,7 +284,7 @@ def test_word_corpus_no_unk_when_not_needed():
 
 
 def test_word_corpus_bad_text():
-    with pytest.raises(ValueError, match="train text has no tokens"):
+    with pytest.raises(ValueError, match="words train text holds only whitespace"):
         data.word_corpus("  \t ")
     with pytest.raises(ValueError, match="test text is empty"):
         data.word_corpus("a b", "a", "")

@@ -270,6 +270,8 @@ def test_whitespace_only_text_is_refused_naming_file_and_split(tmp_path):
         data.char_corpus("abc", " \n ")
     with pytest.raises(ValueError, match="bits train text holds only whitespace"):
         data.bit_corpus("   ")
+    with pytest.raises(ValueError, match="words valid text holds only whitespace"):
+        data.word_corpus("a b\n", "\n \n")  # line ends alone used to make a split of "<eos>" tokens
 
 
 # ---- item 4: the HM-LSTM's gated head --------------------------------------------------------------

@@ -337,9 +337,8 @@ def word_corpus(
         if text is None and split != "train":
             continue
         _check_text(text, f"{name} {split}", allow_bytes=False)  # refuses None for train
+        refuse_blank(cast(str, text), f"{name} {split} text")  # line ends alone would be "<eos>" tokens
         tokens[split] = tokenize_words(cast(str, text))
-        if not tokens[split]:
-            raise ValueError(f"{name} {split} text has no tokens (only whitespace)")
     counts = Counter(tokens["train"])
     known = {w for w, n in counts.items() if n >= min_count}
     if not known:
