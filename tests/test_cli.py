@@ -183,6 +183,9 @@ def test_restarts_keep_the_run_with_the_lowest_validation_loss(tmp_path, capsys)
 def test_errors_are_reported_clearly(tmp_path, capsys):
     assert main(["evaluate", str(tmp_path / "missing.npz")]) == 1
     assert "checkpoint not found" in capsys.readouterr().err
+    (tmp_path / "run.npz").write_bytes(b"")
+    assert main(["evaluate", str(tmp_path / "run")]) == 1
+    assert f"checkpoint not found: {tmp_path / 'run'} (did you mean {tmp_path / 'run.npz'}?)" in capsys.readouterr().err
     bad = tmp_path / "bad.toml"
     bad.write_text("lerning_rate = 3\nepoch = 2\n")
     assert main(["train", "--config", str(bad)]) == 1

@@ -259,7 +259,9 @@ class _Archive:
 
 def _read(path: Path) -> _Archive:
     if not path.exists():
-        raise FileNotFoundError(f"checkpoint not found: {path}")
+        near = path.with_name(path.name + ".npz")
+        hint = f" (did you mean {near}?)" if path.suffix != ".npz" and near.is_file() else ""
+        raise FileNotFoundError(f"checkpoint not found: {path}{hint}")
     if path.is_dir():
         raise CheckpointError(f"{path} is a folder, not a checkpoint file")
     z = _Archive(path)
