@@ -9,6 +9,7 @@ import pytest
 import multiscale_rnn as msr
 from multiscale_rnn import checkpoint
 from multiscale_rnn.cli import main, model_from_settings, resolve_settings
+from multiscale_rnn.command_line.settings import load_config
 from multiscale_rnn.models.registry import build_model, model_names, register_model
 from multiscale_rnn.presets import DEFAULT_PRESET, PRESETS
 from multiscale_rnn.trainer import History, history_path
@@ -407,3 +408,39 @@ def test_module_entry_point_runs():
     r = subprocess.run([sys.executable, "-m", "multiscale_rnn", "presets"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert f"{DEFAULT_PRESET} (default)" in r.stdout
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_a_preset_printed_as_toml_reads_back_as_the_preset(tmp_path, capsys, name):
+    # `presets NAME > run.toml` is a config to edit: read back, it gives the preset's every setting
+    assert main(["presets", name]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("# ") and f'preset = "{name}"' in text
+    path = tmp_path / "run.toml"
+    path.write_text(text)
+    cfg = load_config(path)
+    want = {k: v for k, v in PRESETS[name].items() if k != "about"}
+    assert sorted(cfg) == sorted([*want, "preset"])
+    assert {k: _nones(cfg[k]) for k in want} == json.loads(json.dumps(want))
+    if name in ("quick", "synthetic", "synthetic-hm-lstm-phrases"):
+        assert resolve_settings(config=cfg) == resolve_settings(flags={"preset": name})
+
+
+def _nones(v):
+    """A TOML value with "none" read as None, as the settings read it."""
+    return {k: _nones(x) for k, x in v.items()} if isinstance(v, dict) else None if v == "none" else v
+
+
+def test_a_model_option_none_in_toml_or_a_flag_is_none():
+    # TOML has no null: the ptb-char-hm-lstm preset's rate_target = None is written "none"
+    cfg = {"model": "hmlstm", "options": {"rate_target": "none", "warmup": 0}}
+    assert resolve_settings(config=cfg)["options"] == {"rate_target": None, "warmup": 0}
+    assert (
+        resolve_settings(flags={"model": "hmlstm", "options": {"rate_target": "NULL"}})["options"]["rate_target"]
+        is None
+    )
+
+
+def test_presets_name_refuses_an_unknown_preset(capsys):
+    assert main(["presets", "quik"]) == 1
+    assert "unknown preset 'quik' (did you mean quick?)" in capsys.readouterr().err

@@ -15,7 +15,7 @@ from ..storage import check_writable
 from ..training import evaluate, sample
 from . import strokes
 from .build import corpus_bits_label, load_corpus, set_threads
-from .settings import key_values, resolve_data
+from .settings import config_text, key_values, resolve_data
 
 __all__ = ["cmd_evaluate", "cmd_sample", "cmd_plot", "cmd_presets", "cmd_reproduce"]
 
@@ -288,7 +288,11 @@ def cmd_plot(args) -> int:
 
 
 def cmd_presets(args) -> int:
-    """``multiscale-rnn presets``: the named presets, one line each."""
+    """``multiscale-rnn presets``: the named presets, one line each; ``presets NAME``: that preset as a TOML
+    config, to save, edit and pass to ``train --config``."""
+    if args.name is not None:
+        print(config_text(args.name), end="")
+        return 0
     for name, p in sorted(_presets.PRESETS.items()):
         default = " (default)" if name == _presets.DEFAULT_PRESET else ""
         print(f"{name}{default}: {p.get('about', '')}")

@@ -106,7 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.set_defaults(func=cmd_train)
     _checkpoint_commands(sub)
     _plot_command(sub)
-    pr = sub.add_parser("presets", help="list the named presets")
+    pr = sub.add_parser("presets", help="list the named presets; NAME: print one as a TOML config")
+    pr.add_argument(
+        "name", nargs="?", metavar="NAME", help="print this preset as a TOML config (save it, edit it, train --config)"
+    )
     pr.set_defaults(func=cmd_presets)
     _reproduce_command(sub)
     return p

@@ -27,6 +27,7 @@ __all__ = [
     "key_values",
     "sizes",
     "load_config",
+    "config_text",
     "check_settings",
     "settings_sources",
     "flag",
@@ -94,6 +95,35 @@ def load_config(path) -> Dict[str, Any]:
         named = ", ".join(f"{k!r}{did_you_mean(k, _presets.DEFAULTS, quote=True)}" for k in unknown)
         raise ValueError(f"{path}: unknown setting(s) {named}; known: {sorted(_presets.DEFAULTS)} and 'preset'")
     return cfg
+
+
+def config_text(name: str) -> str:
+    """The preset ``name`` as a TOML config that ``load_config`` reads back to the same settings: its
+    ``about`` text as comments, ``preset = name`` (so that a setting taken out falls back to the preset's),
+    every setting, and the tables (``[options]``, ...) last. A ``None`` is written ``"none"``."""
+    import textwrap
+
+    settings = _presets.get_preset(name)
+    lines = ["# " + line for line in textwrap.wrap(_presets.PRESETS[name].get("about", ""), 98)]
+    lines.append(f"preset = {_toml(name)}")
+    lines += [f"{k} = {_toml(v)}" for k, v in settings.items() if not isinstance(v, dict)]
+    for table, entries in ((k, v) for k, v in settings.items() if isinstance(v, dict)):
+        keys = {k: k if re.fullmatch(r"[A-Za-z0-9_-]+", str(k)) else json.dumps(str(k)) for k in entries}
+        lines += ["", f"[{table}]"] + [f"{keys[k]} = {_toml(v)}" for k, v in entries.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _toml(v) -> str:
+    """One TOML value: a string (JSON's escapes are TOML's), a boolean, a number or an array of these."""
+    if v is None:
+        return '"none"'
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v) if v == v and abs(v) != float("inf") else ("nan" if v != v else "inf" if v > 0 else "-inf")
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml(x) for x in v) + "]"
+    return json.dumps(str(v))
 
 
 _POSITIVE_INT: Rule = (lambda v: is_int(v) and v >= 1, "a positive integer")
@@ -356,8 +386,8 @@ def _preset_name(preset, config: Dict[str, Any], flags: Dict[str, Any], stored, 
 
 
 def _normalise(settings: Dict[str, Any]) -> None:
-    """Clipping by 0 as none, one hidden size as a list; the tables (options, data options, anneal) and each
-    anneal entry refused unless of their form."""
+    """Clipping by 0 as none, one hidden size as a list, a model option "none" as None; the tables (options,
+    data options, anneal) and each anneal entry refused unless of their form."""
     for key in ("clip_norm", "clip_value"):
         if settings.get(key) == 0:
             settings[key] = None
@@ -366,6 +396,10 @@ def _normalise(settings: Dict[str, Any]) -> None:
     for key in ("options", "data_options", "anneal"):
         if not isinstance(settings[key], dict):
             raise ValueError(f"setting {key!r} must be a table (dict), got {settings[key]!r}")
+    # TOML has no null: a model option written "none" or "null" is None (no option takes those words)
+    settings["options"] = {
+        k: None if isinstance(v, str) and v.lower() in ("none", "null") else v for k, v in settings["options"].items()
+    }
     for name, spec in settings["anneal"].items():
         if not (
             isinstance(spec, (list, tuple))
