@@ -259,6 +259,9 @@ def cmd_plot(args) -> int:
     if args.kind in strokes.PLOT_KINDS:  # a drawing of a pen-stroke HM-LSTM's corpus
         strokes.plot_checkpoint(args, _load_checkpoint(args.checkpoint, args.best), out)
         return 0
+    if args.kind == "training":  # any run's curves, from the CSV of steps and the history beside the checkpoint
+        _plot_training(args.checkpoint, out)
+        return 0
     if not args.text:
         given = "is empty" if args.text is not None else "is missing"
         raise ValueError(f'--text {given}: give the text the model reads, e.g. --text "the cat sat on the mat"')
@@ -285,6 +288,21 @@ def cmd_plot(args) -> int:
     name = type(ck.model).__name__
     print(f"{out}: {args.kind} of the {name} in {args.checkpoint} reading {len(args.text):,} characters")
     return 0
+
+
+def _plot_training(checkpoint: str, out: Path) -> None:
+    """``plot CKPT --kind training``: ``multiscale_rnn.plot.training_curves`` of the run, written to ``out``."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # a file, no window
+    import matplotlib.pyplot as plt
+
+    from ..plot import figures, training_curves
+
+    fig = training_curves(checkpoint).figure
+    figures.save(fig, out)
+    plt.close(fig)
+    print(f"{out}: training curves of {checkpoint}")
 
 
 def cmd_presets(args) -> int:

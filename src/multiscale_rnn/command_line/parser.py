@@ -123,7 +123,8 @@ def _plot_command(sub) -> None:
     c.add_argument(
         "--kind",
         required=True,
-        help=f"the figure, one the model's family draws: {every}; of a pen-stroke HM-LSTM: figure5, computation",
+        help=f"the figure, one the model's family draws: {every}; of a pen-stroke HM-LSTM: figure5, computation; "
+        "of any run: training (its curves, from the CSV and history beside the checkpoint; no --text)",
     )
     c.add_argument("--text", help="the text the model reads (text models)")
     c.add_argument("--index", type=int, default=0, help="pen-stroke models: the drawing of --split to draw")
