@@ -77,3 +77,22 @@ def test_default_init_bounds():
     # seeded: same seed, same parameters; another seed, others
     np.testing.assert_array_equal(lstm(seed=4).flat_parameters(), m.flat_parameters())
     assert not np.array_equal(lstm(seed=5).flat_parameters(), m.flat_parameters())
+
+
+@pytest.mark.parametrize(
+    "call,match",
+    [
+        (lambda m: init.uniform(m, -0.1), r"uniform: scale must be a finite number >= 0, got -0.1"),
+        (lambda m: init.uniform(m, float("nan")), "uniform: scale must be a finite number >= 0, got nan"),
+        (lambda m: init.gaussian(m, float("inf")), "gaussian: std must be a finite number >= 0, got inf"),
+        (lambda m: init.orthogonal(m, gain=float("inf")), "orthogonal: gain must be a finite number, got inf"),
+        (lambda m: init.forget_bias(m, float("nan")), "forget_bias: value must be a finite number, got nan"),
+    ],
+)
+def test_a_bad_scale_is_refused_and_nothing_is_written(call, match):
+    # NaN or infinity used to be written into every matching parameter, silently
+    model = lstm()
+    before = model.flat_parameters().copy()
+    with pytest.raises(ValueError, match=match):
+        call(model)
+    np.testing.assert_array_equal(model.flat_parameters(), before)

@@ -19,6 +19,8 @@ from typing import Any, Dict, Optional
 
 import numpy as np
 
+from ._checks import is_number, non_negative_number
+
 
 def _select(model, pattern: str):
     params = model.parameters()
@@ -34,6 +36,7 @@ def _rng(rng) -> np.random.Generator:
 
 def uniform(model, scale: float, pattern: str = "*", rng=0) -> None:
     """Every matching parameter from U(-scale, scale)."""
+    scale = non_negative_number(scale, "uniform: scale")
     g = _rng(rng)
     for _, p in _select(model, pattern):
         p[...] = g.uniform(-scale, scale, p.shape)
@@ -41,6 +44,7 @@ def uniform(model, scale: float, pattern: str = "*", rng=0) -> None:
 
 def gaussian(model, std: float, pattern: str = "*", rng=0) -> None:
     """Every matching parameter from N(0, std^2)."""
+    std = non_negative_number(std, "gaussian: std")
     g = _rng(rng)
     for _, p in _select(model, pattern):
         p[...] = g.normal(0.0, std, p.shape)
@@ -69,6 +73,8 @@ def orthogonal(model, pattern: str = "weight_hh*", gain: float = 1.0, rng=0, by_
     orthonormal columns, so each gate block has singular values below 1), as the FS-RNN authors'
     code initialises its cells.
     """
+    if not is_number(gain):
+        raise ValueError(f"orthogonal: gain must be a finite number, got {gain!r}")
     g = _rng(rng)
     for name, p in _select(model, pattern):
         if p.ndim != 2:
@@ -91,6 +97,8 @@ def forget_bias(model, value: float = 1.0, pattern: str = "*", prefer: str = "bi
     the layer's gate-block size) are LSTM gate biases; a model without any matching one is refused."""
     if prefer not in ("bias", "shift"):
         raise ValueError(f"forget_bias: prefer must be 'bias' or 'shift', got {prefer!r}")
+    if not is_number(value):
+        raise ValueError(f"forget_bias: value must be a finite number, got {value!r}")
     params, roles = model.parameters(), model.parameter_roles()
     gate_bias = {
         n for n, r in roles.items() if r.unit and params[n].shape == (4 * r.unit,) and r.kind in ("bias", "shift")
