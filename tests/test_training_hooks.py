@@ -157,3 +157,23 @@ def test_the_hooks_are_checked():
     with pytest.raises(TypeError, match="hooks must be a list"):
         _trainer(Recorder())
     assert set(EVENTS) == {n for n in dir(Hook) if n.startswith("on_")}
+
+
+def test_a_hook_that_cannot_take_its_arguments_is_refused_before_training():
+    # on_epoch_end without `row` used to fail after the first epoch; it is now refused by the Trainer
+    class NoRow:
+        def on_epoch_end(self, run):
+            pass
+
+    class Flexible:
+        def on_epoch_end(self, *args, **kwargs):
+            pass
+
+        def on_step(self, run, step, extra=None):
+            pass
+
+    with pytest.raises(TypeError, match=r"hook NoRow: on_epoch_end must take \(run, row\), as fit calls it"):
+        _trainer([NoRow()])
+    assert _trainer([Flexible()]).hooks[-1].__class__ is Flexible
+    with pytest.raises(TypeError, match=r"on_model_changed must take \(run, names\)"):
+        _trainer([type("Static", (), {"on_model_changed": staticmethod(lambda run: None)})()])

@@ -34,6 +34,7 @@ the hooks; ``run.trainer.speaks`` is True on the rank that prints and writes.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Union
@@ -178,7 +179,23 @@ def check_hooks(hooks) -> list:
             )
         if not names:
             raise TypeError(f"hook {type(hook).__name__} has no event method ({', '.join(EVENTS)})")
+        for name in names:
+            _check_arguments(hook, name)
     return list(hooks)
+
+
+def _check_arguments(hook, event: str) -> None:
+    """``TypeError`` when the hook's ``event`` method cannot take what ``fit`` passes (the arguments of
+    ``Hook``'s method of that name), so that a wrong signature is found before training, not after an epoch."""
+    passed = [p for p in inspect.signature(getattr(Hook, event)).parameters if p != "self"]
+    try:
+        inspect.signature(getattr(hook, event)).bind(*passed)
+    except ValueError:  # no signature to read (a builtin): it is found when called
+        return
+    except TypeError as e:
+        raise TypeError(
+            f"hook {type(hook).__name__}: {event} must take ({', '.join(passed)}), as fit calls it ({e})"
+        ) from None
 
 
 class LogCalls(Hook):
