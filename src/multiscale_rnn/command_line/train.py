@@ -8,7 +8,7 @@ from typing import Any, Callable, Dict, Optional
 
 from .. import presets as _presets
 from .._checks import is_int
-from ..checkpoint import load
+from ..checkpoint import CheckpointError, load
 from ..distributed import DataParallel
 from ..storage import check_writable, history_path
 from ..training import best_of, evaluate
@@ -64,6 +64,21 @@ def _train(args, dist) -> int:
     """The steps of ``train``: settings, corpus and model, the first lines, the run(s), the report."""
     ranks = _Ranks(dist)
     s, config, flags, preset_given, saved = _settings(args, ranks)
+    try:
+        return _run(args, dist, ranks, s, config, flags, preset_given, saved)
+    except CheckpointError as e:
+        if saved is None or saved["settings"] is not None:
+            raise
+        raise CheckpointError(  # a run from Python: its settings came from the preset and the flags
+            f"{e}\n{s['out']} was written from Python and records no command-line settings, so --resume took "
+            f"them from the preset {s['preset']} and the flags: give every setting of its run as flags or "
+            f"--config (the model's, the batch size, the learning rate and its schedule), or resume it from "
+            f"Python (trainer.fit(corpus, checkpoint=..., resume=True))"
+        ) from None
+
+
+def _run(args, dist, ranks: _Ranks, s, config, flags, preset_given, saved) -> int:
+    """``train`` once its settings are known: the corpus and model, the first lines, the run(s), the report."""
     out = Path(s["out"])
     corpus, model = ranks.together(lambda: _setup(args, s, out, ranks.root))
     label = corpus_bits_label(corpus)
