@@ -140,6 +140,11 @@ def test_reports_read_the_bench_scripts_folders(tmp_path):
     assert "| vcrnn-H512-w0.1-m0.3-seed0 | 512 | 0.30 | 0.100 | 2 | 0.300 | 300 | 1.800 | - |" in text
     with pytest.raises(FileNotFoundError, match="no results folder"):
         msr.reproduce.report("vcrnn-table3", tmp_path / "missing")
+    # an empty folder names no machine, seeds or time: nothing was trained there
+    (tmp_path / "empty").mkdir()
+    text = msr.reproduce.report("vcrnn-table3", tmp_path / "empty")
+    assert "Machine:" not in text and "Seeds:" not in text
+    assert f"No result in {tmp_path / 'empty'} yet: `multiscale-rnn reproduce vcrnn-table3 --out" in text
 
 
 def test_the_boundary_report_keeps_modules_and_thread_counts_apart():

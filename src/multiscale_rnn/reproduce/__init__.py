@@ -89,10 +89,16 @@ def report(name: str, out: Union[str, Path]) -> str:
             r.report(out),
             "",
             *([*pictures, ""] if pictures else []),
-            machine_line(rows),
-            "",
-            f"Seeds: {r.seeds}{_seeds_held(rows, r.seeds)}. Time taken: {seconds / 60:.1f} min over {len(rows)} "
-            "result row(s).",
+            *(
+                [
+                    machine_line(rows),
+                    "",
+                    f"Seeds: {r.seeds}{_seeds_held(rows, r.seeds)}. Time taken: {seconds / 60:.1f} min over "
+                    f"{len(rows)} result row(s).",
+                ]
+                if rows
+                else [f"No result in {out} yet: `multiscale-rnn reproduce {r.name} --out {out}` trains them."]
+            ),
             "",
         ]
     )
