@@ -538,7 +538,10 @@ def test_a_prompt_with_unknown_symbols_is_refused_naming_them(tmp_path, capsys):
 @pytest.mark.parametrize(
     "args, words",
     [
-        (["sample", "{ck}", "--temperature", "0"], "--temperature must be a finite number > 0, got 0.0"),
+        (
+            ["sample", "{ck}", "--temperature", "0"],
+            "--temperature must be > 0; for the most likely symbol at each step (greedy), give --top-k 1",
+        ),
         (["sample", "{ck}", "--length", "-3"], "--length must be an integer >= 0, got -3"),
         (["evaluate", "{ck}", "--bptt", "0"], "--bptt must be a positive integer, got 0"),
     ],

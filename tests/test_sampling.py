@@ -115,7 +115,11 @@ def test_a_batch_is_each_prompt_alone_with_seed_plus_its_index(trained):
         ({"top_p": 0}, ValueError, r"top_p must be a number in \(0, 1\] \(or None: no limit\), got 0"),
         ({"top_p": 1.5}, ValueError, r"top_p must be a number in \(0, 1\]"),
         ({"top_p": float("nan")}, ValueError, r"top_p must be a number in \(0, 1\]"),
-        ({"temperature": 0}, ValueError, "temperature must be a finite number > 0, got 0"),
+        (
+            {"temperature": 0},
+            ValueError,
+            r"temperature must be > 0; for the most likely symbol at each step \(greedy\), give top_k=1",
+        ),
         ({"temperature": -1.0}, ValueError, "temperature must be a finite number > 0, got -1.0"),
         ({"num_samples": 0}, ValueError, "num_samples must be a positive integer, got 0"),
         ({"prompt": ["a", "b"], "num_samples": 2}, ValueError, "num_samples=2 repeats one prompt"),

@@ -162,6 +162,8 @@ def _draw(p: np.ndarray, rng: np.random.Generator) -> int:
 def _sampling_prompts(model, vocab, prompt, length, temperature, seed, top_k, top_p, num_samples) -> List[str]:
     """The prompts of ``sample``, one per sample, after checking every argument (``ValueError`` /
     ``TypeError`` naming it)."""
+    if is_number(temperature) and temperature == 0:
+        raise ValueError("temperature must be > 0; for the most likely symbol at each step (greedy), give top_k=1")
     positive_number(temperature, "temperature")
     if not is_int(length) or length < 0:
         raise ValueError(f"length must be an integer >= 0, got {length!r}")
