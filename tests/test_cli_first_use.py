@@ -237,6 +237,8 @@ def test_data_errors_say_what_is_wrong(tmp_path, capsys):
 # ---- fixes named by the command line's flags, not by Python arguments -----------------------------------
 def test_errors_name_the_flags(tmp_path, capsys):
     args = ["train", "--max-chunks", "1", "--no-progress", "--out", str(tmp_path / "x.npz")]
+    own = tmp_path / "own.txt"
+    own.write_text("the cat sat on the mat, and the dog ate the hat.\n" * 200)
     for flags, words in (
         (
             ["--model", "vcrnn", "--hidden-sizes", "32"],
@@ -244,6 +246,11 @@ def test_errors_name_the_flags(tmp_path, capsys):
         ),
         (["--model", "fsrnn", "--hidden-sizes", "32"], "--hidden-sizes must be FAST,SLOW"),
         (["--option", "colour=3"], "--option colour: LSTM has no such option; its options: head"),
+        (
+            ["--data", str(own), "--data-option", "valid_fraction=0", "--early-stopping", "2"],
+            "--early-stopping watches the validation loss, and the corpus has no valid split: give it one (your "
+            "own text: --data-option valid_fraction=0.05), or leave --early-stopping out",
+        ),
     ):
         code, text, err = _run(args + flags, capsys)
         line = _error_line(err)
