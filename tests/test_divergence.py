@@ -78,6 +78,14 @@ def test_the_guard_is_off_by_default():
     assert msr.Trainer(msr.LSTM(V, 4, (4,))).divergence is None
 
 
+def test_the_guard_without_validation_data_is_refused():
+    # it watches the validation figure: without one it used to be accepted and never fire
+    _, trainer = _trainer()
+    with pytest.raises(ValueError, match="divergence watches the validation loss, and fit has no validation data"):
+        trainer.fit(TRAIN, epochs=1)
+    assert trainer.step == 0
+
+
 @pytest.mark.parametrize("bad", [0, -0.1, float("nan"), "x", True])
 def test_the_margin_is_checked(bad):
     with pytest.raises(ValueError, match="divergence must be a number of bits > 0 \\(or None: no guard\\)"):

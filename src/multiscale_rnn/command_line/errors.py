@@ -58,9 +58,11 @@ _CLI_WORDS: List[Tuple[Pattern[str], Union[str, Callable[[Match[str]], str]]]] =
     (re.compile(r"^(unit|level|valid_fraction|test_fraction) must be"), r"--data-option \1 must be"),
     (re.compile(r"budget_minutes must be > 0, got (\S+)"), r"--budget must be a number of minutes > 0, got \1"),
     (
-        re.compile(r"^early_stopping watches the validation loss, and fit has no validation data: .*$"),
-        "--early-stopping watches the validation loss, and the corpus has no valid split: give it one (your own "
-        "text: --data-option valid_fraction=0.05), or leave --early-stopping out",
+        re.compile(r"^(early_stopping|divergence) watches the validation loss, and fit has no validation data: .*$"),
+        lambda m: (
+            f"{_flag_of(m.group(1))} watches the validation loss, and the corpus has no valid split: give it one "
+            f"(your own text: --data-option valid_fraction=0.05), or leave {_flag_of(m.group(1))} out"
+        ),
     ),
     (re.compile(r"batch_size=(\d+) streams cannot be shared"), r"--batch-size \1: \1 streams cannot be shared"),
     (

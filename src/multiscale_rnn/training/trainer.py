@@ -505,11 +505,13 @@ class Trainer:
             valid = np.asarray(valid)
             if len(valid) < 2:
                 raise ValueError(f"the valid split has {len(valid)} tokens; evaluation needs at least 2")
-        elif self.early_stopping is not None:
-            raise ValueError(
-                "early_stopping watches the validation loss, and fit has no validation data: pass valid= "
-                "(or a corpus with a valid split), or leave early_stopping out"
-            )
+        else:
+            for name in ("early_stopping", "divergence"):
+                if getattr(self, name) is not None:
+                    raise ValueError(
+                        f"{name} watches the validation loss, and fit has no validation data: pass valid= "
+                        f"(or a corpus with a valid split), or leave {name} out"
+                    )
         streams = data.batchify(ids, self.batch_size)
         if streams.min() < 0 or streams.max() >= self.model.vocab_size:
             bad = int(np.flatnonzero((ids < 0) | (ids >= self.model.vocab_size))[0])
