@@ -269,7 +269,9 @@ def test_select_agreement_needs_a_model_that_marks_boundaries(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main([*args, "--select", "bpc"])
     assert "argument --select: invalid choice: 'bpc'" in capsys.readouterr().err
-    assert resolve_settings(flags={"select": "agreement"})["select"] == "agreement"
+    assert resolve_settings(flags={"select": "agreement", "restarts": 2})["select"] == "agreement"
+    with pytest.raises(ValueError, match="--select chooses among restarts, and this run trains once"):
+        resolve_settings(flags={"select": "agreement"})
     assert resolve_settings()["select"] == "loss"
 
 

@@ -246,6 +246,8 @@ def test_errors_name_the_flags(tmp_path, capsys):
         ),
         (["--model", "fsrnn", "--hidden-sizes", "32"], "--hidden-sizes must be FAST,SLOW"),
         (["--option", "colour=3"], "--option colour: LSTM has no such option; its options: head"),
+        (["--momentum", "0.9"], "--momentum is read only by --optimizer sgd, and this run's optimizer is adam"),
+        (["--select-after", "3"], "--select-after chooses among restarts, and this run trains once: give --restarts"),
         (
             ["--data", str(own), "--data-option", "valid_fraction=0", "--early-stopping", "2"],
             "--early-stopping watches the validation loss, and the corpus has no valid split: give it one (your "

@@ -357,8 +357,20 @@ SCHEDULE_SETTINGS = {
 
 
 def _check_schedule_flags(settings: Dict[str, Any], flags: Dict[str, Any]) -> None:
-    """A schedule flag given on the command line that the run's schedule does not read is refused, naming
-    the schedules that read it (``--lr-factor 10`` with the constant schedule would change nothing)."""
+    """A schedule, optimiser or restart flag given on the command line that the run does not read is refused,
+    naming what reads it (``--lr-factor 10`` with the constant schedule, ``--momentum`` with Adam or
+    ``--select-after`` with one run would change nothing)."""
+    if "momentum" in flags and settings.get("optimizer") != "sgd":
+        raise ValueError(
+            f"--momentum is read only by --optimizer sgd, and this run's optimizer is {settings.get('optimizer')}: "
+            "give --optimizer sgd too, or leave --momentum out"
+        )
+    for name in ("select_after", "select"):
+        if name in flags and settings.get("restarts", 1) <= 1:
+            raise ValueError(
+                f"{flag(name)} chooses among restarts, and this run trains once: give --restarts N (N > 1) too, "
+                f"or leave {flag(name)} out"
+            )
     schedule = lr_schedule_name(str(settings.get("lr_schedule")))
     for name, readers in SCHEDULE_SETTINGS.items():
         if name in flags and schedule not in readers:
