@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import multiscale_rnn as msr
@@ -467,6 +468,37 @@ def test_evaluate_does_not_guess_the_corpus_of_a_checkpoint_from_python(tmp_path
     assert code == 1 and "synthetic train split: symbol 'Z' (U+005A) at position " in line
     assert "is not in the vocabulary (31 symbols), which has no unknown symbol to read it as" in line
     assert f"the model of {path} cannot read this text" in line
+
+
+def test_a_class_softmax_checkpoint_without_vocabulary_is_read_in_frequency_order(tmp_path, capsys):
+    # The class head's model is trained on ids in descending frequency (Corpus.by_frequency()). Its checkpoint,
+    # from Python without a vocabulary, used to be read with the text's sorted ids: a wrong perplexity.
+    rng = np.random.default_rng(0)
+    words = ["w%d" % i for i in range(30)]
+    p = 1.0 / np.arange(1, 31)
+    text = "\n".join(" ".join(rng.choice(words, 12, p=p / p.sum())) for _ in range(300)) + "\n"
+    own = tmp_path / "words.txt"
+    own.write_text(text)
+    ranked = data.load(path=own, unit="word").by_frequency()
+    assert ranked.vocab.itos != data.load(path=own, unit="word").vocab.itos
+    classes = data.class_sizes(ranked.counts())
+    model = msr.HORNN(ranked.vocab_size, 8, (8,), order=2, head="class", head_classes=classes, seed=0)
+    path = tmp_path / "hornn.npz"
+    msr.Trainer(model, batch_size=4, bptt=10, progress=False).fit(ranked.train, epochs=1, checkpoint=path)
+    want = msr.evaluate(model, ranked.test, batch_size=4)["loss"]
+    code, text, err = _run(
+        ["evaluate", str(path), "--data", str(own), "--data-option", "unit=word", "--batch-size", "4", "--json"],
+        capsys,
+    )
+    assert code == 0, err
+    assert json.loads(text)["loss"] == pytest.approx(want, rel=1e-6)  # float32, the threads of the run
+    assert "in descending training frequency: the order its class sizes come from" in err
+    other = msr.HORNN(ranked.vocab_size, 8, (8,), order=2, head="class", head_classes=classes[::-1], seed=0)
+    checkpoint.save(tmp_path / "other.npz", other)
+    code, text, err = _run(
+        ["evaluate", str(tmp_path / "other.npz"), "--data", str(own), "--data-option", "unit=word"], capsys
+    )
+    assert code == 1 and "class sizes are not those of words in descending training frequency" in _error_line(err)
 
 
 def test_evaluate_reads_another_text_by_its_symbols_not_by_its_own_training_split(tmp_path, capsys):

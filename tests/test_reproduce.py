@@ -62,6 +62,11 @@ def test_a_run_writes_its_report(name, ptb, tmp_path):
     assert "Seeds: " in text and "Time taken: " in text and "smoke scale" in text and "complete." in text
     pictures = sorted(out.glob("*.png"))
     assert pictures and all(f"![{p.stem}]({p.name})" in text for p in pictures)
+    checkpoints = sorted(out.glob("**/*.npz"))
+    assert checkpoints or name == "hm-lstm-boundaries"  # its runs are seconds long and keep no checkpoint
+    for saved in checkpoints:  # evaluate and sample read a text model's checkpoint without --data
+        ck = msr.checkpoint.load(saved)
+        assert ck.model.vocab_size is None or ck.vocab is not None, saved
 
 
 def test_vcrnn_table3_trains_each_vc_model_at_its_own_m_bar(ptb, tmp_path):

@@ -10,6 +10,7 @@ from pathlib import Path
 from .. import presets as _presets
 from .._checks import non_negative_int, positive_int, positive_number
 from ..checkpoint import load
+from ..data.classes import class_sizes
 from ..data.vocab import describe_symbol, tokenize_words
 from ..storage import check_writable
 from ..training import evaluate, sample
@@ -98,9 +99,10 @@ def _checkpoint_data(args, ck, need_corpus: bool):
                     f"the vocabulary of {corpus.name} has {corpus.vocab_size} symbols and the model in {path} "
                     f"has {model_v}: give --data (and --data-path) of the corpus the model was trained on"
                 )
+            corpus, order = _in_training_order(ck.model, corpus, path)
             print(
                 f"note: {path} holds no vocabulary; reading it with the vocabulary of {corpus.name} ({model_v} "
-                f"symbols, as many as the model has)",
+                f"symbols, as many as the model has{order})",
                 file=sys.stderr,
                 flush=True,
             )
@@ -122,6 +124,25 @@ def _checkpoint_data(args, ck, need_corpus: bool):
     if vocab.size != model_v:  # a stored vocabulary (the checkpoint's own check covers this too)
         raise ValueError(f"the vocabulary stored in {path} has {vocab.size} symbols and its model {model_v}")
     return corpus, vocab
+
+
+def _in_training_order(model, corpus, path):
+    """``(corpus, words)`` for a checkpoint without vocabulary: a class-softmax model was trained on ids in
+    descending training frequency (``Corpus.by_frequency()``, whose counts give its class sizes), so the
+    corpus is renumbered so when the model's class sizes are that order's, and refused (``ValueError``) when
+    they are not; ``words`` says so for the note. Other models read the corpus's own ids."""
+    classes = model.config.get("head_classes") if model.config.get("head") == "class" else None
+    if not classes:
+        return corpus, ""
+    ranked = corpus.by_frequency()
+    counts = ranked.counts()
+    if list(classes) not in (class_sizes(counts), class_sizes(counts, len(classes))):
+        raise ValueError(
+            f"{path} holds no vocabulary, and its class softmax's {len(classes)} class sizes are not those of "
+            f"{corpus.name} in descending training frequency: the ids it was trained on cannot be recovered (give "
+            f"--data of the corpus it was trained on, or store the vocabulary when training: fit(..., vocab=...))"
+        )
+    return ranked, ", in descending training frequency: the order its class sizes come from"
 
 
 def cmd_evaluate(args) -> int:

@@ -111,7 +111,7 @@ def _train(corpus, s, name, build, hidden, seed, out_dir, budget, progress, resu
     for epoch in range(1, s.epochs + 1):
         t0, c0 = time.perf_counter(), time.process_time()
         history = trainer.fit(train, valid=valid, epochs=epoch, checkpoint=Path(out_dir) / f"{label}.npz",
-                              resume="auto", restore_best=epoch == s.epochs)  # fmt: skip
+                              resume="auto", restore_best=epoch == s.epochs, vocab=corpus.vocab)  # fmt: skip
         if len(history) > epoch:  # the checkpoint is past this epoch: its row was written when it was trained
             continue
         row = dict(label=label, model=name, hidden=hidden, params=_count(model), seed=seed, epoch=epoch,

@@ -274,6 +274,7 @@ def train_blocks(a, trainer, corpus, folder: Path) -> bool:
             checkpoint=checkpoint,
             resume="auto",
             log=lambda e: seen.append(e) if e["event"] == "chunk" else None,
+            vocab=corpus.vocab,
         )
         rates = (trainer.model.trace(corpus.valid[: a.probe_chars]).z > 0.5).mean(axis=1)
         spent = {

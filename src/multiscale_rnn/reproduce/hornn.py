@@ -141,7 +141,9 @@ def train_model(corpus, classes, args, pooling="plain", order=1, alpha=None, bud
     else:
         ck = Path(args.checkpoints) / f"{label(pooling, order, alpha)}-H{args.hidden}-seed{args.seed}.npz"
         for epochs in range(1, args.epochs + 1):
-            history = trainer.fit(train, valid=corpus.valid, epochs=epochs, checkpoint=ck, resume="auto")
+            history = trainer.fit(
+                train, valid=corpus.valid, epochs=epochs, checkpoint=ck, resume="auto", vocab=corpus.vocab
+            )
             if should_stop([r["valid_loss"] for r in history]):
                 break
             if budget is not None and epochs < args.epochs:

@@ -139,7 +139,9 @@ def train_vc(corpus, settings, model_name, weight, seed, out: Path, budget=None,
     epochs = 1
     while epochs <= settings.epochs:
         t0 = time.perf_counter()
-        history = trainer.fit(train, valid=valid, epochs=epochs, checkpoint=out / f"{label}.npz", resume="auto")
+        history = trainer.fit(
+            train, valid=valid, epochs=epochs, checkpoint=out / f"{label}.npz", resume="auto", vocab=corpus.vocab
+        )
         if len(history) > epochs:  # the checkpoint is past this epoch
             epochs += 1
             continue
