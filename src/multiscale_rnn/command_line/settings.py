@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -19,6 +20,7 @@ from ..schedules import lr_schedule_name
 
 __all__ = [
     "SETTING_RULES",
+    "NONE_WORDS",
     "NULLABLE",
     "PER_INVOCATION",
     "RESUME_FIXED",
@@ -119,8 +121,10 @@ def _toml(v) -> str:
         return '"none"'
     if isinstance(v, bool):
         return "true" if v else "false"
+    if isinstance(v, float) and not math.isfinite(v):
+        return "nan" if v != v else "inf" if v > 0 else "-inf"
     if isinstance(v, (int, float)):
-        return repr(v) if v == v and abs(v) != float("inf") else ("nan" if v != v else "inf" if v > 0 else "-inf")
+        return repr(v)
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(_toml(x) for x in v) + "]"
     return json.dumps(str(v))
@@ -176,6 +180,10 @@ SETTING_RULES: Dict[str, Rule] = {
     "progress": (lambda v: isinstance(v, bool), "true or false"),
 }
 
+
+#: The words a model option may be given as to mean None (TOML has no null); a setting of ``NULLABLE`` also
+#: takes ``off`` and an empty string.
+NONE_WORDS = ("none", "null")
 
 #: The settings that may be none (given as none, null, off or an empty string).
 NULLABLE = (
@@ -325,7 +333,7 @@ def resolve_settings(
     settings.update(flags)
     settings["preset"] = name
     for key in NULLABLE:
-        if isinstance(settings.get(key), str) and settings[key].lower() in ("none", "null", "off", ""):
+        if isinstance(settings.get(key), str) and settings[key].lower() in (*NONE_WORDS, "off", ""):
             settings[key] = None
     path_named = "data_path" in flags or "data_path" in config
     if stored is not None and data_named and not path_named:
@@ -410,7 +418,7 @@ def _normalise(settings: Dict[str, Any]) -> None:
             raise ValueError(f"setting {key!r} must be a table (dict), got {settings[key]!r}")
     # TOML has no null: a model option written "none" or "null" is None (no option takes those words)
     settings["options"] = {
-        k: None if isinstance(v, str) and v.lower() in ("none", "null") else v for k, v in settings["options"].items()
+        k: None if isinstance(v, str) and v.lower() in NONE_WORDS else v for k, v in settings["options"].items()
     }
     for name, spec in settings["anneal"].items():
         if not (

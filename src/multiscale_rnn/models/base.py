@@ -888,14 +888,13 @@ class LanguageModel:
 
     def set_rng_state(self, state) -> None:
         """Restore the generator from the 4 unsigned 64-bit words ``get_rng_state`` returned."""
-        words = (
-            state.tolist() if isinstance(state, np.ndarray) else list(state) if isinstance(state, (list, tuple)) else []
-        )
-        if len(words) != 4 or not all(_is_word(int(w) if isinstance(w, np.integer) else w) for w in words):
+        given = state.tolist() if isinstance(state, np.ndarray) else state if isinstance(state, (list, tuple)) else []
+        words = [int(w) if isinstance(w, np.integer) else w for w in given]  # exact: no float64 on the way
+        if len(words) != 4 or not all(_is_word(w) for w in words):
             raise ValueError(
                 f"random state must be 4 unsigned 64-bit words (as get_rng_state returns), got {state!r:.80}"
             )
-        self._impl.set_rng_state(np.array([int(w) for w in words], dtype=np.uint64))
+        self._impl.set_rng_state(np.array(words, dtype=np.uint64))
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.config.items() if k != "model")
