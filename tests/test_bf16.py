@@ -310,7 +310,7 @@ def test_close_to_float32_and_training_unaffected(precision, kernel, precision_r
 def test_default_and_refusals():
     model = msr.LSTM(vocab_size=7, embed_size=4, hidden_sizes=(8,))
     assert model.inference_precision == "float32"
-    with pytest.raises(ValueError, match="unknown inference precision 'bf16'"):
+    with pytest.raises(ValueError, match=r"unknown inference precision 'bf16'.*did you mean 'bfloat16'\?"):
         model.inference_precision = "bf16"
     with pytest.raises(TypeError, match="must be a str"):
         model.inference_precision = 16

@@ -830,6 +830,11 @@ class LanguageModel:
             raise TypeError(
                 f"inference_precision must be a str, one of {self.INFERENCE_PRECISIONS}, got {type(value).__name__}"
             )
+        if value not in self.INFERENCE_PRECISIONS:  # the core refuses it too; here with the nearest name
+            raise ValueError(
+                f"unknown inference precision {value!r}; expected one of {self.INFERENCE_PRECISIONS}"
+                + did_you_mean(value, self.INFERENCE_PRECISIONS, quote=True)
+            )
         self._impl.set_inference_precision(value)
 
     def default_model_options(self) -> Dict[str, Any]:
