@@ -439,6 +439,25 @@ def test_a_hornn_is_scored_at_its_best_epoch_not_its_last(ptb, tmp_path):
     assert valid < math.exp(losses[-1]) and math.isfinite(test)
 
 
+def test_a_resumed_hornn_run_reports_the_training_time_of_all_its_epochs(ptb, tmp_path):
+    """A run stopped after one epoch and resumed for a second (a later session's call) reports the
+    training seconds of both epochs from the checkpointed history, not the wall time of its last call."""
+    from dataclasses import replace
+
+    from multiscale_rnn.reproduce.hornn import HornnSettings, train_model
+
+    corpus = msr.data.load("ptb-word", path=str(ptb)).by_frequency()
+    classes = msr.data.class_sizes(corpus.counts())
+    s = HornnSettings(hidden=8, train_tokens=2000, epochs=1, lr=0.05, checkpoints=str(tmp_path))
+    first = train_model(corpus, classes, s)[2]
+    _, _, seconds, epochs, _ = train_model(corpus, classes, replace(s, epochs=2))
+    history = json.loads(next(tmp_path.glob("*.history.json")).read_text())
+    assert epochs == 2 and [r["epoch"] for r in history] == [1, 2]
+    assert first == pytest.approx(history[0]["seconds"], rel=1e-12) and first > 0
+    assert seconds == pytest.approx(history[0]["seconds"] + history[1]["seconds"], rel=1e-12)
+    assert seconds > first
+
+
 def test_a_hornn_run_capped_below_20_epochs_halves_in_its_last_three(ptb, tmp_path):
     """The default budget gives 6 epochs, the rate halved after epoch 3 and every epoch after, and the
     results key says so; 20 epochs leave the toolkit's rule alone. On the tiny text: 2 epochs with

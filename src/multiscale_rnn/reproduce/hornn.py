@@ -20,7 +20,6 @@ interruption) and one line of ``DIR/results.jsonl`` per finished model.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Optional
@@ -122,7 +121,9 @@ def label(pooling: str, order: int, alpha=None) -> str:
 
 def train_model(corpus, classes, args, pooling="plain", order=1, alpha=None, budget=None):
     """Train one HORNN with the paper's recipe; (valid, test perplexity, seconds, epochs, best epoch), the
-    perplexities those of the epoch with the lowest validation loss. With
+    perplexities those of the epoch with the lowest validation loss and the seconds the training time of
+    all its epochs (summed from the history, so a run that resumed counts the epochs before the resume too;
+    the evaluations are not counted). With
     ``args.checkpoints``, one epoch a call from the model's checkpoint there (an interrupted run goes on
     where it stopped) until ``should_stop`` or ``args.epochs``; ``budget.check()`` after each epoch."""
     import multiscale_rnn as msr
@@ -133,7 +134,6 @@ def train_model(corpus, classes, args, pooling="plain", order=1, alpha=None, bud
     model = msr.HORNN(corpus.vocab_size, args.hidden, (args.hidden,), **kw)
     msr.init.gaussian(model, 0.1, rng=args.seed)
     trainer = recipe_trainer(model, args.lr, schedule(getattr(args, "anneal_after", None)), args.progress)
-    t0 = time.perf_counter()
     train = corpus.train[: args.train_tokens]
     if args.checkpoints is None:
         trainer.fit(train, valid=corpus.valid, epochs=args.epochs)
@@ -151,7 +151,8 @@ def train_model(corpus, classes, args, pooling="plain", order=1, alpha=None, bud
     trainer.restore_best()  # the epoch of lowest validation loss, not the last (which stopped on a miss)
     valid = msr.evaluate(model, corpus.valid, batch_size=20, bptt=30)["perplexity"]
     test = msr.evaluate(model, corpus.test, batch_size=20, bptt=30)["perplexity"]
-    return valid, test, time.perf_counter() - t0, epochs, trainer.best_epoch
+    seconds = sum(r["seconds"] for r in trainer.history)
+    return valid, test, seconds, epochs, trainer.best_epoch
 
 
 def _key(corpus, args, pooling, order, alpha):
