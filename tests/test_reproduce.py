@@ -440,7 +440,7 @@ def test_a_hornn_is_scored_at_its_best_epoch_not_its_last(ptb, tmp_path):
 
 
 def test_a_resumed_hornn_run_reports_the_training_time_of_all_its_epochs(ptb, tmp_path):
-    """A run stopped after one epoch and resumed for a second (a later session's call) reports the
+    """A run stopped after one epoch and resumed for a second by a later call reports the
     training seconds of both epochs from the checkpointed history, not the wall time of its last call."""
     from dataclasses import replace
 
