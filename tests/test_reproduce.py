@@ -5,6 +5,7 @@ smoke scale (a budget under one minute) on tiny corpora written in tmp_path."""
 import json
 import math
 import random
+import re
 
 import numpy as np
 import pytest
@@ -439,23 +440,98 @@ def test_a_hornn_is_scored_at_its_best_epoch_not_its_last(ptb, tmp_path):
     assert valid < math.exp(losses[-1]) and math.isfinite(test)
 
 
-def test_a_resumed_hornn_run_reports_the_training_time_of_all_its_epochs(ptb, tmp_path):
-    """A run stopped after one epoch and resumed for a second by a later call reports the
-    training seconds of both epochs from the checkpointed history, not the wall time of its last call."""
-    from dataclasses import replace
+class _StopAfterFirstEpoch:
+    """A budget spent at its first check (``train_model`` checks after each epoch but the last)."""
 
+    def check(self):
+        raise msr.reproduce.BudgetSpent("spent")
+
+
+def test_a_resumed_hornn_run_reports_the_training_time_of_all_its_epochs(ptb, tmp_path):
+    """A run stopped by its budget after one epoch and resumed by a later call reports the training seconds
+    of both epochs from the checkpointed history, not the wall time of its last call."""
     from multiscale_rnn.reproduce.hornn import HornnSettings, train_model
 
     corpus = msr.data.load("ptb-word", path=str(ptb)).by_frequency()
     classes = msr.data.class_sizes(corpus.counts())
-    s = HornnSettings(hidden=8, train_tokens=2000, epochs=1, lr=0.05, checkpoints=str(tmp_path))
-    first = train_model(corpus, classes, s)[2]
-    _, _, seconds, epochs, _ = train_model(corpus, classes, replace(s, epochs=2))
+    s = HornnSettings(hidden=8, train_tokens=2000, epochs=2, lr=0.05, checkpoints=str(tmp_path))
+    with pytest.raises(msr.reproduce.BudgetSpent):
+        train_model(corpus, classes, s, budget=_StopAfterFirstEpoch())
+    first = json.loads(next(tmp_path.glob("*.history.json")).read_text())
+    assert [r["epoch"] for r in first] == [1] and first[0]["seconds"] > 0
+    _, _, seconds, epochs, _ = train_model(corpus, classes, s)
     history = json.loads(next(tmp_path.glob("*.history.json")).read_text())
     assert epochs == 2 and [r["epoch"] for r in history] == [1, 2]
-    assert first == pytest.approx(history[0]["seconds"], rel=1e-12) and first > 0
+    assert history[0]["seconds"] == first[0]["seconds"]
     assert seconds == pytest.approx(history[0]["seconds"] + history[1]["seconds"], rel=1e-12)
-    assert seconds > first
+    assert seconds > first[0]["seconds"]
+
+
+def test_a_hornn_checkpoint_of_other_settings_is_refused_not_reported_as_this_runs(ptb, tmp_path):
+    """A second run into the same folder with another learning rate, budget scale or schedule would continue
+    the first run's model (or, finished, train nothing) and record it under its own settings: it is refused,
+    naming the settings, and nothing is recorded; the same settings resume."""
+    from dataclasses import replace
+
+    from multiscale_rnn.reproduce.hornn import HornnSettings, finished
+
+    corpus = msr.data.load("ptb-word", path=str(ptb)).by_frequency()
+    classes = msr.data.class_sizes(corpus.counts())
+    s = HornnSettings(hidden=8, train_tokens=2000, epochs=1, lr=0.05, checkpoints=str(tmp_path))
+    first = finished(corpus, classes, s, "plain", 1)
+    ck = next(tmp_path.glob("*.npz"))
+    before = ck.read_bytes()
+    for other, named in (
+        (replace(s, lr=3.0), "lr 0.05 there, 3.0 here"),
+        (replace(s, epochs=2), "max_epochs 1 there, 2 here"),
+        (replace(s, epochs=2, anneal_after=1), "anneal_after 'not set' there, 1 here"),
+    ):
+        with pytest.raises(ValueError, match=re.escape(named)) as e:
+            finished(corpus, classes, other, "plain", 1)
+        assert str(ck) in str(e.value) and "another folder" in str(e.value)
+    assert ck.read_bytes() == before and len(msr.reproduce.Results(tmp_path).rows()) == 1
+    assert finished(corpus, classes, s, "plain", 1) == first
+
+
+def test_a_checkpoint_written_before_settings_were_stored_is_checked_on_its_learning_rate(tmp_path):
+    """``unit_checkpoint`` on a checkpoint without stored settings compares the one it records, the rate of
+    its first epoch; a missing file gives the extra to write."""
+    from multiscale_rnn.reproduce._common import unit_checkpoint
+
+    ids = np.random.default_rng(0).integers(0, 7, 400).astype(np.int32)
+    model = msr.HORNN(7, 8, (8,), order=2, seed=0)
+    trainer = msr.Trainer(model, msr.optim.SGD(0.1), batch_size=4, bptt=5)
+    ck = tmp_path / "old.npz"
+    trainer.fit(ids, epochs=1, checkpoint=ck)
+    assert msr.checkpoint.load(ck).extra == {}
+    assert unit_checkpoint(ck, {"lr": 0.1, "order": 2}) == {"reproduction": {"lr": 0.1, "order": 2}}
+    with pytest.raises(ValueError, match=re.escape("lr 0.1 there, 0.5 here")):
+        unit_checkpoint(ck, {"lr": 0.5, "order": 2})
+    new = unit_checkpoint(tmp_path / "new.npz", {"lr": 0.5, "sizes": (1, 2)})
+    assert new == {"reproduction": {"lr": 0.5, "sizes": [1, 2]}}
+
+
+def test_the_hornn_report_keeps_one_settings_rows_in_its_tables(tmp_path):
+    """Rows of two runs into one folder (lr 1.0, then 0.5): the tables and medians hold the latest row's
+    settings only (no lr 1.0 model beside the lr 0.5 RNN), and a line names what was left out; ``SETTINGS``
+    are ``_key``'s items besides model and seed."""
+    from types import SimpleNamespace
+
+    from multiscale_rnn.reproduce.hornn import SETTINGS, HornnSettings, _key, report
+
+    corpus = SimpleNamespace(train=np.zeros(1000, np.int32))
+    key = _key(corpus, HornnSettings(anneal_after=3), "plain", 1, None)
+    assert set(key) - {"pooling", "order", "alpha", "seed"} == set(SETTINGS)
+    results = msr.reproduce.Results(tmp_path)
+    for lr, tests in ((1.0, {("plain", 1): 150.0, ("gated", 2): 160.0, ("fofe", 3): 140.0}),
+                      (0.5, {("plain", 1): 136.5, ("gated", 2): 125.5})):  # fmt: skip
+        for (pooling, order), test in tests.items():
+            k = _key(corpus, HornnSettings(lr=lr), pooling, order, None)
+            results.append(dict(k, valid=test + 5, test=test, seconds=1.0, epochs=3, best_epoch=3))
+    text = report(tmp_path)
+    assert "136.5 (141.5)" in text and "125.5 (130.5)" in text and "1 of 1" in text
+    assert "150.0" not in text and "160.0" not in text and "140.0" not in text and "fofe-N3" not in text
+    assert "left out: 3 row(s) of other settings" in text and "lr 1.0" in text and "lr 0.5" in text
 
 
 def test_a_hornn_run_capped_below_20_epochs_halves_in_its_last_three(ptb, tmp_path):

@@ -20,6 +20,7 @@ __all__ = [
     "Budget",
     "BudgetSpent",
     "Results",
+    "unit_checkpoint",
     "cpu_name",
     "machine",
     "setup",
@@ -135,6 +136,38 @@ class Results:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a") as f:
             f.write(json.dumps(row) + "\n")
+
+
+def unit_checkpoint(path: Path, settings: Dict) -> Dict:
+    """The ``extra`` of a unit's checkpoint, ``{"reproduction": settings}``, after checking that ``path``, when it
+    exists, was written with the same ``settings``: a call with other settings (another budget's scale, another
+    learning rate) into the same folder would otherwise continue that model and report it as this call's.
+    Raises ``ValueError`` naming the settings that differ. A checkpoint written before the settings were stored
+    is checked on the one setting it records, its first epoch's learning rate (``settings["lr"]``)."""
+    from .. import checkpoint
+
+    settings = json.loads(json.dumps(settings))  # as the checkpoint stores them: tuples as lists
+    if not Path(path).exists():
+        return {"reproduction": settings}
+    ck = checkpoint.load(path)
+    saved = ck.extra.get("reproduction")
+    wanted = settings
+    if not isinstance(saved, dict):  # written before the settings were stored: its first epoch's rate
+        first = ck.history[0] if ck.history else {}
+        saved = {"lr": first["lr"]} if "lr" in first and "lr" in settings else {}
+        wanted = {k: settings[k] for k in saved}
+    diffs = [
+        f"{k} {saved.get(k, 'not set')!r} there, {wanted.get(k, 'not set')!r} here"
+        for k in sorted(set(saved) | set(wanted))
+        if saved.get(k) != wanted.get(k)
+    ]
+    if diffs:
+        raise ValueError(
+            f"{path} holds a model trained with other settings ({'; '.join(diffs)}): continuing it would report "
+            f"that model as this run's. Write this run into another folder (--out), or delete the file to train "
+            f"it again"
+        )
+    return {"reproduction": settings}
 
 
 def cpu_name(cpuinfo: str = "/proc/cpuinfo") -> str:

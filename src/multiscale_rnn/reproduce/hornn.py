@@ -26,7 +26,18 @@ from typing import Dict, Optional
 
 import numpy as np
 
-from ._common import SMOKE_MINUTES, Reproduction, Results, dist, figure, fmt, machine, markdown_table, say
+from ._common import (
+    SMOKE_MINUTES,
+    Reproduction,
+    Results,
+    dist,
+    figure,
+    fmt,
+    machine,
+    markdown_table,
+    say,
+    unit_checkpoint,
+)
 
 __all__ = [
     "REPRODUCTION",
@@ -125,7 +136,9 @@ def train_model(corpus, classes, args, pooling="plain", order=1, alpha=None, bud
     all its epochs (summed from the history, so a run that resumed counts the epochs before the resume too;
     the evaluations are not counted). With
     ``args.checkpoints``, one epoch a call from the model's checkpoint there (an interrupted run goes on
-    where it stopped) until ``should_stop`` or ``args.epochs``; ``budget.check()`` after each epoch."""
+    where it stopped) until ``should_stop`` or ``args.epochs``; ``budget.check()`` after each epoch. A checkpoint
+    there written with other settings (``_key``: another learning rate, scale or schedule) is refused
+    (``unit_checkpoint``)."""
     import multiscale_rnn as msr
 
     kw = dict(order=order, pooling=pooling, activation="sigmoid", seed=args.seed, head="class", head_classes=classes)
@@ -140,9 +153,10 @@ def train_model(corpus, classes, args, pooling="plain", order=1, alpha=None, bud
         epochs = args.epochs
     else:
         ck = Path(args.checkpoints) / f"{label(pooling, order, alpha)}-H{args.hidden}-seed{args.seed}.npz"
+        extra = unit_checkpoint(ck, _key(corpus, args, pooling, order, alpha))  # refuses another run's checkpoint
         for epochs in range(1, args.epochs + 1):
             history = trainer.fit(
-                train, valid=corpus.valid, epochs=epochs, checkpoint=ck, resume="auto", vocab=corpus.vocab
+                train, valid=corpus.valid, epochs=epochs, checkpoint=ck, resume="auto", vocab=corpus.vocab, extra=extra
             )
             if should_stop([r["valid_loss"] for r in history]):
                 break
@@ -235,12 +249,27 @@ def run(out_dir: Path, budget, progress: bool, data_path) -> None:
         budget.unit_finished()
 
 
+#: The items of a row's key (``_key``) besides its model and seed: the settings its figures depend on.
+SETTINGS = ("hidden", "train_tokens", "max_epochs", "lr", "schedule", "anneal_after")
+
+
+def _table_rows(out_dir: Path):
+    """The rows of ``out_dir/results.jsonl`` without alpha, split into those with the settings of the latest
+    row (the tables' rows) and the others (rows of another run into the same folder: a table or median
+    mixing them would compare models trained differently)."""
+    rows = [r for r in Results(out_dir).rows() if r.get("alpha") is None]
+    if not rows:
+        return [], []
+    latest = tuple(rows[-1].get(k) for k in SETTINGS)
+    kept = [r for r in rows if tuple(r.get(k) for k in SETTINGS) == latest]
+    return kept, [r for r in rows if tuple(r.get(k) for k in SETTINGS) != latest]
+
+
 def _by_model(out_dir: Path) -> Dict[tuple, Dict[int, dict]]:
-    """(pooling, order) -> seed -> the latest row of that model and seed (rows without alpha)."""
+    """(pooling, order) -> seed -> the latest row of that model and seed among ``_table_rows``' kept rows."""
     by: Dict[tuple, Dict[int, dict]] = {}
-    for r in Results(out_dir).rows():
-        if r.get("alpha") is None:
-            by.setdefault((r["pooling"], r["order"]), {})[int(r.get("seed", 0))] = r
+    for r in _table_rows(out_dir)[0]:
+        by.setdefault((r["pooling"], r["order"]), {})[int(r.get("seed", 0))] = r
     return by
 
 
@@ -304,6 +333,15 @@ def report(out_dir: Path) -> str:
             ],
         ),
     ]
+    kept, others = _table_rows(Path(out_dir))
+    if others:
+
+        def settings(r):
+            return ", ".join(f"{k} {r[k]}" for k in SETTINGS if r.get(k) is not None)
+
+        other = "; ".join(sorted({settings(r) for r in others}))
+        out += ["", f"The tables hold the rows trained with the latest row's settings ({settings(kept[-1])}); left "
+                f"out: {len(others)} row(s) of other settings ({other})."]  # fmt: skip
     return "\n".join(out + _in_progress(Path(out_dir), rows))
 
 
