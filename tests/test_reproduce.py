@@ -102,6 +102,27 @@ def test_an_interrupted_run_resumes_without_redoing_finished_units(ptb, tmp_path
     assert "complete." in (out / "REPORT.md").read_text()
 
 
+def test_a_folder_keeps_the_scale_of_its_first_call(ptb, tmp_path, capsys):
+    """A later call with another budget gives the run more time, never another scale: the units of two scales
+    are never trained or reported in one folder. A smoke folder continued at a full scale (the smoke units would
+    be read back as full ones) and a folder of another reproduction are refused, naming the folder."""
+    out = tmp_path / "hornn"
+    for budget in (180, 240):  # 6 epochs a model, then a budget that would give 8
+        msr.reproduce.run("hornn-table2", budget, out, data_path=ptb, progress=budget == 240, max_units=0)
+        scale = (out / "REPORT.md").read_text().splitlines()[-1]
+        assert "at most 6 epoch(s) per model" in scale and f"budget {budget} min" in scale
+    assert "(the first call's budget, 180 min)" in scale
+    assert f"{out} keeps the scale of its first call" in capsys.readouterr().out
+    assert json.loads((out / "scale.json").read_text())["budget_minutes"] == 180
+    smoke = tmp_path / "smoke"
+    msr.reproduce.run("hornn-table2", 0.1, smoke, data_path=ptb, progress=False, max_units=1)
+    with pytest.raises(ValueError, match=re.escape(f"{smoke} holds a run at the smoke scale")):
+        msr.reproduce.run("hornn-table2", 180, smoke, data_path=ptb, progress=False)
+    with pytest.raises(ValueError, match=re.escape(f"{out} holds a run of hornn-table2, not of vcrnn-table3")):
+        msr.reproduce.run("vcrnn-table3", 0.1, out, data_path=ptb, progress=False)
+    assert len(msr.reproduce.Results(smoke).rows()) == 1
+
+
 def test_errors_name_the_reproduction_and_the_path(ptb, tmp_path, capsys):
     assert main(["reproduce", "no-such-table", "--out", str(tmp_path / "o")]) == 1
     assert "unknown reproduction 'no-such-table'; known: hornn-table2" in capsys.readouterr().err

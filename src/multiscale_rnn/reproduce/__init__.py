@@ -16,14 +16,16 @@ numbers, the machine, the seeds and the time taken. A budget under one minute ru
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from pathlib import Path
 from typing import Dict, Optional, Union
 
 from .._checks import did_you_mean
+from ..storage import atomic_write
 from . import fs_rnn, hm_lstm, hm_lstm_real_text, hm_lstm_strokes, hornn, vcrnn
-from ._common import Budget, BudgetSpent, Reproduction, Results, machine_line
+from ._common import SMOKE_MINUTES, Budget, BudgetSpent, Reproduction, Results, machine_line
 
 __all__ = ["REPRODUCTIONS", "Reproduction", "BudgetSpent", "get", "run", "report", "listing"]
 
@@ -125,7 +127,8 @@ def run(
     """Run (or resume) reproduction ``name`` into ``out`` (default ``runs/reproduce/NAME``) within
     ``budget_minutes`` (default: its own; the time of earlier calls counts), then write
     ``out/REPORT.md`` and return its path. ``max_units`` stops this call after that many newly
-    finished models; the report then shows what is done."""
+    finished models; the report then shows what is done. A folder keeps the scale of its first call's budget
+    (``_folder_scale``): a later call's budget gives the run more or less time, never another scale."""
     r = get(name)
     minutes = r.default_budget if budget_minutes is None else float(budget_minutes)
     if not minutes > 0:
@@ -133,7 +136,16 @@ def run(
     path = _check_data(r, data_path)
     out = Path("runs/reproduce") / name if out is None else Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    budget = Budget(minutes, out, max_units)
+    scale_minutes = _folder_scale(r, out, minutes)
+    budget = Budget(minutes, out, max_units, scale_minutes)
+    kept = r.scale(scale_minutes) != r.scale(minutes)
+    if kept and progress:
+        print(
+            f"{name}: {out} keeps the scale of its first call ({r.scale(scale_minutes)}; budget {scale_minutes:g} "
+            f"min): this call's budget of {minutes:g} min sets the time of the whole run, not its scale. For the "
+            f"scale of {minutes:g} min, give another --out.",
+            flush=True,
+        )
     t0 = time.perf_counter()
     try:
         r.run(out, budget, progress, path)
@@ -144,12 +156,41 @@ def run(
     if r.figures is not None:
         r.figures(out)
     text = report(name, out)
-    text += f"\nScale: {r.scale(minutes)}; budget {minutes:g} min. This call: {time.perf_counter() - t0:.0f} s"
+    text += f"\nScale: {r.scale(scale_minutes)}" + (
+        f" (the first call's budget, {scale_minutes:g} min)" if kept else ""
+    )
+    text += f"; budget {minutes:g} min. This call: {time.perf_counter() - t0:.0f} s"
     text += f", stopped: {stopped} (run again to resume).\n" if stopped else ", complete.\n"
     (out / "REPORT.md").write_text(text)
     if progress:
         print(f"{name}: report in {out / 'REPORT.md'}" + (f" ({stopped})" if stopped else ""), flush=True)
     return out / "REPORT.md"
+
+
+def _folder_scale(r: Reproduction, out: Path, minutes: float) -> float:
+    """The budget that sets the scale of the run in ``out``: the first call's, kept in ``out/scale.json`` (written
+    by that call), so that a later call with another budget gives the run more or less time but never trains or
+    reports models of two scales in one folder. Refused (``ValueError`` naming the folder): a folder of another
+    reproduction, and a smoke-scale folder continued at a full scale or the reverse."""
+    path = out / "scale.json"
+    if not path.exists():
+        record = {"reproduction": r.name, "budget_minutes": float(minutes), "scale": r.scale(minutes)}
+        atomic_write(path, lambda f: f.write(json.dumps(record).encode()))
+        return float(minutes)
+    try:
+        saved = json.loads(path.read_text())
+        first, other = float(saved["budget_minutes"]), saved["reproduction"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{path} is not the scale record of a reproduction ({e}): give another --out") from None
+    if other != r.name:
+        raise ValueError(f"{out} holds a run of {other}, not of {r.name}: give another --out")
+    if (first < SMOKE_MINUTES) != (minutes < SMOKE_MINUTES):
+        kinds = {True: "the smoke scale (a budget under one minute)", False: "a full scale"}
+        raise ValueError(
+            f"{out} holds a run at {kinds[first < SMOKE_MINUTES]} (budget {first:g} min); this call's budget of "
+            f"{minutes:g} min is {kinds[minutes < SMOKE_MINUTES]}: give another --out"
+        )
+    return first
 
 
 def listing() -> str:

@@ -74,14 +74,21 @@ class BudgetSpent(Exception):
 
 
 class Budget:
-    """The time a reproduction may take over all its calls, and the units this call may finish.
+    """The time a reproduction may take over all its calls, the scale it runs at, and the units this call may
+    finish.
 
-    The minutes spent are kept in ``out_dir/spent.json`` (updated after every epoch), so that a run
-    killed and started again counts the time of its earlier calls. ``max_units`` (tests, or a
-    call of a known length) stops the call after that many newly finished units."""
+    ``limit``: this call's budget, the minutes of the whole run over all its calls; the minutes spent are kept
+    in ``out_dir/spent.json`` (updated after every epoch), so that a run killed and started again counts the
+    time of its earlier calls. ``minutes``: the budget that sets the run's scale (the epochs and sizes of its
+    models), ``scale_minutes`` when given (the first call's, ``reproduce.run`` keeps it in
+    ``out_dir/scale.json``), else ``limit``. ``max_units`` (tests, or a call of a known length) stops the call
+    after that many newly finished units."""
 
-    def __init__(self, minutes: float, out_dir: Path, max_units: Optional[int] = None):
-        self.minutes = float(minutes)
+    def __init__(
+        self, minutes: float, out_dir: Path, max_units: Optional[int] = None, scale_minutes: Optional[float] = None
+    ):
+        self.limit = float(minutes)
+        self.minutes = self.limit if scale_minutes is None else float(scale_minutes)
         self.smoke = self.minutes < SMOKE_MINUTES
         self.path = Path(out_dir) / "spent.json"
         self.max_units = max_units
@@ -103,8 +110,8 @@ class Budget:
         self.save()
         if self.max_units is not None and self.units_done >= self.max_units:
             raise BudgetSpent(f"stopped after {self.units_done} unit(s) (max_units)")
-        if not self.smoke and self.seconds() >= 60.0 * self.minutes:
-            raise BudgetSpent(f"the budget of {self.minutes:g} minutes is spent")
+        if not self.smoke and self.seconds() >= 60.0 * self.limit:
+            raise BudgetSpent(f"the budget of {self.limit:g} minutes is spent")
 
     def unit_finished(self) -> None:
         """Count a unit finished in this call."""
