@@ -6,6 +6,7 @@ import json
 import math
 import random
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -105,7 +106,8 @@ def test_an_interrupted_run_resumes_without_redoing_finished_units(ptb, tmp_path
 def test_a_folder_keeps_the_scale_of_its_first_call(ptb, tmp_path, capsys):
     """A later call with another budget gives the run more time, never another scale: the units of two scales
     are never trained or reported in one folder. A smoke folder continued at a full scale (the smoke units would
-    be read back as full ones) and a folder of another reproduction are refused, naming the folder."""
+    be read back as full ones), a folder of another reproduction and one trained on another data folder are
+    refused, naming the folder."""
     out = tmp_path / "hornn"
     for budget in (180, 240):  # 6 epochs a model, then a budget that would give 8
         msr.reproduce.run("hornn-table2", budget, out, data_path=ptb, progress=budget == 240, max_units=0)
@@ -120,6 +122,10 @@ def test_a_folder_keeps_the_scale_of_its_first_call(ptb, tmp_path, capsys):
         msr.reproduce.run("hornn-table2", 180, smoke, data_path=ptb, progress=False)
     with pytest.raises(ValueError, match=re.escape(f"{out} holds a run of hornn-table2, not of vcrnn-table3")):
         msr.reproduce.run("vcrnn-table3", 0.1, out, data_path=ptb, progress=False)
+    other = tmp_path / "ptb2"
+    shutil.copytree(ptb, other)
+    with pytest.raises(ValueError, match=re.escape(f"{out} holds a run on the data of {ptb.resolve()}; this call")):
+        msr.reproduce.run("hornn-table2", 180, out, data_path=other, progress=False)
     assert len(msr.reproduce.Results(smoke).rows()) == 1
 
 

@@ -136,7 +136,7 @@ def run(
     path = _check_data(r, data_path)
     out = Path("runs/reproduce") / name if out is None else Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    scale_minutes = _folder_scale(r, out, minutes)
+    scale_minutes = _folder_scale(r, out, minutes, path)
     budget = Budget(minutes, out, max_units, scale_minutes)
     kept = r.scale(scale_minutes) != r.scale(minutes)
     if kept and progress:
@@ -167,19 +167,21 @@ def run(
     return out / "REPORT.md"
 
 
-def _folder_scale(r: Reproduction, out: Path, minutes: float) -> float:
+def _folder_scale(r: Reproduction, out: Path, minutes: float, data_path: Optional[Path] = None) -> float:
     """The budget that sets the scale of the run in ``out``: the first call's, kept in ``out/scale.json`` (written
-    by that call), so that a later call with another budget gives the run more or less time but never trains or
-    reports models of two scales in one folder. Refused (``ValueError`` naming the folder): a folder of another
-    reproduction, and a smoke-scale folder continued at a full scale or the reverse."""
+    by that call with its data folder), so that a later call with another budget gives the run more or less time
+    but never trains or reports models of two scales in one folder. Refused (``ValueError`` naming the folder):
+    a folder of another reproduction, a smoke-scale folder continued at a full scale or the reverse, and a
+    folder trained on another data folder (its finished models would be read back as this data's)."""
     path = out / "scale.json"
+    data = None if data_path is None else str(Path(data_path).expanduser().resolve())
     if not path.exists():
-        record = {"reproduction": r.name, "budget_minutes": float(minutes), "scale": r.scale(minutes)}
+        record = {"reproduction": r.name, "budget_minutes": float(minutes), "scale": r.scale(minutes), "data": data}
         atomic_write(path, lambda f: f.write(json.dumps(record).encode()))
         return float(minutes)
     try:
         saved = json.loads(path.read_text())
-        first, other = float(saved["budget_minutes"]), saved["reproduction"]
+        first, other, old_data = float(saved["budget_minutes"]), saved["reproduction"], saved["data"]
     except (ValueError, KeyError, TypeError) as e:
         raise ValueError(f"{path} is not the scale record of a reproduction ({e}): give another --out") from None
     if other != r.name:
@@ -189,6 +191,11 @@ def _folder_scale(r: Reproduction, out: Path, minutes: float) -> float:
         raise ValueError(
             f"{out} holds a run at {kinds[first < SMOKE_MINUTES]} (budget {first:g} min); this call's budget of "
             f"{minutes:g} min is {kinds[minutes < SMOKE_MINUTES]}: give another --out"
+        )
+    if old_data != data:
+        raise ValueError(
+            f"{out} holds a run on the data of {old_data or 'the reproduction itself'}; this call gives "
+            f"{data or 'none'}: give the same --data-path, or another --out"
         )
     return first
 
