@@ -40,10 +40,11 @@ SPLIT = HERE.parent / "src" / "multiscale_rnn" / "data" / "resources" / "boundar
 
 
 def _key(r) -> tuple:
-    """A run: configuration, depth, part, language, seed and set-up (module, threads and CPU)."""
+    """A run: configuration, depth, width (rows without one ran at the default, 32), part, language, seed and
+    set-up (module, threads and CPU)."""
     from multiscale_rnn.reproduce._common import setup
 
-    return (r["config"], r["layers"], r["part"], r["language"], r["seed"], setup(r))
+    return (r["config"], r["layers"], r.get("hidden", 32), r["part"], r["language"], r["seed"], setup(r))
 
 
 def _done(path: Path) -> set:
@@ -88,6 +89,7 @@ def cmd_run(args) -> int:
                     base = {
                         "config": config,
                         "layers": layers,
+                        "hidden": args.hidden,
                         "part": args.part,
                         "language": language,
                         "seed": seed,

@@ -107,3 +107,33 @@ def test_the_description_length_of_segments_prefers_segments_that_repeat(study):
     ends = text == 2
     scattered = np.roll(ends, 1) | (rng.random(len(text)) < 0.05)
     assert study.segment_description_length(text, ends, 8) < study.segment_description_length(text, scattered, 8)
+
+
+def test_the_protocol_script_keeps_runs_of_other_widths_apart(study, tmp_path, monkeypatch):
+    """bench/boundary_protocol.py: a run of another --hidden into the same file is a run of its own (it once
+    counted as done, its width unrecorded), and the report's table gives each width its own row."""
+    import json
+    import sys
+
+    from multiscale_rnn.reproduce.hm_lstm import report_table
+
+    spec = importlib.util.spec_from_file_location("boundary_protocol", STUDY.parent / "boundary_protocol.py")
+    protocol = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(protocol)
+    calls = []
+
+    def fake_run(config, layers, kind, seed, hidden=32, text=None):  # the scores of a run, without training
+        calls.append(hidden)
+        return dict(bpc=2.0, f1_l0=0.95 if hidden == 32 else 0.5, rate_l0=0.2, reduction=0.8)
+
+    monkeypatch.setattr(study, "run", fake_run)
+    monkeypatch.setitem(sys.modules, "study_hm_boundaries", study)
+    monkeypatch.setattr("multiscale_rnn.data.languages.generate", lambda spec, n, seed: "a b")
+    out = tmp_path / "runs.jsonl"
+    argv = ["run", "--part", "heldout", "--languages", "0", "--seeds", "10", "--out", str(out)]
+    for hidden in (32, 64, 64):
+        assert protocol.main(argv + ["--hidden", str(hidden)]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert calls == [32, 64] and [r["hidden"] for r in rows] == [32, 64]
+    table = report_table(rows)
+    assert "| `package` | 2 | heldout |" in table and "| `package` | 2 x 64 | heldout |" in table

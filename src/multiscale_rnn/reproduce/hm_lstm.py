@@ -98,19 +98,21 @@ def word_level_scores(z1, valid_boundaries, read: int) -> Dict[str, float]:
 
 
 def _grouped_table(rows, columns, cells) -> str:
-    """A markdown table of one row per (configuration, depth, part, set-up: module, threads and CPU) of ``rows``
-    (runs that sum in another order stay apart; ``setup_labels`` names the CPU where there are several): the
-    group's key, then ``cells(group_rows)`` under ``columns``; empty when there are no rows."""
+    """A markdown table of one row per (configuration, depth and width, part, set-up: module, threads and CPU) of
+    ``rows`` (runs that sum in another order stay apart; ``setup_labels`` names the CPU where there are several;
+    rows without a width ran at the recipe's 32, which the table does not repeat): the group's key, then
+    ``cells(group_rows)`` under ``columns``; empty when there are no rows."""
     groups: Dict[tuple, list] = {}
     for r in rows:
-        groups.setdefault((r["config"], r["layers"], r["part"], setup(r)), []).append(r)
+        groups.setdefault((r["config"], r["layers"], r.get("hidden", 32), r["part"], setup(r)), []).append(r)
     if not groups:
         return ""
     labels = setup_labels(key[-1] for key in groups)
     head = ["configuration", "layers", "part", "module, threads", *columns]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for (config, layers, part, where), rs in sorted(groups.items()):
-        lines.append(f"| `{config}` | {layers} | {part} | {labels[where]} | " + " | ".join(cells(rs)) + " |")
+    for (config, layers, hidden, part, where), rs in sorted(groups.items()):
+        depth = layers if hidden == 32 else f"{layers} x {hidden}"
+        lines.append(f"| `{config}` | {depth} | {part} | {labels[where]} | " + " | ".join(cells(rs)) + " |")
     return "\n".join(lines)
 
 
