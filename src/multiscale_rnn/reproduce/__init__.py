@@ -187,10 +187,11 @@ def _folder_scale(r: Reproduction, out: Path, minutes: float, data_path: Optiona
     if other != r.name:
         raise ValueError(f"{out} holds a run of {other}, not of {r.name}: give another --out")
     if (first < SMOKE_MINUTES) != (minutes < SMOKE_MINUTES):
-        kinds = {True: "the smoke scale (a budget under one minute)", False: "a full scale"}
+        kinds = {True: "the smoke scale", False: "a full scale"}
         raise ValueError(
-            f"{out} holds a run at {kinds[first < SMOKE_MINUTES]} (budget {first:g} min); this call's budget of "
-            f"{minutes:g} min is {kinds[minutes < SMOKE_MINUTES]}: give another --out"
+            f"{out} holds a run at {kinds[first < SMOKE_MINUTES]} (its first call's budget: {first:g} min); this "
+            f"call's budget of {minutes:g} min gives {kinds[minutes < SMOKE_MINUTES]} (the smoke scale, for tests, "
+            f"is a budget under one minute): give another --out"
         )
     if old_data != data:
         raise ValueError(
