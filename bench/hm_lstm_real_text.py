@@ -38,7 +38,10 @@ and line ends; text8 has none, so z^2 is scored against nothing and its F1 is le
 seen (``first_seen``: the character after a word's or clause's last one), each layer's boundary rate,
 the z^2 / z^1 rate ratio, and the share of layer updates skipped. It appends one JSON line to
 ``--out``/results.jsonl (with CPU, instruction-set module and threads) and draws the run's figures into
-its folder. A run already in results.jsonl is skipped.
+its folder. A run already in results.jsonl is skipped. A run's folder is named by its corpus, configuration,
+size, budget and seed and a hash of every setting that names the run in results.jsonl (``run_folder``), so a
+run differing only in --threads, --bptt, --batch-size or --embed trains its own model; a checkpoint written
+with other settings is refused, naming them.
 
 ``report`` prints, per corpus and configuration, the median and range over seeds of every figure, and
 how many seeds meet the real-text targets (z^2 firing at most half as often as z^1, with F1 >= 0.5

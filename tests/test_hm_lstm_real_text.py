@@ -202,3 +202,112 @@ def test_probe_states_count_the_flips_of_the_last_chunks():
     rows.append(dict(corpus="shakespeare", config="recipe", seed=2))  # no probes kept: left out
     line = rt.state_table(rows).splitlines()[2]
     assert "| 2 | 0.72 [0.60, 0.84] | 4 [4, 4] | 1 of 2 |" in line
+
+
+def run_args(bench, tree: Path, out: Path, *more):
+    """The parsed flags of a tiny run, with its key (``run_key``) and folder (``run_folder``)."""
+    rt = msr.reproduce.hm_lstm_real_text
+    args = bench.parser().parse_args(["run", *tiny_args(tree, out, *more)])
+    key = rt.run_key(args, "python-stdlib", rt.model_options(args)[2], 0)
+    return args, key, rt.run_folder(out, key)
+
+
+def trained_blocks(text: str) -> list:
+    """The progress lines of the blocks a call trained (``<folder>: <seconds> s  <chunks> chunks ...``)."""
+    return [line for line in text.splitlines() if " chunks  train bpc " in line]
+
+
+def test_run_folders_follow_every_field_of_the_key(bench, tmp_path):
+    """Each field of a run's key gives the run a folder of its own; the readable part of the name stays the
+    corpus, configuration, size, budget and seed, and a whole float names the same folder as its integer."""
+    rt = msr.reproduce.hm_lstm_real_text
+    _, key, folder = run_args(bench, tmp_path, tmp_path / "out")
+    other = dict(data="text8", config="recipe", layers=2, hidden=16, embed=6, batch_size=3, bptt=5, seed=1)
+    other.update(minutes=30.0, max_chunks=9, threads=2)
+    assert set(other) == set(key)  # another value of every field
+    names = {rt.run_folder(tmp_path / "out", dict(key, **{k: v})).name for k, v in other.items()}
+    assert len(names) == len(other) and folder.name not in names
+    assert folder.parent == tmp_path / "out" and tuple(key) == rt.RUN_KEY
+    assert folder.name.startswith("python-stdlib-recipe+target0.18_0.06-3x12-m20c6-seed0-")
+    assert len(folder.name.rsplit("-", 1)[1]) == 8
+    assert rt.run_folder(tmp_path, dict(key, minutes=20)) == rt.run_folder(tmp_path, dict(key, minutes=20.0))
+    # a results row holds the key and more: its folder is the key's
+    assert rt.run_folder(tmp_path / "out", dict(key, corpus="python-stdlib", valid_bpc=3.0)) == folder
+
+
+def test_another_thread_count_trains_its_own_run(bench, tmp_path, capsys):
+    """A run on 2 threads into the --out of the same run on 1 trains its own model in its own folder (other
+    threads sum in another order, so each is a run of its own) instead of recording the finished 1-thread
+    model, and its seconds, as its own."""
+    tree = source_tree(tmp_path / "src")
+    threads = msr.get_num_threads()
+    try:
+        assert bench.main(tiny_args(tree, tmp_path / "out", "--no-figures", "--threads", "1")) == 0
+        assert len(trained_blocks(capsys.readouterr().out)) == 2  # 6 chunks in blocks of 3
+        assert bench.main(tiny_args(tree, tmp_path / "out", "--no-figures", "--threads", "2")) == 0
+        assert len(trained_blocks(capsys.readouterr().out)) == 2  # trained again, not resumed at its end
+        assert bench.main(tiny_args(tree, tmp_path / "alone", "--no-figures", "--threads", "2")) == 0
+    finally:
+        msr.set_num_threads(threads)
+    one, two = rows(tmp_path / "out")
+    (alone,) = rows(tmp_path / "alone")
+    assert (one["threads"], two["threads"]) == (1, 2) and two["chunks"] == 6
+    folders = [run_args(bench, tree, tmp_path / "out", "--threads", str(t))[2] for t in (1, 2)]
+    assert folders[0] != folders[1] and sorted(p for p in (tmp_path / "out").iterdir() if p.is_dir()) == sorted(folders)
+    spent = [json.loads((f / "spent.json").read_text()) for f in folders]
+    assert two["seconds"] == spent[1]["seconds"] != spent[0]["seconds"]
+    assert msr.checkpoint.load(folders[1] / "checkpoint.npz").extra["reproduction"]["threads"] == 2
+    for r in (two, alone):
+        r.pop("seconds"), r.pop("cpu_seconds")
+    assert two == alone  # the line of a 2-thread run into a folder of its own
+
+
+@pytest.mark.parametrize("flag, before, after", [("--bptt", 10, 5), ("--batch-size", 4, 3), ("--embed", 8, 6)])
+def test_another_bptt_batch_or_embedding_gets_its_own_folder(bench, tmp_path, flag, before, after):
+    """A run differing from one already in --out only in BPTT, batch size or embedding (``before`` in
+    ``tiny_args``) trains in a folder of its own instead of stopping on the other's checkpoint."""
+    tree = source_tree(tmp_path / "src")
+    msr.set_num_threads(1)
+    assert bench.main(tiny_args(tree, tmp_path / "out", "--no-figures")) == 0
+    assert bench.main(tiny_args(tree, tmp_path / "out", "--no-figures", flag, str(after))) == 0
+    first, second = rows(tmp_path / "out")
+    field = flag[2:].replace("-", "_")
+    assert (first[field], second[field]) == (before, after)
+    assert second["chunks"] == 6 and second["chars_trained"] == 6 * second["batch_size"] * second["bptt"]
+    assert len([p for p in (tmp_path / "out").iterdir() if p.is_dir()]) == 2
+
+
+def test_a_checkpoint_of_another_key_is_refused_naming_the_field(bench, tmp_path):
+    """A checkpoint in a run's folder that was written by a run of another key (here: copied from the 1-thread
+    run's folder into the 2-thread run's) is refused, naming the field, rather than continued as this run's."""
+    import shutil
+
+    tree = source_tree(tmp_path / "src")
+    msr.set_num_threads(1)
+    assert bench.main(tiny_args(tree, tmp_path / "out", "--stop-after", "1")) == 0  # one block: a checkpoint
+    _, key, folder = run_args(bench, tree, tmp_path / "out")
+    _, _, folder2 = run_args(bench, tree, tmp_path / "out", "--threads", "2")
+    if folder2 != folder:  # the same folder before each key had its own
+        shutil.copytree(folder, folder2)
+    threads = msr.get_num_threads()
+    try:
+        with pytest.raises(SystemExit, match=r"other settings \(threads 1 there, 2 here\)"):
+            bench.main(tiny_args(tree, tmp_path / "out", "--threads", "2"))
+    finally:
+        msr.set_num_threads(threads)
+    assert not (tmp_path / "out" / "results.jsonl").exists()
+    assert json.loads((folder2 / "spent.json").read_text())["chunks"] == 3  # left as it was
+    assert msr.checkpoint.load(folder2 / "checkpoint.npz").extra["reproduction"] == key  # the key it was written with
+
+
+def test_rescore_finds_a_run_in_its_folder_of_before_the_hash(bench, tmp_path, capsys):
+    """``report --rescore`` traces a run recorded before the folder names held the key's hash from the folder it
+    had then (the readable part alone)."""
+    tree = source_tree(tmp_path / "src")
+    msr.set_num_threads(1)
+    assert bench.main(tiny_args(tree, tmp_path / "out", "--no-figures")) == 0
+    _, _, folder = run_args(bench, tree, tmp_path / "out")
+    folder.rename(folder.with_name("python-stdlib-recipe+target0.18_0.06-3x12-m20c6-seed0"))  # the name it had
+    capsys.readouterr()
+    assert bench.main(["report", "--rescore", "--data-path", str(tree), str(tmp_path / "out")]) == 0
+    assert "Rescored from their checkpoints: 1 of 1 runs; the word F1 as recorded on 1." in capsys.readouterr().out

@@ -9,15 +9,17 @@ weight 0.3, warm-up [250, 750], Adam 2e-3, clip 1, B 64 x T 100, one thread, up 
 (fewer when the budget is smaller). ``bench/hm_lstm_real_text.py`` runs the same code on every corpus and
 configuration from the command line.
 
-Training runs in blocks of chunks, each ending with a Trainer checkpoint in the run's folder and the
-training seconds spent beside it (``spent.json``), so a killed run goes on from its last block and, given
-the same thread count, gives the losses of an uninterrupted run. Then it scores the validation text (BPC)
-and traces part of it from a zero state: F1 at tolerance 1 of z^1 against the word ends and of z^2 against
-the clause ends (``. , ; : ? !`` and line ends; text8 has none), both as first seen (``first_seen``), each
-layer's boundary rate, the z^2 / z^1 rate ratio and the share of layer updates skipped: one JSON line per
-run in ``results.jsonl``. z^1 is also scored against the token ends (``f1_l0_tokens``: every punctuation mark
-a word of its own, ``word_boundaries(split_marks=True)``), the other reading of "word"; the targets use the
-whitespace words. The real-text targets: z^1 F1 >= 0.9; z^2 at most half as often as z^1 with
+Training runs in blocks of chunks, each ending with a Trainer checkpoint in the run's folder and the training
+seconds spent beside it (``spent.json``), so a killed run goes on from its last block and, given the same
+thread count, gives the losses of an uninterrupted run. The folder follows from every field of the run's key
+(``run_folder``), and the checkpoint stores the key: a run of other settings (threads, BPTT, ...) trains in
+its own folder, and a checkpoint of another key is refused, never continued as this run's. Then it scores the
+validation text (BPC) and traces part of it from a zero state: F1 at tolerance 1 of z^1 against the word ends
+and of z^2 against the clause ends (``. , ; : ? !`` and line ends; text8 has none), both as first seen
+(``first_seen``), each layer's boundary rate, the z^2 / z^1 rate ratio and the share of layer updates skipped:
+one JSON line per run in ``results.jsonl``. z^1 is also scored against the token ends (``f1_l0_tokens``: every
+punctuation mark a word of its own, ``word_boundaries(split_marks=True)``), the other reading of "word"; the
+targets use the whitespace words. The real-text targets: z^1 F1 >= 0.9; z^2 at most half as often as z^1 with
 F1 >= 0.5 against the clause ends.
 
 The functions take the run's settings as one namespace ``a`` (the script's flags: ``settings`` lists them
@@ -27,6 +29,7 @@ with the reproduction's values).
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import re
 import shutil
@@ -50,6 +53,7 @@ from ._common import (
     markdown_table,
     setup,
     setup_labels,
+    unit_checkpoint,
 )
 
 __all__ = ["REPRODUCTION", "CORPORA", "reference_boundaries", "score_boundaries", "text_rates", "model_options"]
@@ -194,28 +198,53 @@ def model_options(a, corpus=None) -> tuple:
     return opts, schedules, name
 
 
+#: The fields of a run's key (``run_key``), in the order of its rows: a run with all of them in results.jsonl is
+#: skipped, and its folder (``run_folder``) follows from all of them.
+RUN_KEY = (
+    "data",
+    "config",
+    "layers",
+    "hidden",
+    "embed",
+    "batch_size",
+    "bptt",
+    "seed",
+    "minutes",
+    "max_chunks",
+    "threads",
+)
+
+
 def run_key(a, data: str, config: str, seed: int) -> dict:
-    """The fields that name a run in results.jsonl (a run with all of them there is skipped)."""
-    return dict(
-        data=data,
-        config=config,
-        layers=a.layers,
-        hidden=a.hidden,
-        embed=a.embed,
-        batch_size=a.batch_size,
-        bptt=a.bptt,
-        seed=seed,
-        minutes=a.minutes,
-        max_chunks=a.max_chunks,
-        threads=a.threads,
-    )
+    """The fields that name a run in results.jsonl (``RUN_KEY``; a run with all of them there is skipped):
+    ``data``, ``config`` and ``seed`` as given, the others from the flags of ``a``."""
+    given = dict(data=data, config=config, seed=seed)
+    return {k: given[k] if k in given else getattr(a, k) for k in RUN_KEY}
+
+
+def key_hash(key: dict) -> str:
+    """Eight hex digits of a hash of ``key``'s ``RUN_KEY`` fields (``key``: a run's key or its results row, which
+    holds the key), the same in every process and Python version. A whole float counts as its integer (20.0 as
+    20), as ``Results.find`` matches them."""
+    fields = {k: int(key[k]) if isinstance(key[k], float) and key[k].is_integer() else key[k] for k in RUN_KEY}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:8]
+
+
+def _readable_name(key: dict) -> str:
+    """The readable part of a run's folder name: corpus, configuration, size, budget and seed (the whole name
+    before the key's hash was added)."""
+    budget = f"m{key['minutes']:g}" + (f"c{key['max_chunks']}" if key["max_chunks"] else "")
+    name = f"{key['data']}-{key['config']}-{key['layers']}x{key['hidden']}-{budget}-seed{key['seed']}"
+    return re.sub(r"[^\w.=+-]+", "_", name)
 
 
 def run_folder(out: Path, key: dict) -> Path:
-    """The run's own folder under ``out``: checkpoint, spent.json, figures, run.json."""
-    budget = f"m{key['minutes']:g}" + (f"c{key['max_chunks']}" if key["max_chunks"] else "")
-    name = f"{key['data']}-{key['config']}-{key['layers']}x{key['hidden']}-{budget}-seed{key['seed']}"
-    return out / re.sub(r"[^\w.=+-]+", "_", name)
+    """The run's own folder under ``out`` (``key``: its key or results row): checkpoint, spent.json, figures,
+    run.json. Named by corpus, configuration, size, budget and seed, then ``key_hash`` of every field of the key,
+    so two runs share a folder only when they share a key: one differing only in embedding, batch size, BPTT or
+    threads (which change the losses too: other threads sum in another order) trains its own model instead of
+    continuing, or reporting, the other's."""
+    return Path(out) / f"{_readable_name(key)}-{key_hash(key)}"
 
 
 def load_corpus(data: str, data_dir: Path, data_path=None):
@@ -253,11 +282,15 @@ def budget_left(a, spent: dict, chunks: int) -> bool:
     return spent["seconds"] < 60 * a.minutes
 
 
-def train_blocks(a, trainer, corpus, folder: Path) -> bool:
+def train_blocks(a, trainer, corpus, folder: Path, key: dict) -> bool:
     """Train block after block until the budget is spent; True when it is (False: stopped after
-    ``--stop-after`` blocks of this call, to be resumed). The first block resumes from the checkpoint."""
+    ``--stop-after`` blocks of this call, to be resumed). The first block resumes from the checkpoint, which
+    stores the run's ``key`` (``run_key``); a checkpoint there of another key is refused (``unit_checkpoint``:
+    ValueError naming the fields that differ) rather than continued and reported as this run's."""
     checkpoint = folder / "checkpoint.npz"
     spent = read_spent(folder)
+    # every fit below writes the checkpoint with this extra (each write replaces the stored one), so it keeps the key
+    extra = unit_checkpoint(checkpoint, key)
     if checkpoint.exists():
         trainer.resume_from(checkpoint)  # where the last block ended (also when nothing is left to train)
     blocks = 0
@@ -275,6 +308,7 @@ def train_blocks(a, trainer, corpus, folder: Path) -> bool:
             resume="auto",
             log=lambda e: seen.append(e) if e["event"] == "chunk" else None,
             vocab=corpus.vocab,
+            extra=extra,
         )
         rates = (trainer.model.trace(corpus.valid[: a.probe_chars]).z > 0.5).mean(axis=1)
         spent = {
@@ -348,13 +382,16 @@ def rescore(rows: list, out: Path, data_dir: Path, data_path=None) -> list:
     ``rescored_f1_l0``, the word F1 of the new trace, which equals the recorded ``f1_l0`` when the trace ran
     on the instruction-set module and thread count of the run (another sums in another order, which can
     move a z near 0.5). The corpora are read as ``load_corpus`` reads them (``data_path``: the one corpus
-    the runs were given with --data-path). Rows whose folder has no checkpoint are left as they are."""
+    the runs were given with --data-path). A row whose folder has no checkpoint is looked for in the folder the
+    runs had before their names held the key's hash (``_readable_name``), else left as it is."""
     from ..checkpoint import load
 
     corpora: dict = {}
     new = []
     for r in rows:
         checkpoint = run_folder(out, r) / "checkpoint.npz"
+        if not checkpoint.exists():  # a run recorded before the folder names held the key's hash: its old folder
+            checkpoint = Path(out) / _readable_name(r) / "checkpoint.npz"
         if not checkpoint.exists():
             new.append(r)
             continue
@@ -398,7 +435,7 @@ def one_run(a, data: str, seed: int, corpus, results) -> bool:
     folder = run_folder(a.out, key)
     folder.mkdir(parents=True, exist_ok=True)
     model, trainer = build(a, corpus, seed)
-    if not train_blocks(a, trainer, corpus, folder):
+    if not train_blocks(a, trainer, corpus, folder, key):
         return False
     row = dict(key, corpus=CORPORA[data][0])
     row.update((k, v) for k, v in machine().items() if k != "threads")  # the threads asked for are in the key
