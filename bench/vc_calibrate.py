@@ -10,7 +10,11 @@ that holds the best epoch's figures, and is not trained again.
         --hidden 256 --train-chars 1000000 --epochs 4 --seeds 0 --out runs/vc_calibrate
 
 Resumable: each (model, w, seed) trains one epoch a call from its checkpoint in --out, and its epochs
-are lines of --out/results.jsonl. Not a benchmark: it prints a table.
+are lines of --out/results.jsonl. Not a benchmark: it prints a table. A model's name holds neither --lr nor
+--train-chars nor --valid-chars, so its checkpoint holds them: a call with other values that would train it
+stops with an error naming them and the checkpoint, and records nothing; so does a call with other values
+for a model whose run has ended. A larger --epochs goes on with the models (the schedules count epochs
+from the start); a smaller one than a model's checkpoint holds is refused unless a row ended its run there.
 
 --profile reads the trained models back instead (the paper's Figure 3 over seeds): the mean m_t on the
 first --profile-chars characters of the test text where the input is a space, where it is the first
@@ -34,8 +38,14 @@ from pathlib import Path
 
 import multiscale_rnn as msr
 from multiscale_rnn.models.vcrnn import SCHEDULER_INITS
-from multiscale_rnn.reproduce._common import Results
-from multiscale_rnn.reproduce.vcrnn import finished, mean_m, train_vc, vc_label  # noqa: F401 - the script's names
+from multiscale_rnn.reproduce._common import Results, unit_checkpoint
+from multiscale_rnn.reproduce.vcrnn import (  # noqa: F401 - the script's names
+    finished,
+    mean_m,
+    train_vc,
+    vc_label,
+    vc_settings,
+)
 
 
 def label_of(args, model_name: str, weight, seed: int) -> str:
@@ -149,6 +159,17 @@ def main(argv=None) -> int:
     if args.profile:
         return profile(corpus, args)
     args.out.mkdir(parents=True, exist_ok=True)
+    try:
+        return train_all(corpus, args, ap)
+    except ValueError as e:  # a model of other settings or past --epochs, named with its checkpoint
+        raise SystemExit(f"error: {e}") from None
+
+
+def train_all(corpus, args, ap) -> int:
+    """Train what --out lacks of the models of ``args`` (``run``, whose ``train_vc`` refuses a checkpoint of other
+    settings). A model whose run has ended is skipped when its checkpoint holds this call's settings, and refused
+    otherwise: the label holds neither the rate nor the characters, so the model there would be taken for this
+    call's."""
     results = args.out / "results.jsonl"
     done, ended = set(), set()  # (label, epoch) of every row; the labels whose run has ended
     if results.exists():
@@ -163,7 +184,8 @@ def main(argv=None) -> int:
         for w in [None] if baseline else [float(x) for x in args.weights.split(",")]:
             for seed in [int(s) for s in args.seeds.split(",")]:
                 label = label_of(args, model_name, w, seed)
-                if label in ended:
+                if label in ended:  # its checkpoint must hold this call's settings (ValueError naming them)
+                    unit_checkpoint(args.out / f"{label}.npz", vc_settings(corpus, args, model_name, w, seed))
                     continue
                 keep = lambda r: None if (r["label"], r["epoch"]) in done else Results(args.out).append(r)  # noqa: E731
                 run(corpus, args, model_name, w, seed, args.out, keep)

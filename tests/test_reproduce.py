@@ -419,7 +419,7 @@ def test_a_diverged_vc_run_ends_at_its_best_epoch_and_is_not_trained_again(ptb, 
     trained = []
     monkeypatch.setattr(module, "run", lambda *a: trained.append(a[2:5]))
     argv = ["--data", str(ptb), "--models", "vcrnn", "--weights", "0.01,0.02", "--hidden", "8", "--epochs", "4",
-            "--out", str(tmp_path)]  # fmt: skip
+            "--train-chars", "4000", "--valid-chars", "1000", "--out", str(tmp_path)]  # fmt: skip
     assert module.main(argv) == 0
     assert trained == [("vcrnn", 0.02, 0)]  # the diverged run is over; the other weight is trained
 

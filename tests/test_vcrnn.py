@@ -561,3 +561,140 @@ def test_presets_build_the_papers_models(name):
         assert m.config["target"] == float(name.rsplit("-", 1)[1])
     if name == "ptb-bits-vcrnn":
         assert s["data_options"] == {"buffer_bits": 8}
+
+
+# ---- a model's checkpoint and the settings of the call going on with it -----------------------------
+
+
+def _ptb_chars(folder):
+    """A tiny stand-in for the PTB character files in ``folder`` (``_`` between words); its path."""
+    import random
+
+    rng = random.Random(0)
+    words = ["".join(rng.choice("abcdefghij") for _ in range(rng.randint(2, 5))) for _ in range(60)]
+    folder.mkdir()
+    for split, n in (("train", 300), ("valid", 40), ("test", 40)):
+        lines = [" _ ".join(" ".join(rng.choice(words)) for _ in range(12)) for _ in range(n)]
+        (folder / f"ptb.char.{split}.txt").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+def _files(folder):
+    """Every file under ``folder`` with its bytes: what a refused call must leave as it was."""
+    return {p: p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _vc_settings(**kw):
+    """``train_vc``'s settings of a tiny VCRNN, one epoch, with ``kw`` changed."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(**{**dict(hidden=8, target=0.3, lr=2e-3, epochs=1, train_chars=4_000, valid_chars=1_000),
+                              **kw})  # fmt: skip
+
+
+def test_train_vc_refuses_a_checkpoint_of_another_learning_rate_or_text(tmp_path):
+    """The label holds neither the learning rate nor the characters read: a second call with another rate (or
+    validation text) into the same folder would go on with the first call's model, or read it back as its own.
+    It is refused, naming the setting and the checkpoint, and leaves the folder as it was."""
+    from multiscale_rnn.reproduce.vcrnn import train_vc
+
+    corpus = msr.data.load("ptb-char", path=str(_ptb_chars(tmp_path / "ptb")))
+    out = tmp_path / "out"
+    first = train_vc(corpus, _vc_settings(), "vcrnn", 0.01, 0, out, test=True)
+    assert [(r["epoch"], r["lr"]) for r in first] == [(1, 2e-3)]
+    path = out / "vcrnn-H8-w0.01-m0.3-seed0.npz"
+    before = _files(out)
+    for kw, name in (({"lr": 0.05}, "lr"), ({"lr": 0.05, "epochs": 2}, "lr"), ({"valid_chars": 500}, "valid_chars")):
+        written = []
+        with pytest.raises(ValueError, match=rf"\b{name} \S+ there, \S+ here") as e:
+            train_vc(corpus, _vc_settings(**kw), "vcrnn", 0.01, 0, out, test=True, on_row=written.append)
+        assert str(path) in str(e.value) and "--out" in str(e.value), str(e.value)
+        assert written == [] and _files(out) == before, kw
+    assert msr.checkpoint.load(path).extra["reproduction"]["lr"] == 2e-3
+
+
+def test_train_vc_resumes_and_goes_on_with_more_epochs_at_the_same_settings(tmp_path):
+    """The same settings read the model back; a larger number of epochs goes on with it (the schedules count
+    epochs from the start) to the figures of an uninterrupted run, and every checkpoint written keeps the
+    settings, so the next call can check them."""
+    from multiscale_rnn.reproduce.vcrnn import train_vc
+
+    corpus = msr.data.load("ptb-char", path=str(_ptb_chars(tmp_path / "ptb")))
+    whole = train_vc(corpus, _vc_settings(epochs=2), "vcrnn", 0.01, 0, tmp_path / "whole", test=True)
+    out = tmp_path / "out"
+    path = out / "vcrnn-H8-w0.01-m0.3-seed0.npz"
+    first = train_vc(corpus, _vc_settings(), "vcrnn", 0.01, 0, out)
+    saved = msr.checkpoint.load(path).extra["reproduction"]
+    assert (saved["lr"], saved["train_chars"], saved["valid_chars"], saved["hidden"]) == (2e-3, 4_000, 1_000, 8)
+    again = train_vc(corpus, _vc_settings(), "vcrnn", 0.01, 0, out)  # nothing to train: epoch 1 read back
+    assert [r["valid_bpc"] for r in again] == [r["valid_bpc"] for r in first]
+    rows = train_vc(corpus, _vc_settings(epochs=2), "vcrnn", 0.01, 0, out, test=True)
+    assert [(r["epoch"], r["lr"]) for r in rows] == [(1, 2e-3), (2, 2e-3)] and "test_bpc" in rows[-1]
+    assert [(r["valid_bpc"], r["mean_m"]) for r in rows] == [(r["valid_bpc"], r["mean_m"]) for r in whole]
+    assert rows[-1]["test_bpc"] == whole[-1]["test_bpc"]
+    ck = msr.checkpoint.load(path)
+    assert [h["epoch"] for h in ck.history] == [1, 2] and ck.extra["reproduction"] == saved
+
+
+def test_train_vc_refuses_a_checkpoint_past_the_epochs_asked(tmp_path, monkeypatch):
+    """A checkpoint past the epochs asked holds a later epoch's parameters, so none of the epochs asked can get
+    a row from it: a clear error naming it, its epoch and the epochs asked, where ``train_vc`` returned no row
+    and ``vcrnn-table3``'s run then failed on the missing row of the VC model (``TypeError``)."""
+    from multiscale_rnn.reproduce import vcrnn
+    from multiscale_rnn.reproduce._common import Budget, Results
+
+    corpus = msr.data.load("ptb-char", path=str(_ptb_chars(tmp_path / "ptb")))
+    out = tmp_path / "out"
+    vcrnn.train_vc(corpus, _vc_settings(epochs=2), "vcrnn", 0.01, 0, out)
+    before = _files(out)
+    written = []
+    with pytest.raises(ValueError, match="trained for 2 epochs, past the 1 asked") as e:
+        vcrnn.train_vc(corpus, _vc_settings(), "vcrnn", 0.01, 0, out, test=True, on_row=written.append)
+    assert str(out / "vcrnn-H8-w0.01-m0.3-seed0.npz") in str(e.value) and "--out" in str(e.value)
+    assert written == [] and _files(out) == before
+
+    class Tiny(vcrnn._Settings):  # the reproduction's settings at the smoke sizes, 2 epochs at a budget of 100
+        def __init__(self, minutes):
+            self.smoke, self.target, self.lr, self.weight, self.retries = False, None, 2e-3, 1.0, 2
+            self.hidden, self.train_chars, self.valid_chars = 8, 4_000, 1_000
+            self.epochs = 2 if minutes >= 100 else 1
+
+    monkeypatch.setattr(vcrnn, "_Settings", Tiny)
+    run_out = tmp_path / "run"
+    vcrnn.run(run_out, Budget(100, run_out), False, tmp_path / "ptb")
+    rows = Results(run_out).rows()
+    with pytest.raises(ValueError, match="vcrnn-H8-w1-m0.5-seed0.npz holds .* past the 1 asked"):
+        vcrnn.run(run_out, Budget(50, run_out), False, tmp_path / "ptb")
+    assert Results(run_out).rows() == rows
+
+
+def test_vc_calibrate_refuses_another_lr_into_the_same_out(tmp_path):
+    """``bench/vc_calibrate.py`` names its models without --lr or --valid-chars: a second call with another rate
+    skipped a model whose run had ended (which --profile then read) or went on with it at the new rate. It now
+    stops with an error naming the setting and the checkpoint and records nothing, as does a call going on with
+    a model with another --valid-chars; the same settings with more epochs go on."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "bench" / "vc_calibrate.py"
+    spec = importlib.util.spec_from_file_location("vc_calibrate", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path / "out"
+    common = ["--data", str(_ptb_chars(tmp_path / "ptb")), "--models", "vcrnn", "--weights", "1", "--hidden", "8",
+              "--train-chars", "4000", "--valid-chars", "1000", "--out", str(out)]  # fmt: skip
+    assert module.main(common + ["--epochs", "1", "--lr", "0.002"]) == 0
+    before = _files(out)
+    path = out / "vcrnn-H8-w1-m0.3-seed0.npz"
+    for more in (["--epochs", "1", "--lr", "0.05"], ["--epochs", "2", "--lr", "0.05"]):
+        with pytest.raises(SystemExit, match="lr 0.002 there, 0.05 here") as e:
+            module.main(common + more)
+        assert str(path) in str(e.value), more
+        assert _files(out) == before, more
+    with pytest.raises(SystemExit, match="valid_chars 1000 there, 500 here"):  # goes on with it: refused
+        module.main(common + ["--epochs", "2", "--lr", "0.002", "--valid-chars", "500"])
+    assert _files(out) == before
+    assert module.main(common + ["--epochs", "2", "--lr", "0.002"]) == 0
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert [(r["epoch"], r["lr"]) for r in rows] == [(1, 0.002), (2, 0.002)]

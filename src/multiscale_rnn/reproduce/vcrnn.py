@@ -9,6 +9,8 @@ guard on (a run it stops goes on from its last checkpoint at half the learning r
 its best epoch); every epoch is a line
 of ``OUT/results.jsonl`` in the layout of ``bench/vc_calibrate.py`` (label, model, hidden, weight,
 target, seed, epoch, valid_bpc, mean_m, rnn_d, seconds, isa, threads), whose runs ``report`` reads too.
+A checkpoint holds the settings it was trained with (``vc_settings``: the learning rate, the characters read,
+the model's options); a call with other settings into the same folder is refused, not continued.
 """
 
 from __future__ import annotations
@@ -31,9 +33,20 @@ from ._common import (
     machine,
     markdown_table,
     say,
+    unit_checkpoint,
 )
 
-__all__ = ["REPRODUCTION", "finished", "mean_m", "train_vc", "vc_label", "build", "recipe_trainer", "PAPER"]
+__all__ = [
+    "REPRODUCTION",
+    "finished",
+    "mean_m",
+    "train_vc",
+    "vc_label",
+    "vc_settings",
+    "build",
+    "recipe_trainer",
+    "PAPER",
+]
 
 #: Table 3 (left) of the paper: BPC and RNN-d of the 1024-unit models.
 PAPER = {"vcrnn": (1.46, 760), "vcgru": (1.42, 648)}
@@ -80,6 +93,33 @@ def vc_label(model_name: str, hidden: int, weight, target, seed: int, scope: str
     return f"{model_name}-H{hidden}-w{weight:g}-m{target:g}{extra}-seed{seed}"
 
 
+def vc_settings(corpus, settings, model_name: str, weight, seed: int) -> dict:
+    """What a model's figures depend on besides its number of epochs, as ``train_vc`` stores them in the model's
+    checkpoint and checks them before going on with it (``unit_checkpoint``): the model (unit, D, penalty weight,
+    m_bar, penalty scope, scheduler initialisation, seed), the learning rate it started at (``settings.lr``: a
+    run halved after a divergence keeps the rate it was asked to train at), the training and validation
+    characters it read and ``settings.retries``. The label (``vc_label``) holds none of the rate, the characters
+    and the retries, so without them a call with another rate would go on with the model of the other rate. The
+    number of epochs is left out: the sharpness schedule and Adam's rate do not depend on it, so a larger
+    number goes on with the same run."""
+    vc = model_name in ("vcrnn", "vcgru")
+    s = dict(
+        model=model_name,
+        hidden=settings.hidden,
+        weight=weight,
+        target=settings.target if vc else None,  # a constant unit ignores it (its rows record None)
+        seed=seed,
+        lr=settings.lr,
+        train_chars=len(corpus.train[: settings.train_chars]),  # the characters read, at most the corpus
+        valid_chars=len(corpus.valid[: settings.valid_chars]),  # the test text's too (test_bpc)
+        retries=getattr(settings, "retries", 0),  # decides how a run goes on after a divergence
+    )
+    if vc:
+        s.update(penalty_scope=getattr(settings, "penalty_scope", "step"),
+                 scheduler_init=getattr(settings, "scheduler_init", "target"))  # fmt: skip
+    return s
+
+
 def build(model_name, vocab_size, hidden, weight, target, seed, scope="step", init="target"):
     """A model of Table 3: a VC unit (``vcrnn``, ``vcgru``) of D = ``hidden`` with the L1 penalty of ``weight``
     towards m_bar = ``target``, or a constant unit (``elman``, ``gru``; ``weight`` unused)."""
@@ -117,16 +157,24 @@ def train_vc(corpus, settings, model_name, weight, seed, out: Path, budget=None,
     many it already has (its rows marked ``retried``). The divergence gets a row marked ``diverged``
     (``best_epoch``, and ``diverged_bpc`` the figure that stopped it): with ``retried`` when the run goes on, else
     as its last row, whose ``valid_bpc``, ``mean_m``, ``rnn_d`` (and ``test_bpc`` when ``test``) are those of the
-    parameters the model ends with, the best epoch's. Every row has the learning rate it trained at."""
+    parameters the model ends with, the best epoch's. Every row has the learning rate it trained at.
+
+    Raises ``ValueError`` naming the checkpoint when it was written with other settings (``vc_settings``:
+    another learning rate, other characters, another model) or is past ``settings.epochs`` (none of the epochs
+    asked can get a row from it); neither is continued nor recorded. A larger ``settings.epochs`` than the
+    checkpoint's goes on with it."""
     import multiscale_rnn as msr
 
-    vc = model_name in ("vcrnn", "vcgru")
     hidden = settings.hidden
     scope = getattr(settings, "penalty_scope", "step")
     init = getattr(settings, "scheduler_init", "target")
     retries = getattr(settings, "retries", 0)
     label = vc_label(model_name, hidden, weight, settings.target, seed, scope, init)
     train, valid = corpus.train[: settings.train_chars], corpus.valid[: settings.valid_chars]
+    path = out / f"{label}.npz"
+    # Refuses a checkpoint of other settings. Every fit of the unit gets the same extra: each checkpoint write
+    # replaces the one stored, so a fit without it would leave the next call nothing to check.
+    extra = unit_checkpoint(path, vc_settings(corpus, settings, model_name, weight, seed))
 
     def start(lr: float):
         """The model and its Trainer at ``lr``; ``fit`` resumes from the checkpoint when there is one."""
@@ -140,21 +188,16 @@ def train_vc(corpus, settings, model_name, weight, seed, out: Path, budget=None,
     while epochs <= settings.epochs:
         t0 = time.perf_counter()
         history = trainer.fit(
-            train, valid=valid, epochs=epochs, checkpoint=out / f"{label}.npz", resume="auto", vocab=corpus.vocab
+            train, valid=valid, epochs=epochs, checkpoint=path, resume="auto", vocab=corpus.vocab, extra=extra
         )
+        _check_not_past(path, label, len(history), settings.epochs)  # only the first fit can find it past
         if len(history) > epochs:  # the checkpoint is past this epoch
             epochs += 1
             continue
         d = trainer.diverged  # the guard stopped this epoch and put the best epoch's parameters back
-        m, rnn_d = mean_m(model, valid) if vc else (None, GATES[model_name] * hidden)
-        r = dict(label=label, model=model_name, hidden=hidden, weight=weight, target=settings.target if vc else None,
-                 seed=seed, epoch=epochs, valid_bpc=history[-1]["valid_bpc"] if d is None else d["best_bits"],
-                 mean_m=m, rnn_d=rnn_d, lr=lr, seconds=time.perf_counter() - t0, isa=msr._native.ISA,
-                 threads=msr.get_num_threads())  # fmt: skip
-        if vc:
-            r.update(penalty_scope=scope, scheduler_init=init)
-        if d is not None:  # the row's figures are the best epoch's, the model's parameters now
-            r.update(diverged=True, best_epoch=d["best_epoch"], diverged_bpc=d["valid_bits"])
+        r = _epoch_row(model, model_name, settings, weight, seed, label, epochs, lr, history, d, valid)
+        r["seconds"] = time.perf_counter() - t0
+        m, rnn_d = r["mean_m"], r["rnn_d"]
         retry = d is not None and halvings < retries  # on from the last checkpoint at half the rate
         if retry:
             r["retried"] = True
@@ -181,6 +224,37 @@ def train_vc(corpus, settings, model_name, weight, seed, out: Path, budget=None,
             budget.check()
         epochs += 1
     return rows
+
+
+def _epoch_row(model, model_name, settings, weight, seed, label, epoch, lr, history, diverged, valid) -> dict:
+    """The row of an epoch (without its seconds): the model's settings, its validation BPC (the best epoch's when
+    the divergence guard stopped it, ``diverged`` its record), mean m and RNN-d on ``valid``, the rate it trained
+    at, the module and threads."""
+    import multiscale_rnn as msr
+
+    vc = model_name in ("vcrnn", "vcgru")
+    m, rnn_d = mean_m(model, valid) if vc else (None, GATES[model_name] * settings.hidden)
+    r = dict(label=label, model=model_name, hidden=settings.hidden, weight=weight,
+             target=settings.target if vc else None, seed=seed, epoch=epoch,
+             valid_bpc=history[-1]["valid_bpc"] if diverged is None else diverged["best_bits"], mean_m=m,
+             rnn_d=rnn_d, lr=lr, isa=msr._native.ISA, threads=msr.get_num_threads())  # fmt: skip
+    if vc:
+        r.update(penalty_scope=getattr(settings, "penalty_scope", "step"),
+                 scheduler_init=getattr(settings, "scheduler_init", "target"))  # fmt: skip
+    if diverged is not None:  # the row's figures are the best epoch's, the model's parameters now
+        r.update(diverged=True, best_epoch=diverged["best_epoch"], diverged_bpc=diverged["valid_bits"])
+    return r
+
+
+def _check_not_past(path: Path, label: str, trained: int, asked: int) -> None:
+    """Refuse a checkpoint already ``trained`` past the ``asked`` epochs: its parameters are a later epoch's, so no
+    epoch asked can get a row from it (``ValueError`` naming it and what to do)."""
+    if trained > asked:
+        raise ValueError(
+            f"{path} holds {label} trained for {trained} epochs, past the {asked} asked: its parameters are those "
+            f"of epoch {trained}, so no epoch asked can get a row from it. Ask for {trained} or more epochs to go "
+            f"on with it, or write this run into another folder (--out)"
+        )
 
 
 class _LearningRate(Hook):
