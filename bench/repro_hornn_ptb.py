@@ -1,10 +1,8 @@
 """Reduced-scale reproduction of the HORNN paper's PTB experiments (Soltani & Jiang 2016): test
 perplexity against order for each pooling (Table 2, with the order-1 RNN of Table 3) and against
 FOFE's forgetting factor alpha (Figure 6), on PTB words with the class-based softmax and the
-paper's recipe (docs/training.md): N(0, 0.1^2) init, SGD with momentum 0.9 and lr 1.0 (the paper's
-0.5 read as applying to a sum over the 30 steps of a chunk; on 300k words, 2 epochs, the plain RNN's
-validation perplexity was 516 at lr 0.05, 331 at 0.5, 312 at 1.0 and 341 at 3.0; the gated N=3 HORNN
-298 at 1.0; max N=3 363 at 1.0 and 357 at 0.5), weight decay 1e-5, clipping by value at 5, column normalisation at 2.0,
+paper's recipe (docs/training.md): N(0, 0.1^2) init, SGD with momentum 0.9 and the paper's lr 0.5
+(``reproduce.hornn.HornnSettings.lr``), weight decay 1e-5, clipping by value at 5, column normalisation at 2.0,
 batch 20, BPTT 30, the RNNLM toolkit's schedule (reproduce.hornn.schedule: halved after the first miss and
 every epoch after).
 
@@ -28,7 +26,7 @@ import argparse
 
 import multiscale_rnn as msr
 from multiscale_rnn import data, init
-from multiscale_rnn.reproduce.hornn import finished, should_stop, train_model  # noqa: F401 - the script's names
+from multiscale_rnn.reproduce.hornn import HornnSettings, finished, should_stop, train_model  # noqa: F401
 
 
 def run(corpus, classes, args, pooling="plain", order=1, alpha=None):
@@ -82,7 +80,7 @@ def main(argv=None):
     ap.add_argument("--hidden", type=int, default=100)
     ap.add_argument("--train-tokens", type=int, default=300_000)
     ap.add_argument("--epochs", type=int, default=2)
-    ap.add_argument("--lr", type=float, default=1.0)
+    ap.add_argument("--lr", type=float, default=HornnSettings.lr)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--orders", default="1,2,3,4")

@@ -334,14 +334,15 @@ def test_bad_state_refused():
 @pytest.mark.parametrize("corpus", ["ptb", "text8"])
 @pytest.mark.parametrize("pooling", POOLINGS)
 def test_word_presets_build(pooling, corpus):
+    from multiscale_rnn.models.hornn import LEARNING_RATE
     from multiscale_rnn.presets import get_preset
 
     s = get_preset(f"{corpus}-word-hornn-{pooling}")
-    # the recipe's rate with momentum (docs/models/hornn.md): 1.0 with momentum 0.9 on the mean loss for the
-    # paper's 0.5 on a chunk's sum
+    # the recipe's rate with momentum (docs/models/hornn.md): the paper's 0.5 with momentum 0.9 on the mean loss
+    assert LEARNING_RATE == 0.5
     assert (s["optimizer"], s["lr"], s["momentum"], s["batch_size"], s["bptt"], s["clip_value"]) == (
         "sgd",
-        1.0,
+        0.5,
         0.9,
         20,
         30,
