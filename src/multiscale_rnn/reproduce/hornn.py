@@ -259,17 +259,17 @@ def _table_rows(out_dir: Path):
     row (the tables' rows) and the others (rows of another run into the same folder: a table or median
     mixing them would compare models trained differently)."""
     rows = [r for r in Results(out_dir).rows() if r.get("alpha") is None]
-    if not rows:
-        return [], []
-    latest = tuple(rows[-1].get(k) for k in SETTINGS)
-    kept = [r for r in rows if tuple(r.get(k) for k in SETTINGS) == latest]
-    return kept, [r for r in rows if tuple(r.get(k) for k in SETTINGS) != latest]
+    latest = tuple(rows[-1].get(k) for k in SETTINGS) if rows else None
+    kept, others = [], []
+    for r in rows:
+        (kept if tuple(r.get(k) for k in SETTINGS) == latest else others).append(r)
+    return kept, others
 
 
-def _by_model(out_dir: Path) -> Dict[tuple, Dict[int, dict]]:
-    """(pooling, order) -> seed -> the latest row of that model and seed among ``_table_rows``' kept rows."""
+def _by_model(kept) -> Dict[tuple, Dict[int, dict]]:
+    """(pooling, order) -> seed -> the latest row of that model and seed among ``kept`` (``_table_rows``')."""
     by: Dict[tuple, Dict[int, dict]] = {}
-    for r in _table_rows(out_dir)[0]:
+    for r in kept:
         by.setdefault((r["pooling"], r["order"]), {})[int(r.get("seed", 0))] = r
     return by
 
@@ -286,7 +286,8 @@ def report(out_dir: Path) -> str:
     """Table 2 beside ours: test perplexity (valid in brackets; median [range] over seeds where a model has
     several) of every model in ``out_dir/results.jsonl``, each HORNN against the RNN of the same seed, and a
     row per model and seed with its epochs."""
-    by = _by_model(Path(out_dir))
+    kept, others = _table_rows(Path(out_dir))
+    by = _by_model(kept)
     table = []
     for pooling in ("plain", "max", "fofe", "gated"):
         cells = [pooling]
@@ -334,7 +335,6 @@ def report(out_dir: Path) -> str:
             ],
         ),
     ]
-    kept, others = _table_rows(Path(out_dir))
     if others:
 
         def settings(r):
@@ -366,7 +366,10 @@ def _in_progress(out_dir: Path, rows) -> list:
 def figures(out_dir: Path) -> None:
     """``perplexity_by_order.png``: test perplexity against order per pooling, ours (solid; the median over
     seeds) and the paper's (dashed), the RNN at N = 1 in both."""
-    latest = {k: float(np.median([r["test"] for r in v.values()])) for k, v in _by_model(Path(out_dir)).items()}
+    latest = {
+        k: float(np.median([r["test"] for r in v.values()]))
+        for k, v in _by_model(_table_rows(Path(out_dir))[0]).items()
+    }
     if not latest:
         return
 
