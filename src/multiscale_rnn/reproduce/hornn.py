@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -254,19 +254,20 @@ def run(out_dir: Path, budget, progress: bool, data_path) -> None:
 SETTINGS = ("hidden", "train_tokens", "max_epochs", "lr", "schedule", "anneal_after")
 
 
-def _table_rows(out_dir: Path):
+def _table_rows(out_dir: Path) -> Tuple[List[dict], List[dict]]:
     """The rows of ``out_dir/results.jsonl`` without alpha, split into those with the settings of the latest
     row (the tables' rows) and the others (rows of another run into the same folder: a table or median
     mixing them would compare models trained differently)."""
     rows = [r for r in Results(out_dir).rows() if r.get("alpha") is None]
     latest = tuple(rows[-1].get(k) for k in SETTINGS) if rows else None
-    kept, others = [], []
+    kept: List[dict] = []
+    others: List[dict] = []
     for r in rows:
         (kept if tuple(r.get(k) for k in SETTINGS) == latest else others).append(r)
     return kept, others
 
 
-def _by_model(kept) -> Dict[tuple, Dict[int, dict]]:
+def _by_model(kept: List[dict]) -> Dict[tuple, Dict[int, dict]]:
     """(pooling, order) -> seed -> the latest row of that model and seed among ``kept`` (``_table_rows``')."""
     by: Dict[tuple, Dict[int, dict]] = {}
     for r in kept:
