@@ -115,9 +115,17 @@ def vc_settings(corpus, settings, model_name: str, weight, seed: int) -> dict:
         retries=getattr(settings, "retries", 0),  # decides how a run goes on after a divergence
     )
     if vc:
-        s.update(penalty_scope=getattr(settings, "penalty_scope", "step"),
-                 scheduler_init=getattr(settings, "scheduler_init", "target"))  # fmt: skip
+        s.update(vc_options(settings))
     return s
+
+
+def vc_options(settings) -> Dict[str, str]:
+    """``settings``' ``penalty_scope`` and ``scheduler_init``, the VC models' declared defaults ("step", "target")
+    where it has none."""
+    import multiscale_rnn as msr
+
+    declared = msr.VCRNN.all_options()  # the VCGRU declares the same
+    return {k: getattr(settings, k, declared[k].default) for k in ("penalty_scope", "scheduler_init")}
 
 
 def build(model_name, vocab_size, hidden, weight, target, seed, scope="step", init="target"):
@@ -151,7 +159,7 @@ def train_vc(corpus, settings, model_name, weight, seed, out: Path, budget=None,
     ``on_row`` as soon as it is made, so a run stopped by ``budget`` keeps the rows of its finished epochs.
     An epoch the checkpoint had already passed gets no row: the model in hand is a later epoch's, so its
     figures would be. ``settings`` has ``hidden``, ``target``, ``lr``, ``epochs``, ``train_chars``,
-    ``valid_chars`` and may have ``penalty_scope`` (default "step") and ``scheduler_init`` (default "target"); a
+    ``valid_chars`` and may have ``penalty_scope`` and ``scheduler_init`` (``vc_options``: the models' defaults); a
     baseline (``elman``, ``gru``) takes ``weight=None``. ``settings.retries`` (0 when absent): how many times a run
     the divergence guard stops goes on from its last checkpoint with the learning rate halved; ``halvings``: how
     many it already has (its rows marked ``retried``). The divergence gets a row marked ``diverged``
@@ -166,8 +174,8 @@ def train_vc(corpus, settings, model_name, weight, seed, out: Path, budget=None,
     import multiscale_rnn as msr
 
     hidden = settings.hidden
-    scope = getattr(settings, "penalty_scope", "step")
-    init = getattr(settings, "scheduler_init", "target")
+    options = vc_options(settings)
+    scope, init = options["penalty_scope"], options["scheduler_init"]
     retries = getattr(settings, "retries", 0)
     label = vc_label(model_name, hidden, weight, settings.target, seed, scope, init)
     train, valid = corpus.train[: settings.train_chars], corpus.valid[: settings.valid_chars]
@@ -239,8 +247,7 @@ def _epoch_row(model, model_name, settings, weight, seed, label, epoch, lr, hist
              valid_bpc=history[-1]["valid_bpc"] if diverged is None else diverged["best_bits"], mean_m=m,
              rnn_d=rnn_d, lr=lr, isa=msr._native.ISA, threads=msr.get_num_threads())  # fmt: skip
     if vc:
-        r.update(penalty_scope=getattr(settings, "penalty_scope", "step"),
-                 scheduler_init=getattr(settings, "scheduler_init", "target"))  # fmt: skip
+        r.update(vc_options(settings))
     if diverged is not None:  # the row's figures are the best epoch's, the model's parameters now
         r.update(diverged=True, best_epoch=diverged["best_epoch"], diverged_bpc=diverged["valid_bits"])
     return r
