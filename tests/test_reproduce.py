@@ -14,9 +14,10 @@ import pytest
 import multiscale_rnn as msr
 from multiscale_rnn.cli import main
 
-NAMES = ["hornn-table2", "hm-lstm-boundaries", "vcrnn-table3", "fs-rnn-table3", "hm-lstm-real-text"]
+NAMES = ["hornn-table2", "hornn-figure6", "hm-lstm-boundaries", "vcrnn-table3", "fs-rnn-table3", "hm-lstm-real-text"]
 HEADERS = {
     "hornn-table2": "| pooling | N=1 | N=2 | N=3 | N=4 |",
+    "hornn-figure6": "| alpha | test (valid) |",
     "hm-lstm-boundaries": "| configuration | layers | part | module, threads | runs | spaced: z1 F1 >= 0.9 |",
     "vcrnn-table3": "| model | D | m_bar | penalty | epochs | mean m | RNN-d | valid BPC | test BPC | paper |",
     "fs-rnn-table3": "| model | seed | parameters | epochs | best valid BPC | test BPC there | paper (test BPC) |",
@@ -44,7 +45,7 @@ def test_list_names_every_reproduction_with_its_budget_and_scale(capsys):
     out = capsys.readouterr().out
     for name in NAMES:
         assert f"{name}: " in out
-    assert out.count("default budget 180 min, takes about ") == len(msr.reproduce.REPRODUCTIONS) == 6
+    assert out.count("default budget 180 min, takes about ") == len(msr.reproduce.REPRODUCTIONS) == 7
     assert 'needs KanjiVG from pip install "multiscale-rnn[strokes]"' in out
     assert "(reduced scale)" in out and "(full scale)" in out
     assert "needs --data-path with ptb.train.txt" in out and "needs no data (generated)" in out
@@ -314,6 +315,30 @@ def test_hornn_report_gives_the_seeds_median_and_each_hornn_against_the_rnn_of_i
     assert "| fofe-N3 | 0 of 1 | 1.0 [1.0, 1.0] |" in text
     assert "| gated-N2 | 1 | 400 |" in text
     assert "Seeds: 0; the results hold seed(s) 0, 1." in text
+
+
+def test_hornn_figure6_reports_each_alpha_and_where_each_seed_is_lowest(tmp_path):
+    """Figure 6's rows (alpha set) and Table 2's share the layout of ``repro_hornn_ptb.py --checkpoints DIR``: each
+    report holds its own rows and models in progress only; an alpha with two seeds gives their median and range,
+    and the line on the lowest alpha counts the seeds whose lowest lies in the paper's 0.5-0.7."""
+    key = dict(pooling="fofe", order=3, hidden=400, train_tokens=929589, max_epochs=20, lr=0.5, schedule="newbob")
+    tests = {(0.2, 0): 135.0, (0.6, 0): 133.6, (0.9, 0): 140.0, (0.2, 1): 131.0, (0.6, 1): 132.0, (0.9, 1): 139.0}
+    rows = [dict(key, alpha=a, seed=s, test=t, valid=t + 6, seconds=600.0, epochs=13) for (a, s), t in tests.items()]
+    rows.append(dict(key, alpha=None, seed=0, test=133.6, valid=139.6, seconds=600.0, epochs=13))  # Table 2's FOFE
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for name in ("fofe-N3-alpha0.8-H400-seed0", "gated-N3-H400-seed0"):
+        (tmp_path / f"{name}.history.json").write_text(json.dumps([{"epoch": 4, "valid_perplexity": 170.0}]))
+    text = msr.reproduce.report("hornn-figure6", tmp_path)
+    assert "| 0.2 | 133.0 [131.0, 135.0] (2 seeds) |" in text and "| 0.9 | 139.5 [139.0, 140.0] (2 seeds) |" in text
+    assert "Lowest test perplexity at alpha 0.6 (seed 0), 0.2 (seed 1): within the paper's 0.5-0.7 on 1 of 2" in text
+    assert "| fofe-N3-alpha0.6 | 0 | 400 | 929,589 | 13 (20) | 0.5 | 133.6 | 139.6 | 600 |" in text
+    assert "| fofe-N3 | 0 |" not in text and "between alpha 0.5 and 0.7" in text
+    assert "in progress: fofe-N3-alpha0.8-H400-seed0, epoch 4" in text and "gated-N3" not in text
+    table2 = msr.reproduce.report("hornn-table2", tmp_path)
+    assert "| fofe | - / - | - / 103 | 133.6 (139.6) / 101 |" in table2 and "alpha0" not in table2
+    assert "in progress: gated-N3-H400-seed0, epoch 4" in table2
+    msr.reproduce.get("hornn-figure6").figures(tmp_path)
+    assert (tmp_path / "perplexity_by_alpha.png").stat().st_size > 0
 
 
 def test_vc_report_sets_each_vc_model_beside_the_unit_of_its_rnn_d_and_seed(tmp_path):

@@ -33,6 +33,7 @@ REPRODUCTIONS: Dict[str, Reproduction] = {
     r.name: r
     for r in (
         hornn.REPRODUCTION,
+        hornn.FIGURE6,
         hm_lstm.REPRODUCTION,
         hm_lstm_real_text.REPRODUCTION,
         hm_lstm_strokes.REPRODUCTION,

@@ -1,5 +1,6 @@
 """``hornn-table2``: Soltani & Jiang 2016, Table 2 (test perplexity of HORNNs against order and pooling
-on word-level Penn Treebank), with the order-1 RNN of their Table 3.
+on word-level Penn Treebank), with the order-1 RNN of their Table 3; ``hornn-figure6``: their Figure 6 (test
+perplexity of the 3rd-order FOFE HORNN against the forgetting factor alpha), with the same recipe.
 
 The paper's recipe (docs/training.md): 400 sigmoid units, the class-based softmax, N(0, 0.1^2)
 initialisation, SGD with momentum 0.9 and the paper's learning rate, 0.5 (``models.hornn.LEARNING_RATE``; 1.0,
@@ -14,13 +15,15 @@ miss (``ReduceOnPlateau(patience=0)``) left the RNN at 153.1 test perplexity, an
 toolkit's halving from its best epoch took it to 135.0 (docs/studies/hornn_ptb.md).
 
 The checkpoint directory is the one of ``bench/repro_hornn_ptb.py --checkpoints DIR``:
-``DIR/<pooling>-N<order>-H<hidden>-seed<seed>.npz`` per model (one epoch a call, resumed after an
+``DIR/<pooling>-N<order>-H<hidden>-seed<seed>.npz`` per model (``fofe-N3-alpha0.2-H400-seed0.npz`` for
+Figure 6's) (one epoch a call, resumed after an
 interruption) and one line of ``DIR/results.jsonl`` per finished model.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
@@ -42,6 +45,7 @@ from ._common import (
 
 __all__ = [
     "REPRODUCTION",
+    "FIGURE6",
     "HornnSettings",
     "schedule",
     "recipe_trainer",
@@ -90,6 +94,13 @@ UNITS = [
     ("fofe", 4),
     ("gated", 4),
 ]
+
+#: The forgetting factors of Figure 6 (the paper's range, 0.2-0.9), each a 3rd-order FOFE HORNN.
+ALPHAS = (0.2, 0.4, 0.6, 0.8, 0.9)
+
+#: What the paper says of Figure 6 (a plot; the text gives no figures): the best alpha and the one it uses.
+PAPER_FIGURE6 = "lowest between alpha 0.5 and 0.7 (the paper's text; a plot without figures), alpha 0.6 used: 101"
+PAPER_BEST_ALPHAS = (0.5, 0.7)
 
 WORDS_PER_SECOND = 5_000  # a conservative one-thread rate of the 400-unit models (9,000 for the RNN alone)
 
@@ -201,64 +212,76 @@ def finished(corpus, classes, args, pooling, order, alpha=None, budget=None):
     return valid, test, sec
 
 
-def settings_for(minutes: float, train_words: Optional[int] = None) -> HornnSettings:
+def settings_for(minutes: float, train_words: Optional[int] = None, models: int = len(UNITS)) -> HornnSettings:
     """The scale of a budget: below a minute the smoke scale (16 units, 1 epoch, 2,000 words), else the
     paper's 400 units on all of the training words and as many epochs per model (at most 20) as the
-    budget shared by the 9 models allows at ``WORDS_PER_SECOND``."""
+    budget shared by the ``models`` models (Table 2's 9, Figure 6's 5) allows at ``WORDS_PER_SECOND``."""
     if minutes < SMOKE_MINUTES:
         return HornnSettings(hidden=16, train_tokens=2_000, epochs=1)
     words = train_words or 929_589
-    epochs = max(1, min(20, int(60.0 * minutes / len(UNITS) / (words / WORDS_PER_SECOND))))
+    epochs = max(1, min(20, int(60.0 * minutes / models / (words / WORDS_PER_SECOND))))
     # capped below the paper's 20: the last 3 epochs (at most) halve the rate, as a converged run's would
     return HornnSettings(epochs=epochs, anneal_after=max(1, epochs - 3) if 1 < epochs < 20 else None)
 
 
-def estimate(minutes: float) -> float:
-    """Expected minutes: every model for all its epochs at ``WORDS_PER_SECOND`` (the stopping rule may end
-    a model sooner), at most the budget."""
+def estimate(minutes: float, models: int = len(UNITS)) -> float:
+    """Expected minutes: every one of ``models`` models for all its epochs at ``WORDS_PER_SECOND`` (the stopping
+    rule may end a model sooner), at most the budget."""
     if minutes < SMOKE_MINUTES:
         return minutes
-    s = settings_for(minutes)
-    return min(minutes, len(UNITS) * s.epochs * 929_589 / WORDS_PER_SECOND / 60.0)
+    s = settings_for(minutes, models=models)
+    return min(minutes, models * s.epochs * 929_589 / WORDS_PER_SECOND / 60.0)
 
 
-def scale(minutes: float) -> str:
-    """The scale note of a budget."""
-    s = settings_for(minutes)
+def scale(minutes: float, models: int = len(UNITS)) -> str:
+    """The scale note of a budget shared by ``models`` models."""
+    s = settings_for(minutes, models=models)
     if minutes < SMOKE_MINUTES:
         return "smoke scale: 16 units, 1 epoch on 2,000 words"
     halving = "" if s.anneal_after is None else f", the rate halved from epoch {s.anneal_after + 1} on at the latest"
     return f"the paper's size (400 units), all training words, at most {s.epochs} epoch(s) per model{halving}"
 
 
-def run(out_dir: Path, budget, progress: bool, data_path) -> None:
-    """Train every model of ``UNITS`` not yet in ``out_dir/results.jsonl``."""
+def _train_all(out_dir: Path, budget, progress: bool, data_path, units: List[Tuple[str, int, Optional[float]]]):
+    """Train every (pooling, order, alpha) of ``units`` not yet in ``out_dir/results.jsonl``, in turn, at the scale
+    of ``budget`` shared by them all."""
     import multiscale_rnn as msr
 
     corpus = msr.data.load("ptb-word", path=str(data_path)).by_frequency()
     classes = msr.data.class_sizes(corpus.counts())
-    args = settings_for(budget.minutes, len(corpus.train))
+    args = settings_for(budget.minutes, len(corpus.train), models=len(units))
     args.checkpoints, args.progress, args.threads = str(out_dir), progress, msr.get_num_threads()
-    for i, (pooling, order) in enumerate(UNITS, 1):
-        key = _key(corpus, args, pooling, order, None)
+    for i, (pooling, order, alpha) in enumerate(units, 1):
+        key = _key(corpus, args, pooling, order, alpha)
         if Results(out_dir).find(key) is not None:
             continue
         budget.check()
-        say(progress, f"[{i}/{len(UNITS)}] {pooling} N={order}: H {args.hidden}, up to {args.epochs} epoch(s)")
-        valid, test, sec = finished(corpus, classes, args, pooling, order, budget=budget)
-        say(progress, f"[{i}/{len(UNITS)}] {pooling} N={order}: test {test:.1f}, valid {valid:.1f}, {sec:.0f} s")
+        name = f"[{i}/{len(units)}] {label(pooling, order, alpha)}"
+        say(progress, f"{name}: H {args.hidden}, up to {args.epochs} epoch(s)")
+        valid, test, sec = finished(corpus, classes, args, pooling, order, alpha, budget=budget)
+        say(progress, f"{name}: test {test:.1f}, valid {valid:.1f}, {sec:.0f} s")
         budget.unit_finished()
+
+
+def run(out_dir: Path, budget, progress: bool, data_path) -> None:
+    """Train every model of Table 2 (``UNITS``) not yet in ``out_dir/results.jsonl``."""
+    _train_all(out_dir, budget, progress, data_path, [(pooling, order, None) for pooling, order in UNITS])
+
+
+def run_figure6(out_dir: Path, budget, progress: bool, data_path) -> None:
+    """Train the 3rd-order FOFE HORNN at every alpha of ``ALPHAS`` not yet in ``out_dir/results.jsonl``."""
+    _train_all(out_dir, budget, progress, data_path, [("fofe", 3, alpha) for alpha in ALPHAS])
 
 
 #: The items of a row's key (``_key``) besides its model and seed: the settings its figures depend on.
 SETTINGS = ("hidden", "train_tokens", "max_epochs", "lr", "schedule", "anneal_after")
 
 
-def _table_rows(out_dir: Path) -> Tuple[List[dict], List[dict]]:
-    """The rows of ``out_dir/results.jsonl`` without alpha, split into those with the settings of the latest
-    row (the tables' rows) and the others (rows of another run into the same folder: a table or median
-    mixing them would compare models trained differently)."""
-    rows = [r for r in Results(out_dir).rows() if r.get("alpha") is None]
+def _table_rows(out_dir: Path, alpha: bool = False) -> Tuple[List[dict], List[dict]]:
+    """The rows of ``out_dir/results.jsonl`` without alpha (Table 2's; with ``alpha``, those with one: Figure 6's),
+    split into those with the settings of the latest such row (the tables' rows) and the others (rows of another
+    run into the same folder: a table or median mixing them would compare models trained differently)."""
+    rows = [r for r in Results(out_dir).rows() if (r.get("alpha") is not None) == alpha]
     latest = tuple(rows[-1].get(k) for k in SETTINGS) if rows else None
     kept: List[dict] = []
     others: List[dict] = []
@@ -316,47 +339,93 @@ def report(out_dir: Path) -> str:
     if against:
         out += ["", "Each HORNN against the RNN of the same seed (test perplexity, HORNN minus RNN):", ""]
         out.append(markdown_table(["model", "below the RNN", "difference"], against))
-    out += [
-        "",
-        markdown_table(
-            ["model", "seed", "hidden", "training words", "epochs (max)", "lr", "test", "valid", "seconds"],
-            [
-                [
-                    label(r["pooling"], r["order"]),
-                    r.get("seed", 0),
-                    r["hidden"],
-                    f"{r['train_tokens']:,}",
-                    f"{r.get('epochs', '?')} ({r['max_epochs']})",
-                    r["lr"],
-                    f"{r['test']:.1f}",
-                    f"{r['valid']:.1f}",
-                    f"{r['seconds']:.0f}",
-                ]
-                for r in rows
-            ],
-        ),
-    ]
-    if others:
-
-        def settings(r):
-            return ", ".join(f"{k} {r[k]}" for k in SETTINGS if r.get(k) is not None)
-
-        other = "; ".join(sorted({settings(r) for r in others}))
-        out += ["", f"The tables hold the rows trained with the latest row's settings ({settings(kept[-1])}); left "
-                f"out: {len(others)} row(s) of other settings ({other})."]  # fmt: skip
+    out += ["", _runs_table(rows)] + _others_line(kept, others)
     return "\n".join(out + _in_progress(Path(out_dir), rows))
 
 
-def _in_progress(out_dir: Path, rows) -> list:
-    """Lines for the models with a checkpoint's history but no result yet: their last epoch."""
+def _runs_table(rows: List[dict]) -> str:
+    """A row per finished model and seed: its settings, epochs, perplexities and training seconds."""
+    return markdown_table(
+        ["model", "seed", "hidden", "training words", "epochs (max)", "lr", "test", "valid", "seconds"],
+        [
+            [
+                label(r["pooling"], r["order"], r.get("alpha")),
+                r.get("seed", 0),
+                r["hidden"],
+                f"{r['train_tokens']:,}",
+                f"{r.get('epochs', '?')} ({r['max_epochs']})",
+                r["lr"],
+                f"{r['test']:.1f}",
+                f"{r['valid']:.1f}",
+                f"{r['seconds']:.0f}",
+            ]
+            for r in rows
+        ],
+    )
+
+
+def _by_alpha(kept: List[dict]) -> Dict[float, Dict[int, dict]]:
+    """alpha -> seed -> the latest row of the 3rd-order FOFE HORNN at that alpha and seed among ``kept``."""
+    by: Dict[float, Dict[int, dict]] = {}
+    for r in kept:
+        by.setdefault(float(r["alpha"]), {})[int(r.get("seed", 0))] = r
+    return dict(sorted(by.items()))
+
+
+def report_figure6(out_dir: Path) -> str:
+    """Figure 6 as a table: test perplexity (valid in brackets; median [range] over seeds where an alpha has
+    several) of the 3rd-order FOFE HORNN at each alpha in ``out_dir/results.jsonl``, the alpha of lowest test
+    perplexity of each seed beside the paper's 0.5-0.7, and a row per model and seed."""
+    kept, others = _table_rows(Path(out_dir), alpha=True)
+    by = _by_alpha(kept)
+    out = [
+        "Test perplexity of the 3rd-order FOFE HORNN against its forgetting factor alpha (validation in brackets; "
+        "median [range] over seeds where an alpha has several). The paper: " + PAPER_FIGURE6 + ".",
+        "",
+        markdown_table(["alpha", "test (valid)"], [[f"{a:g}", _cell(seeds)] for a, seeds in by.items()]),
+    ]
+    seeds = sorted({s for rows in by.values() for s in rows})
+    complete = [s for s in seeds if all(s in rows for rows in by.values())]
+    if len(by) > 1 and complete:
+        lo, hi = PAPER_BEST_ALPHAS
+        best = {s: min(by, key=lambda a: by[a][s]["test"]) for s in complete}
+        inside = sum(lo <= a <= hi for a in best.values())
+        out += [
+            "",
+            f"Lowest test perplexity at alpha {', '.join(f'{best[s]:g} (seed {s})' for s in complete)}: "
+            f"within the paper's {lo:g}-{hi:g} on {inside} of {len(complete)} seed(s) (over the alphas "
+            f"{', '.join(f'{a:g}' for a in by)}).",
+        ]
+    rows = sorted((r for seeds in by.values() for r in seeds.values()),
+                  key=lambda r: (r["alpha"], r.get("seed", 0)))  # fmt: skip
+    out += ["", _runs_table(rows)] + _others_line(kept, others)
+    return "\n".join(out + _in_progress(Path(out_dir), rows, alpha=True))
+
+
+def _others_line(kept: List[dict], others: List[dict]) -> List[str]:
+    """The report's line naming the rows of other settings that its tables leave out (none: no line)."""
+    if not others:
+        return []
+
+    def settings(r):
+        return ", ".join(f"{k} {r[k]}" for k in SETTINGS if r.get(k) is not None)
+
+    other = "; ".join(sorted({settings(r) for r in others}))
+    return ["", f"The tables hold the rows trained with the latest row's settings ({settings(kept[-1])}); left "
+            f"out: {len(others)} row(s) of other settings ({other})."]  # fmt: skip
+
+
+def _in_progress(out_dir: Path, rows, alpha: bool = False) -> list:
+    """Lines for the models with a checkpoint's history but no result yet (those without alpha, Table 2's; with
+    ``alpha``, Figure 6's): their last epoch."""
     import json
 
-    finished_names = {f"{label(r['pooling'], r['order'])}-H{r['hidden']}-seed{r['seed']}" for r in rows}
+    finished_names = {f"{label(r['pooling'], r['order'], r.get('alpha'))}-H{r['hidden']}-seed{r['seed']}" for r in rows}
     lines = []
     for path in sorted(out_dir.glob("*.history.json")):
         name = path.name[: -len(".history.json")]
         history = json.loads(path.read_text())
-        if name in finished_names or not history:
+        if name in finished_names or not history or ("-alpha" in name) != alpha:
             continue
         last = history[-1]
         ppl = last.get("valid_perplexity")
@@ -391,6 +460,27 @@ def figures(out_dir: Path) -> None:
     figure(out_dir, "perplexity_by_order.png", draw)
 
 
+def figures_figure6(out_dir: Path) -> None:
+    """``perplexity_by_alpha.png``: test perplexity against alpha (the median over seeds, their range as a bar),
+    the paper's best alphas (0.5-0.7) shaded."""
+    by = _by_alpha(_table_rows(Path(out_dir), alpha=True)[0])
+    if not by:
+        return
+    tests = [np.array([r["test"] for r in seeds.values()]) for seeds in by.values()]
+    med = np.array([np.median(t) for t in tests])
+    spread = np.array([[m - t.min() for m, t in zip(med, tests)], [t.max() - m for m, t in zip(med, tests)]])
+
+    def draw(ax):
+        ax.axvspan(*PAPER_BEST_ALPHAS, color="0.9", label="the paper's best alphas")
+        ax.errorbar(list(by), med, yerr=spread, marker="o", capsize=3, label="ours (median, range over seeds)")
+        ax.set_xlabel("forgetting factor alpha")
+        ax.set_ylabel("test perplexity")
+        ax.set_title("3rd-order FOFE HORNN, PTB words", fontsize=9)
+        ax.legend(fontsize=7)
+
+    figure(out_dir, "perplexity_by_alpha.png", draw)
+
+
 REPRODUCTION = Reproduction(
     name="hornn-table2",
     paper="Soltani & Jiang 2016, Higher Order Recurrent Neural Networks",
@@ -403,4 +493,18 @@ REPRODUCTION = Reproduction(
     data_files=("ptb.train.txt", "ptb.valid.txt", "ptb.test.txt"),
     figures=figures,
     estimate=estimate,
+)
+
+FIGURE6 = Reproduction(
+    name="hornn-figure6",
+    paper="Soltani & Jiang 2016, Higher Order Recurrent Neural Networks",
+    what="Figure 6: PTB word test perplexity of the 3rd-order FOFE HORNN against its forgetting factor alpha (0.2-0.9)",
+    default_budget=180.0,
+    reduced=True,
+    scale=partial(scale, models=len(ALPHAS)),
+    run=run_figure6,
+    report=report_figure6,
+    data_files=("ptb.train.txt", "ptb.valid.txt", "ptb.test.txt"),
+    figures=figures_figure6,
+    estimate=partial(estimate, models=len(ALPHAS)),
 )
