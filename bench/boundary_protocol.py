@@ -48,13 +48,9 @@ def _key(r) -> tuple:
 
 
 def _done(path: Path) -> set:
-    if not path.exists():
-        return set()
-    out = set()
-    for line in path.read_text().splitlines():
-        if line.strip():
-            out.add(_key(json.loads(line)))
-    return out
+    from multiscale_rnn.storage import read_json_lines
+
+    return {_key(r) for r in read_json_lines(path)}
 
 
 def cmd_run(args) -> int:
@@ -69,6 +65,7 @@ def cmd_run(args) -> int:
     part = split[args.part]
     msr.set_num_threads(args.threads)
     from multiscale_rnn._native import ISA as isa
+    from multiscale_rnn.storage import append_lines
 
     done = _done(args.out)
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -110,8 +107,7 @@ def cmd_run(args) -> int:
                         phrases=spec.phrases,
                         wall=time.perf_counter() - t0,
                     )
-                    with open(args.out, "a") as f:
-                        f.write(json.dumps(r) + "\n")
+                    append_lines(args.out, json.dumps(r) + "\n")
                     new += 1
                     f1 = f"z1 F1 {r['f1_l0']:.2f} (rate {r['rate_l0']:.2f})"
                     if layers >= 3:
@@ -127,8 +123,9 @@ def cmd_run(args) -> int:
 def cmd_report(args) -> int:
     """The tables of the finished runs (``multiscale_rnn.reproduce.hm_lstm.tables``)."""
     from multiscale_rnn.reproduce.hm_lstm import tables
+    from multiscale_rnn.storage import read_json_lines
 
-    rows = [json.loads(line) for path in args.files for line in Path(path).read_text().splitlines() if line.strip()]
+    rows = [r for path in args.files for r in read_json_lines(path)]
     print(tables(rows))
     return 0
 

@@ -56,7 +56,6 @@ runs that end on the words); it also reads docs/studies/data/real_text_probes.js
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -111,13 +110,14 @@ def cmd_run(a) -> int:
 def cmd_report(a) -> int:
     """The table of the finished runs in the given results files or --out folders."""
     from multiscale_rnn.reproduce._common import machine_line
+    from multiscale_rnn.storage import read_json_lines
 
     rows = []
     for f in a.files:
         path = Path(f) / "results.jsonl" if Path(f).is_dir() else Path(f)
         if not path.is_file():
             raise SystemExit(f"error: no results at {path}: give a results.jsonl file or a run's --out folder")
-        found = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        found = read_json_lines(path)
         rows += rescore(found, path.parent, a.data_dir, a.data_path) if a.rescore else found
     if a.states:
         print(state_table(rows))

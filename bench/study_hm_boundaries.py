@@ -37,6 +37,7 @@ import numpy as np
 import multiscale_rnn as msr
 from multiscale_rnn.models.hm_lstm import WORD_RECIPE, boundary_scores, first_seen
 from multiscale_rnn.reproduce.hm_lstm import RECIPE_EPOCHS, word_level_scores
+from multiscale_rnn.storage import append_lines, read_json_lines
 
 EPOCHS = 8  # the earlier study's configurations
 
@@ -505,7 +506,7 @@ def main(argv=None):
     )
     a = p.parse_args(argv)
     if a.table:
-        results = [json.loads(line) for f in a.table for line in open(f) if line.strip()]
+        results = [r for f in a.table for r in read_json_lines(f)]
         keys = list(dict.fromkeys((r["config"], r["layers"], r["text"]) for r in results))
         print(HEADER)
         for config, layers, kind in keys:
@@ -519,7 +520,7 @@ def main(argv=None):
 
     done = {}
     if a.json and Path(a.json).exists():
-        done = {key(r): r for r in (json.loads(line) for line in open(a.json) if line.strip())}
+        done = {key(r): r for r in read_json_lines(a.json)}
     print(HEADER)
     results = []
     for kind in a.text.split(","):
@@ -534,8 +535,7 @@ def main(argv=None):
                     results.append(r)
                     print(json.dumps(r), file=sys.stderr, flush=True)
                     if a.json:
-                        with open(a.json, "a") as f:
-                            f.write(json.dumps(r) + "\n")
+                        append_lines(a.json, json.dumps(r) + "\n")
                 print(row(results, config, layers, kind), flush=True)
 
 

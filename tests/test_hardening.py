@@ -504,3 +504,48 @@ def test_plain_progress_lines_when_not_a_terminal(tmp_path):
     lines = r.stderr.splitlines()
     assert any(x.startswith("epoch 1/1 chunk 50/50: loss") for x in lines), lines
     assert any(x.startswith("epoch 1: train bpc") for x in lines), lines
+
+
+def test_appended_rows_survive_a_kill_and_a_full_disk(tmp_path):
+    """``storage.append_lines`` / ``read_json_lines`` (results.jsonl of the reproductions and bench scripts, the
+    training CSV): a row a kill left cut short is not read and is cut off at the next append; an append that
+    fails for want of room (a file size limit here, in a child process) leaves the rows before intact and names
+    the file; a damaged row inside the file is refused naming its line."""
+    from multiscale_rnn.storage import append_lines, read_json_lines
+
+    path = tmp_path / "results.jsonl"
+    path.write_text('{"x": 1}\n{"y": 2}\n{"z": 3, "po')  # killed while writing the third row
+    assert read_json_lines(path) == [{"x": 1}, {"y": 2}]
+    append_lines(path, '{"z": 3}\n')
+    assert path.read_text() == '{"x": 1}\n{"y": 2}\n{"z": 3}\n'
+    before = path.read_bytes()
+    child = (
+        "import resource, signal, sys\n"
+        "from multiscale_rnn.storage import append_lines\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        f"resource.setrlimit(resource.RLIMIT_FSIZE, ({len(before) + 10}, resource.RLIM_INFINITY))\n"
+        "try:\n"
+        f"    append_lines({str(path)!r}, '{{\"w\": \"' + 'a' * 100 + '\"}}\\n')\n"
+        "except OSError as e:\n"
+        "    print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert str(path) in out.stdout and os.strerror(errno.EFBIG) in out.stdout
+    assert path.read_bytes() == before
+    path.write_text('{"x": 1}\n{"y": \n{"z": 3}\n')
+    with pytest.raises(ValueError, match=f"{path}, line 2: not a JSON row"):
+        read_json_lines(path)
+    with pytest.raises(ValueError, match="must end with a newline"):
+        append_lines(path, '{"z": 3}')
+
+
+def test_a_reproduction_folder_whose_last_row_was_cut_short_still_reports_and_continues(tmp_path):
+    """A run killed while appending its finished model's row: the report holds the rows before, and the next row
+    is written on a line of its own."""
+    key = dict(pooling="plain", order=1, alpha=None, hidden=400, seed=0, train_tokens=929589, max_epochs=20, lr=0.5)
+    row = dict(key, valid=150.0, test=140.0, seconds=60.0, epochs=12)
+    (tmp_path / "results.jsonl").write_text(json.dumps(row) + "\n" + json.dumps(dict(row, order=3))[:40])
+    assert "| plain | 140.0 (150.0) / 123 |" in msr.reproduce.report("hornn-table2", tmp_path)
+    msr.reproduce.Results(tmp_path).append(dict(row, pooling="fofe", order=2, test=130.0))
+    assert [r["test"] for r in msr.reproduce.Results(tmp_path).rows()] == [140.0, 130.0]

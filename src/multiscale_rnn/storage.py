@@ -13,7 +13,7 @@ from typing import Optional, Union
 
 from .limits import format_bytes
 
-__all__ = ["atomic_write", "check_writable", "History", "history_path"]
+__all__ = ["atomic_write", "append_lines", "read_json_lines", "check_writable", "History", "history_path"]
 
 
 def _umask() -> int:
@@ -125,6 +125,60 @@ def atomic_write(path: Union[str, Path], write) -> Path:
     except OSError:
         pass
     return path
+
+
+def append_lines(path: Union[str, Path], text: str) -> Path:
+    """Append ``text`` (whole lines, each ending in a newline) to ``path`` and sync it. A last line that an
+    earlier append left cut short (killed mid-write: no final newline) is cut off first, so it never runs into
+    the new lines; on an ``OSError`` (no space left, ...) the file is cut back to its length before this call and
+    the error raised naming ``path``: a failed append leaves the lines written before intact."""
+    path = Path(path)
+    if not text.endswith("\n"):
+        raise ValueError(f"append_lines({path}): the text must end with a newline")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "ab+", buffering=0) as f:  # unbuffered: nothing is left to flush when cutting back
+            size = f.seek(0, os.SEEK_END)
+            if size:
+                f.seek(max(0, size - 65536))
+                tail = f.read()
+                if not tail.endswith(b"\n"):
+                    cut = tail.rfind(b"\n")
+                    size = size - len(tail) + cut + 1  # after the last newline (0: no whole line yet)
+                    f.truncate(size)
+            data = memoryview(text.encode("utf-8"))
+            try:
+                while data:
+                    data = data[f.write(data) or 0 :]
+                os.fsync(f.fileno())
+            except OSError:
+                f.truncate(size)
+                raise
+    except OSError as e:
+        raise _named(e, path) from None
+    return path
+
+
+def read_json_lines(path: Union[str, Path]) -> list:
+    """The JSON value of every non-blank line of ``path`` (none when it does not exist). A last line without
+    its newline that does not parse is an append cut short by a kill and is left out (``append_lines`` cuts it
+    off at the next append); any other line that does not parse raises ``ValueError`` naming the path and line."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    text = path.read_bytes().decode("utf-8", errors="replace")
+    lines = text.split("\n")
+    rows = []
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            if i == len(lines):  # the last line, with no newline after it
+                continue
+            raise ValueError(f"{path}, line {i}: not a JSON row ({e})") from None
+    return rows
 
 
 def history_path(checkpoint: Union[str, Path]) -> Path:

@@ -162,7 +162,7 @@ def run(
     )
     text += f"; budget {minutes:g} min. This call: {time.perf_counter() - t0:.0f} s"
     text += f", stopped: {stopped} (run again to resume).\n" if stopped else ", complete.\n"
-    (out / "REPORT.md").write_text(text)
+    atomic_write(out / "REPORT.md", lambda f: f.write(text.encode("utf-8")))
     if progress:
         print(f"{name}: report in {out / 'REPORT.md'}" + (f" ({stopped})" if stopped else ""), flush=True)
     return out / "REPORT.md"

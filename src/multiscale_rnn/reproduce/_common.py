@@ -15,6 +15,8 @@ from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 
+from ..storage import append_lines, atomic_write, read_json_lines
+
 __all__ = [
     "Reproduction",
     "Budget",
@@ -102,8 +104,8 @@ class Budget:
 
     def save(self) -> None:
         """Write the seconds spent so far (called after every epoch and unit)."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.write_text(json.dumps({"seconds": self.seconds()}))
+        text = json.dumps({"seconds": self.seconds()})
+        atomic_write(self.path, lambda f: f.write(text.encode()))
 
     def check(self) -> None:
         """Raise ``BudgetSpent`` when the minutes or this call's units are used up."""
@@ -127,9 +129,7 @@ class Results:
 
     def rows(self) -> List[dict]:
         """Every row, in the order written (none when the file does not exist)."""
-        if not self.path.exists():
-            return []
-        return [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+        return read_json_lines(self.path)
 
     def find(self, key: Dict) -> Optional[dict]:
         """The first row holding every item of ``key``, or None."""
@@ -139,10 +139,8 @@ class Results:
         return None
 
     def append(self, row: Dict) -> None:
-        """Append one row."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a") as f:
-            f.write(json.dumps(row) + "\n")
+        """Append one row (``storage.append_lines``: a failed append leaves the rows before intact)."""
+        append_lines(self.path, json.dumps(row) + "\n")
 
 
 def unit_checkpoint(path: Path, settings: Dict) -> Dict:

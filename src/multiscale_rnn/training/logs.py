@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Union
 
-from ..storage import atomic_write
+from ..storage import append_lines, atomic_write
 from .evaluation import bits
 from .hooks import FitRun, Hook, Step
 
@@ -121,10 +121,7 @@ class CsvLog(Hook):
         text = io.StringIO()
         writer = csv.DictWriter(text, self.columns, extrasaction="ignore", lineterminator="\n")
         writer.writerows({k: _cell(v) for k, v in r.items()} for r in self.pending)
-        with open(self.path, "a", encoding="utf-8", newline="") as f:
-            f.write(text.getvalue())
-            f.flush()
-            os.fsync(f.fileno())
+        append_lines(self.path, text.getvalue())  # a failed append leaves the rows before intact
         self.pending = []
 
 
