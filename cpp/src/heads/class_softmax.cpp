@@ -94,8 +94,11 @@ void ClassSoftmaxHead<S>::nll(double* nll, CRef<S> Y, const Targets<S>& tg, Inde
     for (Index n = 0; n < N; ++n) order_[next[cls_[targets[n]]]++] = n;
   }
   pw_at_.assign(C_ + 1, 0);
-  for (Index c = 0; c < C_; ++c) pw_at_[c + 1] = pw_at_[c] + (start_[c + 1] - start_[c]) * (first_[c + 1] - first_[c]);
-  pw_.resize(std::size_t(pw_at_[C_]));
+  for (Index c = 0; c < C_; ++c) {
+    const Index end = pw_at_[c] + (start_[c + 1] - start_[c]) * (first_[c + 1] - first_[c]);
+    pw_at_[c + 1] = (end + kBlockAlign - 1) / kBlockAlign * kBlockAlign;  // the next block on a 64-byte boundary
+  }
+  pw_.resize(pw_at_[C_]);
   // Word part, one product per class over the columns whose target is in it; classes on threads
   // (dynamic: their costs n_c m_c differ), each writing its own block of pw_ and its own nll entries.
   const int nt = get_num_threads();

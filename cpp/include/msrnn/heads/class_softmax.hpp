@@ -39,8 +39,12 @@ template <class S> class ClassSoftmaxHead : public Head<S> {
   Mat<S> pc_;                 // (C, N) class logits, then P(c | y_n)
   std::vector<Index> order_;  // (N) columns grouped by their target's class
   std::vector<Index> first_;  // (C + 1) order_[first_[c] .. first_[c+1]) have targets in class c
-  std::vector<Index> pw_at_;  // (C + 1) offset of class c's block in pw_
-  std::vector<S> pw_;         // blocks (n_c, m_c), column-major: P(w | c, y) over the class's words
+  std::vector<Index> pw_at_;  // (C + 1) offset of class c's block in pw_, a multiple of kBlockAlign
+  // (pw_at_[C]) blocks (n_c, m_c), column-major: P(w | c, y) over the class's words. Eigen-aligned, each block
+  // starting on a 64-byte boundary: the products over a block then take the same vector path whatever the heap
+  // addresses, so two runs of the same model and data agree bit for bit in one process too.
+  Vec<S> pw_;
+  static constexpr Index kBlockAlign = Index(64 / sizeof(S));
   Mat<S> dzc_;                // (C, N) backward
 };
 
