@@ -352,5 +352,47 @@ def test_word_presets_build(pooling, corpus):
     assert s["lr_schedule"] == ("newbob" if corpus == "ptb" else "halve")
     if corpus == "text8":
         assert s["halve_after"] == 5
-    m = msr.build_model(s["model"], vocab_size=V, embed_size=4, hidden_sizes=[3], **s["options"])
+    assert (s["init_std"], s["weight_decay"], s["column_norm"], s["options"]["head"]) == (0.1, 1e-5, 2.0, "class")
+    m = msr.build_model(
+        s["model"], vocab_size=V, embed_size=4, hidden_sizes=[3], **s["options"], head_classes=[2, V - 2]
+    )
     assert isinstance(m, HORNN) and m.config["order"] == 3 and m.config["pooling"] == pooling
+
+
+@pytest.mark.usefixtures("one_thread")
+@pytest.mark.parametrize("pooling", ["gated", "fofe"])
+def test_the_ptb_preset_trains_the_reproductions_model_with_its_recipe(tmp_path, pooling):
+    """``--preset ptb-word-hornn-*`` (``presets.build``) gives the model, corpus order and Trainer of
+    ``reproduce hornn-table2`` (``models.hornn.RECIPE``: the class softmax sized by the training counts, N(0, 0.1^2)
+    initialisation, SGD with momentum and weight decay, clipping by value, column normalisation), parameter for
+    parameter before and after three updates."""
+    import random
+
+    from multiscale_rnn.models.hornn import RECIPE
+    from multiscale_rnn.reproduce.hornn import recipe_trainer, schedule
+
+    rng = random.Random(0)
+    words = [f"w{i}" for i in range(120)]
+    for split, n in (("train", 400), ("valid", 40), ("test", 40)):
+        lines = (" ".join(rng.choice(words[: rng.randint(3, 120)]) for _ in range(12)) for _ in range(n))
+        (tmp_path / f"ptb.{split}.txt").write_text("\n".join(lines) + "\n")
+    run = msr.presets.build(
+        f"ptb-word-hornn-{pooling}", data_path=tmp_path, hidden_sizes=[16], embed_size=16, progress=False
+    )
+    corpus = msr.data.load("ptb-word", path=str(tmp_path)).by_frequency()
+    assert run.corpus.vocab.itos == corpus.vocab.itos and (run.corpus.train == corpus.train).all()
+    classes = msr.data.class_sizes(corpus.counts())
+    kw = dict(order=3, pooling=pooling, activation="sigmoid", seed=0, head="class", head_classes=classes)
+    model = msr.HORNN(corpus.vocab_size, 16, (16,), **kw)
+    msr.init.gaussian(model, RECIPE["init_std"], rng=0)
+    assert run.model.config["head_classes"] == classes and len(classes) > 1
+    assert (run.model.flat_parameters() == model.flat_parameters()).all()
+    trainer = recipe_trainer(model, RECIPE["lr"], schedule())
+    for a, b in ((run.trainer, trainer), (run.trainer.optimizer, trainer.optimizer)):
+        for name in ("batch_size", "bptt", "clip_norm", "clip_value", "lr", "momentum", "weight_decay"):
+            assert getattr(a, name, None) == getattr(b, name, None), name
+    assert run.trainer.constraint.max_norm == trainer.constraint.max_norm == RECIPE["column_norm"]
+    run.trainer.fit(run.corpus.train, epochs=1, max_chunks=3)
+    trainer.fit(corpus.train, epochs=1, max_chunks=3)
+    assert trainer.step == run.trainer.step == 3
+    assert (run.model.flat_parameters() == model.flat_parameters()).all()

@@ -34,6 +34,7 @@ DEFAULTS: Dict[str, Any] = {
     "dropout": 0.0,
     "dtype": "float32",
     "options": {},  # model-specific constructor options, e.g. {"layer_norm": true}
+    "init_std": None,  # every parameter drawn from N(0, init_std^2) (msr.init.gaussian); null: the model's own
     # data
     "data": "embedded",
     "data_path": None,
@@ -48,6 +49,7 @@ DEFAULTS: Dict[str, Any] = {
     "weight_decay": 0.0,
     "clip_norm": 1.0,  # null / "none" to switch off
     "clip_value": None,
+    "column_norm": None,  # column normalisation after every update (msr.optim.ColumnNorm(max_norm)); null: off
     "divergence": None,  # bits per token above the best valid figure that stop a diverged run (e.g. 0.1); null: off
     "early_stopping": None,  # epochs without a better validation loss that stop the run (e.g. 3); null: off
     "min_delta": 0.0,  # early stopping: the decrease of the validation loss (nats) that counts as better
@@ -151,5 +153,5 @@ def build(name: str, data_path: Optional[str] = None, **settings: Any) -> Preset
     s = resolve_settings(preset=name, flags=flags)
     set_threads(s["threads"])
     corpus = load_corpus(s)
-    model = model_from_settings(s, corpus.vocab_size)
+    model = model_from_settings(s, corpus.vocab_size, corpus)
     return PresetRun(model, trainer_from_settings(s, corpus, model, progress=progress), corpus, s)

@@ -10,10 +10,12 @@ from typing import Any, Dict, List, Optional
 from .. import data, set_num_threads
 from .._checks import did_you_mean
 from ..data import loaders
+from ..data.classes import class_sizes
 from ..data.loaders import corpus_key
 from ..data.synthetic import synthetic_hierarchy
+from ..init import gaussian
 from ..models.registry import build_model
-from ..optim import SGD, Adam
+from ..optim import SGD, Adam, ColumnNorm
 from ..schedules import linear, lr_schedule_name, make_lr_schedule
 from ..training import EarlyStopping, Trainer, bits_label
 
@@ -31,10 +33,13 @@ __all__ = [
 ]
 
 
-def model_from_settings(settings: Dict[str, Any], vocab_size: Optional[int]):
+def model_from_settings(settings: Dict[str, Any], vocab_size: Optional[int], corpus=None):
     """Build the model named in ``settings`` through ``build_model``; ``vocab_size`` None (a corpus of pen
     strokes): the mixture density head on (dx, dy, pen bit) rows, ``head="mdn"`` and ``input_size=3``
-    unless the options say otherwise."""
+    unless the options say otherwise. The class softmax (option ``head="class"``) without ``head_classes``
+    takes its class sizes from the training counts of ``corpus``, whose ids ``load_corpus`` put in descending
+    frequency for that head (``data.class_sizes``). ``init_std``: every parameter then drawn
+    from N(0, init_std^2) (``init.gaussian``, seeded by the settings' seed)."""
     own = ("vocab_size", "embed_size", "hidden_sizes", "dropout", "dtype", "seed")
     clash = sorted(set(settings["options"]) & set(own))
     if clash:
@@ -46,7 +51,11 @@ def model_from_settings(settings: Dict[str, Any], vocab_size: Optional[int]):
     if vocab_size is None:
         options.setdefault("head", "mdn")
         options.setdefault("input_size", 3)
-    return build_model(
+    if options.get("head") == "class" and options.get("head_classes") is None:
+        if corpus is None or not hasattr(corpus, "counts"):
+            raise ValueError("head='class' without head_classes takes its class sizes from a text corpus: none given")
+        options["head_classes"] = class_sizes(corpus.counts())
+    model = build_model(
         settings["model"],
         vocab_size=None if vocab_size is None else int(vocab_size),
         embed_size=settings["embed_size"],
@@ -56,6 +65,9 @@ def model_from_settings(settings: Dict[str, Any], vocab_size: Optional[int]):
         seed=settings["seed"],
         **options,
     )
+    if settings.get("init_std") is not None:
+        gaussian(model, float(settings["init_std"]), rng=settings["seed"])
+    return model
 
 
 def build_optimizer(settings):
@@ -103,6 +115,7 @@ def trainer_kw(s, corpus) -> Dict[str, Any]:
     return dict(
         clip_norm=s["clip_norm"],
         clip_value=s["clip_value"],
+        constraint=None if s.get("column_norm") is None else ColumnNorm(float(s["column_norm"])),
         batch_size=s["batch_size"],
         bptt=s["bptt"],
         lr_schedule=build_lr_schedule(s),
@@ -127,10 +140,11 @@ def trainer_from_settings(s, corpus, model, distributed=None, progress=None):
 
 
 def load_corpus(settings):
-    """The corpus of ``settings`` (``data.load``); a corpus option it does not take is refused naming the
-    ``--data-option`` names it takes."""
+    """The corpus of ``settings`` (``data.load``), its ids in descending training frequency for a model with
+    the class softmax (option ``head="class"``: ``Corpus.by_frequency()``, the order its class sizes need); a
+    corpus option it does not take is refused naming the ``--data-option`` names it takes."""
     try:
-        return data.load(settings["data"], path=settings["data_path"], **settings["data_options"])
+        corpus = data.load(settings["data"], path=settings["data_path"], **settings["data_options"])
     except TypeError as e:  # an option the corpus does not take: name the flag and the options it takes
         m = re.search(r"unexpected (?:keyword argument|option\(s\):) '?([\w, ]+?)'?$", str(e))
         if not m:
@@ -140,6 +154,9 @@ def load_corpus(settings):
         takes = f"it takes {', '.join(names)}" if names else "it takes none"
         given = settings["data_path"] if settings["data"] == "text" and settings["data_path"] else settings["data"]
         raise ValueError(f"--data {given} takes no --data-option {m.group(1)}{hint}; {takes}") from None
+    if settings["options"].get("head") == "class" and hasattr(corpus, "by_frequency"):
+        corpus = corpus.by_frequency()
+    return corpus
 
 
 def _corpus_options(name: str) -> List[str]:

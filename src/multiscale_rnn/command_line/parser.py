@@ -166,6 +166,12 @@ def _model_and_data_flags(t) -> None:
     g.add_argument("--hidden-sizes", type=sizes, help="comma-separated, one per layer, e.g. 512,512")
     g.add_argument("--dropout", type=float)
     g.add_argument("--dtype", choices=["float32", "float64"])
+    g.add_argument(
+        "--init-std",
+        type=parse_value,
+        metavar="STD",
+        help="draw every parameter from N(0, STD^2) (the HORNN paper's 0.1; default: the model's own initialisation)",
+    )
     g.add_argument("--option", action="append", metavar="NAME=VALUE", help="model option (repeatable)")
     g = t.add_argument_group("data")
     g.add_argument(
@@ -197,6 +203,12 @@ def _optimisation_flags(g) -> None:
     g.add_argument("--weight-decay", type=float)
     g.add_argument("--clip-norm", type=parse_value, help="max global gradient norm ('none' to switch off)")
     g.add_argument("--clip-value", type=parse_value, help="clamp gradient elements ('none' to switch off)")
+    g.add_argument(
+        "--column-norm",
+        type=parse_value,
+        metavar="MAX_NORM",
+        help="after every update, scale each weight column whose norm exceeds this down to it (off by default)",
+    )
     g.add_argument(
         "--divergence",
         type=parse_value,

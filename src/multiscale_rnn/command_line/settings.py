@@ -144,6 +144,7 @@ SETTING_RULES: Dict[str, Rule] = {
     ),
     "dropout": (lambda v: is_number(v) and 0 <= v < 1, "a number in [0, 1)"),
     "dtype": (lambda v: v in ("float32", "float64"), "float32 or float64"),
+    "init_std": (lambda v: is_number(v) and v > 0, "a finite number > 0 (or none)"),
     "data": _STRING,
     "data_path": _STRING,
     "epochs": _POSITIVE_INT,
@@ -156,6 +157,7 @@ SETTING_RULES: Dict[str, Rule] = {
     "weight_decay": (lambda v: is_number(v) and v >= 0, "a finite number >= 0"),
     "clip_norm": (lambda v: is_number(v) and v > 0, "a finite number > 0 (or none)"),
     "clip_value": (lambda v: is_number(v) and v > 0, "a finite number > 0 (or none)"),
+    "column_norm": (lambda v: is_number(v) and v > 0, "a finite number > 0 (or none)"),
     "divergence": (lambda v: is_number(v) and v > 0, "a number of bits > 0 (or none)"),
     "early_stopping": (lambda v: is_int(v) and v >= 1, "a positive integer of epochs (or none)"),
     "min_delta": (lambda v: is_number(v) and v >= 0, "a finite number >= 0 (nats)"),
@@ -187,8 +189,10 @@ NONE_WORDS = ("none", "null")
 
 #: The settings that may be none (given as none, null, off or an empty string).
 NULLABLE = (
+    "init_std",
     "clip_norm",
     "clip_value",
+    "column_norm",
     "divergence",
     "early_stopping",
     "tensorboard",
@@ -279,6 +283,7 @@ RESUME_FIXED = {
         for k in ("optimizer", "lr", "momentum", "weight_decay")
     },
     "seed": "only seeds a new run (a resumed run goes on with its saved random state)",
+    "init_std": "only initialises a new run (a resumed run goes on with its saved parameters)",
 }
 
 

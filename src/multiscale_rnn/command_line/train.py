@@ -149,7 +149,7 @@ def _setup(args, s: Dict[str, Any], out: Path, root: bool):
         check_writable(history_path(out), "history")
     set_threads(s["threads"])
     corpus = load_corpus(s)
-    model = model_from_settings(s, getattr(corpus, "vocab_size", None))
+    model = model_from_settings(s, getattr(corpus, "vocab_size", None), corpus)
     if root and not getattr(args, "resume", False) and not getattr(args, "overwrite", False):
         _check_overwrite(out, s)  # after the settings' own errors, still before any work
     return corpus, model
@@ -238,7 +238,7 @@ def _train_restarts(args, dist, s, corpus, out, log, extra, say):
 
     def make(seed):  # called as each run starts
         say(run(seed))
-        return model_from_settings({**s, "seed": seed}, corpus.vocab_size)
+        return model_from_settings({**s, "seed": seed}, corpus.vocab_size, corpus)
 
     model, results = best_of(
         make,

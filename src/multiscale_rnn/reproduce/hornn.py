@@ -29,7 +29,7 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ..models.hornn import LEARNING_RATE
+from ..models.hornn import LEARNING_RATE, RECIPE
 from ._common import (
     SMOKE_MINUTES,
     Reproduction,
@@ -121,14 +121,16 @@ class HornnSettings:
 
 
 def recipe_trainer(model, lr: float, lr_schedule, progress: bool = False):
-    """The recipe's Trainer for ``model``: SGD at ``lr`` with momentum 0.9 and weight decay 1e-5, clipping
-    by value at 5, batch 20, BPTT 30, column normalisation at 2.0, the learning rate following
-    ``lr_schedule``."""
+    """The recipe's Trainer for ``model`` (``models.hornn.RECIPE``: SGD at ``lr`` with momentum 0.9 and weight
+    decay 1e-5, clipping by value at 5, batch 20, BPTT 30, column normalisation at 2.0), the learning rate
+    following ``lr_schedule``."""
     import multiscale_rnn as msr
 
-    return msr.Trainer(model, msr.optim.SGD(lr, momentum=0.9, weight_decay=1e-5), clip_value=5.0, batch_size=20,
-                       bptt=30, unit="word", progress=progress, lr_schedule=lr_schedule,
-                       constraint=msr.optim.ColumnNorm(2.0))  # fmt: skip
+    r = RECIPE
+    return msr.Trainer(model, msr.optim.SGD(lr, momentum=r["momentum"], weight_decay=r["weight_decay"]),
+                       clip_value=r["clip_value"], batch_size=r["batch_size"], bptt=r["bptt"], unit="word",
+                       progress=progress, lr_schedule=lr_schedule,
+                       constraint=msr.optim.ColumnNorm(r["column_norm"]))  # fmt: skip
 
 
 def should_stop(valid_losses) -> bool:
@@ -157,7 +159,7 @@ def train_model(corpus, classes, args, pooling="plain", order=1, alpha=None, bud
     if alpha is not None:
         kw["alpha"] = alpha
     model = msr.HORNN(corpus.vocab_size, args.hidden, (args.hidden,), **kw)
-    msr.init.gaussian(model, 0.1, rng=args.seed)
+    msr.init.gaussian(model, RECIPE["init_std"], rng=args.seed)
     trainer = recipe_trainer(model, args.lr, schedule(getattr(args, "anneal_after", None)), args.progress)
     train = corpus.train[: args.train_tokens]
     if args.checkpoints is None:
