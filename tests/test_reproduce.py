@@ -339,6 +339,9 @@ def test_hornn_figure6_reports_each_alpha_and_where_each_seed_is_lowest(tmp_path
     assert "in progress: gated-N3-H400-seed0, epoch 4" in table2
     msr.reproduce.get("hornn-figure6").figures(tmp_path)
     assert (tmp_path / "perplexity_by_alpha.png").stat().st_size > 0
+    (tmp_path / "results.jsonl").write_text(json.dumps(rows[-1]) + "\n")  # Table 2's row alone: none of Figure 6
+    text = msr.reproduce.report("hornn-figure6", tmp_path)
+    assert "No model has finished yet." in text and "| alpha |" not in text and "fofe-N3-alpha0.8-H400-seed0" in text
 
 
 def test_vc_report_sets_each_vc_model_beside_the_unit_of_its_rnn_d_and_seed(tmp_path):

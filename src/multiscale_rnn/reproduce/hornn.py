@@ -383,9 +383,10 @@ def report_figure6(out_dir: Path) -> str:
     out = [
         "Test perplexity of the 3rd-order FOFE HORNN against its forgetting factor alpha (validation in brackets; "
         "median [range] over seeds where an alpha has several). The paper: " + PAPER_FIGURE6 + ".",
-        "",
-        markdown_table(["alpha", "test (valid)"], [[f"{a:g}", _cell(seeds)] for a, seeds in by.items()]),
     ]
+    if not by:
+        return "\n".join(out + ["", "No model has finished yet."] + _in_progress(Path(out_dir), [], alpha=True))
+    out += ["", markdown_table(["alpha", "test (valid)"], [[f"{a:g}", _cell(seeds)] for a, seeds in by.items()])]
     seeds = sorted({s for rows in by.values() for s in rows})
     complete = [s for s in seeds if all(s in rows for rows in by.values())]
     if len(by) > 1 and complete:
