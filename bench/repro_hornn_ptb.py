@@ -26,7 +26,13 @@ import argparse
 
 import multiscale_rnn as msr
 from multiscale_rnn import data, init
-from multiscale_rnn.reproduce.hornn import HornnSettings, finished, should_stop, train_model  # noqa: F401
+from multiscale_rnn.reproduce.hornn import (  # noqa: F401
+    HornnSettings,
+    finished,
+    regularisation,
+    should_stop,
+    train_model,
+)
 
 
 def run(corpus, classes, args, pooling="plain", order=1, alpha=None):
@@ -81,6 +87,10 @@ def main(argv=None):
     ap.add_argument("--train-tokens", type=int, default=300_000)
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--lr", type=float, default=HornnSettings.lr)
+    ap.add_argument(
+        "--weight-decay", type=float, default=None, help="in place of the recipe's 1e-5 (models.hornn.RECIPE)"
+    )
+    ap.add_argument("--column-norm", type=float, default=None, help="in place of the recipe's 2.0")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--orders", default="1,2,3,4")
@@ -105,6 +115,7 @@ def main(argv=None):
         f"PTB words: vocabulary {corpus.vocab_size}, {len(classes)} classes; training on the first "
         f"{min(args.train_tokens, len(corpus.train)):,} of {len(corpus.train):,} words, {args.epochs} epochs, "
         f"H = {args.hidden}, sigmoid, lr {args.lr} momentum 0.9, {args.threads} thread(s), seed {args.seed}"
+        + "".join(f", {k} {v:g}" for k, v in regularisation(args).items())
     )
     orders = [int(o) for o in args.orders.split(",")]
     if args.only == "reach":

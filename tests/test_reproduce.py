@@ -576,7 +576,8 @@ def test_the_hornn_report_keeps_one_settings_rows_in_its_tables(tmp_path):
 
     corpus = SimpleNamespace(train=np.zeros(1000, np.int32))
     key = _key(corpus, HornnSettings(anneal_after=3), "plain", 1, None)
-    assert set(key) - {"pooling", "order", "alpha", "seed"} == set(SETTINGS)
+    # weight_decay and column_norm enter a key only where they are not the recipe's
+    assert set(key) - {"pooling", "order", "alpha", "seed"} == set(SETTINGS) - {"weight_decay", "column_norm"}
     results = msr.reproduce.Results(tmp_path)
     for lr, tests in ((1.0, {("plain", 1): 150.0, ("gated", 2): 160.0, ("fofe", 3): 140.0}),
                       (0.5, {("plain", 1): 136.5, ("gated", 2): 125.5})):  # fmt: skip
@@ -587,6 +588,33 @@ def test_the_hornn_report_keeps_one_settings_rows_in_its_tables(tmp_path):
     assert "136.5 (141.5)" in text and "125.5 (130.5)" in text and "1 of 1" in text
     assert "150.0" not in text and "160.0" not in text and "140.0" not in text and "fofe-N3" not in text
     assert "left out: 3 row(s) of other settings" in text and "lr 1.0" in text and "lr 0.5" in text
+
+
+def test_a_hornn_run_with_other_regularisation_is_keyed_and_reported_apart(tmp_path):
+    """``--weight-decay`` / ``--column-norm`` of ``repro_hornn_ptb.py`` (``HornnSettings``): the recipe's values keep
+    the keys of the rows trained before the options existed; another value enters the key, the Trainer, and the
+    report's line of rows left out."""
+    from types import SimpleNamespace
+
+    from multiscale_rnn.models.hornn import RECIPE
+    from multiscale_rnn.reproduce.hornn import HornnSettings, _key, recipe_trainer, report, schedule
+
+    corpus = SimpleNamespace(train=np.zeros(1000, np.int32))
+    plain = _key(corpus, HornnSettings(), "gated", 3, None)
+    assert "weight_decay" not in plain and "column_norm" not in plain
+    assert _key(corpus, HornnSettings(weight_decay=RECIPE["weight_decay"]), "gated", 3, None) == plain
+    other = _key(corpus, HornnSettings(weight_decay=1e-4), "gated", 3, None)
+    assert other == dict(plain, weight_decay=1e-4)
+    model = msr.HORNN(12, 4, (4,), order=3, pooling="gated", head="class", head_classes=[2, 10])
+    trainer = recipe_trainer(model, 0.5, schedule(), weight_decay=1e-4, column_norm=1.0)
+    assert (trainer.optimizer.weight_decay, trainer.constraint.max_norm) == (1e-4, 1.0)
+    with pytest.raises(TypeError, match="not momentum"):
+        recipe_trainer(model, 0.5, schedule(), momentum=0.5)
+    results = msr.reproduce.Results(tmp_path)
+    results.append(dict(plain, valid=136.0, test=132.3, seconds=1.0, epochs=11, best_epoch=11))
+    results.append(dict(other, valid=130.0, test=127.0, seconds=1.0, epochs=12, best_epoch=12))
+    text = report(tmp_path)
+    assert "127.0 (130.0)" in text and "132.3" not in text and "weight_decay 0.0001" in text
 
 
 def test_a_hornn_run_capped_below_20_epochs_halves_in_its_last_three(ptb, tmp_path):

@@ -114,19 +114,24 @@ class HornnSettings:
     epochs: int = 20
     anneal_after: Optional[int] = None  # halve after every epoch from this one on, missed or not (None: NewBob's rule)
     lr: float = LEARNING_RATE
+    weight_decay: float = RECIPE["weight_decay"]  # the recipe's; another value is part of a model's key (``_key``)
+    column_norm: float = RECIPE["column_norm"]  # the same
     seed: int = 0
     threads: int = 1
     progress: bool = False
     checkpoints: Optional[str] = None
 
 
-def recipe_trainer(model, lr: float, lr_schedule, progress: bool = False):
+def recipe_trainer(model, lr: float, lr_schedule, progress: bool = False, **overrides):
     """The recipe's Trainer for ``model`` (``models.hornn.RECIPE``: SGD at ``lr`` with momentum 0.9 and weight
     decay 1e-5, clipping by value at 5, batch 20, BPTT 30, column normalisation at 2.0), the learning rate
-    following ``lr_schedule``."""
+    following ``lr_schedule``; ``weight_decay=`` / ``column_norm=`` in place of the recipe's."""
     import multiscale_rnn as msr
 
-    r = RECIPE
+    unknown = sorted(set(overrides) - {"weight_decay", "column_norm"})
+    if unknown:
+        raise TypeError(f"recipe_trainer takes weight_decay and column_norm, not {', '.join(unknown)}")
+    r = {**RECIPE, **overrides}
     return msr.Trainer(model, msr.optim.SGD(lr, momentum=r["momentum"], weight_decay=r["weight_decay"]),
                        clip_value=r["clip_value"], batch_size=r["batch_size"], bptt=r["bptt"], unit="word",
                        progress=progress, lr_schedule=lr_schedule,
@@ -160,7 +165,8 @@ def train_model(corpus, classes, args, pooling="plain", order=1, alpha=None, bud
         kw["alpha"] = alpha
     model = msr.HORNN(corpus.vocab_size, args.hidden, (args.hidden,), **kw)
     msr.init.gaussian(model, RECIPE["init_std"], rng=args.seed)
-    trainer = recipe_trainer(model, args.lr, schedule(getattr(args, "anneal_after", None)), args.progress)
+    trainer = recipe_trainer(model, args.lr, schedule(getattr(args, "anneal_after", None)), args.progress,
+                             **regularisation(args))  # fmt: skip
     train = corpus.train[: args.train_tokens]
     if args.checkpoints is None:
         trainer.fit(train, valid=corpus.valid, epochs=args.epochs)
@@ -183,6 +189,12 @@ def train_model(corpus, classes, args, pooling="plain", order=1, alpha=None, bud
     return valid, test, seconds, epochs, trainer.best_epoch
 
 
+def regularisation(args) -> Dict[str, float]:
+    """``args``' weight decay and column norm, each where it is not the recipe's (``RECIPE``); none: the recipe."""
+    given = {k: getattr(args, k, None) for k in ("weight_decay", "column_norm")}
+    return {k: float(v) for k, v in given.items() if v is not None and v != RECIPE[k]}
+
+
 def _key(corpus, args, pooling, order, alpha):
     return dict(
         pooling=pooling,
@@ -195,6 +207,7 @@ def _key(corpus, args, pooling, order, alpha):
         lr=args.lr,
         schedule="newbob",  # rows without it were trained with ReduceOnPlateau(patience=0)
         **({} if getattr(args, "anneal_after", None) is None else {"anneal_after": args.anneal_after}),
+        **regularisation(args),  # only where not the recipe's: the rows before these options keep their keys
     )
 
 
@@ -276,7 +289,7 @@ def run_figure6(out_dir: Path, budget, progress: bool, data_path) -> None:
 
 
 #: The items of a row's key (``_key``) besides its model and seed: the settings its figures depend on.
-SETTINGS = ("hidden", "train_tokens", "max_epochs", "lr", "schedule", "anneal_after")
+SETTINGS = ("hidden", "train_tokens", "max_epochs", "lr", "schedule", "anneal_after", "weight_decay", "column_norm")
 
 
 def _table_rows(out_dir: Path, alpha: bool = False) -> Tuple[List[dict], List[dict]]:
