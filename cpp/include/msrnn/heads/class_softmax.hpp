@@ -45,7 +45,7 @@ template <class S> class ClassSoftmaxHead : public Head<S> {
   // addresses, so two runs of the same model and data agree bit for bit in one process too.
   Vec<S> pw_;
   static constexpr Index kBlockAlign = Index(64 / sizeof(S));
-  Mat<S> dzc_;                // (C, N) backward
+  Mat<S> dzc_;  // (C, N) backward
 };
 
 }  // namespace msrnn
