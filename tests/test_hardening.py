@@ -533,6 +533,9 @@ def test_appended_rows_survive_a_kill_and_a_full_disk(tmp_path):
     assert out.returncode == 0, out.stderr
     assert str(path) in out.stdout and os.strerror(errno.EFBIG) in out.stdout
     assert path.read_bytes() == before
+    path.write_text('{"x": 1}\n{"y": 2}')  # a whole row without its newline (edited by hand) is kept
+    append_lines(path, '{"z": 3}\n')
+    assert read_json_lines(path) == [{"x": 1}, {"y": 2}, {"z": 3}]
     path.write_text('{"x": 1}\n{"y": \n{"z": 3}\n')
     with pytest.raises(ValueError, match=f"{path}, line 2: not a JSON row"):
         read_json_lines(path)

@@ -128,10 +128,11 @@ def atomic_write(path: Union[str, Path], write) -> Path:
 
 
 def append_lines(path: Union[str, Path], text: str) -> Path:
-    """Append ``text`` (whole lines, each ending in a newline) to ``path`` and sync it. A last line that an
-    earlier append left cut short (killed mid-write: no final newline) is cut off first, so it never runs into
-    the new lines; on an ``OSError`` (no space left, ...) the file is cut back to its length before this call and
-    the error raised naming ``path``: a failed append leaves the lines written before intact."""
+    """Append ``text`` (whole lines, each ending in a newline) to ``path`` and sync it. A last line without its
+    newline is ended first when it is a whole JSON value (a file edited by hand) and cut off otherwise (an earlier
+    append cut short by a kill), so it never runs into the new lines; on an ``OSError`` (no space left, ...) the file
+    is cut back to its length before this call and the error raised naming ``path``: a failed append leaves the
+    lines written before intact."""
     path = Path(path)
     if not text.endswith("\n"):
         raise ValueError(f"append_lines({path}): the text must end with a newline")
@@ -144,8 +145,12 @@ def append_lines(path: Union[str, Path], text: str) -> Path:
                 tail = f.read()
                 if not tail.endswith(b"\n"):
                     cut = tail.rfind(b"\n")
-                    size = size - len(tail) + cut + 1  # after the last newline (0: no whole line yet)
-                    f.truncate(size)
+                    if _is_json(tail[cut + 1 :]):
+                        f.write(b"\n")
+                        size += 1
+                    else:
+                        size = size - len(tail) + cut + 1  # after the last newline (0: no whole line yet)
+                        f.truncate(size)
             data = memoryview(text.encode("utf-8"))
             try:
                 while data:
@@ -157,6 +162,14 @@ def append_lines(path: Union[str, Path], text: str) -> Path:
     except OSError as e:
         raise _named(e, path) from None
     return path
+
+
+def _is_json(line: bytes) -> bool:
+    try:
+        json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return False
+    return True
 
 
 def read_json_lines(path: Union[str, Path]) -> list:
