@@ -13,7 +13,15 @@ from typing import Optional, Union
 
 from .limits import format_bytes
 
-__all__ = ["atomic_write", "append_lines", "read_json_lines", "check_writable", "History", "history_path"]
+__all__ = [
+    "atomic_write",
+    "atomic_write_text",
+    "append_lines",
+    "read_json_lines",
+    "check_writable",
+    "History",
+    "history_path",
+]
 
 
 def _umask() -> int:
@@ -127,6 +135,12 @@ def atomic_write(path: Union[str, Path], write) -> Path:
     return path
 
 
+def atomic_write_text(path: Union[str, Path], text: str) -> Path:
+    """``atomic_write`` of ``text`` in UTF-8."""
+    data = text.encode("utf-8")
+    return atomic_write(path, lambda f: f.write(data))
+
+
 def append_lines(path: Union[str, Path], text: str) -> Path:
     """Append ``text`` (whole lines, each ending in a newline) to ``path`` and sync it. A last line without its
     newline is ended first when it is a whole JSON value (a file edited by hand) and cut off otherwise (an earlier
@@ -140,17 +154,17 @@ def append_lines(path: Union[str, Path], text: str) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "ab+", buffering=0) as f:  # unbuffered: nothing is left to flush when cutting back
             size = f.seek(0, os.SEEK_END)
-            if size:
+            f.seek(max(0, size - 1))
+            if size and f.read(1) != b"\n":  # the last line lacks its newline: read it (at most 64 KiB back)
                 f.seek(max(0, size - 65536))
                 tail = f.read()
-                if not tail.endswith(b"\n"):
-                    cut = tail.rfind(b"\n")
-                    if _is_json(tail[cut + 1 :]):
-                        f.write(b"\n")
-                        size += 1
-                    else:
-                        size = size - len(tail) + cut + 1  # after the last newline (0: no whole line yet)
-                        f.truncate(size)
+                cut = tail.rfind(b"\n")
+                if _is_json(tail[cut + 1 :]):
+                    f.write(b"\n")
+                    size += 1
+                else:
+                    size = size - len(tail) + cut + 1  # after the last newline (0: no whole line yet)
+                    f.truncate(size)
             data = memoryview(text.encode("utf-8"))
             try:
                 while data:
@@ -208,7 +222,7 @@ class History(list):
 
     def save(self, path: Union[str, Path]) -> Path:
         text = json.dumps(list(self), indent=1)
-        return atomic_write(path, lambda f: f.write(text.encode()))
+        return atomic_write_text(path, text)
 
     @classmethod
     def load(cls, path: Union[str, Path]) -> "History":

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Dict, Optional, Union
 
 from .._checks import did_you_mean
-from ..storage import atomic_write
+from ..storage import atomic_write_text
 from . import fs_rnn, hm_lstm, hm_lstm_real_text, hm_lstm_strokes, hornn, vcrnn
 from ._common import SMOKE_MINUTES, Budget, BudgetSpent, Reproduction, Results, machine_line
 
@@ -162,7 +162,7 @@ def run(
     )
     text += f"; budget {minutes:g} min. This call: {time.perf_counter() - t0:.0f} s"
     text += f", stopped: {stopped} (run again to resume).\n" if stopped else ", complete.\n"
-    atomic_write(out / "REPORT.md", lambda f: f.write(text.encode("utf-8")))
+    atomic_write_text(out / "REPORT.md", text)
     if progress:
         print(f"{name}: report in {out / 'REPORT.md'}" + (f" ({stopped})" if stopped else ""), flush=True)
     return out / "REPORT.md"
@@ -178,7 +178,7 @@ def _folder_scale(r: Reproduction, out: Path, minutes: float, data_path: Optiona
     data = None if data_path is None else str(Path(data_path).expanduser().resolve())
     if not path.exists():
         record = {"reproduction": r.name, "budget_minutes": float(minutes), "scale": r.scale(minutes), "data": data}
-        atomic_write(path, lambda f: f.write(json.dumps(record).encode()))
+        atomic_write_text(path, json.dumps(record))
         return float(minutes)
     try:
         saved = json.loads(path.read_text())

@@ -15,7 +15,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 
-from ..storage import append_lines, atomic_write, read_json_lines
+from ..storage import append_lines, atomic_write_text, read_json_lines
 
 __all__ = [
     "Reproduction",
@@ -104,8 +104,7 @@ class Budget:
 
     def save(self) -> None:
         """Write the seconds spent so far (called after every epoch and unit)."""
-        text = json.dumps({"seconds": self.seconds()})
-        atomic_write(self.path, lambda f: f.write(text.encode()))
+        atomic_write_text(self.path, json.dumps({"seconds": self.seconds()}))
 
     def check(self) -> None:
         """Raise ``BudgetSpent`` when the minutes or this call's units are used up."""

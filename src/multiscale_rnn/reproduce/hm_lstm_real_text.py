@@ -43,7 +43,7 @@ import numpy as np
 
 from ..data import clause_boundaries, word_boundaries
 from ..models.hm_lstm import PHRASE_RECIPE, WORD_RECIPE, boundary_scores, first_seen
-from ..storage import atomic_write
+from ..storage import atomic_write_text
 from ._common import (
     PTB_CHAR_FILES,
     SMOKE_MINUTES,
@@ -271,8 +271,7 @@ def read_spent(folder: Path) -> dict:
 
 def write_spent(folder: Path, spent: dict) -> None:
     """``spent.json``, written atomically (a kill leaves the old one or the new one)."""
-    text = json.dumps(spent) + "\n"
-    atomic_write(folder / "spent.json", lambda f: f.write(text.encode()))
+    atomic_write_text(folder / "spent.json", json.dumps(spent) + "\n")
 
 
 def budget_left(a, spent: dict, chunks: int) -> bool:
@@ -453,8 +452,7 @@ def one_run(a, data: str, seed: int, corpus, results) -> bool:
     row.update(scores)
     if not a.no_figures:
         row["figures"] = draw(tr, refs, folder, a.layers)
-    text = json.dumps(row, indent=1) + "\n"
-    atomic_write(folder / "run.json", lambda f: f.write(text.encode()))
+    atomic_write_text(folder / "run.json", json.dumps(row, indent=1) + "\n")
     results.append(row)
     z2 = "-" if row.get("f1_l1") is None else f"{row['f1_l1']:.2f}"
     _say(

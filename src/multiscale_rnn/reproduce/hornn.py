@@ -149,6 +149,11 @@ def label(pooling: str, order: int, alpha=None) -> str:
     return f"{pooling}-N{order}" + ("" if alpha is None else f"-alpha{alpha}")
 
 
+def unit_name(pooling: str, order: int, alpha, hidden: int, seed: int) -> str:
+    """The stem of a model's files in the checkpoint directory (``gated-N3-H400-seed0``: .npz, .history.json)."""
+    return f"{label(pooling, order, alpha)}-H{hidden}-seed{seed}"
+
+
 def train_model(corpus, classes, args, pooling="plain", order=1, alpha=None, budget=None):
     """Train one HORNN with the paper's recipe; (valid, test perplexity, seconds, epochs, best epoch), the
     perplexities those of the epoch with the lowest validation loss and the seconds the training time of
@@ -172,7 +177,7 @@ def train_model(corpus, classes, args, pooling="plain", order=1, alpha=None, bud
         trainer.fit(train, valid=corpus.valid, epochs=args.epochs)
         epochs = args.epochs
     else:
-        ck = Path(args.checkpoints) / f"{label(pooling, order, alpha)}-H{args.hidden}-seed{args.seed}.npz"
+        ck = Path(args.checkpoints) / f"{unit_name(pooling, order, alpha, args.hidden, args.seed)}.npz"
         extra = unit_checkpoint(ck, _key(corpus, args, pooling, order, alpha))  # refuses another run's checkpoint
         for epochs in range(1, args.epochs + 1):
             history = trainer.fit(
@@ -436,7 +441,7 @@ def _in_progress(out_dir: Path, rows, alpha: bool = False) -> list:
     ``alpha``, Figure 6's): their last epoch."""
     import json
 
-    finished_names = {f"{label(r['pooling'], r['order'], r.get('alpha'))}-H{r['hidden']}-seed{r['seed']}" for r in rows}
+    finished_names = {unit_name(r["pooling"], r["order"], r.get("alpha"), r["hidden"], r["seed"]) for r in rows}
     lines = []
     for path in sorted(out_dir.glob("*.history.json")):
         name = path.name[: -len(".history.json")]

@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Union
 
-from ..storage import append_lines, atomic_write
+from ..storage import append_lines, atomic_write_text
 from .evaluation import bits
 from .hooks import FitRun, Hook, Step
 
@@ -84,7 +84,7 @@ class CsvLog(Hook):
         writer = csv.DictWriter(text, self.columns, extrasaction="ignore", lineterminator="\n")
         writer.writeheader()
         writer.writerows(kept)
-        atomic_write(self.path, lambda f: f.write(text.getvalue().encode("utf-8")))
+        atomic_write_text(self.path, text.getvalue())
 
     def on_step(self, run: FitRun, step: Step) -> None:
         if self.path is None:
