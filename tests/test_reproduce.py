@@ -314,7 +314,7 @@ def test_hornn_report_gives_the_seeds_median_and_each_hornn_against_the_rnn_of_i
     assert "| gated-N2 | 1 of 2 | -1.0 [-4.0, 2.0] |" in text  # 134 - 138 and 135 - 133
     assert "| fofe-N3 | 0 of 1 | 1.0 [1.0, 1.0] |" in text
     assert "| gated-N2 | 1 | 400 |" in text
-    assert "Seeds: 0; the results hold seed(s) 0, 1." in text
+    assert "Seeds: 0, 1, 2 (the model's initialisation), in turn; the results hold seed(s) 0, 1." in text
 
 
 def test_hornn_figure6_reports_each_alpha_and_where_each_seed_is_lowest(tmp_path):
@@ -342,6 +342,37 @@ def test_hornn_figure6_reports_each_alpha_and_where_each_seed_is_lowest(tmp_path
     (tmp_path / "results.jsonl").write_text(json.dumps(rows[-1]) + "\n")  # Table 2's row alone: none of Figure 6
     text = msr.reproduce.report("hornn-figure6", tmp_path)
     assert "No model has finished yet." in text and "| alpha |" not in text and "fofe-N3-alpha0.8-H400-seed0" in text
+
+
+def test_hornn_reproductions_train_every_model_of_a_seed_before_the_next_seed(ptb, tmp_path, monkeypatch):
+    """Beyond the smoke scale each of ``SEEDS`` trains all its models in turn, at the one scale the budget sets for a
+    seed's models; a call that stops leaves whole seeds first, and a later call trains only what is missing."""
+    from multiscale_rnn.reproduce import hornn
+    from multiscale_rnn.reproduce._common import Budget, BudgetSpent, Results
+
+    trained = []
+
+    def fake_finished(corpus, classes, args, pooling, order, alpha=None, budget=None):  # no training: a row each
+        trained.append((args.seed, alpha, args.epochs))
+        Results(tmp_path).append(
+            dict(hornn._key(corpus, args, pooling, order, alpha), valid=2.0, test=1.0, seconds=0.0, epochs=args.epochs)
+        )
+        return 2.0, 1.0, 0.0
+
+    monkeypatch.setattr(hornn, "finished", fake_finished)
+    words = len(msr.data.load("ptb-word", path=str(ptb)).train)
+    epochs = hornn.settings_for(200, words, models=len(hornn.ALPHAS)).epochs
+    assert hornn.SEEDS == (0, 1, 2)
+    with pytest.raises(BudgetSpent):
+        hornn.run_figure6(tmp_path, Budget(200, tmp_path, max_units=7), False, ptb)
+    assert trained == [(0, a, epochs) for a in hornn.ALPHAS] + [(1, 0.2, epochs), (1, 0.4, epochs)]
+    hornn.run_figure6(tmp_path, Budget(200, tmp_path), False, ptb)
+    assert trained[7:] == [(1, a, epochs) for a in hornn.ALPHAS[2:]] + [(2, a, epochs) for a in hornn.ALPHAS]
+    text = msr.reproduce.report("hornn-figure6", tmp_path)
+    assert "| 0.2 | 1.0 [1.0, 1.0] (3 seeds) |" in text
+    assert "seeds 0, 1, 2 in turn, about " in hornn.scale(180) and "--budget 512 in a later call" in hornn.scale(180)
+    assert hornn.scale(6000).endswith("(all 3 within the budget)") and hornn.estimate(180) == 180
+    assert hornn.scale(0.1).endswith("seed 0") and msr.reproduce.get("hornn-table2").seeds.startswith("0, 1, 2 ")
 
 
 def test_vc_report_sets_each_vc_model_beside_the_unit_of_its_rnn_d_and_seed(tmp_path):

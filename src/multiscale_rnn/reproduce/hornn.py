@@ -95,6 +95,9 @@ UNITS = [
     ("gated", 4),
 ]
 
+#: The seeds a run trains, in turn, each all its models (the smoke scale: the first); the scale is set for one seed.
+SEEDS = (0, 1, 2)
+
 #: The forgetting factors of Figure 6 (the paper's range, 0.2-0.9), each a 3rd-order FOFE HORNN.
 ALPHAS = (0.2, 0.4, 0.6, 0.8, 0.9)
 
@@ -244,43 +247,61 @@ def settings_for(minutes: float, train_words: Optional[int] = None, models: int 
     return HornnSettings(epochs=epochs, anneal_after=max(1, epochs - 3) if 1 < epochs < 20 else None)
 
 
+def _seed_minutes(minutes: float, models: int) -> float:
+    """Expected minutes of one seed's ``models`` models for all their epochs at ``WORDS_PER_SECOND`` (the stopping
+    rule may end a model sooner), at the scale of ``minutes``."""
+    return models * settings_for(minutes, models=models).epochs * 929_589 / WORDS_PER_SECOND / 60.0
+
+
 def estimate(minutes: float, models: int = len(UNITS)) -> float:
-    """Expected minutes: every one of ``models`` models for all its epochs at ``WORDS_PER_SECOND`` (the stopping
-    rule may end a model sooner), at most the budget."""
+    """Expected minutes: every seed's ``models`` models (``_seed_minutes``), at most the budget."""
     if minutes < SMOKE_MINUTES:
         return minutes
-    s = settings_for(minutes, models=models)
-    return min(minutes, models * s.epochs * 929_589 / WORDS_PER_SECOND / 60.0)
+    return min(minutes, len(SEEDS) * _seed_minutes(minutes, models))
 
 
 def scale(minutes: float, models: int = len(UNITS)) -> str:
-    """The scale note of a budget shared by ``models`` models."""
+    """The scale note of a budget shared by ``models`` models a seed: their size and epochs, and how long a seed
+    takes (the scale is the first call's, so a later call into the same folder with a larger budget trains the
+    other seeds at this scale)."""
     s = settings_for(minutes, models=models)
     if minutes < SMOKE_MINUTES:
-        return "smoke scale: 16 units, 1 epoch on 2,000 words"
+        return "smoke scale: 16 units, 1 epoch on 2,000 words, seed 0"
     halving = "" if s.anneal_after is None else f", the rate halved from epoch {s.anneal_after + 1} on at the latest"
-    return f"the paper's size (400 units), all training words, at most {s.epochs} epoch(s) per model{halving}"
+    per_seed = _seed_minutes(minutes, models)
+    seeds = ", ".join(str(x) for x in SEEDS)
+    if len(SEEDS) * per_seed <= minutes:
+        fit = f"all {len(SEEDS)} within the budget"
+    else:
+        total = len(SEEDS) * per_seed + 10
+        fit = f"--budget {total:.0f} in a later call into the same --out trains all {len(SEEDS)} at this scale"
+    return (
+        f"the paper's size (400 units), all training words, at most {s.epochs} epoch(s) per model{halving}; "
+        f"seeds {seeds} in turn, about {per_seed:.0f} min a seed ({fit})"
+    )
 
 
 def _train_all(out_dir: Path, budget, progress: bool, data_path, units: List[Tuple[str, int, Optional[float]]]):
-    """Train every (pooling, order, alpha) of ``units`` not yet in ``out_dir/results.jsonl``, in turn, at the scale
-    of ``budget`` shared by them all."""
+    """For each of ``SEEDS`` in turn, train every (pooling, order, alpha) of ``units`` not yet in
+    ``out_dir/results.jsonl``, in turn, at the scale of ``budget`` shared by one seed's units."""
     import multiscale_rnn as msr
 
     corpus = msr.data.load("ptb-word", path=str(data_path)).by_frequency()
     classes = msr.data.class_sizes(corpus.counts())
     args = settings_for(budget.minutes, len(corpus.train), models=len(units))
     args.checkpoints, args.progress, args.threads = str(out_dir), progress, msr.get_num_threads()
-    for i, (pooling, order, alpha) in enumerate(units, 1):
-        key = _key(corpus, args, pooling, order, alpha)
-        if Results(out_dir).find(key) is not None:
-            continue
-        budget.check()
-        name = f"[{i}/{len(units)}] {label(pooling, order, alpha)}"
-        say(progress, f"{name}: H {args.hidden}, up to {args.epochs} epoch(s)")
-        valid, test, sec = finished(corpus, classes, args, pooling, order, alpha, budget=budget)
-        say(progress, f"{name}: test {test:.1f}, valid {valid:.1f}, {sec:.0f} s")
-        budget.unit_finished()
+    for seed in SEEDS[:1] if budget.smoke else SEEDS:
+        args.seed = seed
+        for i, (pooling, order, alpha) in enumerate(units, 1):
+            key = _key(corpus, args, pooling, order, alpha)
+            if Results(out_dir).find(key) is not None:
+                continue
+            budget.check()
+            name = f"[seed {args.seed}, {i}/{len(units)}] {label(pooling, order, alpha)}"
+            say(progress, f"{name}: H {args.hidden}, up to {args.epochs} epoch(s)")
+            valid, test, sec = finished(corpus, classes, args, pooling, order, alpha, budget=budget)
+            say(progress, f"{name}: test {test:.1f}, valid {valid:.1f}, {sec:.0f} s")
+            budget.unit_finished()
 
 
 def run(out_dir: Path, budget, progress: bool, data_path) -> None:
@@ -502,6 +523,8 @@ def figures_figure6(out_dir: Path) -> None:
     figure(out_dir, "perplexity_by_alpha.png", draw)
 
 
+SEED_NOTE = ", ".join(str(x) for x in SEEDS) + " (the model's initialisation), in turn"
+
 REPRODUCTION = Reproduction(
     name="hornn-table2",
     paper="Soltani & Jiang 2016, Higher Order Recurrent Neural Networks",
@@ -512,6 +535,7 @@ REPRODUCTION = Reproduction(
     run=run,
     report=report,
     data_files=("ptb.train.txt", "ptb.valid.txt", "ptb.test.txt"),
+    seeds=SEED_NOTE,
     figures=figures,
     estimate=estimate,
 )
@@ -526,6 +550,7 @@ FIGURE6 = Reproduction(
     run=run_figure6,
     report=report_figure6,
     data_files=("ptb.train.txt", "ptb.valid.txt", "ptb.test.txt"),
+    seeds=SEED_NOTE,
     figures=figures_figure6,
     estimate=partial(estimate, models=len(ALPHAS)),
 )
