@@ -319,8 +319,9 @@ def test_hornn_report_gives_the_seeds_median_and_each_hornn_against_the_rnn_of_i
 
 def test_hornn_figure6_reports_each_alpha_and_where_each_seed_is_lowest(tmp_path):
     """Figure 6's rows (alpha set) and Table 2's share the layout of ``repro_hornn_ptb.py --checkpoints DIR``: each
-    report holds its own rows and models in progress only; an alpha with two seeds gives their median and range,
-    and the line on the lowest alpha counts the seeds whose lowest lies in the paper's 0.5-0.7."""
+    report holds its own rows and models in progress only, the 3rd-order FOFE at alpha 0.6 in both; an alpha with two
+    seeds gives their median and range, and the line on the lowest alpha counts the seeds whose lowest lies in the
+    paper's 0.5-0.7."""
     key = dict(pooling="fofe", order=3, hidden=400, train_tokens=929589, max_epochs=20, lr=0.5, schedule="newbob")
     tests = {(0.2, 0): 135.0, (0.6, 0): 133.6, (0.9, 0): 140.0, (0.2, 1): 131.0, (0.6, 1): 132.0, (0.9, 1): 139.0}
     rows = [dict(key, alpha=a, seed=s, test=t, valid=t + 6, seconds=600.0, epochs=13) for (a, s), t in tests.items()]
@@ -335,11 +336,15 @@ def test_hornn_figure6_reports_each_alpha_and_where_each_seed_is_lowest(tmp_path
     assert "| fofe-N3 | 0 |" not in text and "between alpha 0.5 and 0.7" in text
     assert "in progress: fofe-N3-alpha0.8-H400-seed0, epoch 4" in text and "gated-N3" not in text
     table2 = msr.reproduce.report("hornn-table2", tmp_path)
-    assert "| fofe | - / - | - / 103 | 133.6 (139.6) / 101 |" in table2 and "alpha0" not in table2
+    # Table 2's 3rd-order FOFE is the model at the default alpha, 0.6, under either key: seed 0's without alpha
+    # (preferred to its row with alpha 0.6) and seed 1's with it
+    assert "| fofe | - / - | - / 103 | 132.8 [132.0, 133.6] (2 seeds) / 101 |" in table2
+    assert "| fofe-N3 | 0 | 400 |" in table2 and "| fofe-N3-alpha0.6 | 1 | 400 |" in table2
+    assert "alpha0.2" not in table2 and "alpha0.9" not in table2
     assert "in progress: gated-N3-H400-seed0, epoch 4" in table2
     msr.reproduce.get("hornn-figure6").figures(tmp_path)
     assert (tmp_path / "perplexity_by_alpha.png").stat().st_size > 0
-    (tmp_path / "results.jsonl").write_text(json.dumps(rows[-1]) + "\n")  # Table 2's row alone: none of Figure 6
+    (tmp_path / "results.jsonl").write_text(json.dumps(dict(rows[-1], pooling="gated")) + "\n")  # none of Figure 6
     text = msr.reproduce.report("hornn-figure6", tmp_path)
     assert "No model has finished yet." in text and "| alpha |" not in text and "fofe-N3-alpha0.8-H400-seed0" in text
 
@@ -360,16 +365,22 @@ def test_hornn_reproductions_train_every_model_of_a_seed_before_the_next_seed(pt
         return 2.0, 1.0, 0.0
 
     monkeypatch.setattr(hornn, "finished", fake_finished)
-    words = len(msr.data.load("ptb-word", path=str(ptb)).train)
-    epochs = hornn.settings_for(200, words, models=len(hornn.ALPHAS)).epochs
-    assert hornn.SEEDS == (0, 1, 2)
+    corpus = msr.data.load("ptb-word", path=str(ptb))
+    args = hornn.settings_for(200, len(corpus.train), models=len(hornn.ALPHAS))
+    epochs = args.epochs
+    assert hornn.SEEDS == (0, 1, 2) and hornn.ALPHAS == (0.2, 0.4, 0.6, 0.8, 0.9) and hornn.default_alpha() == 0.6
+    # seed 0's Table 2 FOFE order 3 (no alpha) is Figure 6's model at 0.6: found, not trained again
+    Results(tmp_path).append(dict(hornn._key(corpus, args, "fofe", 3, None), valid=2.0, test=1.0, seconds=0.0))
     with pytest.raises(BudgetSpent):
-        hornn.run_figure6(tmp_path, Budget(200, tmp_path, max_units=7), False, ptb)
-    assert trained == [(0, a, epochs) for a in hornn.ALPHAS] + [(1, 0.2, epochs), (1, 0.4, epochs)]
+        hornn.run_figure6(tmp_path, Budget(200, tmp_path, max_units=6), False, ptb)
+    assert trained == [(0, a, epochs) for a in (0.2, 0.4, 0.8, 0.9)] + [(1, 0.2, epochs), (1, 0.4, epochs)]
     hornn.run_figure6(tmp_path, Budget(200, tmp_path), False, ptb)
-    assert trained[7:] == [(1, a, epochs) for a in hornn.ALPHAS[2:]] + [(2, a, epochs) for a in hornn.ALPHAS]
+    assert trained[6:] == [(1, a, epochs) for a in hornn.ALPHAS[2:]] + [(2, a, epochs) for a in hornn.ALPHAS]
     text = msr.reproduce.report("hornn-figure6", tmp_path)
-    assert "| 0.2 | 1.0 [1.0, 1.0] (3 seeds) |" in text
+    assert "| 0.2 | 1.0 [1.0, 1.0] (3 seeds) |" in text and "| 0.6 | 1.0 [1.0, 1.0] (3 seeds) |" in text
+    args.seed = 1  # and the other way: Table 2's run finds seed 1's FOFE order 3 among Figure 6's rows
+    assert hornn.find_done(Results(tmp_path), hornn._key(corpus, args, "fofe", 3, None))["alpha"] == 0.6
+    assert hornn.find_done(Results(tmp_path), hornn._key(corpus, args, "gated", 3, None)) is None
     assert "seeds 0, 1, 2 in turn, about " in hornn.scale(180) and "--budget 512 in a later call" in hornn.scale(180)
     assert hornn.scale(6000).endswith("(all 3 within the budget)") and hornn.estimate(180) == 180
     assert hornn.scale(0.1).endswith("seed 0") and msr.reproduce.get("hornn-table2").seeds.startswith("0, 1, 2 ")

@@ -219,14 +219,39 @@ def _key(corpus, args, pooling, order, alpha):
     )
 
 
+def default_alpha() -> float:
+    """FOFE's default forgetting factor (the core's declaration: 0.6), the model a FOFE row without alpha trained."""
+    from ..models.base import core_default
+
+    return float(core_default("hornn", "alpha"))
+
+
+def row_alpha(r: dict) -> Optional[float]:
+    """A row's forgetting factor: its ``alpha``, or FOFE's default for a FOFE row without one (Table 2's FOFE models,
+    the same models as Figure 6's at that alpha); None for the other poolings."""
+    if r.get("alpha") is not None:
+        return float(r["alpha"])
+    return default_alpha() if r.get("pooling") == "fofe" else None
+
+
+def find_done(results: Results, key: dict) -> Optional[dict]:
+    """The row of ``key``'s model in ``results``, or None; a FOFE model at the default alpha is found under either
+    key, without alpha (Table 2's) or with it (Figure 6's): one model, trained once."""
+    done = results.find(key)
+    if done is None and key["pooling"] == "fofe" and row_alpha(key) == default_alpha():
+        done = results.find(dict(key, alpha=default_alpha() if key["alpha"] is None else None))
+    return done
+
+
 def finished(corpus, classes, args, pooling, order, alpha=None, budget=None):
     """``train_model``'s (valid, test, seconds); with ``args.checkpoints``, read from DIR/results.jsonl
-    when that model finished before, else trained and appended there (with its epochs and machine)."""
+    when that model finished before (``find_done``), else trained and appended there (with its epochs and
+    machine)."""
     if args.checkpoints is None:
         return train_model(corpus, classes, args, pooling, order, alpha)[:3]
     key = _key(corpus, args, pooling, order, alpha)
     results = Results(Path(args.checkpoints))
-    done = results.find(key)
+    done = find_done(results, key)
     if done is not None:
         return done["valid"], done["test"], done["seconds"]
     Path(args.checkpoints).mkdir(parents=True, exist_ok=True)
@@ -293,8 +318,7 @@ def _train_all(out_dir: Path, budget, progress: bool, data_path, units: List[Tup
     for seed in SEEDS[:1] if budget.smoke else SEEDS:
         args.seed = seed
         for i, (pooling, order, alpha) in enumerate(units, 1):
-            key = _key(corpus, args, pooling, order, alpha)
-            if Results(out_dir).find(key) is not None:
+            if find_done(Results(out_dir), _key(corpus, args, pooling, order, alpha)) is not None:
                 continue
             budget.check()
             name = f"[seed {args.seed}, {i}/{len(units)}] {label(pooling, order, alpha)}"
@@ -318,11 +342,19 @@ def run_figure6(out_dir: Path, budget, progress: bool, data_path) -> None:
 SETTINGS = ("hidden", "train_tokens", "max_epochs", "lr", "schedule", "anneal_after", "weight_decay", "column_norm")
 
 
+def _in_table(r: dict, alpha: bool) -> bool:
+    """Whether a row belongs to Table 2 (``alpha`` False: every model at the default alpha, FOFE's without alpha or
+    with the default) or to Figure 6 (True: every 3rd-order FOFE model, Table 2's at the default alpha included)."""
+    if alpha:
+        return r.get("pooling") == "fofe" and r.get("order") == 3
+    return r.get("alpha") is None or row_alpha(r) == default_alpha()
+
+
 def _table_rows(out_dir: Path, alpha: bool = False) -> Tuple[List[dict], List[dict]]:
-    """The rows of ``out_dir/results.jsonl`` without alpha (Table 2's; with ``alpha``, those with one: Figure 6's),
-    split into those with the settings of the latest such row (the tables' rows) and the others (rows of another
-    run into the same folder: a table or median mixing them would compare models trained differently)."""
-    rows = [r for r in Results(out_dir).rows() if (r.get("alpha") is not None) == alpha]
+    """The rows of ``out_dir/results.jsonl`` of Table 2 (with ``alpha``, of Figure 6: ``_in_table``), split into those
+    with the settings of the latest such row (the tables' rows) and the others (rows of another run into the same
+    folder: a table or median mixing them would compare models trained differently)."""
+    rows = [r for r in Results(out_dir).rows() if _in_table(r, alpha)]
     latest = tuple(rows[-1].get(k) for k in SETTINGS) if rows else None
     kept: List[dict] = []
     others: List[dict] = []
@@ -334,7 +366,7 @@ def _table_rows(out_dir: Path, alpha: bool = False) -> Tuple[List[dict], List[di
 def _by_model(kept: List[dict]) -> Dict[tuple, Dict[int, dict]]:
     """(pooling, order) -> seed -> the latest row of that model and seed among ``kept`` (``_table_rows``')."""
     by: Dict[tuple, Dict[int, dict]] = {}
-    for r in kept:
+    for r in sorted(kept, key=lambda r: r.get("alpha") is None):  # a row without alpha before one with the default
         by.setdefault((r["pooling"], r["order"]), {})[int(r.get("seed", 0))] = r
     return by
 
@@ -406,10 +438,11 @@ def _runs_table(rows: List[dict]) -> str:
 
 
 def _by_alpha(kept: List[dict]) -> Dict[float, Dict[int, dict]]:
-    """alpha -> seed -> the latest row of the 3rd-order FOFE HORNN at that alpha and seed among ``kept``."""
+    """alpha -> seed -> the latest row of the 3rd-order FOFE HORNN at that alpha (``row_alpha``) and seed among
+    ``kept``, a row with alpha before Table 2's without."""
     by: Dict[float, Dict[int, dict]] = {}
-    for r in kept:
-        by.setdefault(float(r["alpha"]), {})[int(r.get("seed", 0))] = r
+    for r in sorted(kept, key=lambda r: r.get("alpha") is not None):
+        by.setdefault(row_alpha(r) or default_alpha(), {})[int(r.get("seed", 0))] = r  # (kept: FOFE rows only)
     return dict(sorted(by.items()))
 
 
@@ -439,7 +472,7 @@ def report_figure6(out_dir: Path) -> str:
             f"{', '.join(f'{a:g}' for a in by)}).",
         ]
     rows = sorted((r for seeds in by.values() for r in seeds.values()),
-                  key=lambda r: (r["alpha"], r.get("seed", 0)))  # fmt: skip
+                  key=lambda r: (row_alpha(r), r.get("seed", 0)))  # fmt: skip
     out += ["", _runs_table(rows)] + _others_line(kept, others)
     return "\n".join(out + _in_progress(Path(out_dir), rows, alpha=True))
 
@@ -459,7 +492,7 @@ def _others_line(kept: List[dict], others: List[dict]) -> List[str]:
 
 def _in_progress(out_dir: Path, rows, alpha: bool = False) -> list:
     """Lines for the models with a checkpoint's history but no result yet (those without alpha, Table 2's; with
-    ``alpha``, Figure 6's): their last epoch."""
+    ``alpha``, Figure 6's, Table 2's 3rd-order FOFE included): their last epoch."""
     import json
 
     finished_names = {unit_name(r["pooling"], r["order"], r.get("alpha"), r["hidden"], r["seed"]) for r in rows}
@@ -467,7 +500,8 @@ def _in_progress(out_dir: Path, rows, alpha: bool = False) -> list:
     for path in sorted(out_dir.glob("*.history.json")):
         name = path.name[: -len(".history.json")]
         history = json.loads(path.read_text())
-        if name in finished_names or not history or ("-alpha" in name) != alpha:
+        ours = ("-alpha" in name or name.startswith("fofe-N3-H")) if alpha else "-alpha" not in name
+        if name in finished_names or not history or not ours:
             continue
         last = history[-1]
         ppl = last.get("valid_perplexity")
