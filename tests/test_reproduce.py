@@ -325,6 +325,7 @@ def test_hornn_figure6_reports_each_alpha_and_where_each_seed_is_lowest(tmp_path
     key = dict(pooling="fofe", order=3, hidden=400, train_tokens=929589, max_epochs=20, lr=0.5, schedule="newbob")
     tests = {(0.2, 0): 135.0, (0.6, 0): 133.6, (0.9, 0): 140.0, (0.2, 1): 131.0, (0.6, 1): 132.0, (0.9, 1): 139.0}
     rows = [dict(key, alpha=a, seed=s, test=t, valid=t + 6, seconds=600.0, epochs=13) for (a, s), t in tests.items()]
+    rows[5]["valid"] = 100.0  # seed 1 at 0.9: lowest on validation, not on test
     rows.append(dict(key, alpha=None, seed=0, test=133.6, valid=139.6, seconds=600.0, epochs=13))  # Table 2's FOFE
     (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     for name in ("fofe-N3-alpha0.8-H400-seed0", "gated-N3-H400-seed0"):
@@ -332,6 +333,10 @@ def test_hornn_figure6_reports_each_alpha_and_where_each_seed_is_lowest(tmp_path
     text = msr.reproduce.report("hornn-figure6", tmp_path)
     assert "| 0.2 | 133.0 [131.0, 135.0] (2 seeds) |" in text and "| 0.9 | 139.5 [139.0, 140.0] (2 seeds) |" in text
     assert "Lowest test perplexity at alpha 0.6 (seed 0), 0.2 (seed 1): within the paper's 0.5-0.7 on 1 of 2" in text
+    assert (
+        "Lowest validation perplexity, the split an alpha would be chosen on, at alpha 0.6 (seed 0), 0.9 (seed 1)"
+        in text
+    )
     assert "| fofe-N3-alpha0.6 | 0 | 400 | 929,589 | 13 (20) | 0.5 | 133.6 | 139.6 | 600 |" in text
     assert "| fofe-N3 | 0 |" not in text and "between alpha 0.5 and 0.7" in text
     assert "in progress: fofe-N3-alpha0.8-H400-seed0, epoch 4" in text and "gated-N3" not in text
