@@ -516,26 +516,33 @@ def _in_progress(out_dir: Path, rows, alpha: bool = False) -> list:
 
 def figures(out_dir: Path) -> None:
     """``perplexity_by_order.png``: test perplexity against order per pooling, ours (solid; the median over
-    seeds) and the paper's (dashed), the RNN at N = 1 in both."""
-    latest = {
-        k: float(np.median([r["test"] for r in v.values()]))
-        for k, v in _by_model(_table_rows(Path(out_dir))[0]).items()
-    }
-    if not latest:
+    seeds, their range as a bar, each pooling a little apart so that equal medians stay visible) and the paper's
+    (dashed), the RNN at N = 1 in both."""
+    by = _by_model(_table_rows(Path(out_dir))[0])
+    tests = {k: np.array([r["test"] for r in v.values()]) for k, v in by.items()}
+    if not tests:
         return
+    seeds = sorted({s for v in by.values() for s in v})
 
     def draw(ax):
         for i, pooling in enumerate(("plain", "max", "fofe", "gated")):
             color = f"C{i}"
-            ours = {n: latest.get((pooling, n), latest.get(("plain", 1)) if n == 1 else None) for n in (1, 2, 3, 4)}
+            ours = {n: tests.get((pooling, n), tests.get(("plain", 1)) if n == 1 else None) for n in (1, 2, 3, 4)}
             xs = [n for n, v in ours.items() if v is not None]
-            ax.plot(xs, [ours[n] for n in xs], marker="o", color=color, label=f"{pooling} (ours)")
+            med = np.array([np.median(ours[n]) for n in xs])
+            spread = np.array(
+                [[m - ours[n].min() for m, n in zip(med, xs)], [ours[n].max() - m for m, n in zip(med, xs)]]
+            )
+            shift = 0.06 * (i - 1.5)
+            ax.errorbar([n + shift for n in xs], med, yerr=spread, marker="o", capsize=2, color=color,
+                        label=f"{pooling} (ours)")  # fmt: skip
             paper = [PAPER.get((pooling, n), PAPER[("plain", 1)] if n == 1 else None) for n in (1, 2, 3, 4)]
             ax.plot([1, 2, 3, 4], paper, linestyle="--", color=color, alpha=0.6)
         ax.set_xticks([1, 2, 3, 4])
         ax.set_xlabel("order N (1: the RNN)")
         ax.set_ylabel("test perplexity")
-        ax.set_title("PTB words; dashed: the paper", fontsize=9)
+        ax.set_title(f"PTB words; median and range over seeds {', '.join(map(str, seeds))}; dashed: the paper",
+                     fontsize=9)  # fmt: skip
         ax.legend(fontsize=7)
 
     figure(out_dir, "perplexity_by_order.png", draw)
