@@ -226,12 +226,10 @@ def default_alpha() -> float:
     return float(core_default("hornn", "alpha"))
 
 
-def row_alpha(r: dict) -> Optional[float]:
-    """A row's forgetting factor: its ``alpha``, or FOFE's default for a FOFE row without one (Table 2's FOFE models,
-    the same models as Figure 6's at that alpha); None for the other poolings."""
-    if r.get("alpha") is not None:
-        return float(r["alpha"])
-    return default_alpha() if r.get("pooling") == "fofe" else None
+def row_alpha(r: dict) -> float:
+    """A FOFE row's forgetting factor: its ``alpha``, or the default for a row without one (Table 2's FOFE models,
+    the same models as Figure 6's at that alpha)."""
+    return float(r["alpha"]) if r.get("alpha") is not None else default_alpha()
 
 
 def find_done(results: Results, key: dict) -> Optional[dict]:
@@ -366,7 +364,7 @@ def _table_rows(out_dir: Path, alpha: bool = False) -> Tuple[List[dict], List[di
 def _by_model(kept: List[dict]) -> Dict[tuple, Dict[int, dict]]:
     """(pooling, order) -> seed -> the latest row of that model and seed among ``kept`` (``_table_rows``')."""
     by: Dict[tuple, Dict[int, dict]] = {}
-    for r in sorted(kept, key=lambda r: r.get("alpha") is None):  # a row without alpha before one with the default
+    for r in sorted(kept, key=lambda r: r.get("alpha") is None):  # rows with alpha first: one without it wins
         by.setdefault((r["pooling"], r["order"]), {})[int(r.get("seed", 0))] = r
     return by
 
@@ -439,10 +437,10 @@ def _runs_table(rows: List[dict]) -> str:
 
 def _by_alpha(kept: List[dict]) -> Dict[float, Dict[int, dict]]:
     """alpha -> seed -> the latest row of the 3rd-order FOFE HORNN at that alpha (``row_alpha``) and seed among
-    ``kept``, a row with alpha before Table 2's without."""
+    ``kept``; where both exist, the row with alpha wins over Table 2's without."""
     by: Dict[float, Dict[int, dict]] = {}
-    for r in sorted(kept, key=lambda r: r.get("alpha") is not None):
-        by.setdefault(row_alpha(r) or default_alpha(), {})[int(r.get("seed", 0))] = r  # (kept: FOFE rows only)
+    for r in sorted(kept, key=lambda r: r.get("alpha") is not None):  # rows without alpha first
+        by.setdefault(row_alpha(r), {})[int(r.get("seed", 0))] = r
     return dict(sorted(by.items()))
 
 
@@ -505,13 +503,19 @@ def _in_progress(out_dir: Path, rows, alpha: bool = False) -> list:
     for path in sorted(out_dir.glob("*.history.json")):
         name = path.name[: -len(".history.json")]
         history = json.loads(path.read_text())
-        ours = ("-alpha" in name or name.startswith("fofe-N3-H")) if alpha else "-alpha" not in name
+        ours = ("-alpha" in name or name.startswith(label("fofe", 3) + "-H")) if alpha else "-alpha" not in name
         if name in finished_names or not history or not ours:
             continue
         last = history[-1]
         ppl = last.get("valid_perplexity")
         lines.append(f"- in progress: {name}, epoch {last['epoch']}, valid perplexity {fmt(ppl, 1)}")
     return ["", "Not finished yet:", ""] + lines if lines else []
+
+
+def _median_and_range(values: List[np.ndarray]) -> Tuple[np.ndarray, np.ndarray]:
+    """The median of each array of ``values`` (figures over seeds) and its range as matplotlib's ``yerr``, (2, n)."""
+    med = np.array([np.median(v) for v in values])
+    return med, np.array([[m - v.min() for m, v in zip(med, values)], [v.max() - m for m, v in zip(med, values)]])
 
 
 def figures(out_dir: Path) -> None:
@@ -529,10 +533,7 @@ def figures(out_dir: Path) -> None:
             color = f"C{i}"
             ours = {n: tests.get((pooling, n), tests.get(("plain", 1)) if n == 1 else None) for n in (1, 2, 3, 4)}
             xs = [n for n, v in ours.items() if v is not None]
-            med = np.array([np.median(ours[n]) for n in xs])
-            spread = np.array(
-                [[m - ours[n].min() for m, n in zip(med, xs)], [ours[n].max() - m for m, n in zip(med, xs)]]
-            )
+            med, spread = _median_and_range([ours[n] for n in xs])
             shift = 0.06 * (i - 1.5)
             ax.errorbar([n + shift for n in xs], med, yerr=spread, marker="o", capsize=2, color=color,
                         label=f"{pooling} (ours)")  # fmt: skip
@@ -554,9 +555,7 @@ def figures_figure6(out_dir: Path) -> None:
     by = _by_alpha(_table_rows(Path(out_dir), alpha=True)[0])
     if not by:
         return
-    tests = [np.array([r["test"] for r in seeds.values()]) for seeds in by.values()]
-    med = np.array([np.median(t) for t in tests])
-    spread = np.array([[m - t.min() for m, t in zip(med, tests)], [t.max() - m for m, t in zip(med, tests)]])
+    med, spread = _median_and_range([np.array([r["test"] for r in seeds.values()]) for seeds in by.values()])
 
     def draw(ax):
         ax.axvspan(*PAPER_BEST_ALPHAS, color="0.9", label="the paper's best alphas")
