@@ -57,6 +57,27 @@ def test_column_norm_embedding_caps_word_vectors_and_names_narrow():
     assert np.linalg.norm(p["weight_hh_l0"], axis=0).max() <= 0.5 + 1e-12
 
 
+def test_column_norm_norms_are_the_capped_columns_per_block():
+    rng = np.random.default_rng(3)
+    model = msr.HORNN(vocab_size=11, embed_size=5, hidden_sizes=(6,), order=3, pooling="gated", dtype="float64")
+    init.gaussian(model, 0.9, rng=rng)
+    cap = optim.ColumnNorm(1.0)
+    roles, params = model.parameter_roles(), model.parameters()
+    before = cap.norms(model)
+    assert set(before) == {n for n, r in roles.items() if r.kind in ("recurrent", "input") and params[n].ndim == 2}
+    assert before["weight_hh_l0"].shape == (3, 6)  # block n-1 is W_hn: lag n's column j
+    assert before["weight_ih_l0"].shape == (1, 5)  # (H, E): no gate blocks, one column per input unit
+    for name, n in before.items():
+        np.testing.assert_allclose(n, column_norms(params[name], roles[name].unit), rtol=1e-12, err_msg=name)
+    assert (before["weight_hh_l0"] > 1.0).sum() > 5  # the cap below binds
+    cap(model)
+    after = cap.norms(model)
+    for name in before:
+        np.testing.assert_allclose(after[name], np.minimum(before[name], 1.0), rtol=1e-12, err_msg=name)
+    emb = optim.ColumnNorm(1.0, kinds="embedding").norms(model)["embedding.weight"]  # (V, E) storage: rows
+    np.testing.assert_allclose(emb, np.linalg.norm(params["embedding.weight"], axis=1)[None, :], rtol=1e-12)
+
+
 @pytest.mark.parametrize(
     "kwargs,match",
     [

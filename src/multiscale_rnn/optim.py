@@ -262,17 +262,29 @@ class ColumnNorm:
             )
         return out
 
+    @staticmethod
+    def _block_norms(w: np.ndarray, unit: int):
+        """Matrix ``w`` as the math writes it (the transpose of NumPy-transposed storage), the length of its
+        capped blocks of rows, and the L2 norm of every block's every column: (blocks, cols)."""
+        rows, cols = w.shape
+        if w.flags.c_contiguous and not w.flags.f_contiguous:
+            # NumPy-transposed storage (an embedding (V, E)): the math's columns are its rows
+            w = w.T
+            rows, cols = w.shape
+            unit = 0
+        block = unit if unit and rows % unit == 0 else rows
+        blocks = w.reshape(rows // block, block, cols)  # (blocks, block, cols); row a*block + b of w
+        return w, block, np.sqrt(np.einsum("kbc,kbc->kc", blocks, blocks))  # norms: (blocks, cols)
+
+    def norms(self, model) -> Dict[str, np.ndarray]:
+        """The L2 norm of every column this constraint caps: name -> (blocks, cols), block k's column j (the
+        weights leaving input unit j into gate block k, or into lag k of a HORNN's stacked recurrent matrices;
+        one block where a matrix has none). Whether the cap binds: ``(n >= max_norm * (1 - 1e-3)).mean()``."""
+        return {name: self._block_norms(w, unit)[2] for name, w, unit in self.matrices(model)}
+
     def __call__(self, model) -> None:
         for name, w, unit in self.matrices(model):
-            rows, cols = w.shape
-            if w.flags.c_contiguous and not w.flags.f_contiguous:
-                # NumPy-transposed storage (an embedding (V, E)): the math's columns are its rows
-                w = w.T
-                rows, cols = w.shape
-                unit = 0
-            block = unit if unit and rows % unit == 0 else rows
-            blocks = w.reshape(rows // block, block, cols)  # (blocks, block, cols); row a*block + b of w
-            norms = np.sqrt(np.einsum("kbc,kbc->kc", blocks, blocks))  # (blocks, cols)
+            w, block, norms = self._block_norms(w, unit)  # w: a view of the parameter, written in place
             scale = np.minimum(1.0, self.max_norm / np.maximum(norms, np.finfo(w.dtype).tiny))
             if (scale < 1.0).any():
                 w *= np.repeat(scale.astype(w.dtype), block, axis=0)
