@@ -278,7 +278,7 @@ class ColumnNorm:
 
     def norms(self, model) -> Dict[str, np.ndarray]:
         """The L2 norm of every column this constraint caps: name -> (blocks, cols), block k's column j (the
-        weights leaving input unit j into gate block k, or into lag k of a HORNN's stacked recurrent matrices;
+        weights leaving input unit j into gate block k, or of lag k + 1 in a HORNN's stacked recurrent matrices;
         one block where a matrix has none). Whether the cap binds: ``(n >= max_norm * (1 - 1e-3)).mean()``."""
         return {name: self._block_norms(w, unit)[2] for name, w, unit in self.matrices(model)}
 
