@@ -352,7 +352,7 @@ def test_word_presets_build(pooling, corpus):
     assert s["lr_schedule"] == ("newbob" if corpus == "ptb" else "halve")
     if corpus == "text8":
         assert s["halve_after"] == 5
-    assert (s["init_std"], s["weight_decay"], s["column_norm"], s["options"]["head"]) == (0.1, 1e-5, 2.0, "class")
+    assert (s["init_std"], s["weight_decay"], s["column_norm"], s["options"]["head"]) == (0.1, 1e-5, 4.0, "class")
     m = msr.build_model(
         s["model"], vocab_size=V, embed_size=4, hidden_sizes=[3], **s["options"], head_classes=[2, V - 2]
     )

@@ -623,8 +623,8 @@ def test_the_hornn_report_keeps_one_settings_rows_in_its_tables(tmp_path):
 
     corpus = SimpleNamespace(train=np.zeros(1000, np.int32))
     key = _key(corpus, HornnSettings(anneal_after=3), "plain", 1, None)
-    # weight_decay and column_norm enter a key only where they are not the recipe's
-    assert set(key) - {"pooling", "order", "alpha", "seed"} == set(SETTINGS) - {"weight_decay", "column_norm"}
+    # weight_decay and column_norm enter a key only where they are not UNNAMED's (the recipe's column norm is not)
+    assert set(key) - {"pooling", "order", "alpha", "seed"} == set(SETTINGS) - {"weight_decay"}
     results = msr.reproduce.Results(tmp_path)
     for lr, tests in ((1.0, {("plain", 1): 150.0, ("gated", 2): 160.0, ("fofe", 3): 140.0}),
                       (0.5, {("plain", 1): 136.5, ("gated", 2): 125.5})):  # fmt: skip
@@ -638,30 +638,55 @@ def test_the_hornn_report_keeps_one_settings_rows_in_its_tables(tmp_path):
 
 
 def test_a_hornn_run_with_other_regularisation_is_keyed_and_reported_apart(tmp_path):
-    """``--weight-decay`` / ``--column-norm`` of ``repro_hornn_ptb.py`` (``HornnSettings``): the recipe's values keep
-    the keys of the rows trained before the options existed; another value enters the key, the Trainer, and the
-    report's line of rows left out."""
+    """``--weight-decay`` / ``--column-norm`` of ``repro_hornn_ptb.py`` (``HornnSettings``): a key names them only
+    where they are not ``UNNAMED``'s (the values before they entered keys: weight decay 1e-5, column norm 2.0), so
+    the rows trained then keep their keys; the recipe's column norm, 4.0 since 2026-12-02, enters the key, the
+    Trainer, and the report's line of rows left out, as does any other value."""
     from types import SimpleNamespace
 
     from multiscale_rnn.models.hornn import RECIPE
-    from multiscale_rnn.reproduce.hornn import HornnSettings, _key, recipe_trainer, report, schedule
+    from multiscale_rnn.reproduce.hornn import UNNAMED, HornnSettings, _key, recipe_trainer, report, schedule
 
     corpus = SimpleNamespace(train=np.zeros(1000, np.int32))
-    plain = _key(corpus, HornnSettings(), "gated", 3, None)
-    assert "weight_decay" not in plain and "column_norm" not in plain
-    assert _key(corpus, HornnSettings(weight_decay=RECIPE["weight_decay"]), "gated", 3, None) == plain
+    former = _key(corpus, HornnSettings(column_norm=2.0), "gated", 3, None)  # a row written before 2026-12-02
+    assert "weight_decay" not in former and "column_norm" not in former and UNNAMED["column_norm"] == 2.0
+    today = _key(corpus, HornnSettings(), "gated", 3, None)
+    assert RECIPE["column_norm"] == 4.0 and today == dict(former, column_norm=4.0)
+    assert _key(corpus, HornnSettings(weight_decay=RECIPE["weight_decay"]), "gated", 3, None) == today
     other = _key(corpus, HornnSettings(weight_decay=1e-4), "gated", 3, None)
-    assert other == dict(plain, weight_decay=1e-4)
+    assert other == dict(today, weight_decay=1e-4)
     model = msr.HORNN(12, 4, (4,), order=3, pooling="gated", head="class", head_classes=[2, 10])
     trainer = recipe_trainer(model, 0.5, schedule(), weight_decay=1e-4, column_norm=1.0)
     assert (trainer.optimizer.weight_decay, trainer.constraint.max_norm) == (1e-4, 1.0)
+    assert recipe_trainer(model, 0.5, schedule()).constraint.max_norm == 4.0
     with pytest.raises(TypeError, match="not momentum"):
         recipe_trainer(model, 0.5, schedule(), momentum=0.5)
     results = msr.reproduce.Results(tmp_path)
-    results.append(dict(plain, valid=136.0, test=132.3, seconds=1.0, epochs=11, best_epoch=11))
+    results.append(dict(former, valid=136.0, test=132.3, seconds=1.0, epochs=11, best_epoch=11))
     results.append(dict(other, valid=130.0, test=127.0, seconds=1.0, epochs=12, best_epoch=12))
     text = report(tmp_path)
     assert "127.0 (130.0)" in text and "132.3" not in text and "weight_decay 0.0001" in text
+    results.append(dict(today, valid=134.0, test=129.9, seconds=1.0, epochs=11, best_epoch=11))
+    text = report(tmp_path)  # the latest row's settings: today's recipe, apart from the row at 2.0
+    assert "129.9 (134.0)" in text and "132.3" not in text and "127.0" not in text and "column_norm 4.0" in text
+
+
+def test_a_hornn_checkpoint_of_the_former_column_norm_is_refused_by_todays_recipe(tmp_path):
+    """A model's checkpoint written at column norm 2.0 (its key without ``column_norm``) is not continued by a run
+    of today's recipe (4.0) into the same folder: ``unit_checkpoint`` names the setting that differs."""
+    from types import SimpleNamespace
+
+    from multiscale_rnn.reproduce import _common
+    from multiscale_rnn.reproduce.hornn import HornnSettings, _key
+
+    corpus = SimpleNamespace(train=np.zeros(1000, np.int32))
+    model = msr.HORNN(12, 4, (4,), order=2, pooling="fofe", seed=0)
+    ck = tmp_path / "fofe-N2-H4-seed0.npz"
+    former = _key(corpus, HornnSettings(column_norm=2.0), "fofe", 2, None)
+    msr.checkpoint.save(ck, model, extra=_common.unit_checkpoint(ck, former))
+    assert _common.unit_checkpoint(ck, former) == {"reproduction": json.loads(json.dumps(former))}
+    with pytest.raises(ValueError, match="column_norm 'not set' there, 4.0 here"):
+        _common.unit_checkpoint(ck, _key(corpus, HornnSettings(), "fofe", 2, None))
 
 
 def test_a_hornn_run_capped_below_20_epochs_halves_in_its_last_three(ptb, tmp_path):

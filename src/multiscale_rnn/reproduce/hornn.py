@@ -5,14 +5,14 @@ perplexity of the 3rd-order FOFE HORNN against the forgetting factor alpha), wit
 The paper's recipe (docs/training.md): 400 sigmoid units, the class-based softmax, N(0, 0.1^2)
 initialisation, SGD with momentum 0.9 and the paper's learning rate, 0.5 (``models.hornn.LEARNING_RATE``; 1.0,
 the best of a 2-epoch sweep of the RNN alone, ended higher on nearly every model trained to the end),
-weight decay 1e-5, clipping by value at 5, column
-normalisation at 2.0, batch 20, BPTT 30, and the learning rate and stopping rule of Mikolov's RNNLM
-toolkit (``schedule()``: the rate halved after the first epoch that misses, validation loss not 0.3 %
-below the epoch before, and after every epoch from then on; training stops at the second miss,
-``should_stop``). The paper halves "at the end of each epoch if the cross entropy on the validation
-set does not decrease" and follows the toolkit's schedule on text8; halving only after the epochs that
-miss (``ReduceOnPlateau(patience=0)``) left the RNN at 153.1 test perplexity, and two epochs of the
-toolkit's halving from its best epoch took it to 135.0 (docs/studies/hornn_ptb.md).
+weight decay 1e-5, clipping by value at 5, column normalisation at 4.0 (``RECIPE``; 2.0 until 2026-12-02),
+batch 20, BPTT 30, and the learning rate and stopping rule of Mikolov's RNNLM toolkit (``schedule()``: the
+rate halved after the first epoch that misses, validation loss not 0.3 % below the epoch before, and after
+every epoch from then on; training stops at the second miss, ``should_stop``). The paper halves "at the end of
+each epoch if the cross entropy on the validation set does not decrease" and follows the toolkit's schedule on
+text8; halving only after the epochs that miss (``ReduceOnPlateau(patience=0)``) left the RNN at 153.1 test
+perplexity, and two epochs of the toolkit's halving from its best epoch took it to 135.0
+(docs/studies/hornn_ptb.md).
 
 The checkpoint directory is the one of ``bench/repro_hornn_ptb.py --checkpoints DIR``:
 ``DIR/<pooling>-N<order>-H<hidden>-seed<seed>.npz`` per model (``fofe-N3-alpha0.2-H400-seed0.npz`` for
@@ -117,8 +117,8 @@ class HornnSettings:
     epochs: int = 20
     anneal_after: Optional[int] = None  # halve after every epoch from this one on, missed or not (None: NewBob's rule)
     lr: float = LEARNING_RATE
-    weight_decay: float = RECIPE["weight_decay"]  # the recipe's; another value is part of a model's key (``_key``)
-    column_norm: float = RECIPE["column_norm"]  # the same
+    weight_decay: float = RECIPE["weight_decay"]  # the recipe's; one not ``UNNAMED``'s is part of a model's key
+    column_norm: float = RECIPE["column_norm"]  # the same (the recipe's 4.0 is: rows without it were at 2.0)
     seed: int = 0
     threads: int = 1
     progress: bool = False
@@ -127,7 +127,7 @@ class HornnSettings:
 
 def recipe_trainer(model, lr: float, lr_schedule, progress: bool = False, **overrides):
     """The recipe's Trainer for ``model`` (``models.hornn.RECIPE``: SGD at ``lr`` with momentum 0.9 and weight
-    decay 1e-5, clipping by value at 5, batch 20, BPTT 30, column normalisation at 2.0), the learning rate
+    decay 1e-5, clipping by value at 5, batch 20, BPTT 30, column normalisation at 4.0), the learning rate
     following ``lr_schedule``; ``weight_decay=`` / ``column_norm=`` in place of the recipe's."""
     import multiscale_rnn as msr
 
@@ -197,10 +197,16 @@ def train_model(corpus, classes, args, pooling="plain", order=1, alpha=None, bud
     return valid, test, seconds, epochs, trainer.best_epoch
 
 
+#: The regularisation of the rows and checkpoints written before it entered a key (``_key``): a key names weight
+#: decay and column norm only where they differ from these, so those rows keep their keys. Column norm 2.0 was the
+#: recipe's until 2026-12-02; a row without ``column_norm`` was trained at 2.0, one of today's recipe names 4.0.
+UNNAMED = {"weight_decay": 1e-5, "column_norm": 2.0}
+
+
 def regularisation(args) -> Dict[str, float]:
-    """``args``' weight decay and column norm, each where it is not the recipe's (``RECIPE``); none: the recipe."""
-    given = {k: getattr(args, k, None) for k in ("weight_decay", "column_norm")}
-    return {k: float(v) for k, v in given.items() if v is not None and v != RECIPE[k]}
+    """``args``' weight decay and column norm, the recipe's (``RECIPE``) where ``args`` has none or None."""
+    given = {k: getattr(args, k, None) for k in UNNAMED}
+    return {k: float(RECIPE[k] if v is None else v) for k, v in given.items()}
 
 
 def _key(corpus, args, pooling, order, alpha):
@@ -215,7 +221,8 @@ def _key(corpus, args, pooling, order, alpha):
         lr=args.lr,
         schedule="newbob",  # rows without it were trained with ReduceOnPlateau(patience=0)
         **({} if getattr(args, "anneal_after", None) is None else {"anneal_after": args.anneal_after}),
-        **regularisation(args),  # only where not the recipe's: the rows before these options keep their keys
+        # only where not ``UNNAMED``'s: the rows before these options keep their keys
+        **{k: v for k, v in regularisation(args).items() if v != UNNAMED[k]},
     )
 
 
