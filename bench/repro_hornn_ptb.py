@@ -87,11 +87,15 @@ def main(argv=None):
     ap.add_argument("--train-tokens", type=int, default=300_000)
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--lr", type=float, default=HornnSettings.lr)
+    recipe = msr.models.hornn.RECIPE
     ap.add_argument(
-        "--weight-decay", type=float, default=None, help="in place of the recipe's 1e-5 (models.hornn.RECIPE)"
+        "--weight-decay", type=float, default=None, help=f"in place of the recipe's {recipe['weight_decay']}"
     )
     ap.add_argument(
-        "--column-norm", type=float, default=None, help="in place of the recipe's 4.0 (2.0 until 2026-12-02)"
+        "--column-norm",
+        type=float,
+        default=None,
+        help=f"in place of the recipe's {recipe['column_norm']} (models.hornn.RECIPE; 2.0 until 2026-12-02)",
     )
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
