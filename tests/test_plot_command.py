@@ -156,6 +156,8 @@ def test_the_command_refuses_with_one_clear_line(tmp_path, capsys):
     assert "profile is drawn by VCGRU and VCRNN" in err
     err = _error(capsys, ["plot", lstm, "--kind", "heatmap", "--text", TEXT, *out])
     assert "LSTM models draw no figure of a text, so not heatmap (heatmap is drawn by HMLSTM)" in err
+    err = _error(capsys, ["plot", lstm, "--kind", "heatmap", *out])  # the kind first: a text would not help
+    assert "LSTM models draw no figure of a text, so not heatmap" in err and "--text" not in err
     err = _error(capsys, ["plot", hm, "--kind", "heatmap", "--text", TEXT, "--out", str(tmp_path / "f.jpg")])
     assert "f.jpg: a figure is written as PNG or SVG, chosen by the extension (.png, .svg), got '.jpg'" in err
     err = _error(capsys, ["plot", hm, "--kind", "heatmap", "--text", "the Zat", *out])

@@ -285,19 +285,19 @@ def cmd_plot(args) -> int:
     if args.kind == "training":  # any run's curves, from the CSV of steps and the history beside the checkpoint
         _plot_training(args.checkpoint, out)
         return 0
-    if not args.text:
-        given = "is empty" if args.text is not None else "is missing"
-        raise ValueError(f'--text {given}: give the text the model reads, e.g. --text "the cat sat on the mat"')
     try:
         figures.check_kind(args.kind)
     except ValueError as e:
         raise ValueError(f"--kind {args.kind}: {e}") from None
     set_threads(args.threads)
     ck = _load_checkpoint(args.checkpoint, args.best)
-    try:
+    try:  # a kind the model does not draw is named before a missing text: no text would make it draw
         figures.check_kind(args.kind, ck.model)
     except ValueError as e:
         raise ValueError(f"--kind {args.kind} for {args.checkpoint}: {e}") from None
+    if not args.text:
+        given = "is empty" if args.text is not None else "is missing"
+        raise ValueError(f'--text {given}: give the text the model reads, e.g. --text "the cat sat on the mat"')
     _, vocab = _checkpoint_data(args, ck, need_corpus=False)
     _check_symbols(args, vocab, args.text, "--text")
     import matplotlib
