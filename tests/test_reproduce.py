@@ -669,6 +669,13 @@ def test_a_hornn_run_with_other_regularisation_is_keyed_and_reported_apart(tmp_p
     results.append(dict(today, valid=134.0, test=129.9, seconds=1.0, epochs=11, best_epoch=11))
     text = report(tmp_path)  # the latest row's settings: today's recipe, apart from the row at 2.0
     assert "129.9 (134.0)" in text and "132.3" not in text and "127.0" not in text and "column_norm 4.0" in text
+    # each key finds its own row only: the key at 2.0 (no column_norm) does not take the rows at 4.0 or at 1e-4
+    from multiscale_rnn.reproduce.hornn import find_done
+
+    assert [find_done(results, k)["test"] for k in (former, other, today)] == [132.3, 127.0, 129.9]
+    only_today = msr.reproduce.Results(tmp_path / "today")
+    only_today.append(dict(today, valid=134.0, test=129.9, seconds=1.0, epochs=11, best_epoch=11))
+    assert find_done(only_today, former) is None and find_done(only_today, other) is None
 
 
 def test_a_hornn_checkpoint_of_the_former_column_norm_is_refused_by_todays_recipe(tmp_path):

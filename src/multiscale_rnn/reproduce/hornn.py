@@ -239,12 +239,20 @@ def row_alpha(r: dict) -> float:
     return float(r["alpha"]) if r.get("alpha") is not None else default_alpha()
 
 
+#: The items a key (``_key``) holds only where they are not their former value: a key without one matches only the
+#: rows without it (``Results.find`` matches the rows holding every item of a key, so a key without ``column_norm``,
+#: a model at 2.0, would otherwise take a row at 4.0 for its own).
+OPTIONAL = ("anneal_after", *UNNAMED)
+
+
 def find_done(results: Results, key: dict) -> Optional[dict]:
     """The row of ``key``'s model in ``results``, or None; a FOFE model at the default alpha is found under either
-    key, without alpha (Table 2's) or with it (Figure 6's): one model, trained once."""
-    done = results.find(key)
+    key, without alpha (Table 2's) or with it (Figure 6's): one model, trained once. A row with an item of
+    ``OPTIONAL`` that ``key`` does not have (or the reverse) is another model's."""
+    exact = dict(key, **{k: key.get(k) for k in OPTIONAL})  # None: the row has no such item
+    done = results.find(exact)
     if done is None and key["pooling"] == "fofe" and row_alpha(key) == default_alpha():
-        done = results.find(dict(key, alpha=default_alpha() if key["alpha"] is None else None))
+        done = results.find(dict(exact, alpha=default_alpha() if key["alpha"] is None else None))
     return done
 
 
