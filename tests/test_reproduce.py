@@ -623,8 +623,9 @@ def test_the_hornn_report_keeps_one_settings_rows_in_its_tables(tmp_path):
 
     corpus = SimpleNamespace(train=np.zeros(1000, np.int32))
     key = _key(corpus, HornnSettings(anneal_after=3), "plain", 1, None)
-    # weight_decay and column_norm enter a key only where they are not UNNAMED's (the recipe's column norm is not)
-    assert set(key) - {"pooling", "order", "alpha", "seed"} == set(SETTINGS) - {"weight_decay"}
+    # weight_decay and column_norm enter a key only where they are not UNNAMED's (the recipe's column norm is not),
+    # the head only where it is not the recipe's class softmax
+    assert set(key) - {"pooling", "order", "alpha", "seed"} == set(SETTINGS) - {"weight_decay", "head"}
     results = msr.reproduce.Results(tmp_path)
     for lr, tests in ((1.0, {("plain", 1): 150.0, ("gated", 2): 160.0, ("fofe", 3): 140.0}),
                       (0.5, {("plain", 1): 136.5, ("gated", 2): 125.5})):  # fmt: skip
@@ -669,6 +670,7 @@ def test_a_hornn_run_with_other_regularisation_is_keyed_and_reported_apart(tmp_p
     results.append(dict(today, valid=134.0, test=129.9, seconds=1.0, epochs=11, best_epoch=11))
     text = report(tmp_path)  # the latest row's settings: today's recipe, apart from the row at 2.0
     assert "129.9 (134.0)" in text and "132.3" not in text and "127.0" not in text and "column_norm 4.0" in text
+    assert "head=" not in text  # the recipe's class softmax: no line on the output layer
     # each key finds its own row only: the key at 2.0 (no column_norm) does not take the rows at 4.0 or at 1e-4
     from multiscale_rnn.reproduce.hornn import find_done
 
@@ -694,6 +696,33 @@ def test_a_hornn_checkpoint_of_the_former_column_norm_is_refused_by_todays_recip
     assert _common.unit_checkpoint(ck, former) == {"reproduction": json.loads(json.dumps(former))}
     with pytest.raises(ValueError, match="column_norm 'not set' there, 4.0 here"):
         _common.unit_checkpoint(ck, _key(corpus, HornnSettings(), "fofe", 2, None))
+
+
+def test_a_hornn_run_with_the_full_softmax_is_keyed_trained_and_reported_apart(ptb, tmp_path):
+    """``--head linear`` (``HornnSettings.head``): the full softmax of the paper's eq. 2 in place of the class
+    softmax. Its key names the head (a class-head key, the rows before the option, does not), the model it trains
+    has the linear head, a class-head run into the same folder refuses its checkpoint, and the report keeps its
+    rows apart."""
+    from dataclasses import replace
+
+    from multiscale_rnn.reproduce.hornn import HornnSettings, _key, find_done, finished, report
+
+    corpus = msr.data.load("ptb-word", path=str(ptb)).by_frequency()
+    classes = msr.data.class_sizes(corpus.counts())
+    s = HornnSettings(hidden=8, train_tokens=2000, epochs=1, lr=0.05, head="linear", checkpoints=str(tmp_path))
+    assert _key(corpus, s, "fofe", 2, None) == dict(_key(corpus, replace(s, head="class"), "fofe", 2, None),
+                                                    head="linear")  # fmt: skip
+    assert "head" not in _key(corpus, HornnSettings(), "fofe", 2, None)
+    valid, test, _ = finished(corpus, classes, s, "fofe", 2)
+    ck = msr.checkpoint.load(next(tmp_path.glob("*.npz")))
+    assert ck.config["head"] == "linear" and not ck.config.get("head_classes")
+    assert np.isfinite(valid) and np.isfinite(test) and valid > 1.0
+    assert find_done(msr.reproduce.Results(tmp_path), _key(corpus, replace(s, head="class"), "fofe", 2, None)) is None
+    with pytest.raises(ValueError, match=re.escape("head 'linear' there, 'not set' here")):
+        finished(corpus, classes, replace(s, head="class"), "fofe", 2)
+    rows = msr.reproduce.Results(tmp_path).rows()
+    assert len(rows) == 1 and rows[0]["head"] == "linear"
+    assert "`head='linear'` (the full softmax" in report(tmp_path)
 
 
 def test_a_hornn_run_capped_below_20_epochs_halves_in_its_last_three(ptb, tmp_path):

@@ -119,6 +119,7 @@ class HornnSettings:
     lr: float = LEARNING_RATE
     weight_decay: float = RECIPE["weight_decay"]  # the recipe's; one not ``UNNAMED``'s is part of a model's key
     column_norm: float = RECIPE["column_norm"]  # the same (the recipe's 4.0 is: rows without it were at 2.0)
+    head: str = "class"  # the class softmax (the recipe's) or "linear", the full softmax of the paper's eq. 2
     seed: int = 0
     threads: int = 1
     progress: bool = False
@@ -168,7 +169,10 @@ def train_model(corpus, classes, args, pooling="plain", order=1, alpha=None, bud
     (``unit_checkpoint``)."""
     import multiscale_rnn as msr
 
-    kw = dict(order=order, pooling=pooling, activation="sigmoid", seed=args.seed, head="class", head_classes=classes)
+    head = getattr(args, "head", "class")
+    kw = dict(order=order, pooling=pooling, activation="sigmoid", seed=args.seed, head=head)
+    if head == "class":
+        kw["head_classes"] = classes
     if alpha is not None:
         kw["alpha"] = alpha
     model = msr.HORNN(corpus.vocab_size, args.hidden, (args.hidden,), **kw)
@@ -221,6 +225,7 @@ def _key(corpus, args, pooling, order, alpha):
         lr=args.lr,
         schedule="newbob",  # rows without it were trained with ReduceOnPlateau(patience=0)
         **({} if getattr(args, "anneal_after", None) is None else {"anneal_after": args.anneal_after}),
+        **({} if getattr(args, "head", "class") == "class" else {"head": args.head}),  # rows before it: "class"
         # only where not ``UNNAMED``'s: the rows before these options keep their keys
         **{k: v for k, v in regularisation(args).items() if v != UNNAMED[k]},
     )
@@ -242,7 +247,7 @@ def row_alpha(r: dict) -> float:
 #: The items a key (``_key``) holds only where they are not their former value: a key without one matches only the
 #: rows without it (``Results.find`` matches the rows holding every item of a key, so a key without ``column_norm``,
 #: a model at 2.0, would otherwise take a row at 4.0 for its own).
-OPTIONAL = ("anneal_after", *UNNAMED)
+OPTIONAL = ("anneal_after", *UNNAMED, "head")
 
 
 def find_done(results: Results, key: dict) -> Optional[dict]:
@@ -352,7 +357,8 @@ def run_figure6(out_dir: Path, budget, progress: bool, data_path) -> None:
 
 
 #: The items of a row's key (``_key``) besides its model and seed: the settings its figures depend on.
-SETTINGS = ("hidden", "train_tokens", "max_epochs", "lr", "schedule", "anneal_after", "weight_decay", "column_norm")
+SETTINGS = ("hidden", "train_tokens", "max_epochs", "lr", "schedule", "anneal_after", "weight_decay", "column_norm",
+            "head")  # fmt: skip
 
 
 def _in_table(r: dict, alpha: bool) -> bool:
@@ -496,16 +502,21 @@ def report_figure6(out_dir: Path) -> str:
 
 
 def _others_line(kept: List[dict], others: List[dict]) -> List[str]:
-    """The report's line naming the rows of other settings that its tables leave out (none: no line)."""
+    """The report's line naming the rows of other settings that its tables leave out (none: no line), and the one
+    saying that the tables' rows have the full softmax where the recipe has the class softmax."""
+    head = []
+    if kept and kept[-1].get("head", "class") != "class":
+        head = ["", f"The tables' models have the output layer `head={kept[-1]['head']!r}` (the full softmax of the "
+                    f"paper's eq. 2), where the recipe has the class softmax."]  # fmt: skip
     if not others:
-        return []
+        return head
 
     def settings(r):
         return ", ".join(f"{k} {r[k]}" for k in SETTINGS if r.get(k) is not None)
 
     other = "; ".join(sorted({settings(r) for r in others}))
     return ["", f"The tables hold the rows trained with the latest row's settings ({settings(kept[-1])}); left "
-            f"out: {len(others)} row(s) of other settings ({other})."]  # fmt: skip
+            f"out: {len(others)} row(s) of other settings ({other})."] + head  # fmt: skip
 
 
 def _in_progress(out_dir: Path, rows, alpha: bool = False) -> list:
