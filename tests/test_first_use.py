@@ -311,6 +311,12 @@ def test_named_corpus_errors_name_the_users_path(tmp_path):
     copy.write_bytes(b"abc def " * 100 + b"\xfe")
     with pytest.raises(ValueError, match=re.escape(f"{copy} is not valid UTF-8: byte offset 800")):
         data.load("text8", path=copy)
+    utf16 = tmp_path / "notes.txt"  # saved as UTF-16 by an editor: named as such, with how to convert it
+    utf16.write_bytes("hello world\n".encode("utf-16"))
+    with pytest.raises(ValueError, match=re.escape(f"{utf16} is not valid UTF-8: byte offset 0 (bytes ff fe")) as e:
+        data.load(str(utf16))
+    hint = "UTF-16 byte-order mark: convert it to UTF-8 (iconv -f UTF-16 -t UTF-8), or pass level='byte'"
+    assert hint in str(e.value)
     zipped = tmp_path / "t8.zip"
     with zipfile.ZipFile(zipped, "w") as z:
         z.writestr("text8", copy.read_bytes())

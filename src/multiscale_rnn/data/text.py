@@ -38,6 +38,9 @@ def decode_utf8(
     except UnicodeDecodeError as e:
         where = f" ({split} split)" if split else ""
         bad = raw[e.start : e.start + 4].hex(" ")
+        if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):  # a UTF-16 byte-order mark (UTF-32's little-endian one too)
+            utf16 = "it starts with a UTF-16 byte-order mark: convert it to UTF-8 (iconv -f UTF-16 -t UTF-8)"
+            advice = f"{utf16}, or {advice}"
         raise ValueError(
             f"{source}{where} is not valid UTF-8: byte offset {e.start:,} (bytes {bad}): {e.reason}; {advice}"
         ) from None
