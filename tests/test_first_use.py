@@ -317,6 +317,16 @@ def test_named_corpus_errors_name_the_users_path(tmp_path):
         data.load(str(utf16))
     hint = "UTF-16 byte-order mark: convert it to UTF-8 (iconv -f UTF-16 -t UTF-8), or pass level='byte'"
     assert hint in str(e.value)
+    bom = tmp_path / "bom.txt"  # UTF-8 with the byte-order mark some editors write: the mark is not a symbol
+    bom.write_bytes(b"\xef\xbb\xbf" + b"hello world, a text. " * 40)
+    plain = tmp_path / "plain.txt"
+    plain.write_bytes(b"hello world, a text. " * 40)
+    with_bom, without = data.load(str(bom)), data.load(str(plain))
+    assert with_bom.vocab.itos == without.vocab.itos and "\ufeff" not in with_bom.vocab.itos
+    assert all(np.array_equal(getattr(with_bom, s), getattr(without, s)) for s in ("train", "valid", "test"))
+    bom.write_bytes(b"\xef\xbb\xbf" + b"abc" * 30 + b"\xfe")  # offsets stay those of the file
+    with pytest.raises(ValueError, match=re.escape(f"{bom} is not valid UTF-8: byte offset 93 (bytes fe)")):
+        data.load(str(bom))
     zipped = tmp_path / "t8.zip"
     with zipfile.ZipFile(zipped, "w") as z:
         z.writestr("text8", copy.read_bytes())

@@ -13,6 +13,7 @@ byte value. ``unit="word"`` splits on whitespace with ``<eos>`` at each newline
 (:func:`multiscale_rnn.data.tokenize_words`); text with no word in it is refused.
 """
 
+import codecs
 from pathlib import Path
 from typing import Any, Dict, Optional, Union, cast
 
@@ -31,18 +32,21 @@ def decode_utf8(
     split: Optional[str] = None,
     advice: str = "pass level='byte' (--data-option level=byte) to read it as bytes",
 ) -> str:
-    """``raw`` decoded as UTF-8, or ``ValueError`` naming ``source``, ``split`` and the byte offset
-    of the first byte that is not UTF-8, then ``advice``."""
+    """``raw`` decoded as UTF-8, without the byte-order mark some editors put first (it is not part of the text), or
+    ``ValueError`` naming ``source``, ``split`` and the byte offset of the first byte that is not UTF-8, then
+    ``advice``."""
+    bom = len(codecs.BOM_UTF8) if raw.startswith(codecs.BOM_UTF8) else 0
     try:
-        return raw.decode("utf-8")
+        return raw[bom:].decode("utf-8")
     except UnicodeDecodeError as e:
         where = f" ({split} split)" if split else ""
-        bad = raw[e.start : e.start + 4].hex(" ")
+        start = e.start + bom  # in the file
+        bad = raw[start : start + 4].hex(" ")
         if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):  # a UTF-16 byte-order mark (UTF-32's little-endian one too)
             utf16 = "it starts with a UTF-16 byte-order mark: convert it to UTF-8 (iconv -f UTF-16 -t UTF-8)"
             advice = f"{utf16}, or {advice}"
         raise ValueError(
-            f"{source}{where} is not valid UTF-8: byte offset {e.start:,} (bytes {bad}): {e.reason}; {advice}"
+            f"{source}{where} is not valid UTF-8: byte offset {start:,} (bytes {bad}): {e.reason}; {advice}"
         ) from None
 
 
