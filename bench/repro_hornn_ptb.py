@@ -1,10 +1,10 @@
-"""Reduced-scale reproduction of the HORNN paper's PTB experiments (Soltani & Jiang 2016): test
-perplexity against order for each pooling (Table 2, with the order-1 RNN of Table 3) and against
-FOFE's forgetting factor alpha (Figure 6), on PTB words with the class-based softmax (``--head linear``: the
-full softmax of the paper's eq. 2) and the paper's recipe (docs/training.md): N(0, 0.1^2) init, SGD with momentum 0.9 and the paper's lr 0.5
-(``reproduce.hornn.HornnSettings.lr``), weight decay 1e-5, clipping by value at 5, column normalisation at 4.0,
-batch 20, BPTT 30, the RNNLM toolkit's schedule (reproduce.hornn.schedule: halved after the first miss and
-every epoch after).
+"""Reduced-scale reproduction of the HORNN paper's PTB experiments (Soltani & Jiang 2016): test perplexity
+against order for each pooling (Table 2, with the order-1 RNN of Table 3) and against FOFE's forgetting
+factor alpha (Figure 6), on PTB words with the class-based softmax (``--head linear``: the full softmax of
+the paper's eq. 2) and the paper's recipe (docs/training.md): N(0, 0.1^2) init, SGD with momentum 0.9 and
+the paper's lr 0.5 (``reproduce.hornn.HornnSettings.lr``), weight decay 1e-5, clipping by value at 5, column
+normalisation at 4.0, batch 20, BPTT 30, the RNNLM toolkit's schedule (reproduce.hornn.schedule: halved
+after the first miss and every epoch after).
 
 The training, its stopping rule and the checkpoint layout are ``multiscale_rnn.reproduce.hornn``'s, which
 ``multiscale-rnn reproduce hornn-table2`` runs at the paper's size. Here reduced: H units (default 100,
