@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -169,7 +169,7 @@ def train_model(corpus, classes, args, pooling="plain", order=1, alpha=None, bud
     (``unit_checkpoint``)."""
     import multiscale_rnn as msr
 
-    head = getattr(args, "head", "class")
+    head = getattr(args, "head", OPTIONAL["head"])
     kw = dict(order=order, pooling=pooling, activation="sigmoid", seed=args.seed, head=head)
     if head == "class":
         kw["head_classes"] = classes
@@ -207,6 +207,13 @@ def train_model(corpus, classes, args, pooling="plain", order=1, alpha=None, bud
 UNNAMED = {"weight_decay": 1e-5, "column_norm": 2.0}
 
 
+#: The items a model's key (``_key``) holds only where they differ from these values, those of the rows written before
+#: each entered keys (no ``anneal_after``, the class softmax, ``UNNAMED``'s regularisation). A key without one matches
+#: only the rows without it (``find_done``: ``Results.find`` matches the rows holding every item of a key, so a key
+#: without ``column_norm``, a model at 2.0, would otherwise take a row at 4.0 for its own).
+OPTIONAL: Dict[str, Any] = {"anneal_after": None, "head": "class", **UNNAMED}
+
+
 def regularisation(args) -> Dict[str, float]:
     """``args``' weight decay and column norm, the recipe's (``RECIPE``) where ``args`` has none or None."""
     given = {k: getattr(args, k, None) for k in UNNAMED}
@@ -214,6 +221,7 @@ def regularisation(args) -> Dict[str, float]:
 
 
 def _key(corpus, args, pooling, order, alpha):
+    optional = {k: getattr(args, k, OPTIONAL[k]) for k in ("anneal_after", "head")} | regularisation(args)
     return dict(
         pooling=pooling,
         order=order,
@@ -224,10 +232,8 @@ def _key(corpus, args, pooling, order, alpha):
         max_epochs=args.epochs,
         lr=args.lr,
         schedule="newbob",  # rows without it were trained with ReduceOnPlateau(patience=0)
-        **({} if getattr(args, "anneal_after", None) is None else {"anneal_after": args.anneal_after}),
-        **({} if getattr(args, "head", "class") == "class" else {"head": args.head}),  # rows before it: "class"
-        # only where not ``UNNAMED``'s: the rows before these options keep their keys
-        **{k: v for k, v in regularisation(args).items() if v != UNNAMED[k]},
+        # only where not ``OPTIONAL``'s: the rows before these options keep their keys
+        **{k: v for k, v in optional.items() if v != OPTIONAL[k]},
     )
 
 
@@ -242,12 +248,6 @@ def row_alpha(r: dict) -> float:
     """A FOFE row's forgetting factor: its ``alpha``, or the default for a row without one (Table 2's FOFE models,
     the same models as Figure 6's at that alpha)."""
     return float(r["alpha"]) if r.get("alpha") is not None else default_alpha()
-
-
-#: The items a key (``_key``) holds only where they are not their former value: a key without one matches only the
-#: rows without it (``Results.find`` matches the rows holding every item of a key, so a key without ``column_norm``,
-#: a model at 2.0, would otherwise take a row at 4.0 for its own).
-OPTIONAL = ("anneal_after", *UNNAMED, "head")
 
 
 def find_done(results: Results, key: dict) -> Optional[dict]:
@@ -505,7 +505,7 @@ def _others_line(kept: List[dict], others: List[dict]) -> List[str]:
     """The report's line naming the rows of other settings that its tables leave out (none: no line), and the one
     saying that the tables' rows have the full softmax where the recipe has the class softmax."""
     head = []
-    if kept and kept[-1].get("head", "class") != "class":
+    if kept and kept[-1].get("head", OPTIONAL["head"]) != OPTIONAL["head"]:
         head = ["", f"The tables' models have the output layer `head={kept[-1]['head']!r}` (the full softmax of the "
                     f"paper's eq. 2), where the recipe has the class softmax."]  # fmt: skip
     if not others:
