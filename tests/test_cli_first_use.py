@@ -516,12 +516,21 @@ def test_evaluate_reads_another_text_by_its_symbols_not_by_its_own_training_spli
     assert "!" in test_text and "!" not in train_text
     expected = msr.evaluate(model, vocab.encode(test_text, strict=True), batch_size=16, bptt=100)
     assert json.loads(out)["loss"] == pytest.approx(expected["loss"], rel=1e-12)
+    # --split all: the whole file, its cut undone
+    code, out, err = _run(["evaluate", str(path), "--data", str(other), "--json", "--split", "all"], capsys)
+    assert code == 0, err
+    whole = msr.evaluate(model, vocab.encode(text, strict=True), batch_size=16, bptt=100)
+    assert json.loads(out)["tokens"] == whole["tokens"] > 0.9 * len(text) and json.loads(out)["split"] == "all"
+    assert json.loads(out)["loss"] == pytest.approx(whole["loss"], rel=1e-12)
     # a split too short to score: refused, saying how one file is cut and how to score more of it
     (tmp_path / "tiny.txt").write_text("abc", encoding="utf-8")
     code, out, err = _run(["evaluate", str(path), "--data", str(tmp_path / "tiny.txt")], capsys)
     line = _error_line(err)
     assert code == 1 and "tiny has no test split, and scoring needs 2 tokens or more" in line
     assert "is one file, cut 90 % / 5 % / 5 % into train, valid and test (--data-option test_fraction=0.5" in line
+    assert "--split all scores all of it" in line
+    code, out, err = _run(["evaluate", str(path), "--data", str(tmp_path / "tiny.txt"), "--split", "all"], capsys)
+    assert code == 0 and "tiny all: " in out and "(2 tokens)" in out, err
 
 
 def test_resume_of_own_text_names_a_moved_file_and_refuses_another_text(tmp_path, capsys, monkeypatch):

@@ -412,6 +412,11 @@ def test_command_line_trains_evaluates_and_samples_a_stroke_model(kvg, tmp_path,
     assert main(["evaluate", str(ck), "--split", "valid", "--json"]) == 0
     r = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert r["split"] == "valid" and r["sequences"] >= 1 and r["log_likelihood"] == -r["nats_per_sequence"]
+    counts = {}
+    for split in ("train", "valid", "test", "all"):
+        assert main(["evaluate", str(ck), "--split", split, "--json"]) == 0
+        counts[split] = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["sequences"]
+    assert counts["all"] == counts["train"] + counts["valid"] + counts["test"]  # every drawing of the corpus
     png = tmp_path / "drawn.png"
     assert main(["sample", str(ck), "--length", "12", "--num-samples", "3", "--bias", "0.5", "--out", str(png)]) == 0
     assert "3 drawing(s) of 12 pen offsets" in capsys.readouterr().out

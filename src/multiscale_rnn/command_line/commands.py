@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from .. import presets as _presets
 from .._checks import non_negative_int, positive_int, positive_number
 from ..checkpoint import load
@@ -159,11 +161,16 @@ def cmd_evaluate(args) -> int:
     corpus, _ = _checkpoint_data(args, ck, need_corpus=True)
     s = dict(_presets.DEFAULTS)
     s.update(ck.extra.get("settings") or {})
-    ids = getattr(corpus, args.split)
+    if args.split == "all":  # one file of the user's: the whole of it, its cut undone
+        ids = np.concatenate(list(corpus.splits.values()))
+    else:
+        ids = getattr(corpus, args.split)
     if ids is None or len(ids) < 2:
         what = "no" if ids is None else f"only {len(ids)} token in its"
         share = (
-            f" (--data-option {args.split}_fraction=0.5 gives {args.split} half of it)" if args.split != "train" else ""
+            f" (--data-option {args.split}_fraction=0.5 gives {args.split} half of it; --split all scores all of it)"
+            if args.split in ("valid", "test")
+            else ""
         )
         cut = (
             f"; {args.data} is one file, cut 90 % / 5 % / 5 % into train, valid and test{share}"
@@ -172,7 +179,7 @@ def cmd_evaluate(args) -> int:
         )
         raise ValueError(
             f"{corpus.name} has {what} {args.split} split, and scoring needs 2 tokens or more "
-            f"(--split chooses train, valid or test){cut}"
+            f"(--split chooses train, valid, test or all){cut}"
         )
     bptt = args.bptt if args.bptt is not None else s["bptt"]
     batch = args.batch_size if args.batch_size is not None else s["eval_batch_size"]

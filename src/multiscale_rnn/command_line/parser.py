@@ -332,7 +332,12 @@ def _checkpoint_commands(sub) -> None:
         c.add_argument("--data-path", help="local copy of the corpus; alone, beside a built-in corpus: your own text")
         c.add_argument("--data-option", action="append", metavar="NAME=VALUE", help="corpus option (repeatable)")
         if name == "evaluate":
-            c.add_argument("--split", choices=["train", "valid", "test"], default="test")
+            c.add_argument(
+                "--split",
+                choices=["train", "valid", "test", "all"],
+                default="test",
+                help="the split to score; all: train, valid and test in turn as one text (your own file: all of it)",
+            )
             c.add_argument("--batch-size", type=int)
             c.add_argument("--bptt", type=int)
             c.add_argument("--json", action="store_true", help="print one JSON line")

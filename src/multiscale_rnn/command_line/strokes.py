@@ -9,6 +9,7 @@ from typing import Any, Dict, List
 import numpy as np
 
 from .. import presets as _presets
+from ..data.corpus import SPLITS
 from ..storage import check_writable
 
 __all__ = [
@@ -108,7 +109,8 @@ def evaluate_checkpoint(args, ck) -> Dict[str, Any]:
     s = _stored(ck)
     corpus = _stored_corpus(args, ck)
     batch = args.batch_size if args.batch_size is not None else s["eval_batch_size"]
-    r = evaluate(ck.model, corpus.split(args.split), batch_size=batch)
+    names = SPLITS if args.split == "all" else (args.split,)
+    r = evaluate(ck.model, [seq for name in names for seq in corpus.split(name) or []], batch_size=batch)
     return {"split": args.split, "data": corpus.name, **r}
 
 
