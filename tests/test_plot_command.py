@@ -2,7 +2,9 @@
 that declares it (``figure_kinds``), written as PNG or SVG; the files open and hold the expected axes, and
 what cannot be drawn is refused naming what was wrong."""
 
+import codecs
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import matplotlib
 import numpy as np
@@ -170,3 +172,36 @@ def test_the_command_refuses_with_one_clear_line(tmp_path, capsys):
     err = _error(capsys, ["plot", hm, "--kind", "heatmap", "--text", TEXT, "--out", str(tmp_path / "folder.png")])
     assert "the --out figure path is a folder, not a file" in err and "folder.png" in err
     assert not (tmp_path / "f.png").exists()
+
+
+def test_the_text_read_from_a_file(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    hm = str(_saved(tmp_path, "HMLSTM"))
+    Path("text.txt").write_bytes(codecs.BOM_UTF8 + TEXT.encode("utf-8"))  # an editor's byte-order mark
+    assert main(["plot", hm, "--kind", "boundaries", "--text-file", "text.txt", "--out", "a.png"]) == 0
+    assert capsys.readouterr().out == f"a.png: boundaries of the HMLSTM in {hm} reading {len(TEXT)} characters\n"
+    # the same figure as the text given on the command line
+    assert main(["plot", hm, "--kind", "boundaries", "--text", TEXT, "--out", "b.png"]) == 0
+    assert np.array_equal(matplotlib.image.imread("a.png"), matplotlib.image.imread("b.png"))
+    # a --text that names a file is drawn as written, and a note names --text-file
+    Path("cat").write_text(TEXT, encoding="utf-8")
+    assert main(["plot", hm, "--kind", "boundaries", "--text", "cat", "--out", "c.png"]) == 0
+    err = capsys.readouterr().err
+    assert (
+        "note: --text cat is drawn as the 3 characters it holds; to draw the file's text, give --text-file cat" in err
+    )
+    out = ["--out", "f.png"]
+    err = _error(capsys, ["plot", hm, "--kind", "boundaries", "--text", TEXT, "--text-file", "text.txt", *out])
+    assert "give --text or --text-file, not both" in err
+    err = _error(capsys, ["plot", hm, "--kind", "boundaries", "--text-file", "missing.txt", *out])
+    assert "--text-file missing.txt: no such file" in err
+    Path("empty.txt").write_bytes(b"")
+    err = _error(capsys, ["plot", hm, "--kind", "boundaries", "--text-file", "empty.txt", *out])
+    assert "--text-file empty.txt is empty" in err
+    Path("latin1.txt").write_bytes("the caf\xe9".encode("latin-1"))
+    err = _error(capsys, ["plot", hm, "--kind", "boundaries", "--text-file", "latin1.txt", *out])
+    assert "--text-file latin1.txt is not valid UTF-8: byte offset 7" in err and "iconv -f ITS-ENCODING" in err
+    Path("zed.txt").write_text("the Zat", encoding="utf-8")
+    err = _error(capsys, ["plot", hm, "--kind", "boundaries", "--text-file", "zed.txt", *out])
+    assert "--text-file has 1 character(s) the vocabulary of" in err
+    assert not Path("f.png").exists()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Tuple
 
 import numpy as np
 
@@ -13,6 +14,7 @@ from .. import presets as _presets
 from .._checks import non_negative_int, positive_int, positive_number
 from ..checkpoint import load
 from ..data.classes import class_sizes
+from ..data.text import decode_utf8
 from ..data.vocab import describe_symbol, tokenize_words
 from ..storage import check_writable
 from ..training import evaluate, sample
@@ -302,22 +304,53 @@ def cmd_plot(args) -> int:
         figures.check_kind(args.kind, ck.model)
     except ValueError as e:
         raise ValueError(f"--kind {args.kind} for {args.checkpoint}: {e}") from None
-    if not args.text:
-        given = "is empty" if args.text is not None else "is missing"
-        raise ValueError(f'--text {given}: give the text the model reads, e.g. --text "the cat sat on the mat"')
+    text, flag = _plot_text(args)
     _, vocab = _checkpoint_data(args, ck, need_corpus=False)
-    _check_symbols(args, vocab, args.text, "--text")
+    _check_symbols(args, vocab, text, flag)
     import matplotlib
 
     matplotlib.use("Agg")  # a file, no window
     import matplotlib.pyplot as plt
 
-    fig = figures.figure(ck.model, args.kind, args.text, vocab, strict=False)
+    fig = figures.figure(ck.model, args.kind, text, vocab, strict=False)
     figures.save(fig, out)
     plt.close(fig)
     name = type(ck.model).__name__
-    print(f"{out}: {args.kind} of the {name} in {args.checkpoint} reading {len(args.text):,} characters")
+    print(f"{out}: {args.kind} of the {name} in {args.checkpoint} reading {len(text):,} characters")
     return 0
+
+
+def _plot_text(args) -> Tuple[str, str]:
+    """``(text, flag)``: the text ``plot`` draws and the flag that gave it, ``--text`` or the UTF-8 file
+    ``--text-file``; a ``--text`` that is the name of a file is drawn as given, with a note naming ``--text-file``."""
+    if args.text_file is not None:
+        if args.text is not None:
+            raise ValueError("give --text or --text-file, not both")
+        path = Path(args.text_file).expanduser()
+        if not path.is_file():
+            raise ValueError(f"--text-file {args.text_file}: " + ("a folder" if path.is_dir() else "no such file"))
+        text = decode_utf8(path.read_bytes(), f"--text-file {args.text_file}", advice=None)
+        if not text:
+            raise ValueError(f"--text-file {args.text_file} is empty: give a file of the text the model reads")
+        return text, "--text-file"
+    if not args.text:
+        given = "is empty" if args.text is not None else "is missing"
+        raise ValueError(
+            f'--text {given}: give the text the model reads, e.g. --text "the cat sat on the mat", or a file of it '
+            "with --text-file PATH"
+        )
+    try:
+        names_a_file = Path(args.text).expanduser().is_file()
+    except (OSError, ValueError):  # too long a name, a NUL: not a file
+        names_a_file = False
+    if names_a_file:
+        print(
+            f"note: --text {args.text} is drawn as the {len(args.text)} characters it holds; to draw the file's text, "
+            f"give --text-file {args.text}",
+            file=sys.stderr,
+            flush=True,
+        )
+    return args.text, "--text"
 
 
 def _plot_training(checkpoint: str, out: Path) -> None:

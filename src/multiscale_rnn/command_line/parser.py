@@ -127,6 +127,7 @@ def _plot_command(sub) -> None:
         "of any run: training (its curves, from the CSV and history beside the checkpoint; no --text)",
     )
     c.add_argument("--text", help="the text the model reads (text models)")
+    c.add_argument("--text-file", metavar="PATH", help="a UTF-8 text file the model reads, in place of --text")
     c.add_argument("--index", type=int, default=0, help="pen-stroke models: the drawing of --split to draw")
     c.add_argument("--split", choices=["train", "valid", "test"], default="valid", help="pen-stroke models")
     c.add_argument("--out", help="the file, .png or .svg (default: beside the checkpoint, NAME-KIND.png)")

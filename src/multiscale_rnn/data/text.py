@@ -30,11 +30,11 @@ def decode_utf8(
     raw: bytes,
     source: Union[str, Path],
     split: Optional[str] = None,
-    advice: str = "pass level='byte' (--data-option level=byte) to read it as bytes",
+    advice: Optional[str] = "pass level='byte' (--data-option level=byte) to read it as bytes",
 ) -> str:
     """``raw`` decoded as UTF-8, without the byte-order mark some editors put first (it is not part of the text), or
     ``ValueError`` naming ``source``, ``split`` and the byte offset of the first byte that is not UTF-8, then
-    ``advice``."""
+    ``advice`` (None: only how to convert the file to UTF-8)."""
     bom = len(codecs.BOM_UTF8) if raw.startswith(codecs.BOM_UTF8) else 0
     try:
         return raw[bom:].decode("utf-8")
@@ -44,7 +44,9 @@ def decode_utf8(
         bad = raw[start : start + 4].hex(" ")
         if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):  # a UTF-16 byte-order mark (UTF-32's little-endian one too)
             utf16 = "it starts with a UTF-16 byte-order mark: convert it to UTF-8 (iconv -f UTF-16 -t UTF-8)"
-            advice = f"{utf16}, or {advice}"
+            advice = utf16 if advice is None else f"{utf16}, or {advice}"
+        elif advice is None:
+            advice = "convert it to UTF-8 (iconv -f ITS-ENCODING -t UTF-8)"
         raise ValueError(
             f"{source}{where} is not valid UTF-8: byte offset {start:,} (bytes {bad}): {e.reason}; {advice}"
         ) from None
