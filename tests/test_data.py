@@ -522,3 +522,19 @@ def test_tiny_shakespeare():
     assert len(c.train) + len(c.valid) + len(c.test) == 1_115_394
     assert c.vocab_size == 65
     assert c.vocab.decode(c.train[:14]) == "First Citizen:"
+
+
+def test_a_folder_without_train_txt_is_refused_saying_what_a_corpus_folder_holds(tmp_path):
+    with pytest.raises(
+        FileNotFoundError, match=r"is a folder without train.txt: a text corpus folder holds train.txt, "
+    ):
+        data.text_corpus(tmp_path)
+    # a folder of texts of other names: how to train on them as one text
+    for name in ("b.txt", "a.txt", "c.txt", "d.txt"):
+        (tmp_path / name).write_text("some text ", encoding="utf-8")
+    with pytest.raises(FileNotFoundError) as e:
+        data.text_corpus(tmp_path)
+    assert "to train on its 4 .txt files (a.txt, b.txt, c.txt, ...) as one text, join them into one file" in str(
+        e.value
+    )
+    assert f"cat {tmp_path}/*.txt > all.txt" in str(e.value)

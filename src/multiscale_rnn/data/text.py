@@ -85,9 +85,16 @@ def text_corpus(
     if path.is_dir():
         files = {s: path / n for s, n in TEXT_SPLIT_FILES.items()}
         if not files["train"].is_file():
+            texts = sorted(p.name for p in path.glob("*.txt"))
+            joined = (
+                f"; to train on its {len(texts)} .txt files ({', '.join(texts[:3])}{', ...' if len(texts) > 3 else ''})"
+                f" as one text, join them into one file (cat {path}/*.txt > all.txt) and give that file"
+                if texts
+                else ""
+            )
             raise FileNotFoundError(
                 f"{path} is a folder without {TEXT_SPLIT_FILES['train']}: a text corpus folder "
-                f"holds {', '.join(TEXT_SPLIT_FILES.values())} (valid and test optional)"
+                f"holds {', '.join(TEXT_SPLIT_FILES.values())} (valid and test optional){joined}"
             )
         raw = {s: (_read_file(p, s) if p.exists() else None) for s, p in files.items()}
         sources = files
