@@ -26,6 +26,7 @@ import argparse
 
 import multiscale_rnn as msr
 from multiscale_rnn import data, init
+from multiscale_rnn.models.hornn import RECIPE, RECIPE_OPTIONS
 from multiscale_rnn.reproduce.hornn import (  # noqa: F401
     HornnSettings,
     finished,
@@ -51,12 +52,11 @@ def reach(corpus, classes, args, orders, max_lag=20):
             args.hidden,
             (args.hidden,),
             order=order,
-            activation="sigmoid",
             seed=args.seed,
-            head="class",
             head_classes=classes,
+            **RECIPE_OPTIONS,
         )
-        init.gaussian(m, 0.1, rng=args.seed)
+        init.gaussian(m, RECIPE["init_std"], rng=args.seed)
         models["RNN" if order == 1 else f"HORNN N={order}"] = m
     curves = analysis.compare_reach(models, corpus.valid, max_lag=max_lag, num_samples=32, warmup=20, seed=args.seed)
     lags = [k for k in (1, 2, 5, 10, 15, 20) if k <= max_lag]

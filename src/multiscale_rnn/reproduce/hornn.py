@@ -29,7 +29,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ..models.hornn import LEARNING_RATE, RECIPE
+from ..models.hornn import LEARNING_RATE, RECIPE, RECIPE_OPTIONS
 from ._common import (
     SMOKE_MINUTES,
     Reproduction,
@@ -119,7 +119,7 @@ class HornnSettings:
     lr: float = LEARNING_RATE
     weight_decay: float = RECIPE["weight_decay"]  # the recipe's; one not ``UNNAMED``'s is part of a model's key
     column_norm: float = RECIPE["column_norm"]  # the same (the recipe's 4.0 is: rows without it were at 2.0)
-    head: str = "class"  # the class softmax (the recipe's) or "linear", the full softmax of the paper's eq. 2
+    head: str = RECIPE_OPTIONS["head"]  # the class softmax, or "linear": the full softmax of the paper's eq. 2
     seed: int = 0
     threads: int = 1
     progress: bool = False
@@ -169,8 +169,8 @@ def train_model(corpus, classes, args, pooling="plain", order=1, alpha=None, bud
     (``unit_checkpoint``)."""
     import multiscale_rnn as msr
 
-    head = getattr(args, "head", OPTIONAL["head"])
-    kw = dict(order=order, pooling=pooling, activation="sigmoid", seed=args.seed, head=head)
+    head = getattr(args, "head", RECIPE_OPTIONS["head"])
+    kw = dict(order=order, pooling=pooling, activation=RECIPE_OPTIONS["activation"], seed=args.seed, head=head)
     if head == "class":
         kw["head_classes"] = classes
     if alpha is not None:
