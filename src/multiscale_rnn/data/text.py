@@ -85,11 +85,11 @@ def text_corpus(
     if path.is_dir():
         files = {s: path / n for s, n in TEXT_SPLIT_FILES.items()}
         if not files["train"].is_file():
-            texts = sorted(p.name for p in path.glob("*.txt"))
+            found = sorted(p.name for p in path.glob("*.txt"))
             joined = (
-                f"; to train on its {len(texts)} .txt files ({', '.join(texts[:3])}{', ...' if len(texts) > 3 else ''})"
+                f"; to train on its {len(found)} .txt files ({', '.join(found[:3])}{', ...' if len(found) > 3 else ''})"
                 f" as one text, join them into one file (cat {path}/*.txt > all.txt) and give that file"
-                if texts
+                if found
                 else ""
             )
             raise FileNotFoundError(
