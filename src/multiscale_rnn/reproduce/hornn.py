@@ -505,7 +505,7 @@ def _others_line(kept: List[dict], others: List[dict]) -> List[str]:
     """The report's line naming the rows of other settings that its tables leave out (none: no line), and the one
     saying that the tables' rows have the full softmax where the recipe has the class softmax."""
     head = []
-    if kept and kept[-1].get("head", OPTIONAL["head"]) != OPTIONAL["head"]:
+    if kept and kept[-1].get("head", OPTIONAL["head"]) != RECIPE_OPTIONS["head"]:
         head = ["", f"The tables' models have the output layer `head={kept[-1]['head']!r}` (the full softmax of the "
                     f"paper's eq. 2), where the recipe has the class softmax."]  # fmt: skip
     if not others:
