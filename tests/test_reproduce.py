@@ -14,10 +14,19 @@ import pytest
 import multiscale_rnn as msr
 from multiscale_rnn.cli import main
 
-NAMES = ["hornn-table2", "hornn-figure6", "hm-lstm-boundaries", "vcrnn-table3", "fs-rnn-table3", "hm-lstm-real-text"]
+NAMES = [
+    "hornn-table2",
+    "hornn-figure6",
+    "hornn-table4",
+    "hm-lstm-boundaries",
+    "vcrnn-table3",
+    "fs-rnn-table3",
+    "hm-lstm-real-text",
+]
 HEADERS = {
     "hornn-table2": "| pooling | N=1 | N=2 | N=3 | N=4 |",
     "hornn-figure6": "| alpha | test (valid) |",
+    "hornn-table4": "| model | ours: test (valid) | paper |",
     "hm-lstm-boundaries": "| configuration | layers | part | module, threads | runs | spaced: z1 F1 >= 0.9 |",
     "vcrnn-table3": "| model | D | m_bar | penalty | epochs | mean m | RNN-d | valid BPC | test BPC | paper |",
     "fs-rnn-table3": "| model | seed | parameters | epochs | best valid BPC | test BPC there | paper (test BPC) |",
@@ -27,7 +36,8 @@ HEADERS = {
 
 @pytest.fixture
 def ptb(tmp_path):
-    """A tiny stand-in for the PTB folder: word files and character files (``_`` between words)."""
+    """A tiny stand-in for the PTB folder: word files and character files (``_`` between words), and a text8 of
+    the same words (``text8_prefix.txt``, for ``hornn-table4``)."""
     rng = random.Random(0)
     words = ["".join(rng.choice("abcdefghij") for _ in range(rng.randint(2, 5))) for _ in range(60)]
     folder = tmp_path / "ptb"
@@ -37,6 +47,7 @@ def ptb(tmp_path):
         (folder / f"ptb.{split}.txt").write_text("\n".join(lines) + "\n")
         chars = [" _ ".join(" ".join(w) for w in line.split()) for line in lines]
         (folder / f"ptb.char.{split}.txt").write_text("\n".join(chars) + "\n")
+    (folder / "text8_prefix.txt").write_text(" " + " ".join(rng.choice(words) for _ in range(6_000)))
     return folder
 
 
@@ -45,10 +56,11 @@ def test_list_names_every_reproduction_with_its_budget_and_scale(capsys):
     out = capsys.readouterr().out
     for name in NAMES:
         assert f"{name}: " in out
-    assert out.count("default budget 180 min, takes about ") == len(msr.reproduce.REPRODUCTIONS) == 7
+    assert out.count("default budget 180 min, takes about ") == len(msr.reproduce.REPRODUCTIONS) == 8
     assert 'needs KanjiVG from pip install "multiscale-rnn[strokes]"' in out
     assert "(reduced scale)" in out and "(full scale)" in out
     assert "needs --data-path with ptb.train.txt" in out and "needs no data (generated)" in out
+    assert "needs --data-path with text8 or text8.txt or text8_prefix.txt" in out
     for r in msr.reproduce.REPRODUCTIONS.values():
         assert r.default_budget <= 180
 
@@ -624,8 +636,8 @@ def test_the_hornn_report_keeps_one_settings_rows_in_its_tables(tmp_path):
     corpus = SimpleNamespace(train=np.zeros(1000, np.int32))
     key = _key(corpus, HornnSettings(anneal_after=3), "plain", 1, None)
     # weight_decay and column_norm enter a key only where they are not UNNAMED's (the recipe's column norm is not),
-    # the head only where it is not the recipe's class softmax
-    assert set(key) - {"pooling", "order", "alpha", "seed"} == set(SETTINGS) - {"weight_decay", "head"}
+    # the head only where it is not the recipe's class softmax, the corpus only where it is not PTB
+    assert set(key) - {"pooling", "order", "alpha", "seed"} == set(SETTINGS) - {"weight_decay", "head", "corpus"}
     results = msr.reproduce.Results(tmp_path)
     for lr, tests in ((1.0, {("plain", 1): 150.0, ("gated", 2): 160.0, ("fofe", 3): 140.0}),
                       (0.5, {("plain", 1): 136.5, ("gated", 2): 125.5})):  # fmt: skip
@@ -950,3 +962,28 @@ def test_vc_first_updates_script_starts_the_scheduler_at_its_target(ptb):
     assert target["m_min"] == pytest.approx(0.3, abs=1e-6) and target["closed_updates"] == 0
     assert abs(uniform["m_min"] - 0.3) > 1e-3
     assert module.seed_list("0-3") == [0, 1, 2, 3] and module.seed_list("2,5") == [2, 5]
+
+
+def test_hornn_table4_trains_text8_with_the_papers_text8_schedule_and_every_epoch(ptb, tmp_path):
+    """Table 4's models: text8 words, the rate halved after every epoch from ``anneal_after`` on (the paper's text8
+    schedule, ``CORPUS_SETTINGS``), every epoch trained (no stopping rule); the corpus and schedule in the key."""
+    from multiscale_rnn.models.hornn import CORPUS_SETTINGS
+    from multiscale_rnn.reproduce import hornn
+
+    corpus = msr.data.load("text8-word", path=ptb)
+    classes = msr.data.class_sizes(corpus.counts())
+    args = hornn.HornnSettings(hidden=8, train_tokens=2_000, epochs=4, anneal_after=2, corpus="text8-word",
+                               checkpoints=str(tmp_path))  # fmt: skip
+    assert isinstance(hornn.lr_schedule(args), msr.schedules.HalveAfter)
+    assert hornn.train_model(corpus, classes, args, "plain", 1)[3] == 4
+    history = json.loads((tmp_path / "plain-N1-H8-seed0.history.json").read_text())
+    assert [r["lr"] for r in history] == [0.5, 0.5, 0.25, 0.125]
+    key = hornn._key(corpus, args, "plain", 1, None)
+    assert (key["corpus"], key["schedule"], key["anneal_after"]) == ("text8-word", "halve", 2)
+    assert "corpus" not in hornn._key(corpus, hornn.HornnSettings(), "plain", 1, None)  # PTB rows keep their keys
+    # the scale of a budget: the paper's 500 units, our 10 epochs at most, halving from the second half on when capped
+    assert CORPUS_SETTINGS["text8"] == {"hidden": 500, "epochs": 10, "lr_schedule": "halve", "halve_after": 5}
+    full = hornn.settings_for(10_000, hornn.TEXT8_PREFIX_WORDS, models=5, corpus="text8-word")
+    assert (full.hidden, full.epochs, full.anneal_after, full.corpus) == (500, 10, None, "text8-word")
+    capped = hornn.settings_for(180, hornn.TEXT8_PREFIX_WORDS, models=5, corpus="text8-word")
+    assert (capped.epochs, capped.anneal_after) == (5, 2)

@@ -45,7 +45,7 @@ from .strokes import IAM_URL, StrokeCorpus, load_iam, load_kanjivg
 from .synthetic import synthetic_hierarchy
 from .text import decode_utf8, text_corpus
 
-__all__ = ["load", "LOADERS", "BUILT_IN", "STROKES", "embedded_text", "ptb_char_text", "EMBEDDED_SHA256"]
+__all__ = ["load", "LOADERS", "FILES", "BUILT_IN", "STROKES", "embedded_text", "ptb_char_text", "EMBEDDED_SHA256"]
 
 LOADERS = (
     "ptb-char",
@@ -104,7 +104,7 @@ _SOURCE = {
 
 #: Files each loader reads: one tuple of accepted names per file, the first of
 #: which is the name in the cache folder.
-_FILES: Dict[str, Tuple[Tuple[str, ...], ...]] = {
+FILES: Dict[str, Tuple[Tuple[str, ...], ...]] = {
     "ptb-char": (("ptb.char.train.txt",), ("ptb.char.valid.txt",), ("ptb.char.test.txt",)),
     "ptb-word": (("ptb.train.txt",), ("ptb.valid.txt",), ("ptb.test.txt",)),
     "text8": (("text8", "text8.txt", "text8_prefix.txt"),),
@@ -281,10 +281,10 @@ def _load_files(key, path, cache_dir, download, url, sha256, progress) -> Corpus
     """A downloadable corpus from its files: a local copy at ``path``, else the cache folder (fetched there
     once); every file must hold text."""
     if path is not None:
-        raw = _read_local(Path(path).expanduser(), _FILES[key], key)
+        raw = _read_local(Path(path).expanduser(), FILES[key], key)
     else:
         folder = fetch(_SOURCE[key], cache_dir=cache_dir, download=download, url=url, sha256=sha256, progress=progress)
-        raw = _read_local(folder, _FILES[key], key)
+        raw = _read_local(folder, FILES[key], key)
     for name, blob in raw.items():
         if len(blob) == 0:
             raise ValueError(f"{key}: {raw.where[name]} is empty")

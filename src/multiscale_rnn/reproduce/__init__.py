@@ -25,7 +25,7 @@ from typing import Dict, Optional, Union
 from .._checks import did_you_mean
 from ..storage import atomic_write_text
 from . import fs_rnn, hm_lstm, hm_lstm_real_text, hm_lstm_strokes, hornn, vcrnn
-from ._common import SMOKE_MINUTES, Budget, BudgetSpent, Reproduction, Results, machine_line
+from ._common import SMOKE_MINUTES, Budget, BudgetSpent, Reproduction, Results, file_names, machine_line
 
 __all__ = ["REPRODUCTIONS", "Reproduction", "BudgetSpent", "get", "run", "report", "listing"]
 
@@ -34,6 +34,7 @@ REPRODUCTIONS: Dict[str, Reproduction] = {
     for r in (
         hornn.REPRODUCTION,
         hornn.FIGURE6,
+        hornn.TABLE4,
         hm_lstm.REPRODUCTION,
         hm_lstm_real_text.REPRODUCTION,
         hm_lstm_strokes.REPRODUCTION,
@@ -60,16 +61,16 @@ def _check_data(r: Reproduction, data_path) -> Optional[Path]:
             raise FileNotFoundError(f"{r.name}: --data-path {data_path} does not exist")
         return None if data_path is None else Path(data_path)
     if data_path is None:
-        raise ValueError(f"{r.name} needs --data-path: a folder holding {', '.join(r.data_files)}")
+        raise ValueError(f"{r.name} needs --data-path: a folder holding {file_names(r.data_files)}")
     path = Path(data_path).expanduser()
     if not path.is_dir():
         what = "is a file, not a folder" if path.exists() else "does not exist"
         raise FileNotFoundError(
-            f"{r.name}: --data-path {path} {what}: give the folder holding {', '.join(r.data_files)}"
+            f"{r.name}: --data-path {path} {what}: give the folder holding {file_names(r.data_files)}"
         )
-    missing = [f for f in r.data_files if not (path / f).is_file()]
+    missing = tuple(names for names in r.data_files if not any((path / n).is_file() for n in names))
     if missing:
-        raise FileNotFoundError(f"{r.name}: --data-path {path} lacks {', '.join(missing)}")
+        raise FileNotFoundError(f"{r.name}: --data-path {path} lacks {file_names(missing)}")
     return path
 
 
@@ -206,7 +207,9 @@ def listing() -> str:
     """The ``reproduce --list`` text: every reproduction, its default budget and scale, its data."""
     lines = []
     for r in REPRODUCTIONS.values():
-        data = f"--data-path with {', '.join(r.data_files)}" if r.data_files else (r.data_note or "no data (generated)")
+        data = (
+            f"--data-path with {file_names(r.data_files)}" if r.data_files else (r.data_note or "no data (generated)")
+        )
         lines.append(f"{r.name}: {r.paper}")
         lines.append(f"    {r.what}")
         takes = r.default_budget if r.estimate is None else r.estimate(r.default_budget)

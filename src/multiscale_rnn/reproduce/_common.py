@@ -15,6 +15,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 
+from ..data.loaders import FILES
 from ..storage import append_lines, atomic_write_text, read_json_lines
 
 __all__ = [
@@ -33,6 +34,9 @@ __all__ = [
     "epoch_curves",
     "UnitProgress",
     "PTB_CHAR_FILES",
+    "PTB_WORD_FILES",
+    "TEXT8_FILES",
+    "file_names",
 ]
 
 
@@ -43,7 +47,8 @@ class Reproduction:
     ``run(out_dir, budget, progress, data_path)`` trains what is missing in ``out_dir`` (resuming from
     the checkpoints there) and stops when ``budget`` says so; ``report(out_dir)`` returns the markdown
     of what ``out_dir`` holds, the paper's numbers beside ours. ``data_files`` are the files
-    ``--data-path`` must hold (empty: generated data, no path needed). ``scale(minutes)`` describes the
+    ``--data-path`` must hold, each a tuple of the names it may have (``data.loaders.FILES``' entries; empty:
+    generated data, no path needed). ``scale(minutes)`` describes the
     scale a budget runs at. ``figures(out_dir)``, when given, draws the report's figures into ``out_dir``
     (PNG files, which the report shows) after a run. ``estimate(minutes)`` is the wall-clock minutes a
     run at that budget is expected to take on one thread (at most the budget, where a run stops).
@@ -57,15 +62,24 @@ class Reproduction:
     scale: Callable[[float], str]
     run: Callable
     report: Callable[[Path], str]
-    data_files: Tuple[str, ...] = ()
+    data_files: Tuple[Tuple[str, ...], ...] = ()
     seeds: str = "0"
     figures: Optional[Callable[[Path], None]] = None
     estimate: Optional[Callable[[float], float]] = None
     data_note: str = ""  # what it reads when it needs no --data-path files (empty: generated data)
 
 
-#: The files of Penn Treebank's character-level splits that ``--data-path`` must hold.
-PTB_CHAR_FILES = ("ptb.char.train.txt", "ptb.char.valid.txt", "ptb.char.test.txt")
+#: The files ``--data-path`` must hold for Penn Treebank's character-level splits, its word-level splits and text8
+#: (the loaders' declaration: each file a tuple of the names it may have).
+PTB_CHAR_FILES = FILES["ptb-char"]
+PTB_WORD_FILES = FILES["ptb-word"]
+TEXT8_FILES = FILES["text8-word"]
+
+
+def file_names(files: Tuple[Tuple[str, ...], ...]) -> str:
+    """``files`` (``Reproduction.data_files``) as a phrase: ``a, b, c`` (a file of several names: ``x or y``)."""
+    return ", ".join(" or ".join(names) for names in files)
+
 
 #: Below this many minutes a run is the smoke scale: tiny models on whatever data is given (for tests).
 SMOKE_MINUTES = 1.0
