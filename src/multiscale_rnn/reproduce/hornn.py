@@ -193,12 +193,12 @@ def unit_name(pooling: str, order: int, alpha, hidden: int, seed: int) -> str:
 
 
 def train_model(corpus, classes, args, pooling="plain", order=1, alpha=None, budget=None):
-    """Train one HORNN with the paper's recipe; (valid, test perplexity, seconds, epochs, best epoch), the
-    perplexities those of the epoch with the lowest validation loss and the seconds the training time of
-    all its epochs (summed from the history, so a run that resumed counts the epochs before the resume too;
-    the evaluations are not counted). With
-    ``args.checkpoints``, one epoch a call from the model's checkpoint there (an interrupted run goes on
-    where it stopped) until ``should_stop`` or ``args.epochs``; ``budget.check()`` after each epoch. A checkpoint
+    """Train one HORNN with the paper's recipe on ``args.corpus`` (its schedule: ``lr_schedule``); (valid, test
+    perplexity, seconds, epochs, best epoch), the perplexities those of the epoch with the lowest validation loss and
+    the seconds the training time of all its epochs (summed from the history, so a run that resumed counts the
+    epochs before the resume too; the evaluations are not counted). With ``args.checkpoints``, one epoch a call from
+    the model's checkpoint there (an interrupted run goes on where it stopped) until ``args.epochs`` or, on PTB,
+    ``should_stop``; ``budget.check()`` after each epoch. A checkpoint
     there written with other settings (``_key``: another learning rate, scale or schedule) is refused
     (``unit_checkpoint``)."""
     import multiscale_rnn as msr
