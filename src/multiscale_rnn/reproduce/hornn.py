@@ -163,13 +163,18 @@ def recipe_trainer(model, lr: float, lr_schedule, progress: bool = False, **over
                        constraint=msr.optim.ColumnNorm(r["column_norm"]))  # fmt: skip
 
 
+def corpus_settings(args) -> Dict[str, Any]:
+    """The paper's settings for ``args``' corpus (``CORPUS_SETTINGS``; PTB's where ``args`` names none)."""
+    return CORPUS_SETTINGS[CORPORA[getattr(args, "corpus", "ptb-word")]]
+
+
 def lr_schedule(args):
     """The learning-rate schedule of ``args``' corpus: on PTB ``schedule(args.anneal_after)`` (the toolkit's, which
     ``should_stop`` ends), on text8 the paper's text8 schedule (``CORPUS_SETTINGS``: ``schedules.HalveAfter``, the
     rate halved after every epoch from ``args.anneal_after``, or the paper's 5, on)."""
     import multiscale_rnn as msr
 
-    corpus = CORPUS_SETTINGS[CORPORA[getattr(args, "corpus", "ptb-word")]]
+    corpus = corpus_settings(args)
     anneal_after = getattr(args, "anneal_after", None)
     if corpus["lr_schedule"] == "newbob":
         return schedule(anneal_after)
@@ -266,7 +271,7 @@ def _key(corpus, args, pooling, order, alpha):
         max_epochs=args.epochs,
         lr=args.lr,
         # rows without it were trained with ReduceOnPlateau(patience=0)
-        schedule=CORPUS_SETTINGS[CORPORA[getattr(args, "corpus", "ptb-word")]]["lr_schedule"],
+        schedule=corpus_settings(args)["lr_schedule"],
         # only where not ``OPTIONAL``'s: the rows before these options keep their keys
         **{k: v for k, v in optional.items() if v != OPTIONAL[k]},
     )
