@@ -987,3 +987,24 @@ def test_hornn_table4_trains_text8_with_the_papers_text8_schedule_and_every_epoc
     assert (full.hidden, full.epochs, full.anneal_after, full.corpus) == (500, 10, None, "text8-word")
     capped = hornn.settings_for(180, hornn.TEXT8_PREFIX_WORDS, models=5, corpus="text8-word")
     assert (capped.epochs, capped.anneal_after) == (5, 2)
+
+
+def test_hornn_table4_report_gives_the_order_of_the_poolings_beside_the_papers(tmp_path):
+    """Table 4's report: each model beside the paper's figure, each HORNN against the RNN of its seed, and the
+    poolings from best to worst by median test perplexity beside the paper's gated, FOFE, max, plain."""
+    from multiscale_rnn.reproduce import hornn
+
+    corpus = type("C", (), {"train": np.zeros(1000, np.int32)})()
+    results = msr.reproduce.Results(tmp_path)
+    tests = {("plain", 1): [150.0, 152.0], ("fofe", 3): [140.0, 153.0], ("gated", 3): [149.0, 151.0],
+             ("plain", 3): [160.0, 161.0], ("max", 3): [155.0, 158.0]}  # fmt: skip
+    for (pooling, order), by_seed in tests.items():
+        for seed, test in enumerate(by_seed):
+            args = hornn.HornnSettings(hidden=500, epochs=10, corpus="text8-word", seed=seed)
+            results.append(dict(hornn._key(corpus, args, pooling, order, None), valid=test + 5, test=test,
+                                seconds=1.0, epochs=10, vocab_size=13129))  # fmt: skip
+    text = msr.reproduce.report("hornn-table4", tmp_path)
+    assert "our vocabulary: 13,129 words" in text
+    assert "| RNN | 151.0 [150.0, 152.0] (2 seeds) | 184 |" in text and "| gated-N3 | 150.0 [149.0, 151.0]" in text
+    assert "| fofe-N3 | 1 of 2 | -4.5 [-10.0, 1.0] |" in text and "| plain-N3 | 0 of 2 | 9.5 [9.0, 10.0] |" in text
+    assert "ours fofe, gated, max, plain; the paper's gated, fofe, max, plain." in text

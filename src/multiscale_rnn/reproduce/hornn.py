@@ -539,6 +539,12 @@ def report_table4(out_dir: Path) -> str:
         "",
         markdown_table(["model", "ours: test (valid)", "paper"], table),
     ]
+    hornns = [u for u in UNITS_TABLE4 if u[1] > 1]
+    if all(u in by for u in hornns):  # the paper's order of the poolings, on the medians
+        ours = sorted(hornns, key=lambda u: float(np.median([r["test"] for r in by[u].values()])))
+        papers = sorted(hornns, key=lambda u: PAPER_TABLE4[u])
+        out += ["", f"The poolings from best to worst by median test perplexity: ours {', '.join(p for p, _ in ours)}; "
+                    f"the paper's {', '.join(p for p, _ in papers)}."]  # fmt: skip
     return "\n".join(out + _against_rnn_and_runs(Path(out_dir), kept, others, by))
 
 
