@@ -1008,3 +1008,34 @@ def test_hornn_table4_report_gives_the_order_of_the_poolings_beside_the_papers(t
     assert "| RNN | 151.0 [150.0, 152.0] (2 seeds) | 184 |" in text and "| gated-N3 | 150.0 [149.0, 151.0]" in text
     assert "| fofe-N3 | 1 of 2 | -4.5 [-10.0, 1.0] |" in text and "| plain-N3 | 0 of 2 | 9.5 [9.0, 10.0] |" in text
     assert "ours fofe, gated, max, plain; the paper's gated, fofe, max, plain." in text
+
+
+def test_the_hornn_bench_script_on_text8_writes_the_folder_table4_reports(ptb, tmp_path, capsys):
+    """bench/repro_hornn_ptb.py --corpus text8-word: Table 4's models one call each, keyed as ``hornn-table4``'s own
+    (corpus and schedule), so the reproduction's report reads the folder; the PTB report leaves those rows out."""
+    import importlib.util
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "bench" / "repro_hornn_ptb.py"
+    spec = importlib.util.spec_from_file_location("repro_hornn_ptb", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path / "t4"
+    common = ["--corpus", "text8-word", "--data", str(ptb), "--hidden", "8", "--train-tokens", "2000", "--epochs",
+              "2", "--only", "table2", "--checkpoints", str(out)]  # fmt: skip
+    module.main(common + ["--orders", "1", "--poolings", "plain"])
+    module.main(common + ["--orders", "3", "--poolings", "fofe"])
+    assert "Table 4: test perplexity (valid in brackets) against order" in capsys.readouterr().out
+    rows = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    assert [(r["pooling"], r["order"], r["corpus"], r["schedule"], r["epochs"]) for r in rows] == [
+        ("plain", 1, "text8-word", "halve", 2),
+        ("fofe", 3, "text8-word", "halve", 2),
+    ]
+    history = json.loads((out / "fofe-N3-H8-seed0.history.json").read_text())
+    assert [r["lr"] for r in history] == [0.5, 0.5]  # the text8 schedule: 5 epochs at the initial rate
+    text = msr.reproduce.report("hornn-table4", out)
+    assert f"| RNN | {rows[0]['test']:.1f} ({rows[0]['valid']:.1f}) | 184 |" in text
+    assert f"| fofe-N3 | {int(rows[1]['test'] < rows[0]['test'])} of 1 |" in text
+    table2 = msr.reproduce.report("hornn-table2", out)  # PTB's tables take no text8 row
+    assert "| plain | - / 123 |" in table2
+    assert "The tables hold no row of its corpus; left out: 2 row(s) of other settings (corpus text8-word," in table2

@@ -444,16 +444,18 @@ def _in_table(r: dict, alpha: bool) -> bool:
     return r.get("alpha") is None or row_alpha(r) == default_alpha()
 
 
-def _table_rows(out_dir: Path, alpha: bool = False) -> Tuple[List[dict], List[dict]]:
-    """The rows of ``out_dir/results.jsonl`` of Table 2 (with ``alpha``, of Figure 6: ``_in_table``), split into those
-    with the settings of the latest such row (the tables' rows) and the others (rows of another run into the same
-    folder: a table or median mixing them would compare models trained differently)."""
+def _table_rows(out_dir: Path, alpha: bool = False, corpus: str = "ptb-word") -> Tuple[List[dict], List[dict]]:
+    """The rows of ``out_dir/results.jsonl`` of Table 2 (with ``alpha``, of Figure 6: ``_in_table``; with ``corpus``
+    "text8-word", of Table 4), split into those on ``corpus`` with the settings of the latest such row (the tables'
+    rows) and the others (rows of another corpus or run into the same folder: a table or median mixing them would
+    compare models trained differently)."""
     rows = [r for r in Results(out_dir).rows() if _in_table(r, alpha)]
-    latest = tuple(rows[-1].get(k) for k in SETTINGS) if rows else None
+    mine = [r for r in rows if r.get("corpus", OPTIONAL["corpus"]) == corpus]
+    latest = tuple(mine[-1].get(k) for k in SETTINGS) if mine else None
     kept: List[dict] = []
     others: List[dict] = []
     for r in rows:
-        (kept if tuple(r.get(k) for k in SETTINGS) == latest else others).append(r)
+        (kept if tuple(r.get(k) for k in SETTINGS) == latest and r in mine else others).append(r)
     return kept, others
 
 
@@ -521,7 +523,7 @@ def report_table4(out_dir: Path) -> str:
     """Table 4 beside ours: test perplexity (valid in brackets; median [range] over seeds where a model has
     several) of the RNN and each 3rd-order HORNN on text8 words in ``out_dir/results.jsonl``, each HORNN against
     the RNN of the same seed, and a row per model and seed with its epochs."""
-    kept, others = _table_rows(Path(out_dir))
+    kept, others = _table_rows(Path(out_dir), corpus="text8-word")
     by = _by_model(kept)
     vocab = f"{kept[-1]['vocab_size']:,}" if kept and "vocab_size" in kept[-1] else "the training text's"
     table = [
@@ -628,8 +630,8 @@ def _others_line(kept: List[dict], others: List[dict]) -> List[str]:
         return ", ".join(f"{k} {r[k]}" for k in SETTINGS if r.get(k) is not None)
 
     other = "; ".join(sorted({settings(r) for r in others}))
-    return ["", f"The tables hold the rows trained with the latest row's settings ({settings(kept[-1])}); left "
-            f"out: {len(others)} row(s) of other settings ({other})."] + head  # fmt: skip
+    held = f"the rows trained with the latest row's settings ({settings(kept[-1])})" if kept else "no row of its corpus"
+    return ["", f"The tables hold {held}; left out: {len(others)} row(s) of other settings ({other})."] + head
 
 
 def _in_progress(out_dir: Path, rows, alpha: bool = False) -> list:
@@ -710,7 +712,7 @@ def figures_figure6(out_dir: Path) -> None:
 def figures_table4(out_dir: Path) -> None:
     """``perplexity_table4.png``: test perplexity of each model of Table 4, ours (the median over seeds, their range
     as a bar) and the paper's (crosses; the full text8, so higher than ours is not a miss)."""
-    by = _by_model(_table_rows(Path(out_dir))[0])
+    by = _by_model(_table_rows(Path(out_dir), corpus="text8-word")[0])
     units = [u for u in UNITS_TABLE4 if u in by]
     if not units:
         return
