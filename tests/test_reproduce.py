@@ -383,7 +383,7 @@ def test_hornn_reproductions_train_every_model_of_a_seed_before_the_next_seed(pt
 
     monkeypatch.setattr(hornn, "finished", fake_finished)
     corpus = msr.data.load("ptb-word", path=str(ptb))
-    args = hornn.settings_for(200, len(corpus.train), models=len(hornn.ALPHAS))
+    args = hornn.settings_for(200, models=len(hornn.ALPHAS))
     epochs = args.epochs
     assert hornn.SEEDS == (0, 1, 2) and hornn.ALPHAS == (0.2, 0.4, 0.6, 0.8, 0.9) and hornn.default_alpha() == 0.6
     # seed 0's Table 2 FOFE order 3 (no alpha) is Figure 6's model at 0.6: found, not trained again
@@ -983,9 +983,9 @@ def test_hornn_table4_trains_text8_with_the_papers_text8_schedule_and_every_epoc
     assert "corpus" not in hornn._key(corpus, hornn.HornnSettings(), "plain", 1, None)  # PTB rows keep their keys
     # the scale of a budget: the paper's 500 units, our 10 epochs at most, halving from the second half on when capped
     assert CORPUS_SETTINGS["text8"] == {"hidden": 500, "epochs": 10, "lr_schedule": "halve", "halve_after": 5}
-    full = hornn.settings_for(10_000, hornn.TEXT8_PREFIX_WORDS, models=5, corpus="text8-word")
+    full = hornn.settings_for(10_000, models=5, corpus="text8-word")
     assert (full.hidden, full.epochs, full.anneal_after, full.corpus) == (500, 10, None, "text8-word")
-    capped = hornn.settings_for(180, hornn.TEXT8_PREFIX_WORDS, models=5, corpus="text8-word")
+    capped = hornn.settings_for(180, models=5, corpus="text8-word")
     assert (capped.epochs, capped.anneal_after) == (5, 2)
 
 

@@ -325,18 +325,18 @@ def finished(corpus, classes, args, pooling, order, alpha=None, budget=None):
 PLANNED_WORDS = {"ptb-word": 929_589, "text8-word": TEXT8_PREFIX_WORDS}
 
 
-def settings_for(
-    minutes: float, train_words: Optional[int] = None, models: int = len(UNITS), corpus: str = "ptb-word"
-) -> HornnSettings:
+def settings_for(minutes: float, models: int = len(UNITS), corpus: str = "ptb-word") -> HornnSettings:
     """The scale of a budget: below a minute the smoke scale (16 units, 1 epoch, 2,000 words), else the
     paper's size for ``corpus`` (``CORPUS_SETTINGS``: 400 units on PTB, 500 on text8) on all of the training words
     and as many epochs per model (at most the paper's 20 on PTB, our 10 on text8) as the budget shared by the
-    ``models`` models (Table 2's 9, Figure 6's and Table 4's 5) allows at ``WORDS_PER_SECOND``. Capped below that, the
-    rate is halved from an earlier epoch on at the latest: the last 3 on PTB, the second half on text8."""
+    ``models`` models (Table 2's 9, Figure 6's and Table 4's 5) allows at ``WORDS_PER_SECOND`` on the corpus's
+    ``PLANNED_WORDS`` (so the scale is the one ``scale`` states whatever the data; a larger text takes longer). Capped
+    below that, the rate is halved from an earlier epoch on at the latest: the last 3 on PTB, the second half on
+    text8."""
     if minutes < SMOKE_MINUTES:
         return HornnSettings(hidden=16, train_tokens=2_000, epochs=1, corpus=corpus)
     paper = CORPUS_SETTINGS[CORPORA[corpus]]
-    words = train_words or PLANNED_WORDS[corpus]
+    words = PLANNED_WORDS[corpus]
     most = paper["epochs"]
     epochs = max(1, min(most, int(60.0 * minutes / models / (words / WORDS_PER_SECOND))))
     if not 1 < epochs < most:
@@ -400,7 +400,7 @@ def _train_all(
 
     corpus = msr.data.load(corpus_name, path=str(data_path)).by_frequency()
     classes = msr.data.class_sizes(corpus.counts())
-    args = settings_for(budget.minutes, len(corpus.train), models=len(units), corpus=corpus_name)
+    args = settings_for(budget.minutes, models=len(units), corpus=corpus_name)
     args.checkpoints, args.progress, args.threads = str(out_dir), progress, msr.get_num_threads()
     for seed in SEEDS[:1] if budget.smoke else SEEDS:
         args.seed = seed
