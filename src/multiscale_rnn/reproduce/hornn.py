@@ -165,7 +165,7 @@ def recipe_trainer(model, lr: float, lr_schedule, progress: bool = False, **over
 
 def corpus_settings(args) -> Dict[str, Any]:
     """The paper's settings for ``args``' corpus (``CORPUS_SETTINGS``; PTB's where ``args`` names none)."""
-    return CORPUS_SETTINGS[CORPORA[getattr(args, "corpus", "ptb-word")]]
+    return CORPUS_SETTINGS[CORPORA[getattr(args, "corpus", OPTIONAL["corpus"])]]
 
 
 def lr_schedule(args):
