@@ -515,8 +515,23 @@ def _against_rnn_and_runs(out_dir: Path, kept: List[dict], others: List[dict], b
     if against:
         out += ["", "Each HORNN against the RNN of the same seed (test perplexity, HORNN minus RNN):", ""]
         out.append(markdown_table(["model", "below the RNN", "difference"], against))
-    out += ["", _runs_table(rows)] + _others_line(kept, others)
+    out += ["", _runs_table(rows)] + _still_improving(rows) + _others_line(kept, others)
     return out + _in_progress(out_dir, rows)
+
+
+def _still_improving(rows: List[dict]) -> List[str]:
+    """A line naming how many of ``rows`` kept their last epoch with every epoch of the scale trained: those were
+    still improving when the scale stopped them, so more epochs would likely lower their figures."""
+    last = [
+        r for r in rows if r.get("best_epoch") is not None and r["best_epoch"] == r.get("epochs") == r["max_epochs"]
+    ]
+    if not last:
+        return []
+    return [
+        "",
+        f"{len(last)} of {len(rows)} model(s) trained all {last[0]['max_epochs']} epochs and kept the last: still "
+        "improving when the scale stopped them, so more epochs would likely lower their figures.",
+    ]
 
 
 def report_table4(out_dir: Path) -> str:
@@ -551,9 +566,10 @@ def report_table4(out_dir: Path) -> str:
 
 
 def _runs_table(rows: List[dict]) -> str:
-    """A row per finished model and seed: its settings, epochs, perplexities and training seconds."""
+    """A row per finished model and seed: its settings, epochs (the epoch kept: of lowest validation loss),
+    perplexities and training seconds."""
     return markdown_table(
-        ["model", "seed", "hidden", "training words", "epochs (max)", "lr", "test", "valid", "seconds"],
+        ["model", "seed", "hidden", "training words", "epochs (max)", "kept", "lr", "test", "valid", "seconds"],
         [
             [
                 label(r["pooling"], r["order"], r.get("alpha")),
@@ -561,6 +577,7 @@ def _runs_table(rows: List[dict]) -> str:
                 r["hidden"],
                 f"{r['train_tokens']:,}",
                 f"{r.get('epochs', '?')} ({r['max_epochs']})",
+                r.get("best_epoch", "?"),
                 r["lr"],
                 f"{r['test']:.1f}",
                 f"{r['valid']:.1f}",
