@@ -522,9 +522,7 @@ def _against_rnn_and_runs(out_dir: Path, kept: List[dict], others: List[dict], b
 def _still_improving(rows: List[dict]) -> List[str]:
     """A line naming how many of ``rows`` kept their last epoch with every epoch of the scale trained: those were
     still improving when the scale stopped them, so more epochs would likely lower their figures."""
-    last = [
-        r for r in rows if r.get("best_epoch") is not None and r["best_epoch"] == r.get("epochs") == r["max_epochs"]
-    ]
+    last = [r for r in rows if r.get("best_epoch") == r.get("epochs") == r["max_epochs"]]  # no best_epoch: not counted
     if not last:
         return []
     return [
